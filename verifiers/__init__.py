@@ -1,0 +1,9 @@
+"""Veracity's checks, usable as a library without the gateway.
+
+Each verifier is one module with one public entry point returning ``list[Check]``:
+``verifiers.arithmetic.check``, ``verifiers.code.check``, ``verifiers.citations.check``.
+"""
+
+from verifiers._types import OUTCOMES, Check, Cost, Report
+
+__all__ = ["Check", "Cost", "Report", "OUTCOMES"]

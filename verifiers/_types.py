@@ -1,0 +1,105 @@
+"""Shared records of the verification vocabulary (see DESIGN.md, "Shared vocabulary").
+
+A *claim* is one checkable statement in an answer; a *check* is the result of verifying one
+claim; a *report* gathers the checks of one answer. Every verifier returns ``list[Check]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Outcome = Literal["pass", "fail", "unknown", "error"]
+ReportStatus = Literal["passed", "corrected", "failed", "skipped", "error"]
+
+OUTCOMES: tuple[str, ...] = ("pass", "fail", "unknown", "error")
+
+
+@dataclass(slots=True)
+class Check:
+    """The result of verifying one claim.
+
+    Fields:
+        verifier: name of the verifier that produced it (``arithmetic``, ``code``,
+            ``citations``, ``sentinel``).
+        claim: the claim as text (an equation, a code block's first line, a reference).
+        outcome: ``pass`` | ``fail`` | ``unknown`` | ``error``. ``unknown`` is an honest
+            outcome when the claim cannot be checked with confidence; ``error`` means the
+            verifier itself failed.
+        expected: the value the tool computed / the record it found (JSON-serialisable).
+        found: the value the answer stated.
+        evidence: tool input and output that justify the outcome (JSON-serialisable dict).
+        confidence: 0..1, how sure the verifier is of ``outcome``.
+        span: ``(start, end)`` character offsets of the claim in the answer, or ``None``.
+        note: one human-readable line.
+    """
+
+    verifier: str
+    claim: str
+    outcome: Outcome
+    expected: Any = None
+    found: Any = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    confidence: float = 1.0
+    span: tuple[int, int] | None = None
+    note: str = ""
+
+    @property
+    def failed(self) -> bool:
+        """True when the outcome is ``fail``."""
+        return self.outcome == "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``span`` as a 2-list)."""
+        d = asdict(self)
+        if self.span is not None:
+            d["span"] = list(self.span)
+        return d
+
+
+@dataclass(slots=True)
+class Cost:
+    """Extra work verification caused: ``tokens`` (prompt+completion of extra upstream
+    calls), ``upstream_calls``, ``ms`` (gateway wall time spent verifying/correcting)."""
+
+    tokens: int = 0
+    upstream_calls: int = 0
+    ms: float = 0.0
+
+
+@dataclass(slots=True)
+class Report:
+    """All checks of one answer.
+
+    ``status``: ``passed`` (no check failed), ``corrected`` (a correction round fixed every
+    failure), ``failed`` (failures remain), ``skipped`` (nothing was verified: low risk, over
+    budget, checks off; ``reason`` says which), ``error`` (verification itself broke).
+    ``risk``: the risk score dict (``score`` 0..1, ``signals``, ``verifiers``).
+    ``rounds``: one dict per correction round.
+    """
+
+    status: ReportStatus = "skipped"
+    checks: list[Check] = field(default_factory=list)
+    risk: dict[str, Any] | None = None
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    cost: Cost = field(default_factory=Cost)
+    reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if c.outcome == "fail"]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``veracity`` object placed in responses (see README "Report format")."""
+        d: dict[str, Any] = {
+            "status": self.status,
+            "risk": self.risk,
+            "checks": [c.to_dict() for c in self.checks],
+            "rounds": self.rounds,
+            "cost": asdict(self.cost),
+        }
+        if self.reason:
+            d["reason"] = self.reason
+        d.update(self.extra)
+        return d
