@@ -1,0 +1,144 @@
+"""The ``veracity`` command line (console script ``veracity = proxy.cli:main``).
+
+Subcommands are registered with :func:`command`; adding one is a small, local edit::
+
+    @command("index build", help="Build the citation index")
+    def _index_build(p: argparse.ArgumentParser) -> Handler:
+        p.add_argument("--out", default="index.sqlite3")
+
+        def run(args: argparse.Namespace) -> int:
+            from verifiers.citations.index import build   # import lazily: keep start-up fast
+            build(args.out)
+            return 0
+
+        return run
+
+A name with spaces ("index build") creates the group ``index`` with the subcommand ``build``.
+The decorated function receives the subcommand's :class:`argparse.ArgumentParser`, adds its
+arguments and returns the handler ``(args) -> int`` (the process exit status). Handlers import
+their heavy modules themselves, so ``veracity --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+Handler = Callable[[argparse.Namespace], int]
+Setup = Callable[[argparse.ArgumentParser], Handler]
+
+#: Registered subcommands in registration order: (space-separated name, help, setup).
+_COMMANDS: list[tuple[str, str, Setup]] = []
+
+
+def command(name: str, *, help: str) -> Callable[[Setup], Setup]:
+    """Register a subcommand ``name`` ("serve", or "index build" for a nested one).
+
+    The decorated ``setup(parser) -> handler`` is called once when the parser is built.
+    """
+
+    def deco(setup: Setup) -> Setup:
+        _COMMANDS.append((name, help, setup))
+        return setup
+
+    return deco
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argparse parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="veracity",
+        description="OpenAI-compatible gateway that verifies LLM answers.",
+    )
+    root = parser.add_subparsers(dest="command", metavar="COMMAND")
+    groups: dict[str, argparse._SubParsersAction] = {"": root}
+    for name, help_text, setup in _COMMANDS:
+        parts = name.split()
+        parent = ""
+        for part in parts[:-1]:
+            key = f"{parent} {part}".strip()
+            if key not in groups:
+                gp = groups[parent].add_parser(part, help=f"{part} commands")
+                groups[key] = gp.add_subparsers(dest=f"{key.replace(' ', '_')}_command", metavar="COMMAND")
+                gp.set_defaults(_group_parser=gp)
+            parent = key
+        sub = groups[parent].add_parser(parts[-1], help=help_text, description=help_text)
+        sub.set_defaults(_handler=setup(sub))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: parse ``argv`` (default ``sys.argv[1:]``), run the handler, return its status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "_handler", None)
+    if handler is None:
+        (getattr(args, "_group_parser", None) or parser).print_help()
+        return 2
+    return int(handler(args) or 0)
+
+
+# --------------------------------------------------------------------------- built-in commands
+
+
+@command("serve", help="Run the gateway (HTTP server).")
+def _serve(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--config", "-c", default=None,
+                   help="YAML config file (default: $VERACITY_CONFIG, else ./veracity.yaml if present, "
+                        "else OPENAI_API_KEY -> OpenAI, else demo mode)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--workers", type=int, default=1,
+                   help="uvicorn worker processes (metrics use prometheus-client multiprocess mode)")
+    p.add_argument("--log-level", default="info")
+
+    def run(args: argparse.Namespace) -> int:
+        from proxy.server import serve
+
+        return serve(config_path=args.config, host=args.host, port=args.port,
+                     workers=args.workers, log_level=args.log_level)
+
+    return run
+
+
+@command("mock-upstream", help="Run the scripted OpenAI-compatible upstream (tests, demos, rehearsals).")
+def _mock_upstream(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--script", required=False, default=None, help="YAML/JSON script of rules")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 = let the OS pick (printed on start)")
+
+    def run(args: argparse.Namespace) -> int:
+        from proxy import mock_upstream
+
+        argv: list[str] = ["--host", args.host, "--port", str(args.port)]
+        if args.script:
+            argv += ["--script", args.script]
+        return int(mock_upstream.main(argv) or 0)
+
+    return run
+
+
+@command("config check", help="Validate a config file and print the effective upstreams.")
+def _config_check(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("config")
+
+    def run(args: argparse.Namespace) -> int:
+        from proxy.config import ConfigError, load_config
+
+        try:
+            cfg = load_config(args.config)
+        except ConfigError as exc:
+            print(f"veracity: {exc}", file=sys.stderr)
+            return 2
+        for u in cfg.upstreams:
+            print(f"upstream {u.name}: models={u.models} "
+                  f"{'provider=' + u.provider if u.provider != 'openai' else 'base_url=' + str(u.base_url)}")
+        print(f"keys: {len(cfg.keys)} ({'virtual keys' if cfg.keys else 'pass-through auth'})")
+        return 0
+
+    return run
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
