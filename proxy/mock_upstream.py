@@ -419,6 +419,20 @@ class _Drop(Exception):
     """Raised inside the app to make uvicorn cut the connection (fault injection)."""
 
 
+async def _cut(send: Any) -> None:
+    """Close the client connection now, without finishing the response (fault injection).
+
+    uvicorn's ``send`` is a bound method of its per-request cycle, which holds the asyncio
+    transport; closing it makes the client see a connection cut, not an HTTP error. Without
+    that handle, raise :class:`_Drop` (uvicorn then answers 500 if nothing was sent yet)."""
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is None:
+        raise _Drop
+    transport.close()
+    for _ in range(3):  # let connection_lost() run so uvicorn sees a disconnect, not an app bug
+        await asyncio.sleep(0)
+
+
 class _DropFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
@@ -532,7 +546,9 @@ class MockApp:
                     _event(record, "client_disconnected", phase="before_headers")
                     return
             if "drop_before_headers" in reply.fault:
-                raise _Drop
+                _event(record, "connection_dropped", phase="before_headers")
+                await _cut(send)
+                return
             if reply.status >= 400:
                 await _send_json(send, reply.status, _error_body(reply), reply.headers)
                 return
@@ -621,8 +637,9 @@ class MockApp:
                 _event(record, "client_disconnected", phase="mid_stream", frames_sent=i + 1)
                 return
         if "drop_mid_stream" in faults:
-            _event(record, "connection_dropped", frames_sent=len(frames))
-            raise _Drop
+            _event(record, "connection_dropped", phase="mid_stream", frames_sent=len(frames))
+            await _cut(send)
+            return
         if watch.done():
             _event(record, "client_disconnected", phase="mid_stream", frames_sent=len(frames))
             return
@@ -800,7 +817,8 @@ async def _send_body(send: Any, completion: dict, reply: Reply) -> None:
         hdrs = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": hdrs})
         await send({"type": "http.response.body", "body": payload[: len(payload) // 2], "more_body": True})
-        raise _Drop
+        await _cut(send)
+        return
     await _send(send, 200, payload, reply.headers)
 
 
