@@ -104,9 +104,10 @@ def _serve(p: argparse.ArgumentParser) -> Handler:
 
 @command("mock-upstream", help="Run the scripted OpenAI-compatible upstream (tests, demos, rehearsals).")
 def _mock_upstream(p: argparse.ArgumentParser) -> Handler:
-    p.add_argument("--script", required=False, default=None, help="YAML/JSON script of rules")
+    p.add_argument("--script", default=None, help="YAML/JSON script of rules (default: the demo script)")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0, help="0 = let the OS pick (printed on start)")
+    p.add_argument("--port", type=int, default=8001, help="0 = let the OS pick (printed on start)")
+    p.add_argument("--no-record", action="store_true", help="do not keep requests (benchmarks)")
 
     def run(args: argparse.Namespace) -> int:
         from proxy import mock_upstream
@@ -114,7 +115,32 @@ def _mock_upstream(p: argparse.ArgumentParser) -> Handler:
         argv: list[str] = ["--host", args.host, "--port", str(args.port)]
         if args.script:
             argv += ["--script", args.script]
+        if args.no_record:
+            argv.append("--no-record")
         return int(mock_upstream.main(argv) or 0)
+
+    return run
+
+
+@command("key hash", help="Print the sha256 hash of a virtual key for `keys[].hash` (reads the key from stdin).")
+def _key_hash(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--generate", action="store_true", help="generate a new random key and print key and hash")
+
+    def run(args: argparse.Namespace) -> int:
+        import secrets
+
+        from proxy.config import hash_key
+
+        if args.generate:
+            key = "vk-" + secrets.token_urlsafe(32)
+            print(f"key:  {key}")
+        else:
+            key = sys.stdin.readline().strip()
+            if not key:
+                print("veracity: give the key on stdin (or use --generate)", file=sys.stderr)
+                return 2
+        print(f"hash: {hash_key(key)}")
+        return 0
 
     return run
 

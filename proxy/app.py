@@ -1,0 +1,410 @@
+"""The HTTP surface (FastAPI/Starlette): HTTP <-> :mod:`proxy.pipeline`, nothing more.
+
+Routes: ``POST /v1/chat/completions`` (stream and not), ``GET /v1/models`` (union of the
+upstreams' lists), ``GET /healthz``, ``GET /readyz``, ``GET /metrics``, and every other
+``/v1/*`` path passed through to the matching upstream untouched.
+
+The hot path is a plain Starlette endpoint (no FastAPI body validation: the gateway forwards
+dicts it does not own). Each request: request id -> auth -> read body (size limit) -> parse ->
+route model -> pipeline -> response with ``x-request-id``, ``x-veracity-status``,
+``x-veracity-overhead-ms``; then metrics and one log line. Every failure is an OpenAI-shaped
+error (:mod:`proxy.errors`); an unexpected exception is a 500 without a stack trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from proxy import metrics, pipeline
+from proxy.auth import Authenticator, Principal
+from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
+from proxy.errors import GatewayError, UpstreamError, error_body
+from proxy.log import add_secrets, get_logger
+from proxy.upstream import BoundUpstream, OpenAIUpstream, Timing, Upstreams, dumps, loads
+
+log = get_logger("veracity")
+
+CHAT_ROUTE = "/v1/chat/completions"
+_RID_RE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+_JSON = "application/json"
+#: response headers of a pass-through answer that must not be copied (hop-by-hop / re-encoded)
+_DROP_RESPONSE_HEADERS = frozenset({"content-length", "content-encoding", "transfer-encoding", "connection",
+                                    "keep-alive", "server", "date"})
+
+
+class GatewayState:
+    """Per-process state: config, authenticator, upstreams (opened at start-up)."""
+
+    def __init__(self, cfg: GatewayConfig) -> None:
+        self.cfg = cfg
+        self.auth = Authenticator(cfg.keys)
+        self.max_body = cfg.limits.max_body_bytes
+        self.log_content = cfg.logging.log_content
+        self.upstreams: Upstreams | None = None
+
+
+def _request_id(request: Request) -> str:
+    rid = request.headers.get("x-request-id")
+    if rid and _RID_RE.match(rid):
+        return rid
+    return "req_" + os.urandom(12).hex()
+
+
+def _error_response(exc: GatewayError, rid: str, timing: Timing | None = None) -> Response:
+    headers = {"x-request-id": rid, **exc.headers}
+    if timing is not None:
+        headers["x-veracity-overhead-ms"] = f"{timing.overhead() * 1000:.3f}"
+    return Response(dumps(exc.body()), exc.status, headers=headers, media_type=_JSON)
+
+
+def _upstream_error_response(exc: UpstreamError, rid: str, timing: Timing) -> Response:
+    headers = {**exc.headers, "x-request-id": rid, "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}"}
+    return Response(exc.response_body(), exc.status, headers=headers, media_type=_JSON)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The request body, or 413 once it exceeds ``limit`` bytes (checked against
+    ``Content-Length`` first, then while reading chunked bodies)."""
+    cl = request.headers.get("content-length")
+    if cl is not None:
+        try:
+            n = int(cl)
+        except ValueError:
+            raise GatewayError(400, "Invalid Content-Length header.", code="invalid_request") from None
+        if n > limit:
+            raise GatewayError(413, f"Request body is {n} bytes; the limit is {limit} bytes.",
+                               code="request_too_large")
+        return await request.body()
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise GatewayError(413, f"Request body exceeds the limit of {limit} bytes.", code="request_too_large")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _parse_json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        body = loads(raw)
+    except ValueError:
+        raise GatewayError(400, "We could not parse the JSON body of your request. The body must be a "
+                           "JSON object.", code="invalid_json") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "The request body must be a JSON object.", code="invalid_json")
+    return body
+
+
+def _route(state: GatewayState, principal: Principal, model: str) -> Any:
+    assert state.upstreams is not None
+    up = state.upstreams.route(model)
+    allowed = principal.models is None or any(_glob(model, p) for p in principal.models)
+    if up is None or not allowed:
+        raise GatewayError(404, f"The model `{model}` does not exist or you do not have access to it.",
+                           code="model_not_found", param="model")
+    return up
+
+
+def _glob(name: str, pattern: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(name, pattern)
+
+
+def _finish(state: GatewayState, *, route: str, model: str, status: int, timing: Timing, rid: str,
+            principal: Principal | None, upstream: str | None, stream: bool, veracity_status: str | None,
+            fields: dict[str, Any]) -> None:
+    """Metrics + the request's single log line."""
+    duration = timing.elapsed()
+    overhead = max(0.0, duration - timing.upstream_s) if "overhead_s" not in fields else fields.pop("overhead_s")
+    metrics.observe_request(route, model, status, duration, overhead, upstream, timing.upstream_s)
+    metrics.IN_FLIGHT.dec()
+    log.info("request", request_id=rid, route=route, model=model, upstream=upstream, status=status,
+             stream=stream, team=principal.team if principal else None,
+             key=principal.key_name if principal else None,
+             duration_ms=round(duration * 1000, 3), upstream_ms=round(timing.upstream_s * 1000, 3),
+             overhead_ms=round(overhead * 1000, 3), upstream_calls=timing.upstream_calls,
+             veracity_status=veracity_status, **fields)
+
+
+async def chat_completions(request: Request) -> Response:
+    """``POST /v1/chat/completions``: see the module doc and :mod:`proxy.errors`."""
+    state: GatewayState = request.app.state.gw
+    timing = Timing()
+    rid = _request_id(request)
+    metrics.IN_FLIGHT.inc()
+    model_label = "_unknown"
+    status = 500
+    principal: Principal | None = None
+    upstream_name: str | None = None
+    streaming = False
+    fields: dict[str, Any] = {}
+    vstatus: str | None = None
+    try:
+        principal = state.auth.authenticate(request.headers.get("authorization"))
+        body = _parse_json_object(await _read_body(request, state.max_body))
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise GatewayError(400, "you must provide a model parameter", code="missing_model", param="model")
+        up = _route(state, principal, model)
+        model_label, upstream_name = model, up.name
+        policy = principal.policy
+        if principal.allow_policy_header:
+            policy = request.headers.get("x-veracity-policy") or policy
+        ctx = pipeline.RequestContext(
+            request_id=rid, model=model, upstream=BoundUpstream(up, principal.upstream_auth, timing),
+            principal=principal, policy=policy, headers=request.headers, timing=timing,
+            config=state.cfg, log=fields)
+        if state.log_content:
+            fields["messages"] = body.get("messages")
+        if body.get("stream") is True:
+            result = await pipeline.chat_completion_stream(ctx, body)
+            status, streaming, vstatus = 200, True, result.report.status
+            headers = {**result.headers, "x-request-id": rid, "x-veracity-status": result.report.status,
+                       "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}",
+                       "cache-control": "no-cache", "x-accel-buffering": "no"}
+            events = _finish_stream(state, result.events, timing=timing, rid=rid, principal=principal,
+                                    model=model_label, upstream=upstream_name, vstatus=vstatus, fields=fields)
+            return StreamingResponse(events, status_code=200, headers=headers, media_type="text/event-stream")
+        result = await pipeline.chat_completion(ctx, body)
+        status, vstatus = result.status_code, result.report.status
+        if state.log_content:
+            fields["choices"] = result.response.get("choices")
+        payload = dumps(result.response)
+        headers = {**result.headers, "x-request-id": rid, "x-veracity-status": result.report.status,
+                   "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}"}
+        return Response(payload, status, headers=headers, media_type=_JSON)
+    except GatewayError as exc:
+        status = exc.status
+        fields["error_code"] = exc.code
+        return _error_response(exc, rid, timing)
+    except UpstreamError as exc:
+        status = exc.status
+        fields["error_code"] = exc.code
+        metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
+        return _upstream_error_response(exc, rid, timing)
+    except Exception as exc:  # noqa: BLE001 - the catch-all: never a stack trace to the client
+        status = 500
+        fields["error_code"] = "internal_error"
+        fields["exception"] = type(exc).__name__
+        log.error("unhandled error", request_id=rid, exception=type(exc).__name__, message=str(exc)[:500])
+        return _error_response(GatewayError(500, "The gateway hit an internal error; see its logs "
+                                            f"(request id {rid}).", type="server_error",
+                                            code="internal_error"), rid, timing)
+    finally:
+        if not streaming:
+            _finish(state, route=CHAT_ROUTE, model=model_label, status=status, timing=timing, rid=rid,
+                    principal=principal, upstream=upstream_name, stream=False, veracity_status=vstatus,
+                    fields=fields)
+
+
+async def _finish_stream(state: GatewayState, events: AsyncIterator[bytes], *, timing: Timing, rid: str,
+                         principal: Principal, model: str, upstream: str | None, vstatus: str,
+                         fields: dict[str, Any]) -> AsyncIterator[bytes]:
+    """Relay ``events``; when the stream ends or the client goes away, close the upstream at
+    once and record metrics + the log line. Gateway overhead = time spent outside upstream
+    reads and client writes."""
+    import time
+
+    overhead = timing.overhead()  # up to the response headers
+    perf = time.perf_counter
+    try:
+        async for chunk in events:
+            t0 = perf()
+            yield chunk
+            t1 = perf()
+            # time blocked on the client (back-pressure) is not gateway overhead
+            fields["_client_s"] = fields.get("_client_s", 0.0) + (t1 - t0)
+    except (asyncio.CancelledError, GeneratorExit):
+        fields["client_disconnected"] = True
+        raise
+    finally:
+        try:
+            await events.aclose()  # type: ignore[attr-defined]
+        except Exception:  # noqa: BLE001
+            pass
+        client_s = fields.pop("_client_s", 0.0)
+        fields["overhead_s"] = max(overhead, timing.elapsed() - timing.upstream_s - client_s)
+        _finish(state, route=CHAT_ROUTE, model=model, status=200, timing=timing, rid=rid, principal=principal,
+                upstream=upstream, stream=True, veracity_status=vstatus, fields=fields)
+
+
+async def list_models(request: Request) -> Response:
+    """``GET /v1/models``: the union of the upstreams' model lists, each entry kept as the
+    upstream sent it, restricted to models this gateway routes to that upstream; litellm
+    upstreams contribute their literal (non-glob) model patterns."""
+    state: GatewayState = request.app.state.gw
+    rid = _request_id(request)
+    try:
+        principal = state.auth.authenticate(request.headers.get("authorization"))
+    except GatewayError as exc:
+        return _error_response(exc, rid)
+    assert state.upstreams is not None
+    ups = state.upstreams
+    http_ups = [u for u in ups.all if isinstance(u, OpenAIUpstream)]
+    results = await asyncio.gather(*(u.list_models(auth=principal.upstream_auth) for u in http_ups),
+                                   return_exceptions=True)
+    data: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    first_error: UpstreamError | None = None
+    for u, res in zip(http_ups, results):
+        if isinstance(res, BaseException):
+            if isinstance(res, UpstreamError):
+                first_error = first_error or res
+                metrics.UPSTREAM_ERRORS.labels(res.reason).inc()
+            log.warning("model list failed", request_id=rid, upstream=u.name, error=type(res).__name__)
+            continue
+        for m in res:
+            mid = m.get("id")
+            if isinstance(mid, str) and mid not in seen and ups.route(mid) is u:
+                seen.add(mid)
+                data.append(m)
+    for u in ups.all:
+        if isinstance(u, OpenAIUpstream):
+            continue
+        for p in u.config.models:
+            if not any(c in p for c in "*?[") and p not in seen and ups.route(p) is u:
+                seen.add(p)
+                data.append({"id": p, "object": "model", "created": 0, "owned_by": u.name})
+    if principal.models is not None:
+        data = [m for m in data if any(_glob(m["id"], p) for p in principal.models)]
+    if not data and first_error is not None:
+        return _upstream_error_response(first_error, rid, Timing())
+    return Response(dumps({"object": "list", "data": data}), 200, headers={"x-request-id": rid}, media_type=_JSON)
+
+
+async def passthrough(request: Request) -> Response:
+    """Any other ``/v1/*`` request: sent to the upstream serving the body's ``model`` (or the
+    ``/v1/models/{model}`` path's model; else the first OpenAI-compatible upstream) and its
+    answer relayed byte for byte (streamed)."""
+    state: GatewayState = request.app.state.gw
+    timing = Timing()
+    rid = _request_id(request)
+    path = request.url.path
+    try:
+        principal = state.auth.authenticate(request.headers.get("authorization"))
+        raw = await _read_body(request, state.max_body)
+        model = None
+        if raw and "json" in request.headers.get("content-type", ""):
+            try:
+                parsed = loads(raw)
+                model = parsed.get("model") if isinstance(parsed, dict) else None
+            except ValueError:
+                model = None
+        elif path.startswith("/v1/models/"):
+            model = path[len("/v1/models/"):]
+        assert state.upstreams is not None
+        if isinstance(model, str) and model:
+            up = _route(state, principal, model)
+        else:
+            up = state.upstreams.default()
+        if not isinstance(up, OpenAIUpstream):
+            raise GatewayError(404, f"No OpenAI-compatible upstream serves {path}.", code="not_found")
+        resp = await up.request(request.method, path[len("/v1"):], query=request.url.query, body=raw,
+                                headers=request.headers, auth=principal.upstream_auth, timing=timing)
+    except GatewayError as exc:
+        return _error_response(exc, rid, timing)
+    except UpstreamError as exc:
+        metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
+        return _upstream_error_response(exc, rid, timing)
+    headers = {k: v for k, v in resp.headers.items() if k.lower() not in _DROP_RESPONSE_HEADERS}
+    headers["x-request-id"] = rid
+    metrics.REQUESTS.labels("/v1/*", "_passthrough", str(resp.status)).inc()
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in resp.content.iter_any():
+                yield chunk
+        except Exception:  # noqa: BLE001 - mid-body failure: end the response
+            metrics.UPSTREAM_ERRORS.labels("disconnect").inc()
+        finally:
+            resp.close()
+
+    return StreamingResponse(body(), status_code=resp.status, headers=headers,
+                             media_type=resp.headers.get("content-type"))
+
+
+async def healthz(request: Request) -> Response:
+    """Liveness: the process answers."""
+    return Response(b'{"status":"ok"}', 200, media_type=_JSON)
+
+
+async def readyz(request: Request) -> Response:
+    """Readiness: config loaded and upstream clients started (503 otherwise)."""
+    state: GatewayState = request.app.state.gw
+    if state.upstreams is None:
+        return Response(dumps({"status": "starting"}), 503, media_type=_JSON)
+    return Response(dumps({"status": "ready", "mode": state.cfg.mode, "auth": state.auth.mode,
+                           "upstreams": [u.name for u in state.upstreams.all]}), 200, media_type=_JSON)
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    """Prometheus text exposition (aggregated over workers in multiprocess mode)."""
+    data, ctype = metrics.render()
+    return Response(data, 200, media_type=ctype)
+
+
+async def _http_exception(request: Request, exc: StarletteHTTPException) -> Response:
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
+    return Response(dumps(error_body(str(exc.detail), code=code)), exc.status_code,
+                    headers=getattr(exc, "headers", None), media_type=_JSON)
+
+
+async def _unhandled(request: Request, exc: Exception) -> Response:
+    log.error("unhandled error", path=request.url.path, exception=type(exc).__name__)
+    return Response(dumps(error_body("The gateway hit an internal error.", type="server_error",
+                                     code="internal_error")), 500, media_type=_JSON)
+
+
+def create_app(cfg: GatewayConfig) -> FastAPI:
+    """The ASGI app for ``cfg``. Upstream clients open in the lifespan (inside the loop)."""
+    state = GatewayState(cfg)
+    add_secrets([u.api_key.get_secret_value() for u in cfg.upstreams if u.api_key])
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.upstreams = await Upstreams.start(cfg)
+        try:
+            yield
+        finally:
+            await state.upstreams.close()
+            metrics.mark_process_dead()
+
+    app = FastAPI(title="Veracity", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.gw = state
+    app.router.add_route(CHAT_ROUTE, chat_completions, methods=["POST"])
+    app.router.add_route("/v1/models", list_models, methods=["GET"])
+    app.router.add_route("/healthz", healthz, methods=["GET"])
+    app.router.add_route("/readyz", readyz, methods=["GET"])
+    app.router.add_route("/metrics", metrics_endpoint, methods=["GET"])
+    app.router.add_route("/v1/{rest:path}", passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _unhandled)
+    return app
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn factory (``proxy.app:app_from_env``): the config named by ``VERACITY_CONFIG``
+    (see :func:`proxy.config.resolve_config`); in demo mode the scripted upstream's URL comes
+    from ``VERACITY_DEMO_UPSTREAM_URL`` (set by :func:`proxy.server.serve`)."""
+    from proxy.log import configure
+
+    cfg = resolve_config(None)  # VERACITY_CONFIG, set by proxy.server.serve
+    configure(cfg.logging.level)
+    if cfg.mode == "demo":
+        url = os.environ.get("VERACITY_DEMO_UPSTREAM_URL")
+        if not url:
+            raise RuntimeError("demo mode needs VERACITY_DEMO_UPSTREAM_URL (start with `veracity serve`)")
+        cfg.upstreams = [UpstreamConfig(name="demo", models=["*"], base_url=url)]
+    return create_app(cfg)

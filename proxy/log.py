@@ -1,0 +1,107 @@
+"""Structured logs: structlog, one JSON object per line on stdout.
+
+Each request produces exactly one ``event="request"`` line with ``request_id``, ``team``,
+``key`` (the virtual key's *name*), ``model``, ``upstream``, ``route``, ``status``, ``stream``,
+``duration_ms``, ``upstream_ms``, ``overhead_ms``, ``veracity_status`` and, on failure,
+``error_code``. Prompt and answer text appear only with ``logging.log_content: true``.
+
+Secrets: nothing in the gateway passes keys to the logger, and as a second line of defence the
+last processor masks every configured secret and anything shaped like an API key
+(``sk-...``, ``Bearer ...``) in every string value.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from typing import Any
+
+import structlog
+
+_KEYLIKE = re.compile(r"(?:\bsk-[A-Za-z0-9_\-]{8,}|\bBearer\s+[A-Za-z0-9_\-\.=:/+]{8,})")
+_secrets: list[str] = []
+
+
+def add_secrets(values: list[str]) -> None:
+    """Register secret strings (upstream keys) that must never appear in a log line."""
+    for v in values:
+        if v and len(v) >= 6 and v not in _secrets:
+            _secrets.append(v)
+
+
+def redact(text: str) -> str:
+    """``text`` with registered secrets and key-shaped substrings replaced by ``[REDACTED]``."""
+    for s in _secrets:
+        if s in text:
+            text = text.replace(s, "[REDACTED]")
+    return _KEYLIKE.sub("[REDACTED]", text)
+
+
+def _redact_processor(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    for k, v in event.items():
+        if isinstance(v, str):
+            event[k] = redact(v)
+        elif isinstance(v, (list, dict)):
+            event[k] = _redact_deep(v)
+    return event
+
+
+def _redact_deep(v: Any) -> Any:
+    if isinstance(v, str):
+        return redact(v)
+    if isinstance(v, list):
+        return [_redact_deep(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _redact_deep(x) for k, x in v.items()}
+    return v
+
+
+def _orjson_dumps(obj: Any, **_: Any) -> str:
+    try:
+        import orjson
+
+        return orjson.dumps(obj, default=str).decode()
+    except ImportError:  # pragma: no cover
+        import json
+
+        return json.dumps(obj, default=str)
+
+
+def configure(level: str = "info") -> None:
+    """Set up structlog (JSON lines to stdout) and route stdlib logging (uvicorn's) through
+    the same format. Idempotent."""
+    lvl = getattr(logging, level.upper(), logging.INFO)
+    processors = [
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        _redact_processor,
+        structlog.processors.JSONRenderer(serializer=_orjson_dumps),
+    ]
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        cache_logger_on_first_use=True,
+    )
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *processors[:-1],
+                    structlog.processors.format_exc_info, processors[-1]],
+        foreign_pre_chain=[structlog.stdlib.add_logger_name],
+    ))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(lvl)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        lg = logging.getLogger(name)
+        lg.handlers[:] = []
+        lg.propagate = True
+    # the gateway writes its own request line; access lines (e.g. of the in-process demo
+    # upstream) would only double the volume
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+
+
+def get_logger(name: str = "veracity") -> Any:
+    """A structlog logger bound with ``logger=name``."""
+    return structlog.get_logger(name).bind(logger=name)

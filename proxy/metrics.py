@@ -1,0 +1,86 @@
+"""Prometheus metrics (prometheus-client), named per Prometheus conventions
+(https://prometheus.io/docs/practices/naming/): base units (seconds), ``_total`` counters.
+
+=====================================  =========  ==========================================
+name                                   type       labels
+=====================================  =========  ==========================================
+veracity_requests_total                counter    route, model, status (HTTP status code)
+veracity_request_duration_seconds      histogram  route
+veracity_upstream_duration_seconds     histogram  upstream
+veracity_overhead_seconds              histogram  route  (gateway time, upstream excluded)
+veracity_in_flight_requests            gauge      (summed over workers)
+veracity_upstream_errors_total         counter    reason (http_<status>, connect, timeout,
+                                                  disconnect, bad_response, truncated)
+=====================================  =========  ==========================================
+
+Multi-worker servers (``veracity serve --workers N``) use prometheus-client's multiprocess
+mode: ``PROMETHEUS_MULTIPROC_DIR`` must be set before this module is imported (``serve`` does
+it), and :func:`render` then aggregates every worker's files, so any worker answers
+``/metrics`` with the totals. ``model`` label values are the model names routed to an
+upstream (unroutable names are counted as ``_unknown`` to bound cardinality).
+"""
+
+from __future__ import annotations
+
+import os
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+MULTIPROCESS = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+
+#: latency buckets (seconds) for whole requests and upstream calls
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+#: gateway overhead buckets (seconds): the target is well under a millisecond
+OVERHEAD_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0)
+
+REQUESTS = Counter("veracity_requests_total", "HTTP requests answered by the gateway.",
+                   ["route", "model", "status"])
+REQUEST_DURATION = Histogram("veracity_request_duration_seconds",
+                             "Wall time from request received to last byte sent.", ["route"],
+                             buckets=LATENCY_BUCKETS)
+UPSTREAM_DURATION = Histogram("veracity_upstream_duration_seconds",
+                              "Time spent waiting on upstream calls within one request.", ["upstream"],
+                              buckets=LATENCY_BUCKETS)
+OVERHEAD = Histogram("veracity_overhead_seconds",
+                     "Gateway time per request excluding time waiting on upstreams.", ["route"],
+                     buckets=OVERHEAD_BUCKETS)
+IN_FLIGHT = Gauge("veracity_in_flight_requests", "Requests being processed now.",
+                  multiprocess_mode="livesum")
+UPSTREAM_ERRORS = Counter("veracity_upstream_errors_total", "Failed upstream calls by reason.", ["reason"])
+
+
+def observe_request(route: str, model: str, status: int, duration_s: float, overhead_s: float,
+                    upstream: str | None, upstream_s: float) -> None:
+    """Record one finished request (all durations in seconds)."""
+    REQUESTS.labels(route, model, str(status)).inc()
+    REQUEST_DURATION.labels(route).observe(duration_s)
+    OVERHEAD.labels(route).observe(overhead_s)
+    if upstream is not None and upstream_s > 0:
+        UPSTREAM_DURATION.labels(upstream).observe(upstream_s)
+
+
+def render() -> tuple[bytes, str]:
+    """The exposition text and its content type; aggregated over workers in multiprocess mode."""
+    if MULTIPROCESS:
+        from prometheus_client import multiprocess
+
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+def mark_process_dead(pid: int | None = None) -> None:
+    """Multiprocess mode: drop a finished worker's live gauges (call at worker shutdown)."""
+    if MULTIPROCESS:
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(pid or os.getpid())

@@ -1,0 +1,86 @@
+"""``veracity serve``: resolve the config, pick the mode, and run uvicorn.
+
+Modes (the first log line says which):
+
+* ``file``: a config file (``--config``, ``$VERACITY_CONFIG`` or ``./veracity.yaml``).
+* ``env``: no file, ``OPENAI_API_KEY`` set -> every model goes to the OpenAI API with that key.
+* ``demo``: neither -> the built-in scripted upstream (:mod:`proxy.mock_upstream` with
+  ``proxy/demo_script.yaml``) runs in a thread of this process and serves every model.
+
+Workers: ``--workers N > 1`` runs N uvicorn processes; Prometheus metrics then use
+prometheus-client's multiprocess mode in ``$PROMETHEUS_MULTIPROC_DIR`` (a fresh temporary
+directory unless set), so ``/metrics`` on any worker reports the totals. The environment must
+be set before :mod:`proxy.metrics` is imported, which is why this module imports the app lazily.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+
+def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080, workers: int = 1,
+          log_level: str = "info") -> int:
+    """Run the gateway until interrupted. Returns the exit status (2: bad config)."""
+    from proxy.config import ConfigError, resolve_config
+    from proxy.log import configure, get_logger
+
+    configure(log_level)
+    log = get_logger("veracity")
+    path = config_path or os.environ.get("VERACITY_CONFIG")
+    if not path and Path("veracity.yaml").is_file():
+        path = "veracity.yaml"
+    try:
+        cfg = resolve_config(path)
+    except ConfigError as exc:
+        print(f"veracity: invalid configuration:\n{exc}", file=sys.stderr)
+        return 2
+    if path:
+        os.environ["VERACITY_CONFIG"] = str(Path(path).resolve())
+    else:
+        os.environ.pop("VERACITY_CONFIG", None)
+
+    mock = None
+    if cfg.mode == "demo":
+        from proxy.mock_upstream import DEMO_SCRIPT, MockUpstream
+
+        mock = MockUpstream(DEMO_SCRIPT, mode="thread").start()
+        os.environ["VERACITY_DEMO_UPSTREAM_URL"] = mock.base_url
+        log.info("veracity starting in DEMO MODE: no config file and no OPENAI_API_KEY, so answers come "
+                 "from the built-in scripted upstream (proxy/demo_script.yaml)",
+                 mode="demo", upstream=mock.base_url, listen=f"http://{host}:{port}/v1")
+    else:
+        log.info(f"veracity starting with {'config ' + str(cfg.source) if cfg.mode == 'file' else 'OPENAI_API_KEY (OpenAI API)'}",
+                 mode=cfg.mode, upstreams=[u.name for u in cfg.upstreams],
+                 auth="virtual_keys" if cfg.keys else "pass_through", listen=f"http://{host}:{port}/v1")
+        if not cfg.keys:
+            keyed = [u.name for u in cfg.upstreams if u.api_key]
+            if keyed:
+                log.warning("no virtual keys configured: every client reaching the gateway uses the "
+                            "upstream keys of " + ", ".join(keyed), auth="pass_through")
+
+    tmp_metrics = None
+    if workers > 1:
+        mdir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        if not mdir:
+            mdir = tmp_metrics = tempfile.mkdtemp(prefix="veracity-metrics-")
+            os.environ["PROMETHEUS_MULTIPROC_DIR"] = mdir
+        else:
+            Path(mdir).mkdir(parents=True, exist_ok=True)
+            for f in Path(mdir).glob("*.db"):
+                f.unlink()
+    import uvicorn
+
+    try:
+        uvicorn.run("proxy.app:app_from_env", factory=True, host=host, port=port, workers=workers,
+                    loop="uvloop", http="httptools", access_log=False, log_config=None,
+                    log_level=log_level, server_header=False, timeout_graceful_shutdown=5)
+    finally:
+        if mock is not None:
+            mock.stop()
+        if tmp_metrics:
+            shutil.rmtree(tmp_metrics, ignore_errors=True)
+    return 0

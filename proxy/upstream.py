@@ -1,0 +1,601 @@
+"""Upstream clients: how the gateway talks to the model servers.
+
+* :class:`OpenAIUpstream` — any OpenAI-compatible server (``base_url`` + optional ``api_key``),
+  over one shared ``aiohttp.ClientSession`` per process. aiohttp was chosen by measurement
+  (BENCH-NOTES.md: a FastAPI proxy reached 3,496 req/s with aiohttp vs 563 with httpx at 32
+  connections on this machine; see bench/results/ for the gateway's own numbers).
+* :class:`LiteLLMUpstream` — providers that need translation (``provider: litellm``); litellm is
+  imported lazily on first use with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it never fetches the
+  cost map from the network.
+* :class:`BoundUpstream` — an upstream bound to one request (its pass-through credentials and its
+  :class:`Timing`); this is what the pipeline calls: ``await ctx.upstream.complete(body)`` and
+  ``await ctx.upstream.open_stream(body)``.
+
+Retries: this module is the one layer that retries, and only failures to *connect* (the request
+never reached the upstream), ``limits.connect_retries`` times with a short exponential back-off
+(tenacity). A request that reached the upstream is never re-sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from proxy.config import GatewayConfig, UpstreamConfig
+from proxy.errors import UpstreamError
+
+try:  # orjson is ~3-5x faster on completion-sized bodies; stdlib json is the fallback
+    import orjson as _orjson
+
+    def dumps(obj: Any) -> bytes:
+        """JSON bytes (compact, UTF-8)."""
+        return _orjson.dumps(obj)
+
+    loads = _orjson.loads
+except ImportError:  # pragma: no cover - exercised only without orjson
+    def dumps(obj: Any) -> bytes:
+        """JSON bytes (compact, UTF-8)."""
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+    loads = json.loads
+
+#: response headers relayed from the upstream to the client (lower-case prefixes)
+_RELAY_PREFIXES = ("x-ratelimit-", "retry-after", "openai-")
+
+
+def relay_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The upstream response headers a client may rely on: ``Retry-After(-ms)``,
+    ``x-ratelimit-*``, ``openai-*``; the upstream's ``x-request-id`` becomes
+    ``x-upstream-request-id`` (the gateway sets its own ``x-request-id``)."""
+    out: dict[str, str] = {}
+    for k, v in headers.items():
+        lk = k.lower()
+        if lk.startswith(_RELAY_PREFIXES):
+            out[lk] = v
+        elif lk == "x-request-id":
+            out["x-upstream-request-id"] = v
+    return out
+
+
+@dataclass(slots=True)
+class Timing:
+    """Per-request clock (seconds, ``time.perf_counter``): ``start`` of the request,
+    ``upstream_s`` accumulated waiting on upstreams, ``upstream_calls`` made."""
+
+    start: float = field(default_factory=time.perf_counter)
+    upstream_s: float = 0.0
+    upstream_calls: int = 0
+
+    def elapsed(self) -> float:
+        """Seconds since ``start``."""
+        return time.perf_counter() - self.start
+
+    def overhead(self) -> float:
+        """Gateway time so far excluding upstream waits (seconds, >= 0)."""
+        return max(0.0, self.elapsed() - self.upstream_s)
+
+
+# --------------------------------------------------------------------------- SSE relay
+
+
+_FINISH_RE = re.compile(rb'"finish_reason"\s*:\s*"')
+_ERROR_RE = re.compile(rb'^\s*\{\s*"error"\s*:')
+
+
+class SSERelay:
+    """Incremental SSE splitter for relaying ``chat.completion.chunk`` streams.
+
+    ``feed(bytes) -> bytes`` returns every *complete* event received so far, re-framed as
+    ``data: ...\\n\\n`` (``event:`` kept), and keeps any incomplete tail for the next call, so
+    nothing is held back longer than one event. Frames without data (``id:``/``retry:``-only,
+    comments, empty ``data:``) are dropped: the ``openai`` SDK would otherwise try to
+    ``json.loads("")`` them (``openai/_streaming.py``, ``SSEDecoder.decode``). CRLF is normalised.
+
+    State: ``done`` (``data: [DONE]`` seen), ``finished`` (a ``finish_reason`` string seen),
+    ``errored`` (the upstream sent a ``data: {"error": ...}`` event).
+    Event format: https://html.spec.whatwg.org/multipage/server-sent-events.html
+    """
+
+    __slots__ = ("_buf", "done", "finished", "errored", "events")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self.done = False
+        self.finished = False
+        self.errored = False
+        self.events = 0
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Add raw bytes; return the complete events among them (possibly ``b""``)."""
+        buf = self._buf + chunk if self._buf else chunk
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            self._buf = buf
+            return b""
+        self._buf = buf[end + 2:]
+        return self._events(buf[:end].split(b"\n\n"))
+
+    def flush(self) -> bytes:
+        """At end of input: the last event if the upstream omitted its final blank line."""
+        buf, self._buf = self._buf, b""
+        return self._events([buf.rstrip(b"\n")]) if buf.strip() else b""
+
+    def _events(self, raw_events: list[bytes]) -> bytes:
+        out: list[bytes] = []
+        for ev in raw_events:
+            if ev.startswith(b"data: ") and b"\n" not in ev:  # the common case: one data line
+                data = ev[6:]
+                framed = ev + b"\n\n"
+                event_line = b""
+            else:
+                data_lines: list[bytes] = []
+                event_line = b""
+                for line in ev.split(b"\n"):
+                    name, _, value = line.partition(b":")
+                    if value.startswith(b" "):
+                        value = value[1:]
+                    if name == b"data":
+                        data_lines.append(value)
+                    elif name == b"event" and value:
+                        event_line = b"event: " + value + b"\n"
+                data = b"\n".join(data_lines)
+                framed = event_line + b"".join(b"data: " + d + b"\n" for d in data_lines) + b"\n"
+            if not data.strip():
+                continue
+            if self.done:  # nothing may follow [DONE]
+                continue
+            if data.strip() == b"[DONE]":
+                self.done = True
+                if not (self.finished or self.errored):
+                    continue  # held back: the relay reports the missing finish_reason instead
+                framed = b"data: [DONE]\n\n"
+            elif not self.finished and _FINISH_RE.search(data):
+                self.finished = True
+            elif _ERROR_RE.match(data):
+                self.errored = True
+            self.events += 1
+            out.append(framed)
+        return b"".join(out)
+
+
+class UpstreamStream:
+    """An opened upstream stream (status 2xx already checked). Iterate it for relayable SSE
+    bytes (see :class:`SSERelay`); iteration raises :class:`UpstreamError` when the connection
+    drops or times out. ``aclose()`` closes the upstream connection at once (client gone) and
+    is idempotent. ``relay`` exposes ``done`` / ``finished`` / ``errored`` after iteration."""
+
+    def __init__(self, chunks: AsyncIterator[bytes], *, headers: dict[str, str], timing: Timing,
+                 closer: Any = None) -> None:
+        self._chunks = chunks
+        self._closer = closer
+        self.headers = headers
+        self.timing = timing
+        self.relay = SSERelay()
+        self._pending: list[bytes] = []
+        self.closed = False
+
+    async def peek(self) -> None:
+        """Read until the first complete event is buffered (or EOF). Upstream failures raised
+        here happen before any byte went to the client, so they become a JSON error."""
+        while not self._pending:
+            data = await self._read()
+            if data is None:
+                tail = self.relay.flush()
+                if tail:
+                    self._pending.append(tail)
+                self._pending.append(b"")  # EOF marker
+                return
+            out = self.relay.feed(data)
+            if out:
+                self._pending.append(out)
+
+    async def _read(self) -> bytes | None:
+        t0 = time.perf_counter()
+        try:
+            return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            return None
+        finally:
+            self.timing.upstream_s += time.perf_counter() - t0
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[bytes]:
+        while self._pending:
+            item = self._pending.pop(0)
+            if not item:  # EOF marker
+                return
+            yield item
+        while True:
+            data = await self._read()
+            if data is None:
+                tail = self.relay.flush()
+                if tail:
+                    yield tail
+                return
+            out = self.relay.feed(data)
+            if out:
+                yield out
+
+    async def aclose(self) -> None:
+        """Close the upstream response (drops the connection if the body was not fully read)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self._closer is not None:
+                res = self._closer()
+                if asyncio.iscoroutine(res):
+                    await res
+        except Exception:  # noqa: BLE001 - closing must never raise into the relay
+            pass
+
+
+# --------------------------------------------------------------------------- upstreams
+
+
+class Upstream(Protocol):
+    """What every upstream implements. ``auth`` is the client's ``Authorization`` header value
+    for pass-through auth (used only when the upstream has no key of its own)."""
+
+    name: str
+    config: UpstreamConfig
+
+    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> tuple[dict[str, Any], dict[str, str]]: ...
+
+    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> UpstreamStream: ...
+
+
+def _connect_error(exc: BaseException, name: str) -> UpstreamError:
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+        return UpstreamError(504, f"upstream {name!r} did not accept the connection in time",
+                             reason="timeout")
+    return UpstreamError(502, f"cannot connect to upstream {name!r}", reason="connect")
+
+
+class OpenAIUpstream:
+    """An OpenAI-compatible HTTP upstream (chat completions, models, any ``/v1/*``).
+
+    Timeouts: ``sock_connect`` = ``connect_timeout_s``; ``sock_read`` = ``read_timeout_s``
+    (the longest silence between two reads, so long streams are fine). No total timeout.
+    """
+
+    def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession, *,
+                 connect_timeout_s: float, read_timeout_s: float, connect_retries: int) -> None:
+        self.name = config.name
+        self.config = config
+        self.session = session
+        self.base_url = (config.base_url or "").rstrip("/")
+        self.chat_url = self.base_url + "/chat/completions"
+        self.connect_retries = connect_retries
+        self.timeout = aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=config.connect_timeout_s or connect_timeout_s,
+            sock_read=config.read_timeout_s or read_timeout_s,
+        )
+        base = {"Content-Type": "application/json", **config.headers}
+        key = config.api_key.get_secret_value() if config.api_key else None
+        self._own_headers = {**base, "Authorization": f"Bearer {key}"} if key else None
+        self._base_headers = base
+
+    def headers(self, auth: str | None) -> dict[str, str]:
+        """Request headers: the upstream's own key, else the client's ``Authorization``."""
+        if self._own_headers is not None:
+            return self._own_headers
+        if auth:
+            return {**self._base_headers, "Authorization": auth}
+        return self._base_headers
+
+    async def _post(self, url: str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+        """POST with connect-only retries. Returns an open response (caller releases it)."""
+        try:
+            return await self.session.post(url, data=data, headers=headers, timeout=self.timeout)
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as first:
+            if self.connect_retries <= 0:
+                raise _connect_error(first, self.name) from None
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type((aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)),
+                stop=stop_after_attempt(self.connect_retries),
+                wait=wait_exponential(multiplier=0.05, max=1.0),
+                reraise=True,
+            ):
+                with attempt:
+                    return await self.session.post(url, data=data, headers=headers, timeout=self.timeout)
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            raise _connect_error(exc, self.name) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _error_from(self, resp: aiohttp.ClientResponse) -> UpstreamError:
+        try:
+            body = await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            body = None
+        finally:
+            resp.release()
+        return UpstreamError(resp.status, f"upstream {self.name!r} answered HTTP {resp.status}",
+                             reason=f"http_{resp.status}", body=body, headers=relay_headers(resp.headers))
+
+    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> tuple[dict[str, Any], dict[str, str]]:
+        """POST ``/chat/completions`` (non-stream). Returns ``(response dict, relay headers)``.
+
+        Raises :class:`UpstreamError`: upstream HTTP status (>= 400) with its body and
+        headers; 502 connect failure / non-JSON answer / connection lost; 504 timeout.
+        """
+        data = dumps(body)
+        t0 = time.perf_counter()
+        try:
+            resp = await self._post(self.chat_url, data, self.headers(auth))
+            if resp.status >= 400:
+                raise await self._error_from(resp)
+            try:
+                raw = await resp.read()
+            finally:
+                resp.release()
+        except UpstreamError:
+            raise
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout") from None
+        except aiohttp.ClientError:
+            raise UpstreamError(502, f"connection to upstream {self.name!r} was lost", reason="disconnect") from None
+        finally:
+            timing.upstream_s += time.perf_counter() - t0
+            timing.upstream_calls += 1
+        try:
+            out = loads(raw)
+        except ValueError:
+            out = None
+        if not isinstance(out, dict):
+            raise UpstreamError(502, f"upstream {self.name!r} sent a response that is not a JSON object",
+                                reason="bad_response")
+        return out, relay_headers(resp.headers)
+
+    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> UpstreamStream:
+        """POST ``/chat/completions`` with ``stream: true`` and check the status. Raises
+        :class:`UpstreamError` (as :meth:`complete`) before any byte is relayed."""
+        data = dumps(body)
+        t0 = time.perf_counter()
+        try:
+            resp = await self._post(self.chat_url, data, self.headers(auth))
+            if resp.status >= 400:
+                raise await self._error_from(resp)
+        except UpstreamError:
+            raise
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout") from None
+        except aiohttp.ClientError:
+            raise UpstreamError(502, f"connection to upstream {self.name!r} was lost", reason="disconnect") from None
+        finally:
+            timing.upstream_s += time.perf_counter() - t0
+            timing.upstream_calls += 1
+        ctype = resp.headers.get("Content-Type", "")
+        if "text/event-stream" not in ctype:
+            resp.close()
+            raise UpstreamError(502, f"upstream {self.name!r} answered a stream request with {ctype or 'no content type'}",
+                                reason="bad_response")
+        return UpstreamStream(self._chunks(resp), headers=relay_headers(resp.headers), timing=timing,
+                              closer=resp.close)
+
+    async def _chunks(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in resp.content.iter_any():
+                yield chunk
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            resp.close()
+            raise UpstreamError(504, f"upstream {self.name!r} stopped sending (read timeout)", reason="timeout") from None
+        except aiohttp.ClientError:
+            resp.close()
+            raise UpstreamError(502, f"upstream {self.name!r} dropped the connection mid-stream",
+                                reason="disconnect") from None
+        resp.release()
+
+    async def request(self, method: str, path: str, *, query: str, body: bytes, headers: Mapping[str, str],
+                      auth: str | None, timing: Timing) -> aiohttp.ClientResponse:
+        """Pass-through: send ``method path?query`` with ``body`` to this upstream untouched
+        (``path`` relative to ``/v1``). Returns the open response; the caller streams and
+        releases it. Raises :class:`UpstreamError` for connect failures/timeouts only."""
+        url = self.base_url + path + (("?" + query) if query else "")
+        h = {k: v for k, v in headers.items() if k.lower() in _PASS_REQUEST_HEADERS}
+        h.update(self.headers(auth))
+        if not body:
+            h.pop("Content-Type", None)
+        t0 = time.perf_counter()
+        try:
+            return await self.session.request(method, url, data=body or None, headers=h, timeout=self.timeout)
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            raise _connect_error(exc, self.name) from None
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout") from None
+        except aiohttp.ClientError:
+            raise UpstreamError(502, f"connection to upstream {self.name!r} was lost", reason="disconnect") from None
+        finally:
+            timing.upstream_s += time.perf_counter() - t0
+            timing.upstream_calls += 1
+
+    async def list_models(self, *, auth: str | None) -> list[dict[str, Any]]:
+        """``GET /models`` of this upstream (``data`` list). Raises :class:`UpstreamError`."""
+        t = Timing()
+        resp = await self.request("GET", "/models", query="", body=b"", headers={}, auth=auth, timing=t)
+        try:
+            if resp.status >= 400:
+                raise await self._error_from(resp)
+            raw = await resp.read()
+        except aiohttp.ClientError:
+            raise UpstreamError(502, f"connection to upstream {self.name!r} was lost", reason="disconnect") from None
+        finally:
+            resp.release()
+        try:
+            data = loads(raw).get("data")
+        except (ValueError, AttributeError):
+            data = None
+        if not isinstance(data, list):
+            raise UpstreamError(502, f"upstream {self.name!r} sent an unusable model list", reason="bad_response")
+        return [m for m in data if isinstance(m, dict)]
+
+
+#: client request headers forwarded on pass-through routes (besides Authorization handling)
+_PASS_REQUEST_HEADERS = frozenset({"content-type", "accept", "openai-organization", "openai-project",
+                                   "openai-beta", "user-agent"})
+
+
+class LiteLLMUpstream:
+    """A provider reached through litellm (``provider: litellm``). ``litellm_params`` are passed
+    to ``litellm.acompletion`` (e.g. ``model: anthropic/claude-3-5-sonnet-20240620``,
+    ``api_key``, ``api_base``); without ``model`` there, the request's model is used as is.
+    litellm is imported on first use (3.5-4.8 s, ~200 MB; BENCH-NOTES.md)."""
+
+    def __init__(self, config: UpstreamConfig) -> None:
+        self.name = config.name
+        self.config = config
+        self._litellm: Any = None
+
+    def _lib(self) -> Any:
+        if self._litellm is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm  # noqa: PLC0415 - lazily: heavy import
+
+            litellm.drop_params = False
+            self._litellm = litellm
+        return self._litellm
+
+    def _args(self, body: dict[str, Any]) -> dict[str, Any]:
+        args = {**body, **self.config.litellm_params}
+        if self.config.api_key and "api_key" not in args:
+            args["api_key"] = self.config.api_key.get_secret_value()
+        if self.config.base_url and "api_base" not in args:
+            args["api_base"] = self.config.base_url
+        return args
+
+    def _error(self, exc: Exception) -> UpstreamError:
+        lib = self._lib()
+        status = getattr(exc, "status_code", None)
+        if isinstance(exc, getattr(lib, "Timeout", ())):
+            return UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout")
+        if isinstance(exc, getattr(lib, "APIConnectionError", ())) or not isinstance(status, int):
+            return UpstreamError(502, f"cannot reach upstream {self.name!r} through litellm", reason="connect")
+        body = dumps({"error": {"message": str(getattr(exc, "message", "")) or type(exc).__name__,
+                                "type": "upstream_error", "param": None, "code": f"http_{status}"}})
+        return UpstreamError(status, f"upstream {self.name!r} answered HTTP {status}", reason=f"http_{status}",
+                             body=body)
+
+    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> tuple[dict[str, Any], dict[str, str]]:
+        """``litellm.acompletion`` -> the OpenAI-shaped dict. Raises :class:`UpstreamError`."""
+        lib = self._lib()
+        t0 = time.perf_counter()
+        try:
+            resp = await lib.acompletion(**self._args(body))
+        except Exception as exc:  # noqa: BLE001 - litellm raises many types; map them all
+            raise self._error(exc) from None
+        finally:
+            timing.upstream_s += time.perf_counter() - t0
+            timing.upstream_calls += 1
+        return resp.model_dump(), {}
+
+    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> UpstreamStream:
+        """``litellm.acompletion(stream=True)`` re-encoded as SSE bytes."""
+        lib = self._lib()
+        t0 = time.perf_counter()
+        try:
+            wrapper = await lib.acompletion(**{**self._args(body), "stream": True})
+        except Exception as exc:  # noqa: BLE001
+            raise self._error(exc) from None
+        finally:
+            timing.upstream_s += time.perf_counter() - t0
+            timing.upstream_calls += 1
+
+        async def chunks() -> AsyncIterator[bytes]:
+            try:
+                async for chunk in wrapper:
+                    yield b"data: " + dumps(chunk.model_dump(exclude_none=True)) + b"\n\n"
+            except Exception as exc:  # noqa: BLE001
+                raise self._error(exc) from None
+            yield b"data: [DONE]\n\n"
+
+        return UpstreamStream(chunks(), headers={}, timing=timing)
+
+
+@dataclass(slots=True)
+class BoundUpstream:
+    """An upstream bound to one request: ``await complete(body) -> dict`` and
+    ``await open_stream(body) -> UpstreamStream`` use the request's pass-through credentials
+    and add their waiting time to ``timing.upstream_s``. ``headers`` holds the relayable
+    headers of the last completed call. Both raise :class:`proxy.errors.UpstreamError`."""
+
+    upstream: Any
+    auth: str | None
+    timing: Timing
+    headers: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.upstream.name
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        out, self.headers = await self.upstream.complete(body, auth=self.auth, timing=self.timing)
+        return out
+
+    async def open_stream(self, body: dict[str, Any]) -> UpstreamStream:
+        stream = await self.upstream.open_stream(body, auth=self.auth, timing=self.timing)
+        self.headers = stream.headers
+        return stream
+
+
+class Upstreams:
+    """All configured upstreams of one process, sharing one aiohttp session.
+
+    Create inside the event loop (``await Upstreams.start(cfg)``) and ``await close()`` at
+    shutdown. ``route(model)`` returns the first upstream serving ``model`` (config order).
+    """
+
+    def __init__(self, cfg: GatewayConfig, session: aiohttp.ClientSession) -> None:
+        self.session = session
+        lim = cfg.limits
+        self.all: list[Any] = []
+        for u in cfg.upstreams:
+            if u.provider == "litellm":
+                self.all.append(LiteLLMUpstream(u))
+            else:
+                self.all.append(OpenAIUpstream(u, session, connect_timeout_s=lim.connect_timeout_s,
+                                               read_timeout_s=lim.read_timeout_s,
+                                               connect_retries=lim.connect_retries))
+        self._cache: dict[str, Any] = {}
+
+    @classmethod
+    async def start(cls, cfg: GatewayConfig) -> "Upstreams":
+        """Open the shared session (keep-alive pool, no limit on connections per host,
+        ``trust_env=False``: no proxy env lookups per request)."""
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=30)
+        session = aiohttp.ClientSession(connector=connector, trust_env=False,
+                                        skip_auto_headers=("User-Agent",), auto_decompress=True)
+        return cls(cfg, session)
+
+    def route(self, model: str) -> Any | None:
+        """The upstream for ``model`` or None (results cached per model name)."""
+        hit = self._cache.get(model)
+        if hit is not None:
+            return hit
+        for u in self.all:
+            if u.config.serves(model):
+                if len(self._cache) < 4096:
+                    self._cache[model] = u
+                return u
+        return None
+
+    def default(self) -> Any | None:
+        """The first OpenAI-compatible upstream (for pass-through routes without a model)."""
+        return next((u for u in self.all if isinstance(u, OpenAIUpstream)), None)
+
+    async def close(self) -> None:
+        await self.session.close()
