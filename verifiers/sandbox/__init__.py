@@ -1,0 +1,259 @@
+"""Run untrusted Python in a sandbox: one interface, several backends.
+
+    from verifiers import sandbox
+    box = sandbox.get("auto", sandbox.Limits(timeout_s=5))
+    result = box.run("print(6 * 7)")             # blocking; safe to call from any thread
+    result = await box.arun("print(6 * 7)")      # asyncio: runs in the sandbox thread pool
+    result.stdout, result.exit_code, result.killed_by   # '42\\n', 0, 'none'
+
+Backends (``get(name)``):
+
+- ``docker``: a fresh container per run from the image ``VERACITY_SANDBOX_IMAGE`` (default
+  ``veracity-sandbox:latest``, built from ``deploy/sandbox/Dockerfile``): no network, cgroup
+  memory (swap off), CPU quota, pids limit, read-only root, tmpfs ``/tmp``, all capabilities
+  dropped, ``no-new-privileges``, uid 65534, an init process as PID 1. The engine is the one
+  ``DOCKER_HOST`` points at.
+- ``bwrap``: bubblewrap namespaces on the host kernel: ``--unshare-all`` (user, pid, net, ipc,
+  uts, cgroup), read-only system binds (or a read-only root file system from
+  ``VERACITY_SANDBOX_ROOTFS``), tmpfs ``/tmp``, uid 65534, rlimits for address space, CPU
+  seconds, processes and file size. Weaker than docker: no cgroup memory accounting and the
+  host kernel's whole syscall surface (no seccomp filter).
+- ``none``: never executes; :meth:`Sandbox.run` raises :class:`SandboxUnavailable`, so callers
+  report tier-3 checks as ``unknown`` with the reason.
+- ``auto``: ``docker`` when its daemon answers and the image is present, else ``bwrap`` when
+  bubblewrap can create its namespaces, else ``none``.
+
+Untrusted code never runs unsandboxed: there is no "local" backend.
+
+A process-wide cap bounds how many sandboxes run at once (env ``VERACITY_SANDBOX_CONCURRENCY``,
+default 4), shared by every backend and by both :meth:`Sandbox.run` and :meth:`Sandbox.arun`:
+fifty simultaneous requests queue for slots instead of starting fifty containers.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import functools
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal
+
+KilledBy = Literal["timeout", "memory", "output", "none"]
+
+__all__ = [
+    "Limits",
+    "Result",
+    "Sandbox",
+    "SandboxUnavailable",
+    "get",
+    "max_concurrency",
+    "KilledBy",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource limits of one sandbox run. Defaults follow the code-verification issue (#4).
+
+    Attributes:
+        timeout_s: wall-clock limit in seconds (default 10). On expiry the whole sandbox
+            (container / namespace) is killed with SIGKILL and ``killed_by == "timeout"``.
+        cpu_s: CPU-time limit in seconds (``RLIMIT_CPU``; default 10). Exceeding it also
+            reports ``killed_by == "timeout"``.
+        memory_mb: memory in MiB (default 512). docker: cgroup memory and memory+swap limit
+            (OOM kill -> ``"memory"``); bwrap: ``RLIMIT_AS`` address space (allocation fails,
+            Python raises ``MemoryError`` -> ``"memory"``).
+        pids: processes/threads (default 64). docker: cgroup ``pids_limit``; bwrap:
+            ``RLIMIT_NPROC`` set inside the sandbox's own user namespace (see bwrap.py).
+        output_bytes: stdout+stderr bytes kept (default 262144 = 256 KiB). A run that writes
+            more is killed and reports ``killed_by == "output"``.
+        file_size_mb: largest file the code may write, MiB (``RLIMIT_FSIZE``; default 16).
+        tmp_mb: size of the writable tmpfs ``/tmp`` in MiB (default 64).
+        open_files: ``RLIMIT_NOFILE`` (default 256).
+    """
+
+    timeout_s: float = 10.0
+    cpu_s: int = 10
+    memory_mb: int = 512
+    pids: int = 64
+    output_bytes: int = 256 * 1024
+    file_size_mb: int = 16
+    tmp_mb: int = 64
+    open_files: int = 256
+
+    def with_(self, **changes: Any) -> "Limits":
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+
+@dataclass(slots=True)
+class Result:
+    """Outcome of one sandbox run.
+
+    Attributes:
+        exit_code: the program's exit status (negative = killed by that signal; docker
+            reports 128+signal as the engine does), or ``None`` when it never started.
+        stdout, stderr: decoded output (UTF-8, undecodable bytes replaced), together at most
+            ``Limits.output_bytes`` bytes.
+        duration_s: wall time of the run in seconds, from start to exit/kill (excludes
+            waiting for a concurrency slot; see ``queued_s``).
+        killed_by: ``"timeout"`` (wall or CPU limit), ``"memory"``, ``"output"`` or
+            ``"none"`` (ended on its own).
+        backend: name of the backend that ran it.
+        truncated: True when output was cut at ``output_bytes``.
+        queued_s: seconds spent waiting for a concurrency slot.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    killed_by: KilledBy = "none"
+    backend: str = ""
+    truncated: bool = False
+    queued_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the program exited 0 on its own."""
+        return self.exit_code == 0 and self.killed_by == "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class SandboxUnavailable(RuntimeError):
+    """The backend cannot run code here (no engine, no image, no bubblewrap, or ``none``).
+    ``str(exc)`` is the human-readable reason."""
+
+
+# --- process-wide concurrency cap -------------------------------------------------------------
+
+def max_concurrency() -> int:
+    """Slots shared by all sandboxes of this process (env ``VERACITY_SANDBOX_CONCURRENCY``,
+    default 4; at least 1)."""
+    try:
+        return max(1, int(os.environ.get("VERACITY_SANDBOX_CONCURRENCY", "4")))
+    except ValueError:
+        return 4
+
+
+_SLOTS = threading.BoundedSemaphore(max_concurrency())
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _executor() -> ThreadPoolExecutor:
+    """Thread pool for :meth:`Sandbox.arun`: sized to the cap, so queued async requests wait
+    in the pool's queue, not in threads, and never starve asyncio's default executor."""
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(max_concurrency(), thread_name_prefix="veracity-sandbox")
+        return _EXECUTOR
+
+
+class Sandbox(abc.ABC):
+    """A place to run untrusted Python programs. Subclasses implement :meth:`_run`."""
+
+    name: str = "?"
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+
+    @property
+    def available(self) -> bool:
+        """True when :meth:`run` can execute code here (cheap after the first call)."""
+        return self.unavailable_reason() is None
+
+    @abc.abstractmethod
+    def unavailable_reason(self) -> str | None:
+        """``None`` when usable, else why not (one line)."""
+
+    def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> Result:
+        """Run the Python program ``code`` (source text) with ``stdin`` as its standard input.
+
+        Blocks until the run ends (at most ``limits.timeout_s`` plus start/stop overhead, plus
+        waiting for a concurrency slot). Thread-safe. ``limits`` defaults to the sandbox's.
+
+        Raises:
+            SandboxUnavailable: the backend cannot execute code here.
+            ValueError: ``code`` is too large to pass in (over ~1.5 MB).
+        """
+        import time
+
+        reason = self.unavailable_reason()
+        if reason is not None:
+            raise SandboxUnavailable(reason)
+        lim = limits or self.limits
+        t0 = time.monotonic()
+        with _SLOTS:
+            queued = time.monotonic() - t0
+            res = self._run(code, stdin, lim)
+        res.queued_s = queued
+        res.backend = self.name
+        return res
+
+    async def arun(self, code: str, stdin: str = "", limits: Limits | None = None) -> Result:
+        """Async :meth:`run` for the gateway's event loop (runs in the sandbox thread pool)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(_executor(), functools.partial(self.run, code, stdin, limits))
+
+    @abc.abstractmethod
+    def _run(self, code: str, stdin: str, limits: Limits) -> Result:
+        """Backend-specific run; called while holding a concurrency slot."""
+
+    def close(self) -> None:
+        """Release backend resources (connections, warm containers). Idempotent."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {self.limits}>"
+
+
+def get(backend: str = "auto", limits: Limits | None = None, **options: Any) -> Sandbox:
+    """Return a sandbox backend by name: ``"docker"``, ``"bwrap"``, ``"none"`` or ``"auto"``.
+
+    ``options`` go to the backend (docker: ``image``, ``base_url``; bwrap: ``rootfs``,
+    ``python``). ``auto`` picks docker when its daemon answers and the image exists, else
+    bwrap when bubblewrap works, else ``none`` (whose reason lists why each was skipped).
+    A named backend that cannot run is still returned: its ``available`` is False and
+    ``run`` raises :class:`SandboxUnavailable` with the reason.
+
+    Raises:
+        ValueError: unknown backend name.
+    """
+    name = (backend or "auto").strip().lower()
+    if name == "docker":
+        from verifiers.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(limits, **options)
+    if name == "bwrap":
+        from verifiers.sandbox.bwrap import BwrapSandbox
+
+        return BwrapSandbox(limits, **options)
+    if name == "none":
+        from verifiers.sandbox.none import NoSandbox
+
+        return NoSandbox(limits, reason=options.get("reason", "sandbox backend 'none' never executes code"))
+    if name == "auto":
+        from verifiers.sandbox.bwrap import BwrapSandbox
+        from verifiers.sandbox.docker import DockerSandbox
+        from verifiers.sandbox.none import NoSandbox
+
+        dopts = {k: v for k, v in options.items() if k in ("image", "base_url", "warm")}
+        bopts = {k: v for k, v in options.items() if k in ("rootfs", "python")}
+        d = DockerSandbox(limits, **dopts)
+        d_reason = d.unavailable_reason()
+        if d_reason is None:
+            return d
+        d.close()
+        b = BwrapSandbox(limits, **bopts)
+        b_reason = b.unavailable_reason()
+        if b_reason is None:
+            return b
+        return NoSandbox(limits, reason=f"no sandbox available: docker: {d_reason}; bwrap: {b_reason}")
+    raise ValueError(f"unknown sandbox backend {backend!r} (docker | bwrap | none | auto)")

@@ -1,0 +1,195 @@
+"""bubblewrap backend: Linux namespaces + rlimits on the host kernel.
+
+Each run is ``bwrap --unshare-all --die-with-parent --new-session ... python3 -I -c BOOT``:
+
+- namespaces: user, pid, network (loopback only, down), ipc, uts, cgroup; inside, uid/gid
+  65534 and no capabilities (``--cap-drop ALL``), ``--disable-userns`` (no nested namespaces);
+- file system: read-only binds of ``/usr`` (+ the ``/bin``, ``/lib*`` links) and a few
+  ``/etc`` files the loader needs — or, with ``rootfs`` / ``VERACITY_SANDBOX_ROOTFS``, a
+  whole read-only root (e.g. the CI image's debootstrap tree, which carries numpy/pandas/sympy);
+  fresh ``/proc``, minimal ``/dev``, a tmpfs ``/tmp`` of ``Limits.tmp_mb`` MiB;
+- environment: cleared (``--clearenv``), then only ``_common.SANDBOX_ENV``;
+- rlimits (set by the bootstrap *inside* the sandbox): ``RLIMIT_AS`` (memory), ``RLIMIT_CPU``,
+  ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``, ``RLIMIT_CORE``.
+
+About ``RLIMIT_NPROC`` (a per-*user* counter, not per-sandbox): since Linux 5.14 it is kept
+per user namespace (ucounts). Because the bootstrap sets it after bwrap created the sandbox's
+own user namespace, it counts only that sandbox's processes, and concurrent sandboxes do not
+share one budget. Under **root** the kernel exempts processes whose real uid is host root from
+``RLIMIT_NPROC`` altogether (``copy_process``: ``INIT_USER`` / ``CAP_SYS_RESOURCE``), and bwrap
+would map the sandbox uid to host root; so when the gateway runs as root this backend first
+drops to host uid/gid 65534 (``Popen(user=, group=)``) and runs bwrap unprivileged, which needs
+unprivileged user namespaces (``user.max_user_namespaces`` > 0).
+
+On timeout or output overflow the bwrap process is SIGKILLed; ``--die-with-parent`` then kills
+the sandbox's PID 1 and the kernel kills every process of the PID namespace, detached ones too.
+
+Isolation is weaker than the docker backend: the program talks to the host kernel directly
+(no seccomp filter), memory is bounded by address space rather than by cgroup accounting, and
+the tmpfs is only bounded by its size.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+from verifiers.sandbox import Limits, Result, Sandbox
+from verifiers.sandbox._common import SANDBOX_ENV, OutputCap, boot_argv, classify, rlimits
+
+SANDBOX_UID = 65534
+_PROBE_CACHE: dict[tuple, str | None] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+class BwrapSandbox(Sandbox):
+    """Sandbox backend using bubblewrap (``bwrap`` on ``PATH``, Debian package ``bubblewrap``).
+
+    Args:
+        limits: default :class:`Limits`.
+        rootfs: directory mounted read-only as ``/`` (env ``VERACITY_SANDBOX_ROOTFS``); without
+            it the host's ``/usr`` is bound read-only and the host interpreter is used.
+        python: interpreter path *inside* the sandbox (env ``VERACITY_SANDBOX_PYTHON``,
+            default ``/usr/bin/python3``).
+    """
+
+    name = "bwrap"
+
+    def __init__(self, limits: Limits | None = None, *, rootfs: str | None = None, python: str | None = None) -> None:
+        super().__init__(limits)
+        self.rootfs = rootfs or os.environ.get("VERACITY_SANDBOX_ROOTFS") or None
+        self.python = python or os.environ.get("VERACITY_SANDBOX_PYTHON") or "/usr/bin/python3"
+        self.bwrap = shutil.which("bwrap")
+
+    # -- availability --------------------------------------------------------------------------
+    def unavailable_reason(self) -> str | None:
+        if self.bwrap is None:
+            return "bubblewrap (bwrap) is not installed"
+        if self.rootfs and not os.path.isdir(self.rootfs):
+            return f"sandbox rootfs {self.rootfs!r} does not exist"
+        key = (self.bwrap, self.rootfs, self.python)
+        with _PROBE_LOCK:
+            if key not in _PROBE_CACHE:
+                _PROBE_CACHE[key] = self._probe()
+            return _PROBE_CACHE[key]
+
+    def _probe(self) -> str | None:
+        try:
+            proc = subprocess.run(
+                self._argv(Limits(), [self.python, "-I", "-c", "print('ok')"]),
+                capture_output=True, timeout=20, env={}, **self._drop_kwargs(),
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"bwrap failed to start: {exc}"
+        if proc.returncode != 0 or proc.stdout.strip() != b"ok":
+            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            return f"bwrap cannot create its sandbox here: {err[-1] if err else proc.returncode}"
+        return None
+
+    # -- command line --------------------------------------------------------------------------
+    @staticmethod
+    def _drop_kwargs() -> dict:
+        """Under root: run bwrap as host uid/gid 65534 (see module docstring)."""
+        if os.geteuid() == 0:
+            return {"user": SANDBOX_UID, "group": SANDBOX_UID, "extra_groups": []}
+        return {}
+
+    def _argv(self, limits: Limits, command: list[str]) -> list[str]:
+        a = [
+            self.bwrap or "bwrap",
+            "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+            "--disable-userns", "--cap-drop", "ALL",
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+            "--hostname", "sandbox", "--clearenv",
+        ]
+        for k, v in SANDBOX_ENV.items():
+            a += ["--setenv", k, v]
+        if self.rootfs:
+            a += ["--ro-bind", self.rootfs, "/"]
+        else:
+            a += ["--ro-bind", "/usr", "/usr"]
+            for d in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+                if os.path.islink(d):
+                    a += ["--symlink", os.readlink(d), d]
+                elif os.path.isdir(d):
+                    a += ["--ro-bind", d, d]
+            for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
+                      "/etc/localtime", "/etc/python3", f"/etc/python3.{_minor()}"):
+                a += ["--ro-bind-try", f, f]
+        a += [
+            "--proc", "/proc", "--dev", "/dev",
+            "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
+            "--chdir", "/tmp", "--",
+        ]
+        return a + command
+
+    # -- run -----------------------------------------------------------------------------------
+    def _run(self, code: str, stdin: str, limits: Limits) -> Result:
+        cmd = boot_argv(self.python, code, stdin, rlimits(limits, address_space=True, nproc=True))
+        cap = OutputCap(limits.output_bytes)
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            self._argv(limits, cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env={}, close_fds=True, start_new_session=True,
+            **self._drop_kwargs(),
+        )
+        timed_out = False
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
+            sel.register(proc.stderr, selectors.EVENT_READ, "stderr")
+            deadline = t0 + limits.timeout_s
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    timed_out = True
+                    break
+                for key, _ in sel.select(timeout=min(left, 0.5)):
+                    data = os.read(key.fd, 65536)
+                    if not data:
+                        sel.unregister(key.fileobj)
+                        continue
+                    cap.add(data, key.data)
+                if cap.exceeded:
+                    break
+            if timed_out or cap.exceeded:
+                _kill(proc)
+            try:
+                exit_code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill(proc)
+                exit_code = proc.wait()
+        finally:
+            sel.close()
+            if proc.poll() is None:
+                _kill(proc)
+                proc.wait()
+            proc.stdout.close()
+            proc.stderr.close()
+        duration = time.monotonic() - t0
+        out, err = cap.text()
+        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=False)
+        # bwrap forwards the program's status; death by signal N arrives as 128+N (as docker).
+        return Result(exit_code=None if timed_out or cap.exceeded else exit_code,
+                      stdout=out, stderr=err, duration_s=duration, killed_by=killed_by,
+                      truncated=cap.exceeded)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL bwrap's process group; --die-with-parent takes the sandbox down with it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _minor() -> str:
+    import sys
+
+    return str(sys.version_info.minor)
