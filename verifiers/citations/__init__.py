@@ -1,0 +1,23 @@
+"""Citation verifier: "source or it didn't happen".
+
+Public API::
+
+    from verifiers.citations import extract, check, acheck, Sources, build_index
+    claims = extract(answer_text)                       # list[CitationClaim]
+    checks = check(answer_text, sources={"use": [], "local_index": {"path": "lib.sqlite3"}})
+    checks = await acheck(answer_text, sources=Sources.from_dict({...}))
+
+Each check has ``verifier="citations"``, the citation status in ``evidence["status"]``
+(VERIFIED, PARTIALLY_VERIFIED, LIKELY_HALLUCINATION, NOT_FOUND, CONFLICT), the best candidate
+record in ``expected`` and the outcome mapping documented in :mod:`verifiers.citations.verify`.
+"""
+
+from verifiers.citations.config import Sources, SourceSettings
+from verifiers.citations.extract import extract
+from verifiers.citations.match import STATUS_AUTHENTICITY, STATUSES
+from verifiers.citations.records import CitationClaim, Record
+from verifiers.citations.sources.local_index import LocalIndex, build_index
+from verifiers.citations.verify import acheck, aclose_all, check
+
+__all__ = ["extract", "check", "acheck", "aclose_all", "Sources", "SourceSettings", "CitationClaim", "Record",
+           "build_index", "LocalIndex", "STATUSES", "STATUS_AUTHENTICITY"]

@@ -1,0 +1,400 @@
+"""Field-by-field comparison of a claimed reference with a source record, and the verdict.
+
+The statuses and their confidences live here and nowhere else (:data:`STATUS_AUTHENTICITY`).
+The rules are adapted from the "Source or It Didn't Happen" citation-verification framework
+(issue #5): all of title, authors and venue match -> ``VERIFIED`` (~0.95); title highly similar,
+first author and venue match -> ``PARTIALLY_VERIFIED`` (~0.8); title matches but authors or venue
+do not -> ``LIKELY_HALLUCINATION`` (~0.3); no candidate anywhere -> ``NOT_FOUND``; an identifier
+(DOI / arXiv ID) whose record disagrees with the stated fields -> ``CONFLICT``.
+The thresholds below were checked on ``shared/cases/citations`` (see bench/results/citations.md
+for the calibration table: how often each status was right on labelled data).
+
+Titles are normalised (NFKD accent folding, case, punctuation, English stop words) and compared
+with rapidfuzz (``fuzz.ratio`` and ``token_sort_ratio``, 0-100). Authors are compared by surname
+and initials; "et al." requires the first author. Years must be equal, or off by one with a note
+(arXiv version vs venue version). Venues go through :data:`VENUE_ALIASES` and a journal
+abbreviation matcher (ISO 4 style prefixes: "J. Mach. Learn. Res." ~ "Journal of Machine
+Learning Research").
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from verifiers.citations.records import CitationClaim, Person, Record, fold
+
+# --------------------------------------------------------------------------- constants (one place)
+
+VERIFIED = "VERIFIED"
+PARTIALLY_VERIFIED = "PARTIALLY_VERIFIED"
+LIKELY_HALLUCINATION = "LIKELY_HALLUCINATION"
+NOT_FOUND = "NOT_FOUND"
+CONFLICT = "CONFLICT"
+STATUSES = (VERIFIED, PARTIALLY_VERIFIED, LIKELY_HALLUCINATION, NOT_FOUND, CONFLICT)
+
+#: How likely the cited work is genuine and correctly cited, per status. Source: the "Source or
+#: It Didn't Happen" rules quoted in issue #5 (0.95 / 0.8 / 0.3); NOT_FOUND and CONFLICT are ours
+#: (no candidate anywhere; identifier contradicts the fields). Calibrated in bench/citations_bench.py.
+STATUS_AUTHENTICITY: dict[str, float] = {
+    VERIFIED: 0.95,
+    PARTIALLY_VERIFIED: 0.80,
+    LIKELY_HALLUCINATION: 0.30,
+    NOT_FOUND: 0.10,
+    CONFLICT: 0.10,
+}
+
+#: Title similarity (0-100, normalised titles) at or above which two titles are the same work.
+TITLE_SAME = 96.0
+#: "Highly similar" title: enough for PARTIALLY_VERIFIED when first author and venue match.
+TITLE_HIGH = 90.0
+#: Below this no record is a candidate for the claim (a different paper).
+TITLE_CANDIDATE = 80.0
+#: Venue strings this similar (token_set_ratio) count as the same venue when no alias applies.
+VENUE_FUZZY = 88.0
+
+_STOP = {
+    "a", "an", "the", "of", "for", "and", "in", "on", "to", "with", "via", "from", "by", "at",
+    "is", "are", "its", "as", "or", "into", "using",
+}
+
+
+# --------------------------------------------------------------------------- titles
+
+
+def normalize_title(t: str | None) -> str:
+    """Folded, punctuation-free, stop-word-free title ("" for None). CJK characters kept."""
+    if not t:
+        return ""
+    s = fold(t)
+    s = re.sub(r"[\\{}$^_]", "", s)
+    s = re.sub(r"[^\w\u3400-\u9fff]+", " ", s)
+    words = [w for w in s.split() if w not in _STOP]
+    return " ".join(words)
+
+
+def title_similarity(a: str | None, b: str | None) -> float:
+    """0-100 similarity of two titles after :func:`normalize_title`.
+
+    The max of ``fuzz.ratio`` and ``fuzz.token_sort_ratio``; a title equal to the other's main
+    title (the part before ":" — subtitle dropped) scores 97.
+    """
+    na, nb = normalize_title(a), normalize_title(b)
+    if not na or not nb:
+        return 0.0
+    if na == nb:
+        return 100.0
+    score = max(fuzz.ratio(na, nb), fuzz.token_sort_ratio(na, nb))
+    for x, y in ((a, b), (b, a)):
+        if x and ":" in x:
+            main = normalize_title(x.split(":", 1)[0])
+            if main and len(main.split()) >= 2 and main == normalize_title(y):
+                score = max(score, 97.0)
+    return float(score)
+
+
+# --------------------------------------------------------------------------- authors
+
+
+def _same_person(p: Person, q: Person) -> bool:
+    if not p.key or not q.key:
+        return False
+    surname_ok = p.key == q.key or p.surname == q.surname or (
+        len(p.key) > 3 and fuzz.ratio(p.key, q.key) >= 90)
+    if not surname_ok:
+        # "Boix-Adsera" vs "Adsera"; compound Spanish surnames
+        parts_p, parts_q = set(re.split(r"[\s\-]", p.surname)), set(re.split(r"[\s\-]", q.surname))
+        surname_ok = bool(parts_p & parts_q - {""})
+    if not surname_ok:
+        return False
+    if p.initials and q.initials:
+        return p.initials[0] == q.initials[0]
+    return True
+
+
+@dataclass(slots=True)
+class AuthorComparison:
+    """Result of comparing stated authors with a record's authors.
+
+    ``verdict``: ``match`` (every stated author is in the record, and the list is complete or
+    cut with "et al."), ``incomplete`` (all stated authors present but the list is shorter than
+    the record's without "et al."), ``first_author`` (first author matches, others do not),
+    ``mismatch`` (first author differs), ``unknown`` (no authors on one side).
+    """
+
+    verdict: str
+    matched: int = 0
+    stated: int = 0
+    record: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "matched": self.matched, "stated": self.stated, "record": self.record}
+
+
+def compare_authors(stated: list[Person], et_al: bool, record: list[Person]) -> AuthorComparison:
+    """Compare author lists by surname + first initial (see :class:`AuthorComparison`)."""
+    if not stated or not record:
+        return AuthorComparison("unknown", 0, len(stated), len(record))
+    first_ok = _same_person(stated[0], record[0])
+    used: set[int] = set()
+    matched = 0
+    for p in stated:
+        for j, q in enumerate(record):
+            if j not in used and _same_person(p, q):
+                used.add(j)
+                matched += 1
+                break
+    n, m = len(stated), len(record)
+    if not first_ok:
+        # a stated list that is a reordering of the same people is still the same author set
+        if matched == n == m and n > 1:
+            return AuthorComparison("first_author", matched, n, m)
+        return AuthorComparison("mismatch", matched, n, m)
+    if matched == n and (n == m or et_al or n > m):
+        return AuthorComparison("match", matched, n, m)
+    if matched == n and n < m:
+        return AuthorComparison("incomplete", matched, n, m)
+    return AuthorComparison("first_author", matched, n, m)
+
+
+# --------------------------------------------------------------------------- venues
+
+#: Canonical venue -> aliases (folded). Sources: the venues' own names and DBLP's short names.
+VENUE_ALIASES: dict[str, tuple[str, ...]] = {
+    "neurips": ("neurips", "nips", "advances in neural information processing systems",
+                "conference on neural information processing systems", "neural information processing systems",
+                "adv neural inf process syst"),
+    "iclr": ("iclr", "international conference on learning representations"),
+    "icml": ("icml", "international conference on machine learning", "proceedings of machine learning research icml"),
+    "cvpr": ("cvpr", "ieee cvf conference on computer vision and pattern recognition",
+             "conference on computer vision and pattern recognition", "computer vision and pattern recognition",
+             "ieee conference on computer vision and pattern recognition"),
+    "iccv": ("iccv", "international conference on computer vision", "ieee cvf international conference on computer vision"),
+    "eccv": ("eccv", "european conference on computer vision"),
+    "aaai": ("aaai", "aaai conference on artificial intelligence", "proceedings of the aaai conference on artificial intelligence"),
+    "ijcai": ("ijcai", "international joint conference on artificial intelligence"),
+    "acl": ("acl", "annual meeting of the association for computational linguistics",
+            "association for computational linguistics"),
+    "emnlp": ("emnlp", "empirical methods in natural language processing",
+              "conference on empirical methods in natural language processing"),
+    "naacl": ("naacl", "naacl hlt", "north american chapter of the association for computational linguistics"),
+    "kdd": ("kdd", "sigkdd", "acm sigkdd conference on knowledge discovery and data mining",
+            "knowledge discovery and data mining"),
+    "www": ("www", "the web conference", "world wide web conference"),
+    "sigir": ("sigir",),
+    "uai": ("uai", "uncertainty in artificial intelligence", "conference on uncertainty in artificial intelligence"),
+    "aistats": ("aistats", "international conference on artificial intelligence and statistics",
+                "artificial intelligence and statistics"),
+    "colt": ("colt", "conference on learning theory"),
+    "corl": ("corl", "conference on robot learning"),
+    "icra": ("icra", "international conference on robotics and automation"),
+    "miccai": ("miccai", "medical image computing and computer assisted intervention"),
+    "interspeech": ("interspeech",),
+    "icassp": ("icassp", "international conference on acoustics speech and signal processing"),
+    "jmlr": ("jmlr", "journal of machine learning research", "j mach learn res"),
+    "tmlr": ("tmlr", "transactions on machine learning research", "trans mach learn res"),
+    "tpami": ("tpami", "ieee transactions on pattern analysis and machine intelligence",
+              "ieee trans pattern anal mach intell"),
+    "ijcv": ("ijcv", "international journal of computer vision", "int j comput vis"),
+    "pnas": ("pnas", "proceedings of the national academy of sciences",
+             "proceedings of the national academy of sciences of the united states of america",
+             "proc natl acad sci u s a", "proc natl acad sci usa"),
+    "nature": ("nature",),
+    "science": ("science",),
+    "arxiv": ("arxiv", "corr", "arxiv preprint", "arxiv org", "arxiv e prints", "computing research repository"),
+    "biorxiv": ("biorxiv", "bioarxiv", "cold spring harbor laboratory"),
+    "medrxiv": ("medrxiv",),
+}
+_ALIAS_INDEX: dict[str, str] = {a: k for k, al in VENUE_ALIASES.items() for a in al}
+PREPRINT_VENUES = {"arxiv", "biorxiv", "medrxiv"}
+_VENUE_NOISE = re.compile(
+    r"\b(proceedings|proc|of|the|in|on|annual|international|conference|conf|workshop|symposium|"
+    r"ieee|acm|cvf|\d{1,4}(st|nd|rd|th)?|vol|volume|pp|pages|edition|ed)\b")
+
+
+def _fold_venue(v: str) -> str:
+    s = fold(v)
+    s = re.sub(r"[^\w]+", " ", s)
+    return " ".join(s.split())
+
+
+def canonical_venue(v: str | None) -> str | None:
+    """Canonical key of a venue (``"neurips"``), the folded string when unknown, None if empty."""
+    if not v or not v.strip():
+        return None
+    s = _fold_venue(v)
+    s = re.sub(r"\b(19|20)\d{2}\b", " ", s)
+    s = re.sub(r"\barxiv (preprint )?(arxiv )?\d{4}\s*\d{4,5}\b", "arxiv", s)
+    s = " ".join(s.split())
+    if s in _ALIAS_INDEX:
+        return _ALIAS_INDEX[s]
+    stripped = re.sub(r"^(proceedings of the |proc |in )+", "", s)
+    if stripped in _ALIAS_INDEX:
+        return _ALIAS_INDEX[stripped]
+    # "Proc. NeurIPS", "NeurIPS Workshop ..." -> look for an alias as a whole word sequence
+    for alias, key in sorted(_ALIAS_INDEX.items(), key=lambda kv: -len(kv[0])):
+        if (len(alias) >= 4 or alias in {"acl", "www", "uai"}) and re.search(rf"\b{re.escape(alias)}\b", s):
+            return key
+    return s
+
+
+def _abbrev_match(short: str, long: str) -> bool:
+    """ISO 4-style abbreviation: each word of ``short`` is a prefix of the next content word of ``long``."""
+    sw = [w for w in short.split() if w not in {"of", "the", "and", "in", "on", "for", "s"}]
+    lw = [w for w in long.split() if w not in {"of", "the", "and", "in", "on", "for", "s"}]
+    if not sw or len(sw) > len(lw) or len(sw) < 2:
+        return False
+    i = 0
+    for w in lw:
+        if i < len(sw) and w.startswith(sw[i]):
+            i += 1
+    return i == len(sw) and len(sw) >= len(lw) - 1
+
+
+def compare_venues(stated: str | None, record: str | None) -> str:
+    """``match`` | ``preprint`` (stated a preprint server for a published work: fine) |
+    ``published_vs_preprint`` (stated a venue, record only a preprint) | ``mismatch`` | ``unknown``."""
+    cs, cr = canonical_venue(stated), canonical_venue(record)
+    if cs is None or cr is None:
+        return "unknown"
+    if cs == cr:
+        return "match"
+    if cs in PREPRINT_VENUES:
+        return "preprint"
+    if cr in PREPRINT_VENUES:
+        return "published_vs_preprint"
+    a, b = _fold_venue(stated or ""), _fold_venue(record or "")
+    if _abbrev_match(a, b) or _abbrev_match(b, a):
+        return "match"
+    ca = " ".join(_VENUE_NOISE.sub(" ", a).split())
+    cb = " ".join(_VENUE_NOISE.sub(" ", b).split())
+    if ca and cb and (fuzz.token_set_ratio(ca, cb) >= VENUE_FUZZY or _abbrev_match(ca, cb) or _abbrev_match(cb, ca)):
+        return "match"
+    return "mismatch"
+
+
+# --------------------------------------------------------------------------- years
+
+
+def compare_years(stated: int | None, record: int | None) -> str:
+    """``match`` | ``off_by_one`` (arXiv vs venue version; noted, not failed) | ``mismatch`` | ``unknown``."""
+    if stated is None or record is None:
+        return "unknown"
+    if stated == record:
+        return "match"
+    if abs(stated - record) == 1:
+        return "off_by_one"
+    return "mismatch"
+
+
+# --------------------------------------------------------------------------- verdict
+
+
+@dataclass(slots=True)
+class Comparison:
+    """Per-field comparison of a claim with one record plus the resulting status."""
+
+    record: Record
+    title: float
+    authors: AuthorComparison
+    year: str
+    venue: str
+    status: str
+    via_identifier: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def authenticity(self) -> float:
+        return STATUS_AUTHENTICITY[self.status]
+
+    def to_evidence(self) -> dict[str, Any]:
+        return {
+            "title_similarity": round(self.title, 1),
+            "authors": self.authors.to_dict(),
+            "year": self.year,
+            "venue": self.venue,
+            "via_identifier": self.via_identifier,
+        }
+
+
+_RANK = {VERIFIED: 5, PARTIALLY_VERIFIED: 4, LIKELY_HALLUCINATION: 3, CONFLICT: 2, NOT_FOUND: 1}
+
+
+def status_rank(status: str) -> int:
+    """Order used to pick the best candidate: VERIFIED > PARTIALLY_VERIFIED > LIKELY_HALLUCINATION > CONFLICT > NOT_FOUND."""
+    return _RANK[status]
+
+
+def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = False, today: _dt.date | None = None) -> Comparison:
+    """Compare ``claim`` with ``record`` and decide the status for this pair.
+
+    ``via_identifier`` is True when the record was reached through the claim's DOI / arXiv ID:
+    then a title that does not match means the identifier points at another work (``CONFLICT``).
+    """
+    today = today or _dt.date.today()
+    t = title_similarity(claim.title, record.title) if claim.title else 0.0
+    a = compare_authors(claim.people, claim.et_al, record.people)
+    y = compare_years(claim.year, record.year)
+    v = compare_venues(claim.venue, record.venue)
+    notes: list[str] = []
+    if y == "off_by_one":
+        notes.append(f"year {claim.year} vs {record.year} (preprint and published versions often differ by a year)")
+    if claim.year and claim.year > today.year:
+        notes.append(f"year {claim.year} is in the future")
+    if v == "preprint":
+        notes.append("cited as a preprint; the record is the published version")
+
+    if not claim.title:
+        # identifier-only (or authors+year) claim: judge by what was stated
+        if via_identifier:
+            bad = a.verdict == "mismatch" or y == "mismatch"
+            status = CONFLICT if bad else VERIFIED
+            if bad:
+                notes.append("identifier resolves to a work whose authors/year differ from the stated ones")
+        else:
+            status = NOT_FOUND
+        return Comparison(record, t, a, y, v, status, via_identifier, notes)
+
+    if t < TITLE_CANDIDATE:
+        if via_identifier:
+            notes.append("identifier resolves to a different work than the stated title")
+            return Comparison(record, t, a, y, v, CONFLICT, via_identifier, notes)
+        return Comparison(record, t, a, y, v, NOT_FOUND, via_identifier, notes)
+
+    authors_bad = a.verdict in ("mismatch", "incomplete") or (a.verdict == "first_author" and a.matched < max(1, a.stated // 2))
+    venue_bad = v in ("mismatch", "published_vs_preprint")
+    year_bad = y == "mismatch" or bool(claim.year and claim.year > today.year)
+    if a.verdict == "mismatch":
+        notes.append("first author differs from the record")
+    elif a.verdict == "incomplete":
+        notes.append(f"author list cut to {a.stated} of {a.record} without 'et al.'")
+    if venue_bad:
+        notes.append(f"venue '{claim.venue}' does not match '{record.venue}'")
+    if y == "mismatch":
+        notes.append(f"year {claim.year} does not match {record.year}")
+
+    if t >= TITLE_SAME:
+        if authors_bad or venue_bad or year_bad:
+            status = LIKELY_HALLUCINATION
+        elif a.verdict in ("match", "unknown") and v in ("match", "unknown", "preprint"):
+            status = VERIFIED
+        else:  # first author matches, some co-authors differ
+            status = PARTIALLY_VERIFIED
+    elif t >= TITLE_HIGH:
+        if not authors_bad and not venue_bad and not year_bad and a.verdict in ("match", "first_author"):
+            status = PARTIALLY_VERIFIED
+            notes.append(f"title differs slightly (similarity {t:.0f})")
+        else:
+            status = LIKELY_HALLUCINATION
+    else:
+        # a near-miss title: same authors on a different title is a typical fabrication
+        status = LIKELY_HALLUCINATION if a.verdict in ("match", "first_author", "incomplete") else NOT_FOUND
+        if status == LIKELY_HALLUCINATION:
+            notes.append(f"title only resembles the record's (similarity {t:.0f})")
+    if via_identifier and status in (NOT_FOUND,):
+        status = CONFLICT
+    return Comparison(record, t, a, y, v, status, via_identifier, notes)

@@ -1,0 +1,354 @@
+"""Verify every citation of an answer against the configured sources: :func:`acheck` / :func:`check`.
+
+For each claim (kind ``entry``, ``bibtex``, ``identifier``, ``title``; bare ``in_text``
+author-year citations are not checked on their own) all enabled sources are queried in
+parallel — by DOI, by arXiv ID and by title — with early exit as soon as one candidate
+VERIFIES the claim, all inside one deadline per answer (``Sources.deadline``, default 3 s).
+
+Outcome mapping (DESIGN.md vocabulary):
+
+=====================  ==========================================================================
+citation status        outcome
+=====================  ==========================================================================
+VERIFIED               ``pass``
+PARTIALLY_VERIFIED     ``pass``
+CONFLICT               ``fail`` (an identifier resolves to a work that contradicts the stated fields)
+LIKELY_HALLUCINATION   ``fail`` — ``unknown`` if some source did not answer (it may hold the version
+                       that matches)
+NOT_FOUND              ``fail`` only when every enabled source answered definitively and the claim
+                       carries enough to be looked up (title + authors/year/venue, or an identifier);
+                       otherwise ``unknown``
+=====================  ==========================================================================
+
+A source timeout or error is never evidence of hallucination: it only makes its say ``unknown``.
+The ``Check``: ``expected`` = best candidate record (title, authors, year, venue, doi, arxiv_id,
+source, url, retracted); ``found`` = the stated fields; ``evidence`` = ``{"status", "fields"
+(per-field comparison), "sources" (per-source status), "authenticity", "retracted", ...}``;
+``confidence`` = how sure the outcome is (:data:`OUTCOME_CONFIDENCE`); ``note`` = one line.
+Retracted works keep their status (citing them is not a hallucination) but the note and
+``evidence["retracted"]`` say so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from verifiers._types import Check
+from verifiers.citations.cache import make_cache
+from verifiers.citations.config import Sources
+from verifiers.citations.extract import extract
+from verifiers.citations.match import (
+    CONFLICT,
+    LIKELY_HALLUCINATION,
+    NOT_FOUND,
+    PARTIALLY_VERIFIED,
+    STATUS_AUTHENTICITY,
+    VERIFIED,
+    Comparison,
+    compare,
+    status_rank,
+)
+from verifiers.citations.records import CitationClaim, Record
+from verifiers.citations.sources import NETWORK_SOURCES, SourceResult
+from verifiers.citations.sources._base import _RateLimiter
+from verifiers.citations.sources.local_index import LocalIndex
+
+#: Check.confidence per (status, outcome): for pass it is the framework's authenticity; for
+#: fail it is 1 - authenticity (0.7 for LIKELY_HALLUCINATION, 0.9 for CONFLICT / definitive
+#: NOT_FOUND); ``unknown`` outcomes carry 0.5. Measured hit rates: bench/results/citations.md.
+OUTCOME_CONFIDENCE = {
+    (VERIFIED, "pass"): STATUS_AUTHENTICITY[VERIFIED],
+    (PARTIALLY_VERIFIED, "pass"): STATUS_AUTHENTICITY[PARTIALLY_VERIFIED],
+    (LIKELY_HALLUCINATION, "fail"): round(1 - STATUS_AUTHENTICITY[LIKELY_HALLUCINATION], 2),
+    (CONFLICT, "fail"): round(1 - STATUS_AUTHENTICITY[CONFLICT], 2),
+    (NOT_FOUND, "fail"): round(1 - STATUS_AUTHENTICITY[NOT_FOUND], 2),
+}
+UNKNOWN_CONFIDENCE = 0.5
+CHECKED_KINDS = ("entry", "bibtex", "identifier", "title")
+
+
+# --------------------------------------------------------------------------- runtime (per loop)
+
+
+class _Runtime:
+    """HTTP client, cache and source objects for one event loop and one configuration."""
+
+    def __init__(self, cfg: Sources, limiters: dict[str, _RateLimiter], local: LocalIndex | None):
+        self.cfg = cfg
+        self.client = httpx.AsyncClient(trust_env=False, limits=httpx.Limits(max_connections=32))
+        self.cache = make_cache(cfg.cache)
+        self.sources: dict[str, Any] = {}
+        for name in cfg.enabled:
+            if name == "local":
+                if local is not None:
+                    self.sources["local"] = local
+                continue
+            cls = NETWORK_SOURCES[name]
+            self.sources[name] = cls(getattr(cfg, name), client=self.client, cache=self.cache, mailto=cfg.mailto,
+                                     limiter=limiters[name], user_agent=cfg.user_agent)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        await self.cache.aclose()
+
+
+class _Shared:
+    """Loop-independent state per configuration: rate limiters and the local index handle."""
+
+    def __init__(self, cfg: Sources):
+        self.limiters = {n: _RateLimiter(getattr(cfg, n).rate_per_sec) for n in NETWORK_SOURCES}
+        self.local: LocalIndex | None = None
+        self.local_error: str | None = None
+        if cfg.local_index.path:
+            try:
+                self.local = LocalIndex(cfg.local_index.path, authoritative=cfg.local_index.authoritative)
+            except FileNotFoundError as exc:
+                self.local_error = str(exc)
+        self.runtimes: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Runtime]" = weakref.WeakKeyDictionary()
+
+
+_SHARED: dict[str, _Shared] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _runtime(cfg: Sources) -> tuple[_Runtime, _Shared]:
+    key = cfg.fingerprint()
+    with _SHARED_LOCK:
+        shared = _SHARED.get(key)
+        if shared is None:
+            shared = _SHARED[key] = _Shared(cfg)
+    loop = asyncio.get_running_loop()
+    rt = shared.runtimes.get(loop)
+    if rt is None:
+        rt = shared.runtimes[loop] = _Runtime(cfg, shared.limiters, shared.local)
+    return rt, shared
+
+
+async def aclose_all() -> None:
+    """Close the HTTP clients and caches opened on the running loop (gateway shutdown)."""
+    loop = asyncio.get_running_loop()
+    for shared in list(_SHARED.values()):
+        rt = shared.runtimes.pop(loop, None)
+        if rt is not None:
+            await rt.aclose()
+
+
+# --------------------------------------------------------------------------- one claim
+
+
+@dataclass(slots=True)
+class _Query:
+    source: str
+    op: str  # doi | arxiv | search | isbn
+    via_identifier: bool
+
+
+def _queries(claim: CitationClaim, sources: dict[str, Any]) -> list[tuple[_Query, Any]]:
+    out = []
+    for name, src in sources.items():
+        if claim.doi:
+            out.append((_Query(name, "doi", True), src.lookup_doi(claim.doi)))
+        if claim.arxiv_id and hasattr(src, "lookup_arxiv"):
+            out.append((_Query(name, "arxiv", True), src.lookup_arxiv(claim.arxiv_id)))
+        if claim.isbn and hasattr(src, "lookup_isbn"):
+            out.append((_Query(name, "isbn", True), src.lookup_isbn(claim.isbn)))
+        if claim.title:
+            first = [claim.people[0].surname] if claim.people else None
+            out.append((_Query(name, "search", False), src.search(claim.title, first, claim.year)))
+    return out
+
+
+def _best(comps: list[Comparison]) -> Comparison | None:
+    if not comps:
+        return None
+    return max(comps, key=lambda c: (status_rank(c.status), c.title, c.via_identifier))
+
+
+def _enough_to_judge(claim: CitationClaim) -> bool:
+    if claim.doi or claim.arxiv_id:
+        return True
+    return bool(claim.title) and bool(claim.authors or claim.year or claim.venue) and claim.kind != "title" or (
+        claim.kind == "title" and bool(claim.authors and claim.year))
+
+
+async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, deadline_at: float) -> Check:
+    loop = asyncio.get_running_loop()
+    pending: dict[asyncio.Task, _Query] = {}
+    for q, coro in _queries(claim, rt.sources):
+        if coro is None:
+            continue
+        pending[asyncio.ensure_future(_none_safe(coro))] = q
+    results: list[tuple[_Query, SourceResult]] = []
+    comps: list[Comparison] = []
+    early = False
+    try:
+        while pending:
+            timeout = deadline_at - loop.time()
+            if timeout <= 0:
+                break
+            done, _ = await asyncio.wait(list(pending), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                break
+            for t in done:
+                q = pending.pop(t)
+                res = t.result()
+                if res is None:
+                    continue
+                results.append((q, res))
+                for rec in res.records:
+                    comps.append(compare(claim, rec, via_identifier=q.via_identifier))
+            b = _best(comps)
+            if b is not None and b.status == VERIFIED and not any(c.status == CONFLICT for c in comps):
+                early = True
+                break
+    finally:
+        for t, q in pending.items():
+            t.cancel()
+            if not early:
+                results.append((q, SourceResult(q.source, "timeout", [], "deadline reached")))
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+    return _decide(claim, results, comps, early, shared)
+
+
+async def _none_safe(coro) -> SourceResult | None:
+    try:
+        return await coro
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a source bug must not break the answer: record it as an error
+        return SourceResult("?", "error", [], f"{type(exc).__name__}: {exc}"[:200])
+
+
+def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], comps: list[Comparison],
+            early: bool, shared: _Shared) -> Check:
+    per_source: dict[str, dict[str, str]] = {}
+    for q, r in results:
+        per_source.setdefault(q.source, {})[q.op] = r.status + (f" ({r.detail})" if r.detail and not r.definitive else "")
+    all_definitive = bool(results) and all(r.definitive for _, r in results) and not shared.local_error
+    notes: list[str] = []
+
+    # identifier queries that every answering source said do not exist
+    id_results = [(q, r) for q, r in results if q.via_identifier]
+    id_unresolved = bool(id_results) and all(r.status == "not_found" for _, r in id_results) and all(
+        r.definitive for _, r in id_results) and any(q.source != "local" for q, _ in id_results)
+
+    id_conflicts = [c for c in comps if c.via_identifier and c.status == CONFLICT]
+    best = _best([c for c in comps if c.status != CONFLICT]) or _best(comps)
+    status = best.status if best else NOT_FOUND
+    if id_conflicts and (best is None or best.status != VERIFIED or not best.via_identifier):
+        worst = max(id_conflicts, key=lambda c: c.title)
+        title_match = _best([c for c in comps if not c.via_identifier and c.status in (VERIFIED, PARTIALLY_VERIFIED)])
+        status = CONFLICT
+        best = title_match or worst
+        what = "DOI" if claim.doi else "arXiv ID"
+        notes.append(f"the {what} resolves to \u201c{worst.record.title[:80]}\u201d, not the stated work")
+    elif id_unresolved and best is not None and best.status in (VERIFIED, PARTIALLY_VERIFIED) and claim.title:
+        status = CONFLICT
+        notes.append(f"the stated {'DOI' if claim.doi else 'identifier'} does not resolve, though the title matches a real work")
+    elif best is not None and claim.doi and best.record.doi and best.status in (VERIFIED, PARTIALLY_VERIFIED) \
+            and not best.via_identifier and best.record.doi != claim.doi and all(
+                r.status == "not_found" for q, r in id_results if q.source == "local") and id_results and all(
+                q.source == "local" for q, _ in id_results):
+        # offline: the title matches a record carrying another DOI
+        status = CONFLICT
+        notes.append(f"stated DOI {claim.doi} differs from the record's {best.record.doi}")
+
+    if best is not None and status != NOT_FOUND:
+        notes = best.notes + notes
+    if shared.local_error:
+        notes.append(shared.local_error)
+
+    # outcome
+    if status in (VERIFIED, PARTIALLY_VERIFIED):
+        outcome = "pass"
+    elif status == CONFLICT:
+        outcome = "fail"
+    elif status == LIKELY_HALLUCINATION:
+        outcome = "fail" if all_definitive or early else "unknown"
+        if outcome == "unknown":
+            notes.append("some sources did not answer; they may hold the matching version")
+    else:  # NOT_FOUND
+        outcome = "fail" if (all_definitive and _enough_to_judge(claim)) else "unknown"
+        if not results:
+            notes.append("no source configured for this kind of reference")
+        elif not all_definitive:
+            notes.append("not every source answered (timeout/error), so absence is not proof")
+        elif not _enough_to_judge(claim):
+            notes.append("too few fields to call it fabricated")
+    confidence = OUTCOME_CONFIDENCE.get((status, outcome), UNKNOWN_CONFIDENCE)
+
+    rec = best.record if best is not None and status != NOT_FOUND else None
+    retracted = bool(rec and rec.retracted)
+    if retracted:
+        notice = (rec.retraction or {}).get("notice_doi")
+        notes.insert(0, "RETRACTED" + (f" (notice {notice})" if notice else ""))
+    head = {VERIFIED: "verified", PARTIALLY_VERIFIED: "partially verified", LIKELY_HALLUCINATION: "likely hallucinated",
+            NOT_FOUND: "not found in any source", CONFLICT: "identifier conflicts with the stated fields"}[status]
+    src_note = f" against {rec.source}" if rec else ""
+    note = f"{head}{src_note}" + (": " + "; ".join(dict.fromkeys(notes)) if notes else "")
+    evidence: dict[str, Any] = {
+        "status": status,
+        "authenticity": STATUS_AUTHENTICITY[status],
+        "fields": best.to_evidence() if best is not None and status != NOT_FOUND else None,
+        "sources": per_source,
+        "retracted": retracted,
+        "candidates": len(comps),
+        "early_exit": early,
+        "claim_kind": claim.kind,
+    }
+    if retracted:
+        evidence["retraction"] = rec.retraction
+    return Check(verifier="citations", claim=claim.raw[:500], outcome=outcome, expected=rec.to_dict() if rec else None,
+                 found=claim.fields(), evidence=evidence, confidence=confidence, span=claim.span, note=note[:300])
+
+
+# --------------------------------------------------------------------------- public API
+
+
+async def acheck(answer: str, question: str | None = None, *, sources: Sources | dict[str, Any] | None,
+                 deadline: float | None = None) -> list[Check]:
+    """Verify the citations in ``answer``; one :class:`Check` per checked claim, in text order.
+
+    ``sources``: a :class:`Sources` or a dict for :meth:`Sources.from_dict` (None = defaults:
+    the public APIs). ``deadline`` overrides ``Sources.deadline`` (seconds for the whole
+    answer). ``question`` is accepted for interface symmetry with the other verifiers and not
+    used. Raises ``TypeError`` if ``answer`` is not a str and ``pydantic.ValidationError`` for a
+    bad configuration; never raises for a source failure.
+    """
+    cfg = Sources.coerce(sources)
+    claims = [c for c in extract(answer) if c.kind in CHECKED_KINDS]
+    if not claims:
+        return []
+    rt, shared = _runtime(cfg)
+    loop = asyncio.get_running_loop()
+    deadline_at = loop.time() + (deadline if deadline is not None else cfg.deadline)
+    return list(await asyncio.gather(*(_verify_claim(c, rt, shared, deadline_at) for c in claims)))
+
+
+def check(answer: str, question: str | None = None, *, sources: Sources | dict[str, Any] | None,
+          deadline: float | None = None) -> list[Check]:
+    """Synchronous :func:`acheck` (runs its own event loop; call :func:`acheck` from async code).
+
+    Raises ``RuntimeError`` when called from a running event loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError("verifiers.citations.check() called inside an event loop; await acheck() instead")
+
+    async def run() -> list[Check]:
+        try:
+            return await acheck(answer, question, sources=sources, deadline=deadline)
+        finally:
+            await aclose_all()
+
+    return asyncio.run(run())
