@@ -5,5 +5,6 @@ Each verifier is one module with one public entry point returning ``list[Check]`
 """
 
 from verifiers._types import OUTCOMES, Check, Cost, Report
+from verifiers.run import averify, verify
 
-__all__ = ["Check", "Cost", "Report", "OUTCOMES"]
+__all__ = ["Check", "Cost", "Report", "OUTCOMES", "verify", "averify"]

@@ -1,0 +1,261 @@
+"""The correction loop: re-ask the model with the evidence of its failed checks.
+
+A state machine after the AMTFV design named in issue 6::
+
+    INITIAL_GENERATION -> PLANNING_VERIFICATION -> EXECUTING_VERIFICATION
+        -> VERIFICATION_PASSED                                   (done)
+        -> VERIFICATION_FAILED -> CORRECTING -> EXECUTING_VERIFICATION -> ...
+        -> MAX_RETRY_EXCEEDED                                    (gave up; best draft returned)
+
+It needs no HTTP: :func:`correct` takes an async ``complete(body) -> chat.completion dict``
+(the upstream) and an async ``verify(text) -> Report``, so tests drive it with plain
+functions.
+
+Stop rules (first that applies): every check passes; ``max_rounds`` correction rounds done;
+the same failure twice in a row (oscillation: the new draft fails exactly the checks the
+previous one failed, with the same stated values); the request budget is exhausted (extra
+calls, extra tokens); the verification deadline passed; the upstream call failed or the model
+answered without text. The answer returned is the best draft seen: the fewest failed checks,
+ties to the latest; every round is recorded in ``report.rounds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import enum
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifiers._types import Check, Report
+
+from proxy.budget import RequestBudget, usage_tokens
+
+__all__ = ["State", "CorrectionResult", "correct", "evidence_prompt", "failure_signature",
+           "completion_text"]
+
+Complete = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+Verify = Callable[[str], Awaitable[Report]]
+
+_EVIDENCE_MAX = 600  # characters of one tool input/output quoted back to the model
+
+
+class State(str, enum.Enum):
+    """States of the correction loop (AMTFV)."""
+
+    INITIAL_GENERATION = "INITIAL_GENERATION"
+    PLANNING_VERIFICATION = "PLANNING_VERIFICATION"
+    EXECUTING_VERIFICATION = "EXECUTING_VERIFICATION"
+    VERIFICATION_PASSED = "VERIFICATION_PASSED"
+    VERIFICATION_FAILED = "VERIFICATION_FAILED"
+    CORRECTING = "CORRECTING"
+    MAX_RETRY_EXCEEDED = "MAX_RETRY_EXCEEDED"
+
+
+@dataclass(slots=True)
+class CorrectionResult:
+    """What the loop ends with.
+
+    ``completion``: the chat.completion dict to return (the best draft). ``report``: that
+    draft's checks, with ``status`` (``passed`` | ``corrected`` | ``failed`` | ``skipped``),
+    ``rounds`` and ``cost``. ``state``: the final state. ``stop_reason``: ``passed``,
+    ``max_rounds``, ``oscillation``, ``budget:<what>``, ``deadline``, ``upstream_error``,
+    ``no_text``, or ``not_failed``. ``history``: every state visited.
+    """
+
+    completion: dict[str, Any]
+    report: Report
+    state: State
+    stop_reason: str
+    history: list[State] = field(default_factory=list)
+
+
+def completion_text(completion: Any) -> str | None:
+    """``choices[0].message.content`` as text, or None when there is none (tool calls only,
+    refusal, malformed)."""
+    try:
+        content = completion["choices"][0]["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "\n".join(parts) if parts else None
+    return None
+
+
+def failure_signature(report: Report) -> frozenset[tuple[str, str, str]]:
+    """The failed checks as a comparable set of ``(verifier, claim, found)``; two reports with
+    the same signature failed the same way (the oscillation rule)."""
+    return frozenset((c.verifier, " ".join(str(c.claim).split()), json.dumps(c.found, default=str, sort_keys=True))
+                     for c in report.failed_checks)
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    text = text.strip()
+    return text if len(text) <= _EVIDENCE_MAX else text[: _EVIDENCE_MAX - 1] + "…"
+
+
+def _evidence_lines(i: int, c: Check) -> list[str]:
+    ev = c.evidence if isinstance(c.evidence, dict) else {}
+    tool = ev.get("tool") or c.verifier
+    lines = [f"{i}. [{c.verifier}] claim: {_short(c.claim)}", f"   tool: {_short(tool)}"]
+    for key in ("input", "code", "expression", "query"):
+        if key in ev:
+            lines.append(f"   tool input: {_short(ev[key])}")
+            break
+    for key in ("output", "stdout", "stderr", "result", "record", "error"):
+        if key in ev and ev[key] not in (None, ""):
+            lines.append(f"   tool output ({key}): {_short(ev[key])}")
+    if c.expected is not None:
+        lines.append(f"   expected: {_short(c.expected)}")
+    if c.found is not None:
+        lines.append(f"   your answer stated: {_short(c.found)}")
+    if c.note:
+        lines.append(f"   analysis: {_short(c.note)}")
+    return lines
+
+
+def evidence_prompt(report: Report) -> str:
+    """The user turn of a correction round: for each failed check the claim, the tool, its
+    input, its actual output, the expected value and a short analysis, then the instruction
+    to answer the original question again, completely."""
+    failed = report.failed_checks
+    lines = [f"Automatic verification found {len(failed)} error(s) in your previous answer. "
+             "Evidence from the verification tools:", ""]
+    for i, c in enumerate(failed, 1):
+        lines.extend(_evidence_lines(i, c))
+    lines += ["", "Fix these errors and give your complete corrected answer to the original request. "
+              "Keep everything that was correct. Answer directly, without mentioning this verification."]
+    return "\n".join(lines)
+
+
+def correction_body(body: dict[str, Any], draft: dict[str, Any], report: Report,
+                    model: str | None = None) -> dict[str, Any]:
+    """The upstream request of one correction round: the client's request (same model and
+    parameters unless ``model`` is given), followed by the draft as an assistant turn and the
+    evidence prompt as a user turn. Always non-streaming, one choice."""
+    new = {k: v for k, v in body.items() if k not in ("stream", "stream_options", "n", "veracity")}
+    msgs = list(copy.deepcopy(body.get("messages") or []))
+    msg = {}
+    try:
+        msg = draft["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        pass
+    msgs.append({"role": "assistant", "content": completion_text(draft) or msg.get("content") or ""})
+    msgs.append({"role": "user", "content": evidence_prompt(report)})
+    new["messages"] = msgs
+    if model:
+        new["model"] = model
+    return new
+
+
+def _round_record(n: int, report: Report, tokens: int, ms: float, state: State) -> dict[str, Any]:
+    return {
+        "round": n,
+        "state": state.value,
+        "status": report.status,
+        "failed": len(report.failed_checks),
+        "failed_claims": [f"{c.verifier}: {c.claim}"[:200] for c in report.failed_checks],
+        "tokens": tokens,
+        "ms": round(ms, 1),
+    }
+
+
+async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Complete, verify: Verify,
+                  max_rounds: int = 3, budget: RequestBudget | None = None,
+                  correction_model: str | None = None, initial_report: Report | None = None) -> CorrectionResult:
+    """Verify ``draft`` and, while checks fail and limits allow, re-ask with the evidence.
+
+    Args:
+        body: the client's chat request (messages, model, parameters) the draft answered.
+        draft: the upstream's chat.completion dict.
+        complete: async upstream call ``(request body) -> chat.completion dict``; may raise.
+        verify: async ``(answer text) -> Report`` (risk + verifiers).
+        max_rounds: correction rounds allowed (0 = verify only).
+        budget: the request budget (extra calls/tokens, deadline); None = unlimited.
+        correction_model: model for the correction calls (policy ``correction.model``).
+        initial_report: the draft's report when already computed (skips the first verify).
+
+    Returns a :class:`CorrectionResult`; never raises for upstream or verifier failures.
+    """
+    history = [State.INITIAL_GENERATION, State.PLANNING_VERIFICATION, State.EXECUTING_VERIFICATION]
+    text = completion_text(draft)
+    report = initial_report if initial_report is not None else await verify(text or "")
+    rounds: list[dict[str, Any]] = []
+    extra_tokens = 0
+    extra_calls = 0
+
+    def finish(completion: dict[str, Any], rep: Report, state: State, reason: str, status: str) -> CorrectionResult:
+        history.append(state) if history[-1] is not state else None
+        rep.status = status  # type: ignore[assignment]
+        rep.rounds = rounds
+        rep.cost.tokens += extra_tokens
+        rep.cost.upstream_calls += extra_calls
+        rep.extra["correction"] = {"state": state.value, "stop_reason": reason}
+        return CorrectionResult(completion, rep, state, reason, history)
+
+    if not report.failed_checks:
+        return finish(draft, report, State.VERIFICATION_PASSED, "not_failed", report.status)
+
+    history.append(State.VERIFICATION_FAILED)
+    best = (draft, report)
+    prev_sig = failure_signature(report)
+    current, current_report = draft, report
+    for n in range(1, max_rounds + 1):
+        if budget is not None and not budget.allow_call():
+            reason = "deadline" if budget.exhausted == "deadline" else f"budget:{budget.exhausted}"
+            return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, reason, "failed")
+        history.append(State.CORRECTING)
+        t0 = time.perf_counter()
+        req = correction_body(body, current, current_report, correction_model)
+        try:
+            if budget is not None:
+                new = await asyncio.wait_for(complete(req), budget.remaining_s())
+            else:
+                new = await complete(req)
+        except asyncio.TimeoutError:
+            extra_calls += 1
+            if budget is not None:
+                budget.charge(0)
+            rounds.append({"round": n, "state": State.CORRECTING.value, "error": "deadline"})
+            return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "deadline", "failed")
+        except Exception as exc:  # upstream failure: keep the best draft, say why
+            extra_calls += 1
+            if budget is not None:
+                budget.charge(0)
+            rounds.append({"round": n, "state": State.CORRECTING.value,
+                           "error": f"upstream: {type(exc).__name__}"})
+            return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "upstream_error", "failed")
+        tokens = usage_tokens(new)
+        extra_tokens += tokens
+        extra_calls += 1
+        if budget is not None:
+            budget.charge(tokens)
+        new_text = completion_text(new)
+        if not new_text:
+            rounds.append({"round": n, "state": State.CORRECTING.value, "error": "no text in correction",
+                           "tokens": tokens})
+            return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "no_text", "failed")
+        history.append(State.EXECUTING_VERIFICATION)
+        rep = await verify(new_text)
+        ms = (time.perf_counter() - t0) * 1000.0
+        if not rep.failed_checks:
+            history.append(State.VERIFICATION_PASSED)
+            rounds.append(_round_record(n, rep, tokens, ms, State.VERIFICATION_PASSED))
+            return finish(new, rep, State.VERIFICATION_PASSED, "passed", "corrected")
+        history.append(State.VERIFICATION_FAILED)
+        rounds.append(_round_record(n, rep, tokens, ms, State.VERIFICATION_FAILED))
+        if len(rep.failed_checks) <= len(best[1].failed_checks):
+            best = (new, rep)
+        sig = failure_signature(rep)
+        if sig == prev_sig:
+            return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "oscillation", "failed")
+        prev_sig = sig
+        current, current_report = new, rep
+    return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "max_rounds", "failed")

@@ -1,0 +1,469 @@
+"""Policies: named YAML documents that decide how hard the gateway tries to verify.
+
+A policy file (``policies/default.yaml``)::
+
+    name: default
+    description: Verify risky answers, correct them with evidence, annotate.
+    verifiers:
+      arithmetic: {enabled: true, timeout_ms: 2000, options: {}}
+      code: {enabled: true, timeout_ms: 15000, sandbox: {backend: auto, limits: {}}}
+      citations: {enabled: true, timeout_ms: 8000, sources: [offline]}
+    risk: {threshold: 0.3}
+    sentinel: {mode: off, when: multi_part, max_rounds: 3}
+    correction: {max_rounds: 3, model: null}
+    on_failure: correct          # annotate | correct | block | observe
+    budgets:
+      request: {extra_calls: 4, extra_tokens: 8000, deadline_ms: 30000}
+      key_daily: {extra_tokens: 2000000, cost_usd: 20}
+      team_daily: {extra_tokens: null, cost_usd: null}
+    streaming: {mode: buffer, keepalive_s: 5}
+    audit: {enabled: true, include_text: false}
+    overridable: [on_failure, streaming, sentinel.mode]
+
+Selection (:func:`resolve`): the key's policy; the ``x-veracity-policy`` header only when the
+key allows it (``keys[].allow_policy_header``); then the request's ``veracity`` object
+(``extra_body={"veracity": {...}}``) overrides fields listed in the selected policy's
+``overridable`` (the policy is the key's ceiling). Budgets and round limits in an override can
+only be lowered, never raised.
+
+:class:`PolicyStore` loads a folder of policy files and reloads a file when its mtime changes
+(checked at most once per ``check_interval_s``), so edits apply without a restart; a file that
+no longer validates keeps its last good version and the error is kept in ``store.errors``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+__all__ = [
+    "Policy", "PolicyError", "PolicyStore", "KeyGrant", "check_file", "load_file",
+    "apply_overrides", "resolve", "default_policies_dir",
+]
+
+
+class PolicyError(Exception):
+    """A policy that cannot be loaded, found, or overridden. ``str()`` is user-facing;
+    ``param`` names the offending field (OpenAI error ``param``) when there is one."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400):
+        super().__init__(message)
+        self.param = param
+        self.status = status
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class VerifierToggle(_Strict):
+    """Common verifier settings. ``timeout_ms``: this verifier's own deadline inside the
+    request's verification deadline. ``options``: keyword arguments for the verifier's entry
+    point (see each verifier's docstring, e.g. arithmetic tolerances)."""
+
+    enabled: bool = True
+    timeout_ms: int = Field(5000, gt=0, le=600_000)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class SandboxOptions(_Strict):
+    """``backend``: ``auto`` | ``docker`` | ``bwrap`` (see ``verifiers.sandbox.get``);
+    ``limits``: memory/CPU/process/output/wall limits passed to the sandbox."""
+
+    backend: str = "auto"
+    limits: dict[str, Any] = Field(default_factory=dict)
+
+
+class CodeVerifier(VerifierToggle):
+    timeout_ms: int = Field(15000, gt=0, le=600_000)
+    sandbox: SandboxOptions = Field(default_factory=SandboxOptions)
+
+
+class CitationVerifier(VerifierToggle):
+    timeout_ms: int = Field(8000, gt=0, le=600_000)
+    #: source names for ``verifiers.citations`` (``offline``, ``crossref``, ``openalex``, ...)
+    sources: list[str] = Field(default_factory=lambda: ["offline"])
+
+
+class ArithmeticVerifier(VerifierToggle):
+    timeout_ms: int = Field(2000, gt=0, le=600_000)
+
+
+class Verifiers(_Strict):
+    arithmetic: ArithmeticVerifier = Field(default_factory=ArithmeticVerifier)
+    code: CodeVerifier = Field(default_factory=CodeVerifier)
+    citations: CitationVerifier = Field(default_factory=CitationVerifier)
+
+    def enabled(self) -> list[str]:
+        """Names of the enabled verifiers."""
+        return [n for n in ("arithmetic", "code", "citations") if getattr(self, n).enabled]
+
+    def run_options(self) -> dict[str, dict[str, Any]]:
+        """Per-verifier options in the shape ``verifiers.run.run(options=...)`` takes."""
+        out: dict[str, dict[str, Any]] = {}
+        for n in ("arithmetic", "code", "citations"):
+            v = getattr(self, n)
+            o: dict[str, Any] = dict(v.options)
+            o["timeout_ms"] = v.timeout_ms
+            if n == "code":
+                o["sandbox"] = {"backend": v.sandbox.backend, "limits": dict(v.sandbox.limits)}
+            if n == "citations":
+                o["sources"] = list(v.sources)
+            out[n] = o
+        return out
+
+
+class RiskPolicy(_Strict):
+    """``threshold``: risk score (0..1) below which an answer goes through unverified."""
+
+    threshold: float = Field(0.3, ge=0.0, le=1.0)
+
+
+class SentinelPolicy(_Strict):
+    """``mode``: ``off`` | ``offered`` (tool + rule injected, model may call it) | ``forced``
+    (offered, plus one forced ``verify_result`` call when the model answered without it).
+    ``when``: ``always`` or ``multi_part`` (only when the question has several sub-tasks).
+    ``max_rounds``: sentinel round trips per request."""
+
+    mode: Literal["off", "offered", "forced"] = "off"
+    when: Literal["always", "multi_part"] = "multi_part"
+    max_rounds: int = Field(3, ge=0, le=10)
+
+
+class CorrectionPolicy(_Strict):
+    """``max_rounds``: correction rounds (re-asks with evidence). ``model``: model for the
+    correction call; None = the client's model and parameters."""
+
+    max_rounds: int = Field(3, ge=0, le=10)
+    model: str | None = None
+
+
+class RequestBudget(_Strict):
+    """Per request: extra upstream calls, extra tokens, verification deadline (ms)."""
+
+    extra_calls: int = Field(4, ge=0)
+    extra_tokens: int = Field(8000, ge=0)
+    deadline_ms: int = Field(30000, gt=0)
+
+
+class DailyBudget(_Strict):
+    """Per key or team per UTC day: extra tokens and extra cost (USD). None = unlimited."""
+
+    extra_tokens: int | None = Field(None, ge=0)
+    cost_usd: float | None = Field(None, ge=0)
+
+
+class Budgets(_Strict):
+    request: RequestBudget = Field(default_factory=RequestBudget)
+    key_daily: DailyBudget = Field(default_factory=DailyBudget)
+    team_daily: DailyBudget = Field(default_factory=DailyBudget)
+
+
+class StreamingPolicy(_Strict):
+    """``mode``: ``buffer`` (hold, verify, stream the final answer) or ``passthrough`` (relay
+    live, verify in the background, report in a last ``choices: []`` chunk).
+    ``keepalive_s``: interval of SSE comment keep-alives while holding."""
+
+    mode: Literal["buffer", "passthrough"] = "buffer"
+    keepalive_s: float = Field(5.0, gt=0)
+
+
+class AuditPolicy(_Strict):
+    """``include_text``: put the prompt and answer text in the audit record."""
+
+    enabled: bool = True
+    include_text: bool = False
+
+
+OnFailure = Literal["annotate", "correct", "block", "observe"]
+
+
+class Policy(_Strict):
+    """One policy. ``on_failure``: ``annotate`` (answer + report), ``correct`` (run the
+    correction loop, then annotate), ``block`` (correction loop, then an OpenAI-shaped error
+    carrying the report if checks still fail), ``observe`` (answer at once; verify in the
+    background for metrics and audit only)."""
+
+    name: str = "default"
+    description: str = ""
+    verifiers: Verifiers = Field(default_factory=Verifiers)
+    risk: RiskPolicy = Field(default_factory=RiskPolicy)
+    sentinel: SentinelPolicy = Field(default_factory=SentinelPolicy)
+    correction: CorrectionPolicy = Field(default_factory=CorrectionPolicy)
+    on_failure: OnFailure = "correct"
+    budgets: Budgets = Field(default_factory=Budgets)
+    streaming: StreamingPolicy = Field(default_factory=StreamingPolicy)
+    audit: AuditPolicy = Field(default_factory=AuditPolicy)
+    #: dotted field paths a request's ``veracity`` object may override ("streaming" covers
+    #: "streaming.mode"); budgets and round limits may always be lowered.
+    overridable: list[str] = Field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------ loading
+
+
+def _line_of(node: Any, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the YAML node at pydantic error location ``loc``."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            nxt = None
+            for k, v in node.value:
+                if k.value == str(part):
+                    nxt = v
+                    line = k.start_mark.line + 1
+                    break
+            if nxt is None:
+                break
+            node = nxt
+            line = node.start_mark.line + 1 if not isinstance(node, (yaml.MappingNode,)) else line
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _parse(text: str, source: str) -> Policy:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        raise PolicyError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise PolicyError(f"{source}:1: a policy must be a mapping, got {type(data).__name__}")
+    data.setdefault("name", Path(source).stem)
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = tuple(err.get("loc", ()))
+            line = _line_of(node, loc)
+            path = ".".join(str(p) for p in loc) or "(root)"
+            lines.append(f"{source}:{line or 1}: {path}: {err.get('msg')}")
+        raise PolicyError("\n".join(lines), param=".".join(str(p) for p in exc.errors()[0]["loc"])) from None
+
+
+def load_file(path: str | os.PathLike[str]) -> Policy:
+    """Load and validate one policy file. Raises PolicyError (``file:line: field: message``
+    per problem) on unreadable/invalid input. The name defaults to the file's stem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    return _parse(text, str(p))
+
+
+def check_file(path: str | os.PathLike[str]) -> list[str]:
+    """Validate a policy file for ``veracity policy check FILE``. Returns the list of problems
+    (``file:line: field: message``); empty when the file is valid."""
+    try:
+        load_file(path)
+    except PolicyError as exc:
+        return str(exc).splitlines()
+    return []
+
+
+def default_policies_dir() -> Path:
+    """``$VERACITY_POLICIES`` or the ``policies/`` folder next to the ``proxy`` package."""
+    env = os.environ.get("VERACITY_POLICIES")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "policies"
+
+
+class PolicyStore:
+    """The policies of a folder (``*.yaml``/``*.yml``), by name, reloaded on change.
+
+    ``get(name)`` is cheap: the folder is re-scanned (``stat`` per file) at most once per
+    ``check_interval_s``; a changed file is re-parsed; a new file appears; a deleted one
+    disappears. A file that fails to validate keeps its last good version (if any) and its
+    error text is in ``errors[path]``. Thread-safe.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None, *,
+                 check_interval_s: float = 1.0, extra: dict[str, Policy] | None = None):
+        self.directory = Path(directory) if directory is not None else default_policies_dir()
+        self.check_interval_s = check_interval_s
+        self.errors: dict[str, str] = {}
+        self._by_path: dict[str, tuple[float, int, Policy]] = {}
+        self._extra = dict(extra or {})
+        self._policies: dict[str, Policy] = {}
+        self._checked = 0.0
+        self._lock = threading.Lock()
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = False) -> None:
+        """Re-scan the folder now if ``force`` or the check interval has passed."""
+        now = time.monotonic()
+        if not force and now - self._checked < self.check_interval_s:
+            return
+        with self._lock:
+            self._checked = now
+            seen: set[str] = set()
+            changed = force
+            try:
+                entries = sorted(self.directory.iterdir()) if self.directory.is_dir() else []
+            except OSError:
+                entries = []
+            for p in entries:
+                if p.suffix not in (".yaml", ".yml"):
+                    continue
+                key = str(p)
+                try:
+                    st = p.stat()
+                except OSError:
+                    continue
+                seen.add(key)
+                old = self._by_path.get(key)
+                if old is not None and old[0] == st.st_mtime and old[1] == st.st_size:
+                    continue
+                changed = True
+                try:
+                    pol = load_file(p)
+                except PolicyError as exc:
+                    self.errors[key] = str(exc)
+                    if old is not None:  # keep the last good version, but note the mtime
+                        self._by_path[key] = (st.st_mtime, st.st_size, old[2])
+                    continue
+                self.errors.pop(key, None)
+                self._by_path[key] = (st.st_mtime, st.st_size, pol)
+            for key in list(self._by_path):
+                if key not in seen:
+                    del self._by_path[key]
+                    self.errors.pop(key, None)
+                    changed = True
+            if changed:
+                pols = dict(self._extra)
+                for _, _, pol in self._by_path.values():
+                    pols[pol.name] = pol
+                self._policies = pols
+
+    def names(self) -> list[str]:
+        """Names of the loaded policies."""
+        self.refresh()
+        return sorted(self._policies)
+
+    def get(self, name: str) -> Policy:
+        """The policy ``name``; PolicyError(status 400, param ``x-veracity-policy``) if unknown.
+        The built-in ``default`` (all defaults) exists even without files."""
+        self.refresh()
+        pol = self._policies.get(name)
+        if pol is None:
+            if name == "default":
+                return Policy()
+            raise PolicyError(f"unknown policy {name!r}; known: {', '.join(sorted(self._policies)) or 'none'}",
+                              param="x-veracity-policy", status=400)
+        return pol
+
+
+# ---------------------------------------------------------------------------- selection
+
+
+class KeyGrant(BaseModel):
+    """What the caller's key allows: its ``policy`` name, its ``team``, whether the
+    ``x-veracity-policy`` header may choose another policy (``allow_policy_header``)."""
+
+    policy: str = "default"
+    team: str = "default"
+    allow_policy_header: bool = False
+    key_id: str = "anonymous"
+
+
+# Fields that may only go down in an override (a client cannot buy itself more work).
+_LOWER_ONLY = {
+    ("budgets", "request", "extra_calls"), ("budgets", "request", "extra_tokens"),
+    ("budgets", "request", "deadline_ms"), ("correction", "max_rounds"), ("sentinel", "max_rounds"),
+}
+
+
+def _flatten(d: Any, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    if isinstance(d, dict) and d:
+        out = []
+        for k, v in d.items():
+            out.extend(_flatten(v, prefix + (str(k),)))
+        return out
+    return [(prefix, d)]
+
+
+def _allowed(path: tuple[str, ...], overridable: list[str]) -> bool:
+    dotted = ".".join(path)
+    return any(dotted == o or dotted.startswith(o + ".") for o in overridable)
+
+
+def apply_overrides(policy: Policy, overrides: Any) -> Policy:
+    """``policy`` with the request's ``veracity`` object applied.
+
+    A field may change when its dotted path (or a parent) is in ``policy.overridable``;
+    budget and round-limit fields may always be lowered (and are clamped to the policy's
+    value otherwise). Raises PolicyError(status 403, param ``veracity.<path>``) for a field the
+    policy does not allow, and PolicyError(400) for a value that does not validate.
+    """
+    if overrides is None:
+        return policy
+    if not isinstance(overrides, dict):
+        raise PolicyError("'veracity' must be an object", param="veracity")
+    overrides = {k: v for k, v in overrides.items() if k not in ("policy",)}
+    if not overrides:
+        return policy
+    base = policy.model_dump()
+    merged = policy.model_dump()
+    for path, value in _flatten(overrides):
+        if path in (("name",), ("overridable",), ("description",)):
+            raise PolicyError(f"veracity.{'.'.join(path)} cannot be overridden", param="veracity." + ".".join(path), status=403)
+        cur: Any = base
+        for part in path:
+            if not isinstance(cur, dict) or part not in cur:
+                raise PolicyError(f"unknown policy field veracity.{'.'.join(path)}",
+                                  param="veracity." + ".".join(path))
+            cur = cur[part]
+        if path in _LOWER_ONLY:
+            if not isinstance(value, (int, float)) or isinstance(value, bool):
+                raise PolicyError(f"veracity.{'.'.join(path)} must be a number", param="veracity." + ".".join(path))
+            value = min(value, cur)
+        elif not _allowed(path, policy.overridable):
+            raise PolicyError(f"this key's policy {policy.name!r} does not allow overriding "
+                              f"veracity.{'.'.join(path)}", param="veracity." + ".".join(path), status=403)
+        tgt = merged
+        for part in path[:-1]:
+            tgt = tgt[part]
+        tgt[path[-1]] = value
+    try:
+        return Policy.model_validate(merged)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise PolicyError(f"veracity.{where}: {err['msg']}", param=f"veracity.{where}") from None
+
+
+def resolve(store: PolicyStore, grant: KeyGrant, header: str | None = None,
+            overrides: Any = None) -> Policy:
+    """Select the policy for one request (see module docstring).
+
+    A header naming the key's own policy is always accepted; another name needs
+    ``grant.allow_policy_header`` (else PolicyError 403, param ``x-veracity-policy``).
+    ``overrides`` may also name a policy (``{"policy": "strict"}``) under the same rule.
+    """
+    name = grant.policy
+    wanted = header
+    if isinstance(overrides, dict) and isinstance(overrides.get("policy"), str):
+        wanted = wanted or overrides["policy"]
+    if wanted and wanted != name:
+        if not grant.allow_policy_header:
+            raise PolicyError(f"this key may not choose policy {wanted!r}", param="x-veracity-policy",
+                              status=403)
+        name = wanted
+    return apply_overrides(store.get(name), overrides)

@@ -1,0 +1,64 @@
+"""Prometheus metrics of verification (issue 6, "Surface, metrics, audit").
+
+=======================================  =========  ======================================
+name                                     type       labels
+=======================================  =========  ======================================
+veracity_checks_total                    counter    verifier, outcome (pass|fail|unknown|error)
+veracity_hallucinations_total            counter    verifier, model, team  (failed checks)
+veracity_corrections_total               counter    outcome (corrected|failed|oscillation|budget|...)
+veracity_sentinel_calls_total            counter    result (ready|not_ready|not_called|mixed|...)
+veracity_verification_duration_seconds   histogram  verifier (and ``total`` for the whole run)
+veracity_extra_tokens_total              counter    kind (sentinel|correction)
+veracity_risk_score                      histogram  —
+veracity_budget_exhausted_total          counter    —  (plus ``scope`` label: request|key|team)
+=======================================  =========  ======================================
+
+Defined in the default registry next to ``proxy/metrics.py``'s, so ``GET /metrics`` serves
+them (and prometheus-client's multiprocess mode aggregates them the same way). ``model`` and
+``team`` label values come from routed model names and configured teams, so cardinality is
+bounded by the config. :func:`observe_report` records one finished report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import Counter, Histogram
+
+CHECKS = Counter("veracity_checks_total", "Verification checks by verifier and outcome.",
+                 ["verifier", "outcome"])
+HALLUCINATIONS = Counter("veracity_hallucinations_total",
+                         "Failed checks (claims found wrong) by verifier, model and team.",
+                         ["verifier", "model", "team"])
+CORRECTIONS = Counter("veracity_corrections_total", "Correction loops by how they ended.", ["outcome"])
+SENTINEL_CALLS = Counter("veracity_sentinel_calls_total", "Sentinel (verify_result) results per request.",
+                         ["result"])
+VERIFICATION_DURATION = Histogram("veracity_verification_duration_seconds",
+                                  "Wall time of each verifier (and of whole verification: verifier=total).",
+                                  ["verifier"],
+                                  buckets=(0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                                           10.0, 30.0, 60.0))
+EXTRA_TOKENS = Counter("veracity_extra_tokens_total", "Tokens spent on extra upstream calls by kind.", ["kind"])
+RISK_SCORE = Histogram("veracity_risk_score", "Risk score (0..1) of answers.",
+                       buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0))
+BUDGET_EXHAUSTED = Counter("veracity_budget_exhausted_total", "Verifications cut short by a budget.", ["scope"])
+
+
+def observe_report(report: Any, *, model: str, team: str) -> None:
+    """Record a finished :class:`verifiers._types.Report` (checks, hallucinations, risk,
+    durations from ``report.extra["durations_ms"]``, correction and sentinel outcomes)."""
+    for c in report.checks:
+        CHECKS.labels(c.verifier, c.outcome).inc()
+        if c.outcome == "fail":
+            HALLUCINATIONS.labels(c.verifier, model, team).inc()
+    if report.risk and isinstance(report.risk.get("score"), (int, float)):
+        RISK_SCORE.observe(float(report.risk["score"]))
+    for name, ms in (report.extra.get("durations_ms") or {}).items():
+        VERIFICATION_DURATION.labels(name).observe(ms / 1000.0)
+    corr = report.extra.get("correction")
+    if corr and report.rounds:
+        outcome = "corrected" if report.status == "corrected" else corr.get("stop_reason", "failed")
+        CORRECTIONS.labels(str(outcome).split(":")[0]).inc()
+    sent = report.extra.get("sentinel")
+    if sent and sent.get("injected"):
+        SENTINEL_CALLS.labels(sent.get("result", "not_called")).inc()

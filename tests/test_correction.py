@@ -1,0 +1,169 @@
+"""The correction loop as a state machine, driven by plain async functions (no HTTP)."""
+
+import asyncio
+import re
+
+import pytest
+
+from proxy.budget import RequestBudget
+from proxy.correction import State, correct, correction_body, evidence_prompt, failure_signature
+from verifiers._types import Check, Report
+
+QUESTION = "I invest $2,500 at 4.5% interest compounded yearly. What is the total after 6 years?"
+BODY = {"model": "gpt-test", "temperature": 0.2, "stream": True, "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": QUESTION}]}
+RIGHT = round(2500 * 1.045 ** 6, 2)  # computed independently of anything under test
+
+
+def completion(text, tokens=50, tool_calls=None):
+    msg = {"role": "assistant", "content": text}
+    if tool_calls:
+        msg["tool_calls"] = tool_calls
+    return {"id": "chatcmpl-x", "object": "chat.completion", "model": "gpt-test",
+            "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": tokens - 10, "completion_tokens": 10, "total_tokens": tokens}}
+
+
+async def verify(text):
+    """A stand-in verifier: checks the stated total against the independently computed one."""
+    m = re.search(r"total is \$?([\d,]+\.?\d*)", text)
+    if not m:
+        return Report(status="skipped")
+    found = float(m.group(1).replace(",", ""))
+    ok = abs(found - RIGHT) < 0.01
+    c = Check(verifier="arithmetic", claim=f"2500 * 1.045**6 = {found}", outcome="pass" if ok else "fail",
+              expected=RIGHT, found=found, evidence={"tool": "sympy", "input": "2500*1.045**6", "output": str(RIGHT)},
+              note="compound interest: principal * (1 + rate)**years")
+    return Report(status="passed" if ok else "failed", checks=[c])
+
+
+class Upstream:
+    def __init__(self, *texts, delay=0.0, error=None):
+        self.texts = list(texts)
+        self.bodies = []
+        self.delay = delay
+        self.error = error
+
+    async def __call__(self, body):
+        self.bodies.append(body)
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.error:
+            raise self.error
+        t = self.texts.pop(0)
+        return t if isinstance(t, dict) else completion(t)
+
+
+async def test_passing_draft_needs_no_correction():
+    up = Upstream()
+    res = await correct(BODY, completion(f"The total is ${RIGHT:,.2f}."), complete=up, verify=verify)
+    assert res.state is State.VERIFICATION_PASSED and res.stop_reason == "not_failed"
+    assert res.report.status == "passed" and res.report.rounds == []
+    assert up.bodies == []
+
+
+async def test_wrong_total_corrected_in_one_round_with_evidence():
+    up = Upstream(f"Sorry, the total is ${RIGHT:,.2f}.")
+    draft = completion("The total is $3,175.00.")
+    res = await correct(BODY, draft, complete=up, verify=verify)
+    assert res.report.status == "corrected" and res.stop_reason == "passed"
+    assert res.completion["choices"][0]["message"]["content"].endswith(f"{RIGHT:,.2f}.")
+    assert len(res.report.rounds) == 1 and res.report.cost.upstream_calls == 1 and res.report.cost.tokens == 50
+    assert res.history[:3] == [State.INITIAL_GENERATION, State.PLANNING_VERIFICATION, State.EXECUTING_VERIFICATION]
+    assert State.CORRECTING in res.history and res.history[-1] is State.VERIFICATION_PASSED
+    sent = up.bodies[0]
+    # the client's model and parameters, never streaming; question, draft and evidence in order
+    assert sent["model"] == "gpt-test" and sent["temperature"] == 0.2
+    assert "stream" not in sent and "stream_options" not in sent
+    assert sent["messages"][0]["content"] == QUESTION
+    assert sent["messages"][1] == {"role": "assistant", "content": "The total is $3,175.00."}
+    ev = sent["messages"][2]["content"]
+    for needle in ("2500 * 1.045**6 = 3175.0", "sympy", "2500*1.045**6", str(RIGHT), "3175.0", "compound interest"):
+        assert needle in ev, needle
+    assert BODY["messages"] == [{"role": "user", "content": QUESTION}]  # client body untouched
+
+
+async def test_oscillation_stops_after_two_identical_failures():
+    up = Upstream("The total is $3,175.00.", "The total is $3,175.00.", "never reached")
+    res = await correct(BODY, completion("The total is $3,175.00."), complete=up, verify=verify, max_rounds=3)
+    assert res.stop_reason == "oscillation" and res.state is State.MAX_RETRY_EXCEEDED
+    assert len(up.bodies) == 1 and res.report.status == "failed"
+
+
+async def test_max_rounds_returns_best_draft_ties_to_latest():
+    def two_wrong(a, b):
+        return f"The total is ${a}. Also the total is ${b}."
+
+    async def verify_all(text):
+        checks = []
+        for m in re.finditer(r"total is \$?([\d,]+\.?\d*)", text):
+            found = float(m.group(1).replace(",", ""))
+            ok = abs(found - RIGHT) < 0.01
+            checks.append(Check("arithmetic", f"total = {found}", "pass" if ok else "fail", RIGHT, found))
+        return Report(status="failed" if any(c.failed for c in checks) else "passed", checks=checks)
+
+    up = Upstream(two_wrong(1, 2), "The total is $5.", "The total is $6.")
+    res = await correct(BODY, completion(two_wrong(3, 4)), complete=up, verify=verify_all, max_rounds=3)
+    assert res.stop_reason == "max_rounds" and len(up.bodies) == 3
+    assert res.completion["choices"][0]["message"]["content"] == "The total is $6."  # 1 failure, latest
+    assert [r["failed"] for r in res.report.rounds] == [2, 1, 1]
+
+
+async def test_budget_extra_calls_stops_the_loop():
+    up = Upstream("The total is $1.", "The total is $2.")
+    budget = RequestBudget(extra_calls=1, extra_tokens=10_000, deadline_ms=10_000)
+    res = await correct(BODY, completion("The total is $3."), complete=up, verify=verify, budget=budget)
+    assert res.stop_reason == "budget:extra_calls" and len(up.bodies) == 1
+    assert res.report.status == "failed"
+
+
+async def test_budget_tokens_stops_the_loop():
+    up = Upstream(completion("The total is $1.", tokens=500), "The total is $2.")
+    budget = RequestBudget(extra_calls=5, extra_tokens=400, deadline_ms=10_000)
+    res = await correct(BODY, completion("The total is $3."), complete=up, verify=verify, budget=budget)
+    assert res.stop_reason == "budget:extra_tokens" and len(up.bodies) == 1
+
+
+async def test_deadline_returns_the_original_draft():
+    up = Upstream("The total is $1.", delay=2.0)
+    budget = RequestBudget(extra_calls=5, extra_tokens=10_000, deadline_ms=100)
+    draft = completion("The total is $3.")
+    res = await correct(BODY, draft, complete=up, verify=verify, budget=budget)
+    assert res.stop_reason == "deadline"
+    assert res.completion is draft and res.report.status == "failed"
+
+
+async def test_upstream_failure_keeps_the_draft():
+    up = Upstream(error=ConnectionError("boom"))
+    draft = completion("The total is $3.")
+    res = await correct(BODY, draft, complete=up, verify=verify)
+    assert res.stop_reason == "upstream_error" and res.completion is draft
+    assert res.report.rounds[0]["error"] == "upstream: ConnectionError"
+
+
+async def test_correction_model_and_tool_call_answer():
+    tc = [{"id": "c1", "type": "function", "function": {"name": "calc", "arguments": "{}"}}]
+    up = Upstream(completion(None, tool_calls=tc))
+    res = await correct(BODY, completion("The total is $3."), complete=up, verify=verify,
+                        correction_model="gpt-big")
+    assert up.bodies[0]["model"] == "gpt-big"
+    assert res.stop_reason == "no_text"
+
+
+def test_signature_ignores_whitespace_and_passes():
+    a = Report(checks=[Check("arithmetic", "1 +  1 = 3", "fail", 2, 3), Check("code", "x", "pass")])
+    b = Report(checks=[Check("arithmetic", "1 + 1 = 3", "fail", 2, 3)])
+    assert failure_signature(a) == failure_signature(b)
+    assert failure_signature(a) != failure_signature(Report(checks=[Check("arithmetic", "1 + 1 = 3", "fail", 2, 4)]))
+
+
+def test_evidence_prompt_is_bounded_for_huge_tool_output():
+    c = Check("code", "def f(): ...", "fail", evidence={"stderr": "x" * 100_000, "input": "f()"})
+    text = evidence_prompt(Report(checks=[c]))
+    assert len(text) < 2000 and "f()" in text
+
+
+def test_correction_body_drops_stream_and_n():
+    body = dict(BODY, n=3, veracity={"on_failure": "correct"})
+    out = correction_body(body, completion("a"), Report(checks=[]))
+    assert "n" not in out and "veracity" not in out and "stream" not in out

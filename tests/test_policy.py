@@ -1,0 +1,131 @@
+"""Policies: the shipped files validate, errors name file:line:field, reload on change,
+selection and overrides stay within what the key allows."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from proxy.policy import KeyGrant, Policy, PolicyError, PolicyStore, apply_overrides, check_file, load_file, resolve
+
+SHIPPED = Path(__file__).resolve().parents[1] / "policies"
+
+
+def test_shipped_policies_validate():
+    files = sorted(SHIPPED.glob("*.yaml"))
+    names = {f.stem for f in files}
+    assert {"default", "strict", "observe"} <= names
+    for f in files:
+        assert check_file(f) == [], f
+        assert load_file(f).name == f.stem
+    assert load_file(SHIPPED / "observe.yaml").on_failure == "observe"
+    assert load_file(SHIPPED / "strict.yaml").on_failure == "block"
+
+
+def test_errors_name_file_line_and_field(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("name: bad\nrisk:\n  threshold: 3\non_failure: explode\nverifiers:\n  code: {enabled: true, sandbox: {backend: auto, bogus: 1}}\n")
+    errs = check_file(p)
+    assert any(e.startswith(f"{p}:3: risk.threshold:") for e in errs), errs
+    assert any(e.startswith(f"{p}:4: on_failure:") for e in errs), errs
+    assert any("verifiers.code.sandbox.bogus" in e and e.startswith(f"{p}:6:") for e in errs), errs
+
+
+def test_invalid_yaml_and_missing_file(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("name: [unclosed\n")
+    assert "invalid YAML" in check_file(p)[0]
+    assert "cannot read" in check_file(tmp_path / "nope.yaml")[0]
+    p.write_text("- a list\n")
+    assert "must be a mapping" in check_file(p)[0]
+
+
+def _touch_write(p: Path, text: str) -> None:
+    p.write_text(text)
+    st = p.stat()
+    os.utime(p, (st.st_atime + 5, st.st_mtime + 5))  # mtime resolution on some filesystems is coarse
+
+
+def test_store_reloads_on_change_and_keeps_last_good(tmp_path):
+    p = tmp_path / "team.yaml"
+    p.write_text("name: team\non_failure: annotate\n")
+    store = PolicyStore(tmp_path, check_interval_s=0)
+    assert store.get("team").on_failure == "annotate"
+    _touch_write(p, "name: team\non_failure: block\n")
+    assert store.get("team").on_failure == "block"
+    _touch_write(p, "name: team\non_failure: nonsense\n")
+    assert store.get("team").on_failure == "block"  # last good version kept
+    assert str(p) in store.errors
+    (tmp_path / "new.yaml").write_text("on_failure: observe\n")
+    assert store.get("new").on_failure == "observe"
+    p.unlink()
+    with pytest.raises(PolicyError) as ei:
+        store.get("team")
+    assert ei.value.param == "x-veracity-policy"
+    assert store.get("default") == Policy()  # built-in default without a file
+
+
+def test_store_checks_at_most_once_per_interval(tmp_path):
+    p = tmp_path / "a.yaml"
+    p.write_text("on_failure: annotate\n")
+    store = PolicyStore(tmp_path, check_interval_s=3600)
+    _touch_write(p, "on_failure: block\n")
+    assert store.get("a").on_failure == "annotate"
+    store.refresh(force=True)
+    assert store.get("a").on_failure == "block"
+
+
+@pytest.fixture
+def store():
+    return PolicyStore(SHIPPED, check_interval_s=0)
+
+
+def test_header_only_when_key_allows(store):
+    locked = KeyGrant(policy="default", allow_policy_header=False)
+    assert resolve(store, locked, None).name == "default"
+    assert resolve(store, locked, "default").name == "default"  # its own name is fine
+    with pytest.raises(PolicyError) as ei:
+        resolve(store, locked, "observe")
+    assert ei.value.status == 403
+    with pytest.raises(PolicyError):
+        resolve(store, locked, None, {"policy": "observe"})
+    free = KeyGrant(policy="default", allow_policy_header=True)
+    assert resolve(store, free, "strict").name == "strict"
+    assert resolve(store, free, None, {"policy": "observe"}).name == "observe"
+
+
+def test_overrides_within_policy(store):
+    pol = store.get("default")
+    assert apply_overrides(pol, {"on_failure": "annotate"}).on_failure == "annotate"
+    assert apply_overrides(pol, {"streaming": {"mode": "passthrough"}}).streaming.mode == "passthrough"
+    with pytest.raises(PolicyError) as ei:
+        apply_overrides(pol, {"verifiers": {"code": {"enabled": False}}})
+    assert ei.value.status == 403 and ei.value.param == "veracity.verifiers.code.enabled"
+    with pytest.raises(PolicyError) as ei:
+        apply_overrides(store.get("strict"), {"on_failure": "annotate"})  # strict allows nothing
+    assert ei.value.status == 403
+    with pytest.raises(PolicyError) as ei:
+        apply_overrides(pol, {"on_failure": "explode"})
+    assert ei.value.status == 400
+    with pytest.raises(PolicyError):
+        apply_overrides(pol, {"no_such": 1})
+    with pytest.raises(PolicyError):
+        apply_overrides(pol, "not an object")
+
+
+def test_budgets_and_rounds_can_only_go_down(store):
+    pol = store.get("strict")
+    low = apply_overrides(pol, {"budgets": {"request": {"extra_calls": 1, "deadline_ms": 999999}},
+                                "correction": {"max_rounds": 9}})
+    assert low.budgets.request.extra_calls == 1
+    assert low.budgets.request.deadline_ms == pol.budgets.request.deadline_ms
+    assert low.correction.max_rounds == pol.correction.max_rounds
+    with pytest.raises(PolicyError):
+        apply_overrides(pol, {"correction": {"max_rounds": "lots"}})
+
+
+def test_run_options_shape():
+    opts = Policy().verifiers.run_options()
+    assert opts["code"]["sandbox"]["backend"] == "auto" and opts["citations"]["sources"] == ["offline"]
+    assert opts["arithmetic"]["timeout_ms"] == 2000

@@ -1,0 +1,89 @@
+"""Orchestration: concurrent verifiers, per-verifier and per-request deadlines, crashes
+become checks, never failures of the request."""
+
+import asyncio
+import time
+
+import pytest
+
+import verifiers
+from verifiers._types import Check
+from verifiers.run import run, status_of
+
+
+def adapter(outcome="pass", delay=0.0, exc=None, name="x"):
+    async def go(answer, question, opts):
+        if delay:
+            await asyncio.sleep(delay)
+        if exc:
+            raise exc
+        return [Check(name, f"claim in {answer[:10]}", outcome)]
+    return go
+
+
+async def test_verifiers_run_concurrently():
+    reg = {"a": adapter(delay=0.3, name="a"), "b": adapter(delay=0.3, name="b")}
+    t0 = time.perf_counter()
+    rep = await run("text", ["a", "b"], registry=reg)
+    assert time.perf_counter() - t0 < 0.55  # sequential would take 0.6 s
+    assert [c.verifier for c in rep.checks] == ["a", "b"] and rep.status == "passed"
+    assert set(rep.extra["durations_ms"]) == {"a", "b"}
+
+
+async def test_crash_becomes_error_check_and_others_survive():
+    reg = {"boom": adapter(exc=ValueError("bad input " + "z" * 1000)), "ok": adapter(outcome="fail", name="ok")}
+    rep = await run("t", ["boom", "ok"], registry=reg)
+    boom = rep.checks[0]
+    assert boom.verifier == "boom" and boom.outcome == "error" and boom.note.startswith("ValueError: bad input")
+    assert len(boom.note) <= 300
+    assert rep.status == "failed"  # the other verifier's failure still counts
+
+
+async def test_own_timeout_and_request_deadline_give_unknown():
+    reg = {"slow": adapter(delay=5), "fast": adapter(name="fast")}
+    t0 = time.perf_counter()
+    rep = await run("t", ["slow", "fast"], registry=reg, options={"slow": {"timeout_ms": 100}})
+    assert time.perf_counter() - t0 < 1.0
+    assert rep.checks[0].outcome == "unknown" and "deadline" in rep.checks[0].note
+    assert rep.status == "passed"
+    rep = await run("t", ["slow"], registry=reg, deadline_s=0.05)
+    assert rep.checks[0].outcome == "unknown"
+
+
+async def test_missing_verifier_module_is_an_error_check(monkeypatch):
+    async def missing(answer, question, opts):
+        import verifiers.no_such_module  # noqa: F401
+    rep = await run("t", ["m", "sentinel"], registry={"m": missing})
+    assert rep.checks[0].outcome == "error" and "ModuleNotFoundError" in rep.checks[0].note
+
+
+async def test_no_verifier_means_skipped():
+    rep = await run("t", [], registry={})
+    assert rep.status == "skipped" and rep.reason == "no verifier triggered"
+
+
+def test_status_of():
+    assert status_of([]) == "skipped"
+    assert status_of([Check("a", "", "error")]) == "error"
+    assert status_of([Check("a", "", "error"), Check("b", "", "unknown")]) == "passed"
+    assert status_of([Check("a", "", "pass"), Check("b", "", "fail")]) == "failed"
+
+
+def test_library_verify_uses_risk_and_registry():
+    seen = []
+
+    async def arith(answer, question, opts):
+        seen.append((answer, question))
+        return [Check("arithmetic", "2 + 2 = 5", "fail", 4, 5)]
+
+    rep = verifiers.verify("So 2 + 2 = 5, and 3 * 3 = 9.", {"messages": [{"role": "user", "content": "sum?"}],
+                                                            "registry": {"arithmetic": arith}})
+    assert rep.status == "failed" and rep.risk["verifiers"] == ["arithmetic"]
+    assert seen == [("So 2 + 2 = 5, and 3 * 3 = 9.", "sum?")]
+    low = verifiers.verify("Hello there.", {"registry": {"arithmetic": arith}})
+    assert low.status == "skipped" and len(seen) == 1
+
+
+async def test_library_verify_refuses_inside_a_loop():
+    with pytest.raises(RuntimeError, match="averify"):
+        verifiers.verify("x")

@@ -1,0 +1,259 @@
+"""Orchestration: run the triggered verifiers concurrently under deadlines, merge a Report.
+
+``await run(answer, names, question=..., options=..., deadline_s=...)`` starts every named
+verifier at once. Each has its own timeout (``options[name]["timeout_s"]``) inside one
+per-request verification deadline (``deadline_s``). A verifier that raises yields one
+``error`` check; one that runs out of time yields one ``unknown`` check. Neither fails the
+request: the caller always gets a :class:`~verifiers._types.Report`.
+
+``verify(text, context)`` is the library convenience (DESIGN.md: "``verifiers`` is usable as a
+library on its own"): risk-score the text, run what the risk triggers, return the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+from verifiers._types import Check, Report
+from verifiers import risk as _risk
+
+__all__ = ["run", "verify", "averify", "status_of", "REGISTRY", "Adapter"]
+
+#: An adapter runs one verifier: ``(answer, question, options) -> list[Check]`` (awaitable).
+Adapter = Callable[[str, "str | None", Mapping[str, Any]], Awaitable[list[Check]]]
+
+_DEFAULT_TIMEOUT_S = 10.0
+_NOTE_MAX = 300
+
+
+def _call_kwargs(fn: Callable[..., Any], options: Mapping[str, Any], skip: set[str]) -> dict[str, Any]:
+    """The subset of ``options`` that ``fn`` accepts as keyword arguments."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return {k: v for k, v in options.items() if k not in skip}
+    return {k: v for k, v in options.items() if k in params and k not in skip}
+
+
+_RESERVED = {"timeout_s", "timeout_ms", "enabled", "sandbox", "sources", "backend", "limits"}
+
+
+async def _arithmetic(answer: str, question: str | None, options: Mapping[str, Any]) -> list[Check]:
+    mod = importlib.import_module("verifiers.arithmetic")
+    kw = _call_kwargs(mod.check, options, _RESERVED)
+    # SymPy is synchronous and can be slow: a worker thread keeps the event loop free and
+    # lets the deadline fire (the thread finishes on its own; its result is dropped).
+    return await asyncio.to_thread(mod.check, answer, question, **kw)
+
+
+_SANDBOXES: dict[tuple[str, str], Any] = {}
+
+
+def _sandbox(backend: str, limits: Mapping[str, Any] | None) -> Any:
+    key = (backend, repr(sorted((limits or {}).items())))
+    sb = _SANDBOXES.get(key)
+    if sb is None:
+        sandbox_mod = importlib.import_module("verifiers.sandbox")
+        sb = _SANDBOXES[key] = sandbox_mod.get(backend, dict(limits or {}))
+    return sb
+
+
+async def _code(answer: str, question: str | None, options: Mapping[str, Any]) -> list[Check]:
+    mod = importlib.import_module("verifiers.code")
+    sandbox = options.get("sandbox")
+    if sandbox is None or isinstance(sandbox, Mapping):
+        spec = sandbox or {}
+        sandbox = _sandbox(spec.get("backend", "auto"), spec.get("limits"))
+    fn = getattr(mod, "acheck", None)
+    if fn is not None:
+        kw = _call_kwargs(fn, options, _RESERVED)
+        return await fn(answer, question, sandbox=sandbox, **kw)
+    kw = _call_kwargs(mod.check, options, _RESERVED)
+    return await asyncio.to_thread(mod.check, answer, question, sandbox=sandbox, **kw)
+
+
+async def _citations(answer: str, question: str | None, options: Mapping[str, Any]) -> list[Check]:
+    mod = importlib.import_module("verifiers.citations")
+    sources = options.get("sources")
+    fn = getattr(mod, "acheck", None)
+    if fn is not None:
+        kw = _call_kwargs(fn, options, _RESERVED)
+        return await fn(answer, question, sources=sources, **kw)
+    kw = _call_kwargs(mod.check, options, _RESERVED)
+    return await asyncio.to_thread(mod.check, answer, question, sources=sources, **kw)
+
+
+#: Verifier name -> adapter. Tests and embedders may pass their own ``registry`` to
+#: :func:`run`; the modules are imported on first use, so a missing verifier module turns
+#: into an ``error`` check, not an import error at start-up.
+REGISTRY: dict[str, Adapter] = {
+    "arithmetic": _arithmetic,
+    "code": _code,
+    "citations": _citations,
+}
+
+
+def status_of(checks: list[Check]) -> str:
+    """Report status from checks alone: ``failed`` if any check failed, ``skipped`` when
+    there are none, ``error`` when every check is an ``error``, else ``passed``."""
+    if not checks:
+        return "skipped"
+    if any(c.outcome == "fail" for c in checks):
+        return "failed"
+    if all(c.outcome == "error" for c in checks):
+        return "error"
+    return "passed"
+
+
+def _safe_note(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= _NOTE_MAX else text[: _NOTE_MAX - 1] + "…"
+
+
+def _timeout_of(opts: Mapping[str, Any]) -> float:
+    if "timeout_s" in opts:
+        return float(opts["timeout_s"])
+    if "timeout_ms" in opts:
+        return float(opts["timeout_ms"]) / 1000.0
+    return _DEFAULT_TIMEOUT_S
+
+
+async def _one(name: str, adapter: Adapter, answer: str, question: str | None,
+               opts: Mapping[str, Any], timeout: float, durations: dict[str, float]) -> list[Check]:
+    t0 = time.perf_counter()
+    try:
+        if timeout <= 0:
+            raise asyncio.TimeoutError
+        checks = await asyncio.wait_for(adapter(answer, question, opts), timeout)
+        out: list[Check] = []
+        for c in checks or []:
+            if isinstance(c, Check):
+                out.append(c)
+        return out
+    except asyncio.TimeoutError:
+        return [Check(verifier=name, claim="", outcome="unknown", confidence=0.0,
+                      note=f"verification deadline: {name} did not finish within {timeout * 1000:.0f} ms")]
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # a verifier bug must never fail the request
+        return [Check(verifier=name, claim="", outcome="error", confidence=0.0,
+                      evidence={"exception": type(exc).__name__}, note=_safe_note(exc))]
+    finally:
+        durations[name] = (time.perf_counter() - t0) * 1000.0
+
+
+async def run(answer: str, names: Iterable[str], *, question: str | None = None,
+              options: Mapping[str, Mapping[str, Any]] | None = None,
+              deadline_s: float | None = None,
+              registry: Mapping[str, Adapter] | None = None) -> Report:
+    """Run the verifiers ``names`` on ``answer`` concurrently and merge their checks.
+
+    Args:
+        answer: the draft answer text (untrusted).
+        names: verifier names; unknown names (``sentinel``, typos) are skipped.
+        question: the user's question text, passed to every verifier.
+        options: per-verifier options; ``timeout_s``/``timeout_ms`` set that verifier's own
+            deadline (default 10 s), the rest go to the verifier as keyword arguments
+            (``sandbox``/``sources`` for code/citations).
+        deadline_s: the per-request verification deadline; no verifier runs past it.
+        registry: name -> adapter, default :data:`REGISTRY`.
+
+    Returns:
+        A Report with ``status`` from :func:`status_of`, the checks in ``names`` order, and
+        ``extra["durations_ms"]`` (verifier -> wall ms). Never raises for verifier failures.
+    """
+    registry = REGISTRY if registry is None else registry
+    options = options or {}
+    t0 = time.perf_counter()
+    durations: dict[str, float] = {}
+    jobs = []
+    for name in dict.fromkeys(names):
+        adapter = registry.get(name)
+        if adapter is None:
+            continue
+        opts = options.get(name, {})
+        timeout = _timeout_of(opts)
+        if deadline_s is not None:
+            timeout = min(timeout, deadline_s)
+        jobs.append(_one(name, adapter, answer, question, opts, timeout, durations))
+    results = await asyncio.gather(*jobs) if jobs else []
+    checks = [c for part in results for c in part]
+    report = Report(status=status_of(checks), checks=checks)  # type: ignore[arg-type]
+    if not checks:
+        report.reason = "no checkable claims" if jobs else "no verifier triggered"
+    report.cost.ms = (time.perf_counter() - t0) * 1000.0
+    report.extra["durations_ms"] = {k: round(v, 3) for k, v in durations.items()}
+    return report
+
+
+async def averify(text: str, context: Mapping[str, Any] | None = None) -> Report:
+    """Async form of :func:`verify`."""
+    ctx = dict(context or {})
+    question = ctx.get("question")
+    if question is None and ctx.get("messages"):
+        question = last_user_text(ctx["messages"])
+    r = _risk.score(question, text)
+    threshold = float(ctx.get("threshold", 0.0))
+    wanted = ctx.get("verifiers")
+    names = [v for v in r.verifiers if v in REGISTRY and (wanted is None or v in wanted)]
+    if ctx.get("force"):
+        names = list(wanted or REGISTRY)
+    elif r.score < threshold:
+        names = []
+    report = await run(text, names, question=question, options=ctx.get("options"),
+                       deadline_s=ctx.get("deadline_s"), registry=ctx.get("registry"))
+    report.risk = r.to_dict()
+    if not names:
+        report.status = "skipped"
+        report.reason = "risk below threshold" if r.score < threshold else "no verifier triggered"
+    return report
+
+
+def verify(text: str, context: Mapping[str, Any] | None = None) -> Report:
+    """Verify ``text`` as a library call: risk-score it, run the verifiers the risk triggers,
+    return the Report.
+
+    ``context`` keys (all optional): ``question`` (str) or ``messages`` (OpenAI chat
+    messages; the last user message is the question), ``verifiers`` (names allowed to run),
+    ``force`` (run ``verifiers`` whatever the risk), ``threshold`` (risk below it ->
+    ``skipped``; default 0: any triggered verifier runs), ``options`` (per verifier, see
+    :func:`run`), ``deadline_s``.
+
+    Raises RuntimeError when called from a running event loop (use :func:`averify`).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(averify(text, context))
+    raise RuntimeError("verifiers.verify() called inside an event loop; await verifiers.averify()")
+
+
+def last_user_text(messages: Any) -> str | None:
+    """Text of the last ``user`` message of an OpenAI ``messages`` list (string content or
+    the ``text`` parts of an array), or None."""
+    if not isinstance(messages, list):
+        return None
+    for m in reversed(messages):
+        if isinstance(m, Mapping) and m.get("role") == "user":
+            return content_text(m.get("content"))
+    return None
+
+
+def content_text(content: Any) -> str:
+    """Plain text of an OpenAI message ``content`` (a string or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str):
+                parts.append(p["text"])
+        return "\n".join(parts)
+    return ""
