@@ -1,0 +1,389 @@
+"""Gateway overhead benchmark: the mock upstream directly, through Veracity, through the LiteLLM proxy.
+
+One run, one mock upstream (``veracity mock-upstream`` in its own process, uvloop + httptools,
+request recording off), three targets measured one after the other with the same load:
+
+* ``direct``   -- the mock upstream itself (the baseline every "added" number subtracts);
+* ``veracity`` -- ``veracity serve`` with bench/veracity_bench.yaml (one upstream = the mock,
+  no verification: the cost of the pass-through core);
+* ``litellm``  -- ``litellm --config bench/litellm_config.yaml`` from bench/.venv-litellm
+  (``pip install 'litellm[proxy]==1.108.7'``, offline env as in shared/BENCH-NOTES.md).
+
+Load: wrk (``-t1``, keep-alive, POST via bench/wrk_post.lua) at 1 and 32 connections for
+``--duration`` seconds each after a warm-up; a non-stream chat completion whose answer is
+~1 kB of JSON. Reported: p50/p99 latency, added p50/p99 (target minus direct at the same
+connection count), requests/s, and each gateway's RSS after the runs (>= 10k requests; the
+script tops up with extra load if fewer were sent). Floors from issue 2: added p50 <= 0.5 ms at
+1 connection, req/s >= 10x LiteLLM at 32 connections, RSS <= 120 MB.
+
+Usage::
+
+    .venv/bin/python bench/gateway_bench.py                # all three, writes bench/results/gateway.md
+    .venv/bin/python bench/gateway_bench.py --targets direct,veracity --duration 5
+
+Needs ``wrk`` (``apt-get install -y wrk``). A target whose server cannot start is reported as
+such and the others still run. Absolute numbers depend on the machine; quote ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+PY = sys.executable
+LITELLM_BIN = BENCH / ".venv-litellm" / "bin" / "litellm"
+LITELLM_MASTER_KEY = "sk-bench-master"  # from bench/litellm_config.yaml; a local, throw-away key
+
+MOCK_SCRIPT = {
+    "record_requests": False,
+    "models": ["mock-model"],
+    "rules": [{"reply": {
+        "content": ("The product of 17 and 23 is 391. To check: 17 x 20 = 340 and 17 x 3 = 51, "
+                    "and 340 + 51 = 391. So the answer is 391."),
+        "usage": {"prompt_tokens": 24, "completion_tokens": 38, "total_tokens": 62},
+    }}],
+}
+REQUEST_BODY = {
+    "model": "mock-model",
+    "messages": [
+        {"role": "system", "content": "You are a careful assistant."},
+        {"role": "user", "content": "What is 17 * 23? Show your work."},
+    ],
+    "temperature": 0,
+}
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def free_port() -> int:
+    """A port the OS reports free on 127.0.0.1 (tiny race before the server binds it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Server:
+    """A server process we started (its own process group, so stop() ends its workers too)."""
+
+    name: str
+    proc: subprocess.Popen
+    url: str
+    log: Path
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+
+    def rss_mb(self) -> float:
+        """Resident set size of the process and all its descendants, MiB (/proc VmRSS)."""
+        total = 0
+        for pid in _tree(self.proc.pid):
+            try:
+                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+            except OSError:
+                pass
+        return total / 1024
+
+
+def _tree(pid: int) -> list[int]:
+    out = [pid]
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            kids = (task / "children").read_text().split()
+            for k in kids:
+                out += _tree(int(k))
+    except OSError:
+        pass
+    return out
+
+
+def _spawn(name: str, cmd: list[str], env: dict[str, str], workdir: Path) -> tuple[subprocess.Popen, Path]:
+    log = workdir / f"{name}.log"
+    fh = open(log, "w")
+    proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env, cwd=ROOT, start_new_session=True)
+    fh.close()
+    return proc, log
+
+
+def _wait_ready(url: str, proc: subprocess.Popen, timeout: float, headers: dict[str, str] | None = None) -> bool:
+    deadline = time.monotonic() + timeout
+    with httpx.Client(trust_env=False, timeout=5) as h:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                return False
+            try:
+                if h.get(url, headers=headers).status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+    return False
+
+
+def start_mock(workdir: Path) -> Server:
+    script = workdir / "mock_script.json"
+    script.write_text(json.dumps(MOCK_SCRIPT))
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc, log = _spawn("mock", [PY, "-m", "proxy.mock_upstream", "--script", str(script), "--port", str(port),
+                                "--no-record"], env, workdir)
+    url = f"http://127.0.0.1:{port}"
+    if not _wait_ready(url + "/v1/models", proc, 20):
+        raise SystemExit(f"mock upstream did not start; see {log}")
+    return Server("mock", proc, url, log)
+
+
+def start_veracity(workdir: Path, mock: Server, config: Path) -> Server | str:
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), BENCH_MOCK_BASE_URL=mock.url + "/v1")
+    env.pop("OPENAI_API_KEY", None)
+    proc, log = _spawn("veracity", [PY, "-m", "proxy.cli", "serve", "--config", str(config), "--port", str(port),
+                                    "--log-level", "warning"], env, workdir)
+    url = f"http://127.0.0.1:{port}"
+    if not _wait_ready(url + "/healthz", proc, 30):
+        srv = Server("veracity", proc, url, log)
+        srv.stop()
+        return f"did not start (see {log}): " + log.read_text()[-400:].strip().replace("\n", " | ")
+    return Server("veracity", proc, url, log)
+
+
+def start_litellm(workdir: Path, mock: Server) -> Server | str:
+    if not LITELLM_BIN.exists():
+        return (f"not installed: python3 -m venv {BENCH}/.venv-litellm && "
+                f"{BENCH}/.venv-litellm/bin/pip install 'litellm[proxy]==1.108.7'")
+    port = free_port()
+    env = dict(os.environ, BENCH_MOCK_BASE_URL=mock.url + "/v1", LITELLM_LOCAL_MODEL_COST_MAP="True",
+               LITELLM_DONT_SHOW_FEEDBACK_BOX="True", HF_HUB_OFFLINE="1", LITELLM_LOG="ERROR")
+    env.pop("OPENAI_API_KEY", None)
+    proc, log = _spawn("litellm", [str(LITELLM_BIN), "--config", str(BENCH / "litellm_config.yaml"),
+                                   "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"], env, workdir)
+    url = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": f"Bearer {LITELLM_MASTER_KEY}"}
+    if not _wait_ready(url + "/v1/models", proc, 90, auth):
+        srv = Server("litellm", proc, url, log)
+        srv.stop()
+        return f"did not start (see {log}): " + log.read_text()[-400:].strip().replace("\n", " | ")
+    return Server("litellm", proc, url, log)
+
+
+# --------------------------------------------------------------------------- load
+
+
+@dataclass
+class Run:
+    target: str
+    conns: int
+    requests: int
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    raw: dict = field(default_factory=dict)
+
+
+def wrk(url: str, conns: int, seconds: float, body_file: Path, auth: str) -> dict:
+    """One wrk run (-t1) against url; returns the JSON line printed by wrk_post.lua."""
+    env = dict(os.environ, WRK_BODY_FILE=str(body_file), WRK_AUTH=auth)
+    cmd = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(seconds))}s", "--timeout", "10s",
+           "-s", str(BENCH / "wrk_post.lua"), url]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if line.startswith("WRKJSON "):
+            return json.loads(line[len("WRKJSON "):])
+    raise RuntimeError(f"wrk printed no summary:\n{out}")
+
+
+def measure(target: str, url: str, conns: int, seconds: float, body_file: Path, auth: str) -> Run:
+    wrk(url, conns, 2, body_file, auth)  # warm-up: connections, caches, JIT-less but lazy imports
+    r = wrk(url, conns, seconds, body_file, auth)
+    errors = r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"] + r["status_errors"]
+    return Run(target, conns, r["requests"], r["requests"] / (r["duration_us"] / 1e6), r["p50_us"] / 1000,
+               r["p99_us"] / 1000, errors, r)
+
+
+def check_answer(url: str, auth: str) -> str:
+    """One request through the target: returns '' if the answer is the mock's, else a problem."""
+    with httpx.Client(trust_env=False, timeout=30) as h:
+        r = h.post(url, json=REQUEST_BODY, headers={"Authorization": auth})
+    if r.status_code != 200:
+        return f"HTTP {r.status_code}: {r.text[:200]}"
+    content = r.json()["choices"][0]["message"]["content"]
+    return "" if content == MOCK_SCRIPT["rules"][0]["reply"]["content"] else f"unexpected answer {content[:80]!r}"
+
+
+# --------------------------------------------------------------------------- report
+
+
+def machine_note() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "?"
+    return (f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, Python "
+            f"{platform.python_version()}; load average at the end {load}. The load generator (wrk -t1), "
+            f"the gateway and the mock upstream share these cores, and other engineers' jobs may have "
+            f"been running on the machine too: quote ratios from one run, not absolute numbers.")
+
+
+def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str, str], args: argparse.Namespace,
+           started: str) -> str:
+    by = {(r.target, r.conns): r for r in runs}
+    lines = [
+        "# Gateway overhead benchmark",
+        "",
+        f"Run {started} by `bench/gateway_bench.py` (duration {args.duration:g} s per point after a 2 s warm-up;",
+        "load generator: wrk -t1 with keep-alive, POST through `bench/wrk_post.lua`; one non-stream chat",
+        "completion, ~0.9 kB response; the same mock upstream process serves all targets).",
+        "",
+        machine_note(),
+        "",
+        "| target | conns | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in runs:
+        base = by.get(("direct", r.conns))
+        if r.target != "direct" and base:
+            a50, a99 = f"{r.p50_ms - base.p50_ms:.3f}", f"{r.p99_ms - base.p99_ms:.3f}"
+        else:
+            a50 = a99 = "-"
+        lines.append(f"| {r.target} | {r.conns} | {r.rps:,.0f} | {r.p50_ms:.3f} | {r.p99_ms:.3f} | {a50} | {a99} | {r.errors} |")
+    lines += ["", "| gateway | RSS after the runs (MiB) | requests it served |", "| --- | ---: | ---: |"]
+    for name, (mb, n) in rss.items():
+        lines.append(f"| {name} | {mb:.1f} | {n:,} |")
+    for name, why in skipped.items():
+        lines.append(f"\n**{name} not measured**: {why}")
+    lines += ["", "## Floors (issue 2)", ""]
+    v1, d1 = by.get(("veracity", 1)), by.get(("direct", 1))
+    v32, l32 = by.get(("veracity", 32)), by.get(("litellm", 32))
+    if v1 and d1:
+        added = v1.p50_ms - d1.p50_ms
+        lines.append(f"- added p50 at 1 connection: {added:.3f} ms (floor 0.5 ms): {'met' if added <= 0.5 else 'MISSED'}")
+    if v32 and l32:
+        ratio = v32.rps / l32.rps if l32.rps else float("inf")
+        lines.append(f"- req/s at 32 connections: Veracity {v32.rps:,.0f} vs LiteLLM {l32.rps:,.0f} = {ratio:.1f}x "
+                     f"(floor 10x): {'met' if ratio >= 10 else 'MISSED'}")
+    if "veracity" in rss:
+        mb = rss["veracity"][0]
+        lines.append(f"- Veracity RSS after {rss['veracity'][1]:,} requests: {mb:.1f} MiB (floor 120 MB): "
+                     f"{'met' if mb <= 120 else 'MISSED'}")
+    if "litellm" in rss:
+        lines.append(f"- LiteLLM proxy RSS for comparison: {rss['litellm'][0]:.1f} MiB")
+    lines += ["", "Reproduce: `.venv/bin/python bench/gateway_bench.py` (needs `wrk`; LiteLLM in "
+              "`bench/.venv-litellm`, see the script's docstring).", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--targets", default="direct,veracity,litellm")
+    p.add_argument("--conns", default="1,32")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds per measured point")
+    p.add_argument("--min-requests", type=int, default=10_000, help="load each gateway at least this much before RSS")
+    p.add_argument("--veracity-config", type=Path, default=BENCH / "veracity_bench.yaml")
+    p.add_argument("--out", type=Path, default=BENCH / "results" / "gateway.md")
+    args = p.parse_args(argv)
+    if not shutil.which("wrk"):
+        print("wrk not found: apt-get install -y wrk", file=sys.stderr)
+        return 2
+    targets = [t for t in args.targets.split(",") if t]
+    conns = [int(c) for c in args.conns.split(",")]
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    workdir = Path(tempfile.mkdtemp(prefix="veracity-bench-"))
+    body_file = workdir / "body.json"
+    body_file.write_text(json.dumps(REQUEST_BODY))
+    servers: dict[str, Server] = {}
+    skipped: dict[str, str] = {}
+    runs: list[Run] = []
+    served: dict[str, int] = {}
+    rss: dict[str, tuple[float, int]] = {}
+    try:
+        mock = start_mock(workdir)
+        servers["mock"] = mock
+        endpoints = {"direct": (mock.url + "/v1/chat/completions", "Bearer sk-bench")}
+        if "veracity" in targets:
+            v = start_veracity(workdir, mock, args.veracity_config)
+            if isinstance(v, str):
+                skipped["veracity"] = v
+            else:
+                servers["veracity"] = v
+                endpoints["veracity"] = (v.url + "/v1/chat/completions", "Bearer sk-bench")
+        if "litellm" in targets:
+            lt = start_litellm(workdir, mock)
+            if isinstance(lt, str):
+                skipped["litellm"] = lt
+            else:
+                servers["litellm"] = lt
+                endpoints["litellm"] = (lt.url + "/v1/chat/completions", f"Bearer {LITELLM_MASTER_KEY}")
+        for name in list(endpoints):
+            if name not in targets:
+                del endpoints[name]
+                continue
+            problem = check_answer(*endpoints[name])
+            if problem:
+                skipped[name] = f"wrong answer through the target: {problem}"
+                del endpoints[name]
+        for c in conns:
+            for name, (url, auth) in endpoints.items():
+                run = measure(name, url, c, args.duration, body_file, auth)
+                runs.append(run)
+                served[name] = served.get(name, 0) + run.requests
+                print(f"{name:9s} c={c:<3d} {run.rps:9,.0f} req/s  p50 {run.p50_ms:8.3f} ms  p99 {run.p99_ms:8.3f} ms"
+                      f"  errors {run.errors}", flush=True)
+        for name in ("veracity", "litellm"):
+            if name in endpoints:
+                while served[name] < args.min_requests:  # top up so RSS is read after >= N requests
+                    r = wrk(endpoints[name][0], 32, 5, body_file, endpoints[name][1])
+                    served[name] += r["requests"]
+                rss[name] = (servers[name].rss_mb(), served[name])
+        rss_mock = servers["mock"].rss_mb()
+        print(f"RSS: " + ", ".join(f"{k} {v[0]:.1f} MiB after {v[1]:,} req" for k, v in rss.items())
+              + f"; mock {rss_mock:.1f} MiB")
+    finally:
+        for srv in servers.values():
+            srv.stop()
+    text = render(runs, rss, skipped, args, started)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(text)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
