@@ -37,6 +37,7 @@ import asyncio
 import functools
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
@@ -184,24 +185,26 @@ class Sandbox(abc.ABC):
             SandboxUnavailable: the backend cannot execute code here.
             ValueError: ``code`` is too large to pass in (over ~1.5 MB).
         """
-        import time
+        return self._run_queued(code, stdin, limits, time.monotonic())
 
+    async def arun(self, code: str, stdin: str = "", limits: Limits | None = None) -> Result:
+        """Async :meth:`run` for the gateway's event loop: runs in the sandbox thread pool
+        (as many threads as concurrency slots), so the event loop never blocks."""
+        loop = asyncio.get_running_loop()
+        call = functools.partial(self._run_queued, code, stdin, limits, time.monotonic())
+        return await loop.run_in_executor(_executor(), call)
+
+    def _run_queued(self, code: str, stdin: str, limits: Limits | None, submitted: float) -> Result:
         reason = self.unavailable_reason()
         if reason is not None:
             raise SandboxUnavailable(reason)
         lim = limits or self.limits
-        t0 = time.monotonic()
         with _SLOTS:
-            queued = time.monotonic() - t0
+            queued = time.monotonic() - submitted
             res = self._run(code, stdin, lim)
         res.queued_s = queued
         res.backend = self.name
         return res
-
-    async def arun(self, code: str, stdin: str = "", limits: Limits | None = None) -> Result:
-        """Async :meth:`run` for the gateway's event loop (runs in the sandbox thread pool)."""
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(_executor(), functools.partial(self.run, code, stdin, limits))
 
     @abc.abstractmethod
     def _run(self, code: str, stdin: str, limits: Limits) -> Result:

@@ -124,6 +124,7 @@ class BwrapSandbox(Sandbox):
         a += [
             "--proc", "/proc", "--dev", "/dev",
             "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
+            "--remount-ro", "/",  # the scaffold root bwrap builds is a writable tmpfs otherwise
             "--chdir", "/tmp", "--",
         ]
         return a + command

@@ -1,0 +1,322 @@
+"""Hostile-input suite for the sandbox backends, run for real (no mocked Docker client).
+
+Each hostile program carries a unique token in its source; the bootstrap passes the source in
+argv, so every process it spawns (forks included) shows the token in /proc/*/cmdline on the
+host. "Nothing left running" = no host process with that token a moment after the run, and no
+container with the sandbox label. A loopback HTTP server in this test process stands in for
+the gateway: it must answer during and after every run.
+
+Backends that cannot run here are skipped, unless VERACITY_REQUIRE_SANDBOX lists them
+(`.ci/run` sets it to "docker,bwrap"), in which case a missing backend fails the suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.server
+import os
+import socket
+import threading
+import time
+import urllib.request
+import uuid
+
+import pytest
+
+from verifiers import sandbox
+from verifiers.sandbox import Limits, SandboxUnavailable
+
+LIM = Limits(timeout_s=3, cpu_s=2, memory_mb=256, pids=32, output_bytes=64 * 1024)
+FAKE_KEY = "sk-veracity-fake-test-key-7f3a"
+
+
+def _required() -> set[str]:
+    return {b.strip() for b in os.environ.get("VERACITY_REQUIRE_SANDBOX", "").split(",") if b.strip()}
+
+
+def _backend(name: str) -> sandbox.Sandbox:
+    box = sandbox.get(name, LIM)
+    reason = box.unavailable_reason()
+    if reason is not None:
+        if name in _required():
+            pytest.fail(f"{name} backend required (VERACITY_REQUIRE_SANDBOX) but unavailable: {reason}")
+        pytest.skip(f"{name} backend unavailable: {reason}")
+    return box
+
+
+@pytest.fixture(scope="module", params=[pytest.param("bwrap", marks=pytest.mark.bwrap),
+                                        pytest.param("docker", marks=pytest.mark.docker)])
+def box(request):
+    b = _backend(request.param)
+    yield b
+    b.close()
+
+
+class _Hit(http.server.BaseHTTPRequestHandler):
+    hits = 0
+
+    def do_GET(self):  # noqa: N802
+        type(self).hits += 1
+        body = b"alive"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture(scope="module")
+def gateway():
+    """A loopback server in this process: the 'gateway' that must keep serving."""
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hit)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def _alive(srv) -> bool:
+    with urllib.request.urlopen(f"http://127.0.0.1:{srv.server_address[1]}/", timeout=5) as r:
+        return r.read() == b"alive"
+
+
+def _procs_with(token: str) -> list[int]:
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def _leftovers(box, token: str) -> list:
+    """Processes carrying ``token`` (after a short grace for the kernel to reap) + containers."""
+    left: list = []
+    for _ in range(40):
+        left = _procs_with(token)
+        if not left:
+            break
+        time.sleep(0.05)
+    if box.name == "docker":
+        left += [c["Id"] for c in box._api().containers(all=True, filters={"label": "veracity.sandbox"})]
+    return left
+
+
+def run_hostile(box, gateway, body: str, limits: Limits = LIM):
+    token = f"veracity-hostile-{uuid.uuid4().hex}"
+    res = box.run(f"# {token}\n{body}", limits=limits)
+    assert _leftovers(box, token) == [], "sandbox processes or containers outlived the run"
+    assert _alive(gateway)
+    return res
+
+
+# --- hostile inputs ---------------------------------------------------------------------------
+
+def test_fork_bomb(box, gateway):
+    res = run_hostile(box, gateway, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n")
+    assert res.killed_by == "timeout"
+    assert res.duration_s < LIM.timeout_s + 5
+
+
+def test_memory_bomb(box, gateway):
+    res = run_hostile(box, gateway, "x = []\nwhile True:\n    x.append(bytearray(16 * 1024 * 1024))\n")
+    assert res.killed_by == "memory"
+
+
+def test_busy_loop(box, gateway):
+    res = run_hostile(box, gateway, "while True:\n    pass\n")
+    assert res.killed_by == "timeout"  # CPU rlimit (2 s) or wall clock (3 s), whichever first
+
+
+def test_sigterm_ignoring_process(box, gateway):
+    res = run_hostile(box, gateway, "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                      "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\nprint('armored', flush=True)\ntime.sleep(60)\n")
+    assert res.killed_by == "timeout"
+    assert "armored" in res.stdout
+    assert res.duration_s < LIM.timeout_s + 5
+
+
+def test_sleep_past_timeout(box, gateway):
+    res = run_hostile(box, gateway, "import time\ntime.sleep(60)\n")
+    assert res.killed_by == "timeout"
+    assert res.exit_code is None
+
+
+def test_gigabytes_on_stdout(box, gateway):
+    res = run_hostile(box, gateway, "import sys\nb = 'x' * (1 << 20)\nfor _ in range(4096):\n    sys.stdout.write(b)\n")
+    assert res.killed_by == "output"
+    assert res.truncated
+    assert len(res.stdout.encode()) + len(res.stderr.encode()) <= LIM.output_bytes
+
+
+def test_writing_outside_tmp(box, gateway):
+    marker = uuid.uuid4().hex
+    res = run_hostile(box, gateway, f"""
+import os
+for p in ['/{marker}', '/usr/{marker}', '/etc/{marker}', '/home/{marker}', '/var/tmp/{marker}']:
+    try:
+        open(p, 'w').write('x')
+        print('WROTE', p)
+    except OSError as e:
+        print('DENIED', p, type(e).__name__)
+open('/tmp/ok', 'w').write('fine')
+print('TMP', open('/tmp/ok').read())
+""")
+    assert res.killed_by == "none" and res.exit_code == 0, res.stderr
+    assert "WROTE" not in res.stdout
+    assert res.stdout.count("DENIED") == 5
+    assert "TMP fine" in res.stdout
+    for p in (f"/{marker}", f"/usr/{marker}", f"/etc/{marker}"):
+        assert not os.path.exists(p)
+
+
+def test_reading_secrets_and_environment(box, gateway, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", FAKE_KEY)
+    monkeypatch.setenv("VERACITY_UPSTREAM_API_KEY", FAKE_KEY)
+    res = run_hostile(box, gateway, """
+import os
+print('ENV', dict(os.environ))
+for p in ['/etc/shadow', '/proc/1/environ', '/proc/self/environ', '/proc/1/cmdline']:
+    try:
+        print('READ', p, open(p, 'rb').read()[:4000])
+    except OSError as e:
+        print('DENIED', p, type(e).__name__)
+""")
+    assert res.exit_code == 0, res.stderr
+    assert FAKE_KEY not in res.stdout and FAKE_KEY not in res.stderr
+    assert "OPENAI_API_KEY" not in res.stdout
+    assert "DENIED /etc/shadow" in res.stdout
+    # the host's / gateway's paths are not visible either
+    assert os.getcwd() not in res.stdout
+
+
+def test_sockets_loopback_and_outside(box, gateway):
+    port = gateway.server_address[1]
+    before = _Hit.hits
+    res = run_hostile(box, gateway, f"""
+import socket
+for host, port in [('127.0.0.1', {port}), ('1.1.1.1', 53), ('10.0.0.1', 80)]:
+    s = socket.socket()
+    s.settimeout(2)
+    try:
+        s.connect((host, port))
+        print('CONNECTED', host)
+    except OSError as e:
+        print('BLOCKED', host, type(e).__name__)
+try:
+    socket.getaddrinfo('example.com', 80)
+    print('RESOLVED')
+except OSError as e:
+    print('NODNS', type(e).__name__)
+""")
+    assert "CONNECTED" not in res.stdout and "RESOLVED" not in res.stdout
+    assert res.stdout.count("BLOCKED") == 3
+    assert _Hit.hits == before + 1  # only our own liveness probe reached the server
+
+
+def test_setuid_root(box, gateway):
+    res = run_hostile(box, gateway, """
+import os
+try:
+    os.setuid(0)
+    print('ROOT', os.getuid())
+except OSError as e:
+    print('DENIED', type(e).__name__)
+print('UID', os.getuid(), os.geteuid())
+""")
+    assert "ROOT" not in res.stdout
+    assert "DENIED" in res.stdout  # EPERM (docker) or EINVAL: uid 0 is not mapped (bwrap)
+    assert "UID 65534 65534" in res.stdout
+
+
+def test_detached_child_does_not_outlive_the_run(box, gateway):
+    res = run_hostile(box, gateway, """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.close(1); os.close(2)
+        time.sleep(120)
+    os._exit(0)
+time.sleep(0.2)
+print('parent done')
+""")
+    assert res.exit_code == 0 and "parent done" in res.stdout
+    assert res.killed_by == "none"
+    assert res.duration_s < LIM.timeout_s  # returns when the main program ends, not at timeout
+
+
+def test_gateway_keeps_serving_during_concurrent_bombs(box, gateway):
+    """Fork bomb, memory bomb and busy loop at once, through the async entry point, while the
+    event loop and the loopback server stay responsive."""
+    tokens = [f"veracity-hostile-{uuid.uuid4().hex}" for _ in range(3)]
+    bodies = ["import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+              "x = []\nwhile True:\n    x.append(bytearray(16 << 20))\n",
+              "while True:\n    pass\n"]
+
+    async def main():
+        ticks = 0
+        runs = asyncio.gather(*[box.arun(f"# {t}\n{b}", limits=LIM) for t, b in zip(tokens, bodies)])
+        alive_during = None
+        while not runs.done():
+            await asyncio.sleep(0.05)
+            ticks += 1
+            if ticks == 20:
+                alive_during = await asyncio.to_thread(_alive, gateway)
+        return await runs, ticks, alive_during
+
+    results, ticks, alive_during = asyncio.run(main())
+    assert [r.killed_by for r in results] == ["timeout", "memory", "timeout"]
+    assert alive_during is True and ticks >= 20
+    for t in tokens:
+        assert _leftovers(box, t) == []
+
+
+# --- ordinary behaviour -----------------------------------------------------------------------
+
+def test_stdin_exit_code_and_stderr(box):
+    res = box.run("import sys\nname = input()\nprint('hi', name)\nprint('oops', file=sys.stderr)\nsys.exit(3)",
+                  stdin="ada\n")
+    assert res.stdout == "hi ada\n" and res.stderr == "oops\n"
+    assert res.exit_code == 3 and res.killed_by == "none" and res.backend == box.name
+
+
+def test_concurrency_cap_queues_runs(box):
+    cap = sandbox.max_concurrency()
+    n = cap + 2
+
+    async def main():
+        return await asyncio.gather(*[box.arun("import time\ntime.sleep(1.0)") for _ in range(n)])
+
+    results = asyncio.run(main())
+    assert all(r.ok for r in results)
+    assert sum(r.queued_s > 0.5 for r in results) >= n - cap
+
+
+def test_none_backend_never_executes(tmp_path):
+    box = sandbox.get("none")
+    assert not box.available
+    with pytest.raises(SandboxUnavailable, match="never executes"):
+        box.run(f"open('{tmp_path}/ran', 'w')")
+    assert not (tmp_path / "ran").exists()
+
+
+def test_auto_falls_back_with_reasons(monkeypatch):
+    monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/veracity.sock")
+    box = sandbox.get("auto", LIM)
+    assert box.name in ("bwrap", "none")
+    if box.name == "none":
+        assert "docker" in box.unavailable_reason() and "bwrap" in box.unavailable_reason()
+    monkeypatch.setenv("PATH", "/nonexistent")
+    box = sandbox.get("auto", LIM)
+    assert box.name == "none" and "bubblewrap" in box.unavailable_reason()
+    with pytest.raises(ValueError):
+        sandbox.get("local")
