@@ -32,6 +32,7 @@ import argparse
 import asyncio
 import base64
 import fnmatch
+import functools
 import hashlib
 import itertools
 import json
@@ -51,7 +52,23 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+try:  # the gateway depends on orjson; keep the mock usable without it
+    import orjson
+
+    def _dumps(obj: Any) -> bytes:
+        try:
+            return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError:  # e.g. integers beyond 64 bits in a script's extra fields
+            return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+    _loads = orjson.loads
+except ImportError:  # pragma: no cover
+    def _dumps(obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+    _loads = json.loads
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from proxy.sse import DONE, encode_chunk, to_chunks
 
@@ -92,7 +109,9 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
 
+@functools.lru_cache(maxsize=1024)
 def _compile(value: str | None) -> re.Pattern[str] | None:
+    """Compile a script regex (``re.S``); cached, so matching looks it up instead of compiling."""
     if value is None:
         return None
     try:
@@ -128,16 +147,12 @@ class Match(_Strict):
     tool_choice: str | None = None
     stream: bool | None = None
     path: str | None = None
-    _re: dict[str, re.Pattern[str] | None] = PrivateAttr(default_factory=dict)
 
     @field_validator("model_regex", "last_user", "any_message")
     @classmethod
     def _valid_regex(cls, v: str | None) -> str | None:
         _compile(v)
         return v
-
-    def model_post_init(self, __context: Any) -> None:
-        self._re = {k: _compile(getattr(self, k)) for k in ("model_regex", "last_user", "any_message")}
 
     def matches(self, path: str, body: dict[str, Any]) -> bool:
         """True when every condition given holds for this request."""
@@ -150,18 +165,19 @@ class Match(_Strict):
         model = model if isinstance(model, str) else ""
         if self.model is not None and not fnmatch.fnmatchcase(model, self.model):
             return False
-        if self._re["model_regex"] is not None and not self._re["model_regex"].search(model):
+        if self.model_regex is not None and not _compile(self.model_regex).search(model):
             return False
         if self.stream is not None and bool(body.get("stream")) != self.stream:
             return False
         messages = body.get("messages")
         messages = [m for m in messages if isinstance(m, dict)] if isinstance(messages, list) else []
-        if self._re["last_user"] is not None:
+        if self.last_user is not None:
             users = [m for m in messages if m.get("role") == "user"]
-            if not users or not self._re["last_user"].search(message_text(users[-1])):
+            if not users or not _compile(self.last_user).search(message_text(users[-1])):
                 return False
-        if self._re["any_message"] is not None:
-            if not any(self._re["any_message"].search(message_text(m)) for m in messages):
+        if self.any_message is not None:
+            rx = _compile(self.any_message)
+            if not any(rx.search(message_text(m)) for m in messages):
                 return False
         if self.last_role is not None and (not messages or messages[-1].get("role") != self.last_role):
             return False
@@ -520,7 +536,7 @@ class MockApp:
             await _send_json(send, 404, _openai_error(f"Unknown request URL: {method} {path}.", "invalid_request_error", "unknown_url"))
             return
         try:
-            body = json.loads(raw) if raw else None
+            body = _loads(raw) if raw else None
         except ValueError:
             body = None
         record = self._record(scope, path, body if body is not None else raw.decode("utf-8", "replace"))
@@ -808,11 +824,11 @@ async def _send(send: Any, status: int, payload: bytes, headers: dict[str, str] 
 
 
 async def _send_json(send: Any, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
-    await _send(send, status, json.dumps(obj, separators=(",", ":")).encode(), headers)
+    await _send(send, status, _dumps(obj), headers)
 
 
 async def _send_body(send: Any, completion: dict, reply: Reply) -> None:
-    payload = json.dumps(completion, separators=(",", ":")).encode()
+    payload = _dumps(completion)
     if "drop_mid_stream" in reply.fault:
         hdrs = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
         await send({"type": "http.response.start", "status": 200, "headers": hdrs})
