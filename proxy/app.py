@@ -14,8 +14,10 @@ error (:mod:`proxy.errors`); an unexpected exception is a 500 without a stack tr
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import os
 import re
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -51,6 +53,7 @@ class GatewayState:
         self.max_body = cfg.limits.max_body_bytes
         self.log_content = cfg.logging.log_content
         self.upstreams: Upstreams | None = None
+        self.pid = os.getpid()
 
 
 def _request_id(request: Request) -> str:
@@ -117,8 +120,6 @@ def _route(state: GatewayState, principal: Principal, model: str) -> Any:
 
 
 def _glob(name: str, pattern: str) -> bool:
-    import fnmatch
-
     return fnmatch.fnmatchcase(name, pattern)
 
 
@@ -130,7 +131,7 @@ def _finish(state: GatewayState, *, route: str, model: str, status: int, timing:
     overhead = max(0.0, duration - timing.upstream_s) if "overhead_s" not in fields else fields.pop("overhead_s")
     metrics.observe_request(route, model, status, duration, overhead, upstream, timing.upstream_s)
     metrics.IN_FLIGHT.dec()
-    log.info("request", request_id=rid, route=route, model=model, upstream=upstream, status=status,
+    log.info("request", request_id=rid, pid=state.pid, route=route, model=model, upstream=upstream, status=status,
              stream=stream, team=principal.team if principal else None,
              key=principal.key_name if principal else None,
              duration_ms=round(duration * 1000, 3), upstream_ms=round(timing.upstream_s * 1000, 3),
@@ -175,7 +176,8 @@ async def chat_completions(request: Request) -> Response:
                        "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}",
                        "cache-control": "no-cache", "x-accel-buffering": "no"}
             events = _finish_stream(state, result.events, timing=timing, rid=rid, principal=principal,
-                                    model=model_label, upstream=upstream_name, vstatus=vstatus, fields=fields)
+                                    model=model_label, upstream=upstream_name, report=result.report,
+                                    fields=fields)
             return StreamingResponse(events, status_code=200, headers=headers, media_type="text/event-stream")
         result = await pipeline.chat_completion(ctx, body)
         status, vstatus = result.status_code, result.report.status
@@ -210,13 +212,11 @@ async def chat_completions(request: Request) -> Response:
 
 
 async def _finish_stream(state: GatewayState, events: AsyncIterator[bytes], *, timing: Timing, rid: str,
-                         principal: Principal, model: str, upstream: str | None, vstatus: str,
+                         principal: Principal, model: str, upstream: str | None, report: Any,
                          fields: dict[str, Any]) -> AsyncIterator[bytes]:
     """Relay ``events``; when the stream ends or the client goes away, close the upstream at
     once and record metrics + the log line. Gateway overhead = time spent outside upstream
-    reads and client writes."""
-    import time
-
+    reads and client writes. ``report`` is read at the end (a buffered mode may update it)."""
     overhead = timing.overhead()  # up to the response headers
     perf = time.perf_counter
     try:
@@ -237,7 +237,7 @@ async def _finish_stream(state: GatewayState, events: AsyncIterator[bytes], *, t
         client_s = fields.pop("_client_s", 0.0)
         fields["overhead_s"] = max(overhead, timing.elapsed() - timing.upstream_s - client_s)
         _finish(state, route=CHAT_ROUTE, model=model, status=200, timing=timing, rid=rid, principal=principal,
-                upstream=upstream, stream=True, veracity_status=vstatus, fields=fields)
+                upstream=upstream, stream=True, veracity_status=report.status, fields=fields)
 
 
 async def list_models(request: Request) -> Response:
@@ -375,6 +375,7 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.upstreams = await Upstreams.start(cfg)
+        state.pid = os.getpid()
         try:
             yield
         finally:

@@ -73,6 +73,7 @@ def configure(level: str = "info") -> None:
     the same format. Idempotent."""
     lvl = getattr(logging, level.upper(), logging.INFO)
     processors = [
+        _logger_name,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _redact_processor,
@@ -103,5 +104,13 @@ def configure(level: str = "info") -> None:
 
 
 def get_logger(name: str = "veracity") -> Any:
-    """A structlog logger bound with ``logger=name``."""
-    return structlog.get_logger(name).bind(logger=name)
+    """A structlog logger whose lines carry ``logger=name``. Lazy: safe to call at import time,
+    before :func:`configure` runs (as in uvicorn worker processes)."""
+    return structlog.get_logger(_logger=name)
+
+
+def _logger_name(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    name = event.pop("_logger", None)
+    if name is not None:
+        event["logger"] = name
+    return event
