@@ -7,7 +7,7 @@ A policy file (``policies/default.yaml``)::
     verifiers:
       arithmetic: {enabled: true, timeout_ms: 2000, options: {}}
       code: {enabled: true, timeout_ms: 15000, sandbox: {backend: auto, limits: {}}}
-      citations: {enabled: true, timeout_ms: 8000, sources: [offline]}
+      citations: {enabled: true, timeout_ms: 8000, sources: {use: [crossref, openalex]}}
     risk: {threshold: 0.3}
     sentinel: {mode: off, when: multi_part, max_rounds: 3}
     correction: {max_rounds: 3, model: null}
@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 __all__ = [
     "Policy", "PolicyError", "PolicyStore", "KeyGrant", "check_file", "load_file",
@@ -86,9 +86,22 @@ class CodeVerifier(VerifierToggle):
 
 
 class CitationVerifier(VerifierToggle):
+    """``sources``: the ``verifiers.citations.Sources`` configuration (``use``: crossref,
+    openalex, arxiv, semantic_scholar, dblp, local; ``local_index: {path}``; ``mailto``,
+    ``cache``...); validated with that model when the citations verifier is installed."""
+
     timeout_ms: int = Field(8000, gt=0, le=600_000)
-    #: source names for ``verifiers.citations`` (``offline``, ``crossref``, ``openalex``, ...)
-    sources: list[str] = Field(default_factory=lambda: ["offline"])
+    sources: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("sources")
+    @classmethod
+    def _valid_sources(cls, v: dict[str, Any]) -> dict[str, Any]:
+        try:
+            from verifiers.citations.config import Sources
+        except ImportError:  # verifier not installed: validated when it runs
+            return v
+        Sources.from_dict(v)
+        return v
 
 
 class ArithmeticVerifier(VerifierToggle):
@@ -114,7 +127,7 @@ class Verifiers(_Strict):
             if n == "code":
                 o["sandbox"] = {"backend": v.sandbox.backend, "limits": dict(v.sandbox.limits)}
             if n == "citations":
-                o["sources"] = list(v.sources)
+                o["sources"] = dict(v.sources)
             out[n] = o
         return out
 

@@ -127,5 +127,12 @@ def test_budgets_and_rounds_can_only_go_down(store):
 
 def test_run_options_shape():
     opts = Policy().verifiers.run_options()
-    assert opts["code"]["sandbox"]["backend"] == "auto" and opts["citations"]["sources"] == ["offline"]
+    assert opts["code"]["sandbox"]["backend"] == "auto" and opts["citations"]["sources"] == {}
     assert opts["arithmetic"]["timeout_ms"] == 2000
+
+
+def test_citation_sources_validated(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text("verifiers:\n  citations:\n    sources: {use: [crossref, bogus]}\n")
+    errs = check_file(p)
+    assert errs and "verifiers.citations.sources" in errs[0] and errs[0].startswith(f"{p}:3:")

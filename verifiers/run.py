@@ -61,7 +61,8 @@ def _sandbox(backend: str, limits: Mapping[str, Any] | None) -> Any:
     sb = _SANDBOXES.get(key)
     if sb is None:
         sandbox_mod = importlib.import_module("verifiers.sandbox")
-        sb = _SANDBOXES[key] = sandbox_mod.get(backend, dict(limits or {}))
+        lim = sandbox_mod.Limits(**dict(limits)) if limits else None
+        sb = _SANDBOXES[key] = sandbox_mod.get(backend, lim)
     return sb
 
 
@@ -85,6 +86,10 @@ async def _citations(answer: str, question: str | None, options: Mapping[str, An
     fn = getattr(mod, "acheck", None)
     if fn is not None:
         kw = _call_kwargs(fn, options, _RESERVED)
+        if "deadline" not in kw and "deadline" in _call_kwargs(fn, {"deadline": 1}, set()):
+            # finish inside our own timeout with the citations checked so far, instead of
+            # being cancelled with nothing
+            kw["deadline"] = max(0.05, _timeout_of(options) * 0.8)
         return await fn(answer, question, sources=sources, **kw)
     kw = _call_kwargs(mod.check, options, _RESERVED)
     return await asyncio.to_thread(mod.check, answer, question, sources=sources, **kw)

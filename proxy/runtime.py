@@ -1,0 +1,101 @@
+"""Per-process verification state: policies, daily budgets, prices, audit log, background
+tasks. One :class:`VerificationRuntime` per gateway config, made on first use by
+:func:`get`.
+
+Config sections it reads (free-form in ``proxy.config.GatewayConfig``, validated here)::
+
+    policies:
+      dir: ./policies            # default: $VERACITY_POLICIES, else the shipped policies/ folder
+      check_interval_s: 1        # how often files are checked for changes (reload without restart)
+    verification:
+      redis_url: redis://127.0.0.1:6379/0   # daily budgets shared by replicas; default: SQLite
+      budget_db: .veracity/budget.sqlite3   # SQLite file for daily budgets (default: in memory)
+      audit: .veracity/audit.jsonl          # JSONL, or *.sqlite3 for SQLite; null = no audit
+
+Environment fallbacks: ``VERACITY_REDIS_URL``, ``VERACITY_AUDIT`` (path).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from proxy.audit import AuditLog
+from proxy.budget import DailyBudgets, PriceTable
+from proxy.policy import PolicyStore
+
+__all__ = ["VerificationRuntime", "get", "PoliciesSettings", "VerificationSettings"]
+
+
+class PoliciesSettings(BaseModel):
+    """The ``policies`` config section."""
+
+    model_config = ConfigDict(extra="forbid")
+    dir: str | None = None
+    check_interval_s: float = Field(1.0, ge=0)
+
+
+class VerificationSettings(BaseModel):
+    """The ``verification`` config section."""
+
+    model_config = ConfigDict(extra="forbid")
+    redis_url: str | None = None
+    budget_db: str | None = None
+    audit: str | None = None
+
+
+class VerificationRuntime:
+    """What the pipeline needs across requests. ``spawn(coro)`` runs background work
+    (observe mode, passthrough verification) and keeps a reference until it finishes."""
+
+    def __init__(self, policies: PoliciesSettings, settings: VerificationSettings):
+        self.policies = PolicyStore(policies.dir, check_interval_s=policies.check_interval_s)
+        redis_url = settings.redis_url or os.environ.get("VERACITY_REDIS_URL") or None
+        self.daily = DailyBudgets.from_settings(redis_url=redis_url, sqlite_path=settings.budget_db)
+        self.prices = PriceTable()
+        self.daily._prices = self.prices
+        audit_path = settings.audit or os.environ.get("VERACITY_AUDIT") or None
+        self.audit = AuditLog.open(audit_path) if audit_path else None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def drain(self, timeout: float = 10.0) -> None:
+        """Wait for background verifications (tests, shutdown)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
+
+
+_RUNTIMES: dict[int, tuple[Any, VerificationRuntime]] = {}
+
+
+def _section(cfg: Any, name: str) -> dict[str, Any]:
+    value = getattr(cfg, name, None)
+    if value is None:
+        extra = getattr(cfg, "model_extra", None) or {}
+        value = extra.get(name)
+    return value if isinstance(value, dict) else {}
+
+
+def get(cfg: Any) -> VerificationRuntime:
+    """The runtime for gateway config ``cfg`` (created on first call). Raises ValueError with
+    the field path when the ``policies``/``verification`` sections do not validate."""
+    entry = _RUNTIMES.get(id(cfg))
+    if entry is not None and entry[0] is cfg:
+        return entry[1]
+    try:
+        pol = PoliciesSettings.model_validate(_section(cfg, "policies"))
+        ver = VerificationSettings.model_validate(_section(cfg, "verification"))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ValueError(f"config: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+    rt = VerificationRuntime(pol, ver)
+    _RUNTIMES[id(cfg)] = (cfg, rt)
+    return rt

@@ -1,0 +1,84 @@
+"""SSE helpers for the verifying stream modes (``buffer`` and ``passthrough``).
+
+- :func:`hold` yields SSE comment keep-alives (``: keep-alive``) while a piece of work runs,
+  then the frames the work produced: clients and proxies see bytes every ``keepalive_s``
+  seconds while the gateway holds the answer to verify it. Comment lines are ignored by SSE
+  parsers (WHATWG HTML "Server-sent events", "Lines starting with ':'"), the ``openai`` SDK
+  included.
+- :func:`completion_frames` turns a verified ``chat.completion`` into valid chunk frames
+  (:func:`proxy.sse.to_chunks`), with the usage chunk only when the client asked for it.
+- :func:`report_frame` is the last chunk before ``[DONE]``: ``choices: []`` plus the
+  ``veracity`` report (the same shape as OpenAI's usage chunk, so the SDK parses it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any
+
+from proxy.sse import DONE, encode_chunk, to_chunks
+
+__all__ = ["hold", "completion_frames", "report_frame", "DONE_FRAME", "KEEPALIVE", "include_usage"]
+
+DONE_FRAME = encode_chunk(DONE)
+KEEPALIVE = b": keep-alive\n\n"
+
+
+def include_usage(body: dict[str, Any]) -> bool:
+    """Whether the client asked for the usage chunk (``stream_options.include_usage``)."""
+    so = body.get("stream_options")
+    return isinstance(so, dict) and so.get("include_usage") is True
+
+
+async def hold(work: Awaitable[list[bytes]], keepalive_s: float, *, first: bytes = KEEPALIVE,
+               stats: dict[str, Any] | None = None) -> AsyncIterator[bytes]:
+    """Yield ``first`` at once (time to first byte stays small), then a keep-alive comment
+    every ``keepalive_s`` seconds until ``work`` finishes, then its frames. Closing the
+    generator (client gone) cancels the work. ``stats["keepalives"]`` counts comments sent."""
+    task = asyncio.ensure_future(work)
+    sent = 0
+    try:
+        if first:
+            yield first
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=keepalive_s)
+            if done:
+                break
+            sent += 1
+            yield KEEPALIVE
+        for frame in task.result():
+            yield frame
+    finally:
+        if stats is not None:
+            stats["keepalives"] = sent
+        if not task.done():
+            task.cancel()
+            try:
+                await task
+            except BaseException:  # noqa: BLE001 - the client is gone; nothing to report to
+                pass
+
+
+def completion_frames(completion: dict[str, Any], *, usage: bool, chunk_size: int = 64) -> list[bytes]:
+    """The SSE frames of ``completion`` as a stream (no ``[DONE]``)."""
+    comp = {k: v for k, v in completion.items() if k != "veracity"}
+    if not usage:
+        comp.pop("usage", None)
+    return [encode_chunk(c) for c in to_chunks(comp, chunk_size=chunk_size, include_usage=usage)]
+
+
+def report_frame(completion: dict[str, Any] | None, report: dict[str, Any], model: str) -> bytes:
+    """The ``choices: []`` chunk carrying the ``veracity`` report."""
+    comp = completion or {}
+    chunk = {
+        "id": comp.get("id") or "chatcmpl-veracity",
+        "object": "chat.completion.chunk",
+        "created": comp.get("created") or int(time.time()),
+        "model": comp.get("model") or model,
+        "choices": [],
+        "veracity": report,
+    }
+    return b"data: " + json.dumps(chunk, separators=(",", ":"), ensure_ascii=False, default=str).encode() + b"\n\n"
