@@ -1,0 +1,330 @@
+"""Real-data benchmark of the arithmetic verifier (issue 3).
+
+Data: ``$VERACITY_CASES/math`` (default ``<repo>/../shared/cases/math``; see its SOURCE.md):
+GSM8K ``test.jsonl`` (1319 correct reference solutions), ``example_model_solutions.jsonl``
+(4 GPT-3 solutions per question, with ``<<expr=value>>`` calculator notes) and ProcessBench
+``processbench_gsm8k.json`` (step-labelled solutions).
+
+Measures, against the floors of issue 3:
+  1. false alarms on the GSM8K reference solutions, notes kept and stripped (floor: <= 1
+     answer flagged per mode; a flag on a line that is false as written is listed separately);
+  2. calculator notes that disagree with their own expression: ground truth computed here,
+     independently of the verifier, by a plain exact evaluation of the note (Python ``ast``
+     walked over + - * / and parentheses into ``Fraction``s); every disagreeing note must be
+     flagged and no agreeing note;
+  3. ProcessBench GSM8K: false-alarm rate on ``label == -1`` solutions (floor: <= 1%), and for
+     erroneous ones how many are flagged and where the first flagged step lies;
+  4. p95 time per answer over all of the above (floor: <= 20 ms).
+
+Run: ``.venv/bin/python bench/arithmetic_bench.py`` (prints the numbers and writes
+``bench/results/arithmetic.md``). ``tests/test_arithmetic_cases.py`` runs the same code in CI.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from verifiers.arithmetic import check, warm_up  # noqa: E402
+
+NOTE = re.compile(r"<<([^<>]*)>>")
+SYSTEMS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
+
+FLOOR_REFERENCE_FLAGS = 1
+FLOOR_PROCESSBENCH_FALSE_ALARM = 0.01
+FLOOR_P95_MS = 20.0
+
+
+def cases_dir() -> Path:
+    """``$VERACITY_CASES/math`` or ``<repo>/../shared/cases/math``."""
+    base = os.environ.get("VERACITY_CASES") or str(ROOT.parent / "shared" / "cases")
+    return Path(base) / "math"
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+# --- independent ground truth for calculator notes ------------------------------------------
+
+
+class _NotSimple(Exception):
+    pass
+
+
+def _exact(expr: str) -> Fraction:
+    """Exact value of a note side made only of numbers, + - * / and parentheses."""
+    s = expr.strip()
+    if not re.fullmatch(r"[\d.,+\-*/() ]+", s) or not s:
+        raise _NotSimple(expr)
+    s = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", s)
+    if "," in s:
+        raise _NotSimple(expr)
+    try:
+        tree = ast.parse(s, mode="eval")
+    except SyntaxError as exc:
+        raise _NotSimple(expr) from exc
+
+    def walk(n: ast.AST) -> Fraction:
+        if isinstance(n, ast.Expression):
+            return walk(n.body)
+        if isinstance(n, ast.Constant) and isinstance(n.value, (int, float)):
+            seg = ast.get_source_segment(s, n)
+            return Fraction(seg)
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, (ast.USub, ast.UAdd)):
+            v = walk(n.operand)
+            return -v if isinstance(n.op, ast.USub) else v
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+            a, b = walk(n.left), walk(n.right)
+            if isinstance(n.op, ast.Add):
+                return a + b
+            if isinstance(n.op, ast.Sub):
+                return a - b
+            if isinstance(n.op, ast.Mult):
+                return a * b
+            if b == 0:
+                raise _NotSimple(expr)
+            return a / b
+        raise _NotSimple(expr)
+
+    return walk(tree)
+
+
+def note_disagrees(note: str) -> bool | None:
+    """Ground truth for one ``expr=value[=value...]`` note: ``True`` when a stated value is
+    not the first side's exact value correctly rounded to the value's decimals (plus 1e-9
+    relative, for float reprs like 3.4499999999999997); ``None`` when not simple arithmetic."""
+    parts = note.split("=")
+    if len(parts) < 2:
+        return None
+    try:
+        vals = [_exact(p) for p in parts]
+    except _NotSimple:
+        return None
+    e = vals[0]
+    for text, v in zip(parts[1:], vals[1:]):
+        t = text.strip()
+        k = len(t.split(".", 1)[1]) if re.fullmatch(r"-?[\d,]*\.\d+", t) else 0
+        if abs(e - v) > Fraction(1, 2) / 10**k + abs(e) * Fraction(1, 10**9):
+            return True
+    return False
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Results:
+    times_ms: list[float] = field(default_factory=list)
+    reference: dict[str, Any] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+    model_text: dict[str, Any] = field(default_factory=dict)
+    processbench: dict[str, Any] = field(default_factory=dict)
+    first_call_ms: float = 0.0
+
+    @property
+    def p95_ms(self) -> float:
+        t = sorted(self.times_ms)
+        return t[min(len(t) - 1, int(0.95 * len(t)))] if t else 0.0
+
+
+def _timed(res: Results, answer: str, question: str | None) -> list[Any]:
+    t0 = time.perf_counter()
+    out = check(answer, question)
+    res.times_ms.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def run_reference(res: Results, base: Path) -> None:
+    rows = _jsonl(base / "test.jsonl")
+    out: dict[str, Any] = {"answers": len(rows)}
+    for mode in ("kept", "stripped"):
+        flagged = []
+        checks = 0
+        for i, r in enumerate(rows):
+            answer = r["answer"] if mode == "kept" else NOTE.sub("", r["answer"])
+            cs = _timed(res, answer, r["question"])
+            checks += sum(1 for c in cs if c.outcome in ("pass", "fail"))
+            fails = [c for c in cs if c.outcome == "fail"]
+            errors = [c for c in cs if c.outcome == "error"]
+            if fails or errors:
+                flagged.append({"index": i, "claims": [c.claim for c in fails + errors],
+                                "found": [c.found for c in fails], "expected": [c.expected for c in fails]})
+        out[mode] = {"flagged": flagged, "checked_claims": checks}
+    res.reference = out
+
+
+def run_model_solutions(res: Results, base: Path) -> None:
+    rows = _jsonl(base / "example_model_solutions.jsonl")
+    gt_bad = gt_good = gt_none = 0
+    found = missed = false_flags = flagged_unparsed = 0
+    missed_list: list[str] = []
+    false_list: list[str] = []
+    text_flags = {"correct": 0, "correct_total": 0, "incorrect": 0, "incorrect_total": 0}
+    for r in rows:
+        for sysname in SYSTEMS:
+            sol = r[sysname]["solution"]
+            cs = _timed(res, sol, r["question"])
+            note_fails = [c for c in cs if c.evidence.get("kind") == "calculator_note" and c.outcome == "fail"]
+            for m in NOTE.finditer(sol):
+                truth = note_disagrees(m.group(1))
+                flagged = any(c.span and m.start(1) <= c.span[0] and c.span[1] <= m.end(1) for c in note_fails)
+                if truth is None:
+                    gt_none += 1
+                    flagged_unparsed += flagged
+                elif truth:
+                    gt_bad += 1
+                    if flagged:
+                        found += 1
+                    else:
+                        missed += 1
+                        missed_list.append(m.group(1))
+                else:
+                    gt_good += 1
+                    if flagged:
+                        false_flags += 1
+                        false_list.append(m.group(1))
+            # plain model text (notes stripped): how often is a solution flagged?
+            stripped = NOTE.sub("", sol)
+            cs2 = _timed(res, stripped, r["question"])
+            key = "correct" if r[sysname]["is_correct"] else "incorrect"
+            text_flags[key + "_total"] += 1
+            text_flags[key] += any(c.outcome == "fail" for c in cs2)
+    res.notes = {"disagreeing": gt_bad, "agreeing": gt_good, "not_simple": gt_none, "found": found,
+                 "missed": missed, "false_flags": false_flags, "flagged_not_simple": flagged_unparsed,
+                 "missed_list": missed_list[:20], "false_list": false_list[:20]}
+    res.model_text = text_flags
+
+
+def run_processbench(res: Results, base: Path) -> None:
+    data = json.loads((base / "processbench_gsm8k.json").read_text(encoding="utf-8"))
+    correct = [d for d in data if d["label"] == -1]
+    wrong = [d for d in data if d["label"] != -1]
+    false_alarms: list[dict[str, Any]] = []
+    flagged = at = after = before = 0
+    for d in data:
+        steps = d["steps"]
+        text = "\n\n".join(steps)
+        starts = []
+        pos = 0
+        for s in steps:
+            starts.append(pos)
+            pos += len(s) + 2
+        cs = _timed(res, text, d["problem"])
+        fail_steps = sorted({_step_of(c.span[0], starts) for c in cs if c.outcome == "fail" and c.span})
+        if d["label"] == -1:
+            if fail_steps:
+                false_alarms.append({"id": d["id"], "steps": fail_steps,
+                                     "claims": [c.claim for c in cs if c.outcome == "fail"]})
+        elif fail_steps:
+            flagged += 1
+            first = fail_steps[0]
+            if first == d["label"]:
+                at += 1
+            elif first > d["label"]:
+                after += 1
+            else:
+                before += 1
+    res.processbench = {
+        "correct_solutions": len(correct), "false_alarms": len(false_alarms),
+        "false_alarm_rate": len(false_alarms) / max(1, len(correct)), "false_alarm_list": false_alarms,
+        "erroneous_solutions": len(wrong), "flagged": flagged, "first_flag_at_label": at,
+        "first_flag_after_label": after, "first_flag_before_label": before,
+    }
+
+
+def _step_of(offset: int, starts: list[int]) -> int:
+    k = 0
+    for i, s in enumerate(starts):
+        if offset >= s:
+            k = i
+    return k
+
+
+def run_all(base: Path | None = None) -> Results:
+    """Run every measurement on the case files under ``base`` (default ``cases_dir()``)."""
+    base = base or cases_dir()
+    res = Results()
+    t0 = time.perf_counter()
+    warm_up()
+    res.first_call_ms = (time.perf_counter() - t0) * 1000
+    run_reference(res, base)
+    run_model_solutions(res, base)
+    run_processbench(res, base)
+    return res
+
+
+def report(res: Results) -> str:
+    ref, notes, pb, mt = res.reference, res.notes, res.processbench, res.model_text
+    lines = [
+        "# Arithmetic verifier on real data",
+        "",
+        f"Data: `{cases_dir()}` (GSM8K test + example model solutions, ProcessBench GSM8K). "
+        "Command: `.venv/bin/python bench/arithmetic_bench.py`.",
+        "",
+        "| measure | result | floor |",
+        "| --- | --- | --- |",
+        f"| GSM8K references flagged, notes kept | {len(ref['kept']['flagged'])} / {ref['answers']} "
+        f"({ref['kept']['checked_claims']} claims decided) | <= {FLOOR_REFERENCE_FLAGS} |",
+        f"| GSM8K references flagged, notes stripped | {len(ref['stripped']['flagged'])} / {ref['answers']} "
+        f"({ref['stripped']['checked_claims']} claims decided) | <= {FLOOR_REFERENCE_FLAGS} |",
+        f"| calculator notes that disagree with their expression (independent ground truth) | "
+        f"{notes['found']} / {notes['disagreeing']} found, {notes['missed']} missed | all found |",
+        f"| agreeing notes flagged | {notes['false_flags']} / {notes['agreeing']} | 0 |",
+        f"| notes not simple arithmetic (no ground truth) / flagged among them | "
+        f"{notes['not_simple']} / {notes['flagged_not_simple']} | - |",
+        f"| ProcessBench GSM8K false alarms (label -1) | {pb['false_alarms']} / {pb['correct_solutions']} "
+        f"({pb['false_alarm_rate']:.1%}) | <= {FLOOR_PROCESSBENCH_FALSE_ALARM:.0%} |",
+        f"| ProcessBench erroneous solutions flagged | {pb['flagged']} / {pb['erroneous_solutions']} | report |",
+        f"| ... first flag at / after / before the labelled step | {pb['first_flag_at_label']} / "
+        f"{pb['first_flag_after_label']} / {pb['first_flag_before_label']} | report |",
+        f"| GPT-3 solutions (notes stripped) flagged: correct / incorrect | "
+        f"{mt['correct']} / {mt['correct_total']} , {mt['incorrect']} / {mt['incorrect_total']} | report |",
+        f"| p95 time per answer ({len(res.times_ms)} answers) | {res.p95_ms:.2f} ms "
+        f"(median {statistics.median(res.times_ms):.2f} ms, max {max(res.times_ms):.1f} ms) | <= {FLOOR_P95_MS:.0f} ms |",
+        f"| one-time warm-up (pint registry) | {res.first_call_ms:.0f} ms | - |",
+        "",
+        "## Flagged GSM8K reference answers",
+        "",
+    ]
+    for mode in ("kept", "stripped"):
+        for f in ref[mode]["flagged"]:
+            lines.append(f"- notes {mode}, answer #{f['index']}: {f['claims']} (stated {f['found']}, computed {f['expected']})")
+    lines += ["", "## ProcessBench false alarms", ""]
+    for f in pb["false_alarm_list"]:
+        lines.append(f"- {f['id']} step {f['steps']}: {f['claims']}")
+    if notes["missed_list"] or notes["false_list"]:
+        lines += ["", "## Note mismatches", "", f"- missed: {notes['missed_list']}", f"- false: {notes['false_list']}"]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    base = cases_dir()
+    if not base.is_dir():
+        print(f"no case files at {base} (set VERACITY_CASES)", file=sys.stderr)
+        return 2
+    res = run_all(base)
+    text = report(res)
+    print(text)
+    out = ROOT / "bench" / "results" / "arithmetic.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

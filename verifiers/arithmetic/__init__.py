@@ -1,0 +1,245 @@
+"""Arithmetic and formula verifier: recompute every number an answer states.
+
+Entry points
+------------
+``check(answer, question=None) -> list[Check]``
+    Finds the arithmetic claims in ``answer`` and recomputes each one exactly. One ``Check``
+    per claim (``verifier="arithmetic"``): ``outcome`` pass | fail | unknown, ``found`` (the
+    value as stated), ``expected`` (the computed value at the stated precision), ``evidence``
+    (``kind``, normalised ``expression``, exact ``value``, ``rule``, ``tolerance``), ``span``
+    (offsets in ``answer``), ``confidence``. Text with no claim gives ``[]``. Never raises on
+    model text; an internal fault gives one ``error`` check.
+
+``equivalent(a, b) -> Check``
+    Whether two formulas are equal: SymPy expansion/cancellation first, then evaluation at
+    random points. ``pass`` = equivalent, ``fail`` = not equivalent (with a counterexample),
+    ``unknown`` = could not decide.
+
+Accepted syntax
+---------------
+* equations and chains ``3 * 4 = 12``, ``a = b = c``, ``≈`` / ``~`` / "about", "approximately",
+  "roughly"; operators ``+ - * / × ÷ − · ^ **``, ``x`` between numbers, implicit multiplication
+  ``2(3+4)``, parentheses, ``n!``, ``sqrt``/``√``, ``π``;
+* numbers ``11,607.55``, ``.5``, ``$45.50 € £ ¥``, "dollars"/"cents", ``15%``, "percent",
+  ``2 1/2``, ``2½``, ``2.5 million``, ``50k``; ``15% of 80``, ``1/4 of 20``;
+* LaTeX ``$...$ \\(...\\) \\[...\\]``, ``\\frac \\dfrac \\times \\cdot \\div ^{..} \\sqrt \\text \\boxed``;
+* GSM8K calculator notes ``<<48/2=24>>`` (checked on their own; removed from the prose);
+* sentences: "add 2 to 12, which equals 14", "multiply 4 and 3 to get 12", "12 divided by 4
+  is 3", "the difference between 20 and 7 is 13", "twice 8 is 16", "3 plus 4 is 7";
+* unit conversions ``5 km = 3.11 miles``, ``72 °F is 22.2 °C`` (pint; whitelisted units);
+* the question/answer link: an arithmetic question ("4839+3948-45", "143287*534156=?",
+  "what is 15% of 240?") and the answer's stated result ("The answer is 8739.").
+
+Tolerance (see ``_tolerance``; rounding convention of NIST SP 811 sec. 7.9 / B.7)
+---------------------------------------------------------------------------------
+A value with k decimals passes when it is the correctly rounded result (``|computed - stated|
+<= 0.5*10^-k`` plus a relative 1e-9); approximate statements pass at the stated significant
+figures; money passes to the cent; truncated values and values consistent with rounded
+intermediates are ``unknown``, never ``fail``. A claim that cannot be parsed with confidence is
+``unknown`` (calculator notes) or not a claim at all (prose).
+
+Limits and safety
+-----------------
+Model text is never given to ``eval``, ``sympify`` or ``parse_expr``: a tokeniser and a
+recursive-descent parser accept only the grammar in ``_tokens`` and build plain tuples; SymPy
+objects (for ``equivalent``) are built from those tuples. Work is bounded per expression:
+integer powers whose result needs more than 20,000 bits, exponents above 10,000, factorials
+above 300!, trees above 400 nodes or 40 levels are refused (``unknown``). Answers longer than
+``MAX_CHARS`` are checked on their first ``MAX_CHARS`` characters; at most ``MAX_CLAIMS``
+checks are returned. Algebra with symbols is not checked (``x = 12/3 = 4`` checks ``12/3 = 4``).
+"""
+
+from __future__ import annotations
+
+import re
+from verifiers._types import Check
+from verifiers.arithmetic._claims import VERIFIER, ClaimFinder
+from verifiers.arithmetic._equivalent import equivalent
+from verifiers.arithmetic._expr import NotNumeric, Refused, evaluate, format_value, has_operation, has_var, literal_from_text, to_text
+from verifiers.arithmetic._mapped import MappedText
+from verifiers.arithmetic._normalize import normalize
+from verifiers.arithmetic._tokens import ParseError, parse, runs, runs_with_context, tokenize
+from verifiers.arithmetic._tolerance import judge
+
+__all__ = ["check", "equivalent", "warm_up", "MAX_CHARS", "MAX_CLAIMS"]
+
+MAX_CHARS = 60_000
+MAX_CLAIMS = 500
+
+_NOTE = re.compile(r"<<([^<>\n]{1,400})>>")
+
+
+def warm_up() -> None:
+    """Build the pint unit registry now (~0.5-1 s once) instead of inside the first request
+    that states a unit conversion. Call it at gateway start-up."""
+    from verifiers.arithmetic._units import _registry
+
+    _registry()
+
+
+def check(answer: str, question: str | None = None) -> list[Check]:
+    """Verify the arithmetic claims of ``answer`` (see the module docstring for the syntax,
+    the tolerance rule and the limits). ``question`` (the user's message) adds the
+    question/answer link claim when the question is itself arithmetic.
+
+    Returns one ``Check`` per claim, in text order (calculator notes first). Never raises on
+    untrusted text: a fault of the verifier itself is reported as one ``error`` check.
+    """
+    if not isinstance(answer, str) or not answer.strip():
+        return []
+    text = answer[:MAX_CHARS]
+    try:
+        checks = _check(text, question if isinstance(question, str) else None)
+    except RecursionError:
+        return [Check(verifier=VERIFIER, claim="", outcome="unknown", confidence=0.5,
+                      note="input nested too deeply to check")]
+    except Exception as exc:  # the verifier's own fault: report, never crash the gateway
+        return [Check(verifier=VERIFIER, claim="", outcome="error", confidence=0.0,
+                      evidence={"error": type(exc).__name__}, note=f"arithmetic verifier failed: {exc}")]
+    return checks[:MAX_CLAIMS]
+
+
+def _check(text: str, question: str | None) -> list[Check]:
+    checks: list[Check] = []
+    has_notes = "<<" in text
+    if has_notes:
+        for m in _NOTE.finditer(text):
+            inner = m.group(1)
+            mt = normalize(inner, soft=False)
+            finder = ClaimFinder(mt, text, offset=m.start(1), kind="calculator_note", strict=True)
+            for run in runs(tokenize(mt.text)):
+                finder.run(run)
+            if not finder.checks and "=" in inner:
+                finder.checks.append(Check(verifier=VERIFIER, claim=inner, outcome="unknown", confidence=0.5,
+                                           span=(m.start(1), m.end(1)), evidence={"kind": "calculator_note"},
+                                           note="could not parse the calculator note"))
+            checks.extend(finder.checks)
+    base = MappedText(text).sub(_NOTE, [""]) if has_notes else MappedText(text)
+    note_ends = {m.end() for m in _NOTE.finditer(text)} if has_notes else set()
+    mt = normalize(base)
+    finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends)
+    for before, run in runs_with_context(tokenize(mt.text)):
+        if len(finder.checks) > MAX_CLAIMS:
+            break
+        finder.run(run, before)
+    for c in finder.checks:
+        if c.evidence.get("kind") == "equation" and _is_sentence(mt, c):
+            c.evidence["kind"] = "natural_language"
+    checks.extend(finder.checks)
+    if question:
+        link = _question_link(text, question, checks)
+        if link is not None:
+            checks.append(link)
+    return checks
+
+
+_SENTENCE_WORDS = re.compile(
+    r"\b(?:add|adding|multiply|multiplying|subtract|subtracting|divide|dividing|divided|sum|product|quotient|"
+    r"difference|twice|double|triple|half|plus|minus|times|multiplied|squared|cubed|square\s+root|is|gives|get|"
+    r"makes|yields|equals)\b",
+    re.I,
+)
+
+
+def _is_sentence(mt: MappedText, c: Check) -> bool:
+    if c.span is None:
+        return False
+    return bool(_SENTENCE_WORDS.search(c.claim))
+
+
+# --- question/answer link ---------------------------------------------------------------------
+
+_Q_WORDS = frozenset(
+    "what is whats what's the value of calculate compute evaluate find solve please how much result work out "
+    "answer tell me give".split()
+)
+_NUMTXT = r"-?[$€£¥]?\s?\d[\d,]*(?:\.\d+)?%?"
+_ANSWER_PATTERNS = [
+    re.compile(r"\\boxed\{\s*(" + _NUMTXT + r")\s*\}"),
+    re.compile(
+        r"\b(?:answer|result|total|product|sum|difference|quotient|value)\b[^.\n\d=]{0,20}?"
+        r"(?:is|=|equals|:)\s*(?:approximately\s+|about\s+|roughly\s+|~\s*|≈\s*)?\**\s*(" + _NUMTXT + r")",
+        re.I,
+    ),
+    re.compile(r"(?:=|≈)\s*\**\s*(" + _NUMTXT + r")"),
+]
+_ONLY_NUMBER = re.compile(r"^\s*\**\s*(" + _NUMTXT + r")\s*\**\s*\.?\s*$")
+_APPROX_BEFORE = re.compile(r"(?:approximately|about|roughly|~|≈)\s*\**\s*$", re.I)
+
+
+def _question_expression(question: str) -> tuple[tuple, str] | None:
+    q = question.strip()
+    if not q or len(q) > 500:
+        return None
+    mt = normalize(q, soft=False)
+    toks = tokenize(mt.text)
+    math_runs = runs(toks)
+    words = [t for t in toks if t.kind in ("WORD", "TRAIL")]
+    if any(t.text.lower() not in _Q_WORDS for t in words) or len(math_runs) != 1:
+        return None
+    run = [t for t in math_runs[0] if t.kind not in ("UNIT",)]
+    while run and run[-1].kind in ("EQ", "SOFT"):
+        run.pop()
+    if any(t.kind in ("EQ", "SOFT") for t in run):
+        return None
+    try:
+        node = parse(run)
+    except ParseError:
+        return None
+    if not has_operation(node) or has_var(node):
+        return None
+    return node, mt.text[run[0].start : run[-1].end]
+
+
+def _question_link(answer: str, question: str, checks: list[Check]) -> Check | None:
+    found = _question_expression(question)
+    if found is None:
+        return None
+    node, qtext = found
+    best: tuple[int, re.Match[str]] | None = None
+    m0 = _ONLY_NUMBER.match(answer)
+    if m0:
+        best = (m0.start(1), m0)
+    else:
+        for pat in _ANSWER_PATTERNS:
+            for m in pat.finditer(answer):
+                if best is None or m.start(1) > best[0]:
+                    best = (m.start(1), m)
+    if best is None:
+        return None
+    m = best[1]
+    raw = m.group(1).strip()
+    sign = 1
+    if raw.startswith("-"):
+        sign, raw = -1, raw[1:].strip()
+    cur = raw[0] if raw[0] in "$€£¥" else None
+    digits = raw.lstrip("$€£¥ ").rstrip("%")
+    try:
+        lit = literal_from_text(digits, currency=cur, percent=raw.endswith("%"), text=m.group(1).strip())
+    except (ValueError, ZeroDivisionError):
+        return None
+    span = m.span(1)
+    claim = f"{question.strip()} -> {m.group(1).strip()}"
+    try:
+        value = evaluate(node)
+    except (Refused, NotNumeric) as exc:
+        return Check(verifier=VERIFIER, claim=claim, outcome="unknown", confidence=0.5, span=span,
+                     evidence={"kind": "question_link", "expression": to_text(node)}, note=f"not computed: {exc}")
+    approx = bool(_APPROX_BEFORE.search(answer[: m.start(1)])) or "≈" in m.group(0)
+    v = judge(value, lit, sign=sign, approx=approx)
+    found_s = ("-" if sign < 0 else "") + lit.text
+    for c in checks:  # the answer already states "<question expression> = <value>": no duplicate
+        if c.span is not None and c.span[0] <= span[0] and span[1] <= c.span[1] + 1 and c.expected == v.expected:
+            return None
+    return Check(
+        verifier=VERIFIER,
+        claim=claim,
+        outcome=v.outcome,  # type: ignore[arg-type]
+        expected=v.expected,
+        found=found_s,
+        evidence={"kind": "question_link", "expression": to_text(node), "question_expression": qtext,
+                  "value": format_value(value), "rule": v.rule, "tolerance": v.tolerance},
+        confidence=min(v.confidence, 0.9),
+        span=span,
+        note=v.note or ("" if v.outcome == "pass" else f"{to_text(node)} = {v.expected}, not {found_s}"),
+    )

@@ -1,0 +1,443 @@
+"""Find arithmetic claims in normalised text and verify each one.
+
+A *run* is a maximal stretch of math tokens; ``=``/``≈``/soft ``=`` split it into segments.
+Each adjacent pair of segments is a candidate claim:
+
+* ``expression = number``        the common case (``16 - 3 - 4 = 9 duck eggs``);
+* ``number = expression``        reversed (``12 = 3 * 4``), not when the number carries a
+                                 physical unit (``3 hours = 3 * 60``);
+* ``number unit = number unit``  a unit conversion (``5 km = 3.11 miles``) when both words are
+                                 known units of one dimension; other number pairs are not claims;
+* ``expression = expression``    both computed; skipped when the right side continues a running
+                                 total (``16 - 3 = 13 - 4 = 9``).
+
+Precision rules that keep prose numbers out: a run glued to a digit or letter by ``: / - .``
+(times ``2:15``, dates, ranges, versions) loses its outer segment; a soft ``=`` ("is", "gives")
+needs an operator on its left and a bare number on its right; symbols make a pair unchecked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from verifiers._types import Check
+from verifiers.arithmetic._expr import (
+    NotNumeric,
+    Refused,
+    evaluate,
+    first_literal,
+    format_value,
+    has_operation,
+    has_var,
+    interval,
+    is_literal,
+    literal_of,
+    to_text,
+)
+from verifiers.arithmetic._mapped import MappedText
+from verifiers.arithmetic._tokens import ParseError, Token, parse
+from verifiers.arithmetic._tolerance import equal_values, judge
+from verifiers.arithmetic._units import convert, money_unit, unit_info
+
+VERIFIER = "arithmetic"
+_STICKY = set(":/.-^_\\|")
+
+
+@dataclass(slots=True)
+class _Seg:
+    toks: list[Token]  # without UNIT/TILDE tokens
+    approx: bool
+    units: list[str]
+    full: tuple | None = None
+    prefix: tuple | None = None
+    prefix_toks: list[Token] | None = None
+    suffix: tuple | None = None
+    suffix_toks: list[Token] | None = None
+    bad: bool = False
+
+
+def _make_seg(toks: list[Token]) -> _Seg:
+    approx = False
+    units: list[str] = []
+    clean: list[Token] = []
+    for t in toks:
+        if t.kind == "TILDE":
+            if clean:
+                return _Seg(toks=[], approx=False, units=[], bad=True)
+            approx = True
+        elif t.kind == "UNIT":
+            units.append(t.text.lower())
+        else:
+            clean.append(t)
+    seg = _Seg(toks=clean, approx=approx, units=units)
+    if not clean:
+        seg.bad = True
+        return seg
+    try:
+        seg.full = parse(clean)
+    except ParseError:
+        seg.full = None
+    return seg
+
+
+def _ensure_suffix(seg: _Seg) -> None:
+    """Longest parseable suffix starting after a clean cut (two operands side by side)."""
+    if seg.suffix is not None or seg.full is not None:
+        return
+    toks = seg.toks
+    try:  # "1/2 (68) + 10": a spaced product on the left side
+        seg.suffix = parse(toks, loose=True)
+        seg.suffix_toks = toks
+        return
+    except ParseError:
+        pass
+    for k in range(1, len(toks)):
+        before, at = toks[k - 1], toks[k]
+        if before.kind in ("NUM", "RP", "FACT", "PCT", "CONST", "VAR") and at.kind in ("NUM", "FUNC", "CONST"):
+            if at.kind == "NUM" and at.text[:1] == "0" and at.text[1:2].isdigit():
+                return  # "350 000": a number with spaces as thousands separators
+            try:
+                seg.suffix = parse(toks[k:])
+                seg.suffix_toks = toks[k:]
+                return
+            except ParseError:
+                continue
+
+
+def _ensure_prefix(seg: _Seg) -> None:
+    """Longest parseable prefix ending before a clean cut."""
+    if seg.prefix is not None or seg.full is not None:
+        return
+    toks = seg.toks
+    for k in range(len(toks) - 1, 0, -1):
+        last, nxt = toks[k - 1], toks[k]
+        if last.kind in ("NUM", "RP", "FACT", "PCT", "CONST") and nxt.kind in ("NUM", "LP", "FUNC", "CONST", "RP", "VAR"):
+            try:
+                seg.prefix = parse(toks[:k])
+                seg.prefix_toks = toks[:k]
+                return
+            except ParseError:
+                continue
+
+
+def _sticky_before(text: str, s: int) -> bool:
+    if s == 0:
+        return False
+    c = text[s - 1]
+    if c.isalnum():
+        return True
+    return c in _STICKY and s >= 2 and text[s - 2].isalnum()
+
+
+def _sticky_after(text: str, e: int) -> bool:
+    if e >= len(text):
+        return False
+    c = text[e]
+    if c.isdigit():
+        return True
+    return c in _STICKY and e + 1 < len(text) and text[e + 1].isalnum()
+
+
+def _phys(units: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for u in units:
+        info = unit_info(u)
+        if info is not None:
+            out.append(info)
+    return out
+
+
+def _units_conflict(expr_units: list[str], expr_money: set[str], lit: Any) -> bool:
+    """True when the stated literal's unit differs from a unit of the same dimension on the
+    expression side (``2 * 30 minutes = 1 hour``), or cents meet dollars."""
+    lit_info = unit_info(lit.unit)
+    if lit_info is not None:
+        for name, dim in _phys(expr_units):
+            if dim == lit_info[1] and name != lit_info[0]:
+                return True
+    m = money_unit(lit.money)
+    if m is not None and expr_money and m not in expr_money:
+        return True
+    if m is None and "¢" in expr_money:
+        return True
+    return False
+
+
+def _money_of(toks: list[Token]) -> set[str]:
+    out = set()
+    for t in toks:
+        if t.kind == "NUM" and t.lit is not None:
+            m = money_unit(t.lit.money)
+            if m:
+                out.add(m)
+    return out
+
+
+_RATE_WORDS = frozenset("for in over after during within per every each of by than at".split())
+
+
+def _bare_fraction(node: tuple) -> bool:
+    return node[0] == "bin" and node[1] == "/" and node[2][0] == "num" and node[3][0] == "num"
+
+
+def _has_percent(node: tuple) -> bool:
+    if node[0] == "num":
+        return node[1].percent
+    if node[0] == "pct":
+        return True
+    return any(_has_percent(c) for c in node[1:] if isinstance(c, tuple))
+
+
+def _has_hundred_percent(node: tuple) -> bool:
+    if node[0] == "num":
+        return node[1].percent and node[1].value == 1
+    return any(_has_hundred_percent(c) for c in node[1:] if isinstance(c, tuple))
+
+
+class ClaimFinder:
+    """Turns the runs of one text into ``Check`` records.
+
+    ``kind`` names the claim form in the evidence (``equation``, ``calculator_note``, ...);
+    ``strict`` (calculator notes) reports unparseable pairs as ``unknown`` instead of skipping.
+    """
+
+    def __init__(self, mt: MappedText, original: str, offset: int = 0, kind: str = "equation", strict: bool = False,
+                 note_ends: set[int] | None = None):
+        self.mt = mt
+        self.original = original
+        self.offset = offset
+        self.kind = kind
+        self.strict = strict
+        self.note_ends = note_ends or set()
+        self.before: Token | None = None
+        self._run_first: Token | None = None
+        self.checks: list[Check] = []
+
+    # -- spans ---------------------------------------------------------------------------------
+    def span(self, toks: list[Token]) -> tuple[int, int]:
+        s, e = self.mt.orig_span(toks[0].start, toks[-1].end)
+        return (s + self.offset, e + self.offset)
+
+    def claim_text(self, span: tuple[int, int]) -> str:
+        return self.original[span[0] : span[1]].strip()
+
+    # -- main ----------------------------------------------------------------------------------
+    def run(self, run: list[Token], before: Token | None = None) -> None:
+        """Check every claim of one run; ``before`` is the token just before it."""
+        self.before = before
+        self._run_first = run[0]
+        seps: list[Token] = []
+        parts: list[list[Token]] = [[]]
+        for t in run:
+            if t.kind in ("EQ", "SOFT"):
+                seps.append(t)
+                parts.append([])
+            else:
+                parts[-1].append(t)
+        if not seps:
+            return
+        segs = [_make_seg(p) for p in parts]
+        text = self.mt.text
+        if run[0].kind not in ("EQ", "SOFT") and _sticky_before(text, run[0].start):
+            segs[0].bad = True
+        if run[-1].kind not in ("EQ", "SOFT") and _sticky_after(text, run[-1].end):
+            segs[-1].bad = True
+        if before is not None and (before.kind == "OP" or (run[0].kind == "OP" and before.kind in ("WORD", "TRAIL"))):
+            segs[0].bad = True  # "250 of the books - 135 sold - 50 = 65": the head is prose
+        for i, sep in enumerate(seps):
+            self._pair(segs[i], sep, segs[i + 1])
+
+    def _side(self, seg: _Seg, left: bool) -> tuple[tuple | None, list[Token] | None]:
+        if seg.bad:
+            return None, None
+        if seg.full is not None:
+            return seg.full, seg.toks
+        if left:
+            _ensure_suffix(seg)
+            return seg.suffix, seg.suffix_toks
+        _ensure_prefix(seg)
+        return seg.prefix, seg.prefix_toks
+
+    def _pair(self, a: _Seg, sep: Token, b: _Seg) -> None:
+        soft = sep.kind == "SOFT"
+        ln, ltoks = self._side(a, True)
+        rn, rtoks = self._side(b, False)
+        if ln is None or rn is None or ltoks is None or rtoks is None:
+            if self.strict and not soft and (a.toks or b.toks):
+                toks = (a.toks or []) + [sep] + (b.toks or [])
+                self._unknown(toks, "could not parse the calculator note")
+            return
+        if has_var(ln) or has_var(rn):
+            return
+        approx = sep.approx or b.approx
+        l_lit, r_lit = is_literal(ln), is_literal(rn)
+        toks = ltoks + [sep] + rtoks
+        if soft:
+            conversion = is_literal(ln) and r_lit and unit_info(literal_of(ln)[0].unit) is not None
+            if not (has_operation(ln) or conversion) or not r_lit or rtoks is not b.toks:
+                return
+        if r_lit and self._after_note(rtoks):
+            return  # "9 * 2 = $<<9*2=18>>18": the calculator note is the same claim
+        # values
+        try:
+            lv = evaluate(ln)
+            rv = evaluate(rn)
+        except Refused as exc:
+            self._unknown(toks, f"refused: {exc}")
+            return
+        except NotNumeric as exc:
+            if self.strict:
+                self._unknown(toks, f"not a number: {exc}")
+            return
+        if soft and _bare_fraction(ln) and abs(lv) < 1 <= abs(rv):
+            return  # "2/5 is equal to 12.8 hectares": a part of a whole, not a quotient
+        if l_lit and r_lit:
+            self._conversion(ln, rn, a, b, toks, approx)
+            return
+        if r_lit:
+            lit, sign = literal_of(rn)
+            if _units_conflict(a.units, _money_of(ltoks), lit):
+                return
+            self._judge(ln, lv, lit, sign, approx, toks, a, b)
+            return
+        # running total: "16 - 3 = 13 - 4" (the right side starts from the left's value)
+        first = first_literal(rn)
+        if first is not None and equal_values(first.value, lv):
+            return
+        if first is not None and not isinstance(lv, float) and abs(Fraction(lv) - first.value) <= first.ulp / 2:
+            return
+        if l_lit:
+            if soft:
+                return
+            lit, sign = literal_of(ln)
+            if lit.unit or a.units or (_has_percent(rn) and not lit.percent):
+                return  # "6 nephews = 96 cookies/6", "48 = 100% + 20%": not an arithmetic identity
+            if _units_conflict(b.units, _money_of(rtoks), lit):
+                return
+            self._judge(rn, rv, lit, sign, approx, toks, b, a, reverse=True)
+            return
+        if soft:
+            return
+        # expression = expression
+        if equal_values(lv, rv):
+            self._emit(toks, "pass", format_value(lv), to_text(rn), ln, rn, "exact", "0", "", 0.9)
+            return
+        bl, br = interval(ln), interval(rn)
+        if bl is not None and br is not None and bl[0] <= br[1] and br[0] <= bl[1]:
+            self._emit(toks, "unknown", format_value(lv), format_value(rv), ln, rn, "exact", "0",
+                       "consistent with rounded intermediate values", 0.5)
+            return
+        self._emit(toks, "fail", format_value(lv), format_value(rv), ln, rn, "exact", "0",
+                   "the two sides of the equation differ", 0.7)
+
+    def _after_note(self, toks: list[Token]) -> bool:
+        if not self.note_ends:
+            return False
+        pos = self.mt.pos
+        return any(pos[k] in self.note_ends for t in toks for k in range(t.start, t.end))
+
+    def _judge(self, node: tuple, value: Any, lit: Any, sign: int, approx: bool, toks: list[Token],
+               expr_seg: _Seg, lit_seg: _Seg, reverse: bool = False) -> None:
+        v = judge(value, lit, sign=sign, approx=approx, bounds=interval(node))
+        if v.outcome != "pass" and not lit.percent and _has_hundred_percent(node):
+            # "32 / 96 * 100% = 33.333": the writer means the percentage number
+            v2 = judge(value * 100, lit, sign=sign, approx=approx, bounds=None)
+            if v2.outcome == "pass":
+                v = v2
+                v.note = (v.note + " (x 100% read as a percentage)").strip()
+        found = ("-" if sign < 0 else "") + lit.text.strip()
+        conf = v.confidence
+        if v.outcome == "fail" and (reverse or self.kind == "natural_language"):
+            conf = 0.85
+        self._emit(toks, v.outcome, v.expected, found, node, None, v.rule, v.tolerance, v.note, conf,
+                   approx=approx, exact=value)
+
+    def _conversion(self, ln: tuple, rn: tuple, a: _Seg, b: _Seg, toks: list[Token], approx: bool) -> None:
+        llit, lsign = literal_of(ln)
+        rlit, rsign = literal_of(rn)
+        lu, ru = llit.unit, rlit.unit
+        if not lu or not ru or lu == ru:
+            return
+        li, ri = unit_info(lu), unit_info(ru)
+        if li is None or ri is None or li[1] != ri[1] or li[0] == ri[0]:
+            return
+        first = a.toks[0] if a.toks else None
+        if first is not None and first is self._run_first and self.before is not None and \
+                self.before.kind == "WORD" and self.before.text.lower() in _RATE_WORDS:
+            return  # "7.5 hours a day for 6 days = 45 hours": a rate, not a conversion
+        conv = convert(lsign * llit.value, lu, ru)
+        if conv is None:
+            return
+        v = judge(conv, rlit, sign=rsign, approx=approx)
+        found = ("-" if rsign < 0 else "") + rlit.text.strip() + " " + ru
+        span = self.span(toks)
+        self.checks.append(
+            Check(
+                verifier=VERIFIER,
+                claim=self.claim_text(span),
+                outcome=v.outcome,  # type: ignore[arg-type]
+                expected=f"{v.expected} {ru}",
+                found=found,
+                evidence={
+                    "kind": "unit_conversion",
+                    "expression": f"{format_value(lsign * llit.value)} {li[0]} -> {ri[0]}",
+                    "value": format_value(conv),
+                    "rule": v.rule,
+                    "tolerance": v.tolerance,
+                    "tool": "pint",
+                },
+                confidence=v.confidence,
+                span=span,
+                note=v.note or ("" if v.outcome == "pass" else f"{found} should be {v.expected} {ru}"),
+            )
+        )
+
+    def _emit(self, toks: list[Token], outcome: str, expected: str, found: Any, ln: tuple, rn: tuple | None,
+              rule: str, tol: str, note: str, conf: float, approx: bool = False, exact: Any = None) -> None:
+        span = self.span(toks)
+        claim = self.claim_text(span)
+        evidence: dict[str, Any] = {"kind": self.kind, "expression": to_text(ln), "rule": rule, "tolerance": tol}
+        if rn is not None:
+            evidence["right_expression"] = to_text(rn)
+        if exact is not None:
+            evidence["value"] = format_value(exact)
+            if isinstance(exact, Fraction) and exact.denominator != 1 and "/" not in format_value(exact):
+                pass
+            elif isinstance(exact, Fraction) and exact.denominator != 1:
+                evidence["exact"] = f"{exact.numerator}/{exact.denominator}"
+        if approx:
+            evidence["approximate"] = True
+        if not note and outcome == "fail":
+            note = f"{to_text(ln)} = {expected}, not {found}"
+        self.checks.append(
+            Check(
+                verifier=VERIFIER,
+                claim=claim,
+                outcome=outcome,  # type: ignore[arg-type]
+                expected=expected,
+                found=found if not isinstance(found, str) else found,
+                evidence=evidence,
+                confidence=conf,
+                span=span,
+                note=note,
+            )
+        )
+
+    def _unknown(self, toks: list[Token], note: str) -> None:
+        toks = [t for t in toks if t is not None]
+        if not toks:
+            return
+        span = self.span(toks)
+        self.checks.append(
+            Check(
+                verifier=VERIFIER,
+                claim=self.claim_text(span),
+                outcome="unknown",
+                evidence={"kind": self.kind},
+                confidence=0.5,
+                span=span,
+                note=note,
+            )
+        )

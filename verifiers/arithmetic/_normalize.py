@@ -1,0 +1,201 @@
+"""Rewrite an answer into plain arithmetic text, keeping the map to the original.
+
+What it rewrites (each rule is a regular expression; nothing is evaluated):
+  * fenced and inline code -> blank (code is the code verifier's business);
+  * LaTeX: ``\\frac{a}{b}`` -> ``((a)/(b))``, ``2\\frac{1}{2}`` -> ``(2+1/2)``, ``\\sqrt{x}`` ->
+    ``sqrt(x)``, ``^{..}`` -> ``^(..)``, ``\\times \\cdot \\div``, ``\\approx``, ``\\%``, ``\\$``,
+    ``\\text{..}``/``\\boxed{..}`` -> their content, math delimiters -> space, ``1{,}000``;
+  * Unicode: ``× · ⋅ ÷ − ≈ ² ³ ½ ¼ ¾ ⅓ ⅔ √``, no-break and thin spaces;
+  * markdown bold markers and list bullets (``**12**``, ``* 5 + 3``);
+  * spoken operators between numbers: ``plus minus times multiplied by divided by``,
+    ``equals``/``is equal to`` -> ``=``, ``percent`` -> ``%``, ``°F``/``degrees Celsius`` -> unit words;
+  * sentence forms: "add A to B", "multiply A by B", "subtract A from B", "divide A by B",
+    "the sum/product/quotient of A and B", "the difference between A and B", "twice A",
+    "half of A", "A squared", "the square root of A";
+  * result connectives ("is", "gives", "which equals", "to get", ...) -> a soft ``=`` marker
+    (``SOFT_EQ``, or ``SOFT_APPROX`` when followed by "about"/"approximately"/"roughly").
+"""
+
+from __future__ import annotations
+
+import re
+
+from verifiers.arithmetic._mapped import MappedText
+
+SOFT_EQ = "\ue000"
+SOFT_APPROX = "\ue001"
+
+_NUM = r"[$€£¥]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?"
+
+_R = re.compile
+
+
+def _c(p: str, flags: int = 0) -> re.Pattern[str]:
+    return re.compile(p, flags)
+
+
+# --- code and markdown -------------------------------------------------------------------------
+_FENCE = _c(r"```.*?(?:```|\Z)", re.S)
+_INLINE_CODE = _c(r"`([^`\n]*)`")
+_ARITH_ONLY = _c(r"[\d\s.,+\-*/^()=%$xX×÷]+")
+_BULLET = _c(r"(?m)^[ \t]*[*+\-•][ \t]+")
+_BOLD = _c(r"(?<![\d)])\*\*|\*\*(?![\d(])")
+_HEADING = _c(r"(?m)^[ \t]*#+[ \t]*")
+
+# --- LaTeX ---------------------------------------------------------------------------------------
+_TEX_SIZE = _c(r"\\(?:left|right|big|Big|bigg|Bigg)(?![a-zA-Z])\s*")
+_TEX_FRACNAME = _c(r"\\[dt]frac(?![a-zA-Z])")
+_TEX_MIXED = _c(r"(?<![\d.,])(\d+)\s*\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
+_TEX_FRAC = _c(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+_TEX_FRAC_SHORT = _c(r"\\frac\s*(\d)\s*(\d)")
+_TEX_SQRT = _c(r"\\sqrt\s*\{([^{}]*)\}")
+_TEX_SUP = _c(r"\^\s*\{([^{}]*)\}")
+_TEX_TEXT = _c(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname|boxed|fbox)\s*\{([^{}]*)\}")
+_TEX_OPS = [
+    (_c(r"\\(?:times|cdot|ast)(?![a-zA-Z])"), "*"),
+    (_c(r"\\div(?![a-zA-Z])"), "/"),
+    (_c(r"\\(?:approx|simeq|sim)(?![a-zA-Z])"), "≈"),
+    (_c(r"\\(?:neq|ne)(?![a-zA-Z])"), "≠"),
+    (_c(r"\\pi(?![a-zA-Z])"), "π"),
+    (_c(r"\\%"), "%"),
+    (_c(r"\\\$"), "$"),
+    (_c(r"\{,\}"), ","),
+    (_c(r"\\(?:[,;:! ]|quad|qquad)"), " "),
+    (_c(r"\\(?:cdots|ldots|dots)(?![a-zA-Z])"), "..."),
+    (_c(r"\\[\[\]()]"), " \n "),  # display/inline math delimiters
+    (_c(r"\$\$"), " "),
+]
+_TEX_DEG = _c(r"\^\s*[({]?\s*\\circ\s*[)}]?\s*")
+
+# --- Unicode ---------------------------------------------------------------------------------------
+_UNI_MIXED = _c(r"(?<![\d.,])(\d+)\s?([½¼¾⅓⅔⅛])")
+_FRACS = {"½": "1/2", "¼": "1/4", "¾": "3/4", "⅓": "1/3", "⅔": "2/3", "⅛": "1/8"}
+_UNI_FRAC = _c("[½¼¾⅓⅔⅛]")
+_UNI_OPS = [
+    (_c("[×✕⨯]"), "*"),
+    (_c("[·⋅∙]"), "*"),
+    (_c("÷"), "/"),
+    (_c("[−﹣－]"), "-"),
+    (_c("[≈≅≃]"), "≈"),
+    (_c("²"), "^2"),
+    (_c("³"), "^3"),
+    (_c("[\u00a0\u2009\u202f\u2007]"), " "),
+    (_c(r"(?<= )[–—](?= )"), "-"),
+    (_c("√"), " sqrt"),
+]
+
+# --- words ----------------------------------------------------------------------------------------
+_NUMEND = r"(?<=[\d%)])"
+_NUMSTART = r"(?=[$€£¥(]?\d|\()"
+_WORD_OPS = [
+    (_c(_NUMEND + r"[ \t]+plus[ \t]+" + _NUMSTART, re.I), " + "),
+    (_c(_NUMEND + r"[ \t]+minus[ \t]+" + _NUMSTART, re.I), " - "),
+    (_c(_NUMEND + r"[ \t]+(?:times|multiplied[ \t]+by)[ \t]+" + _NUMSTART, re.I), " * "),
+    (_c(_NUMEND + r"[ \t]+divided[ \t]+by[ \t]+" + _NUMSTART, re.I), " / "),
+    (_c(r"(?<=\d)[ \t]*(?:percent|per[ \t]+cent)\b", re.I), "%"),
+]
+_DEG = [
+    (_c(r"\s*°\s*F\b|\s+deg(?:rees?)?\s+(?:Fahrenheit|F)\b|\s+Fahrenheit\b", re.I), " degF"),
+    (_c(r"\s*°\s*C\b|\s+deg(?:rees?)?\s+(?:Celsius|centigrade|C)\b|\s+Celsius\b", re.I), " degC"),
+]
+_PHRASES = [
+    # (pattern, pieces) ; A/B are groups 1/2
+    (_c(r"\badd(?:ing)?\s+(" + _NUM + r")\s+(?:to|and)\s+(" + _NUM + r")", re.I), ["(", 2, " + ", 1, ")"]),
+    (_c(r"\bmultiply(?:ing)?\s+(" + _NUM + r")\s+(?:by|and|with)\s+(" + _NUM + r")", re.I), ["(", 1, " * ", 2, ")"]),
+    (_c(r"\bsubtract(?:ing)?\s+(" + _NUM + r")\s+from\s+(" + _NUM + r")", re.I), ["(", 2, " - ", 1, ")"]),
+    (_c(r"\bdivid(?:e|ing)\s+(" + _NUM + r")\s+by\s+(" + _NUM + r")", re.I), ["(", 1, " / ", 2, ")"]),
+    (_c(r"\b(?:the\s+)?sum\s+of\s+(" + _NUM + r")\s+and\s+(" + _NUM + r")", re.I), ["(", 1, " + ", 2, ")"]),
+    (_c(r"\b(?:the\s+)?product\s+of\s+(" + _NUM + r")\s+and\s+(" + _NUM + r")", re.I), ["(", 1, " * ", 2, ")"]),
+    (_c(r"\b(?:the\s+)?quotient\s+of\s+(" + _NUM + r")\s+and\s+(" + _NUM + r")", re.I), ["(", 1, " / ", 2, ")"]),
+    (_c(r"\b(?:the\s+)?difference\s+between\s+(" + _NUM + r")\s+and\s+(" + _NUM + r")", re.I),
+     [" abs(", 1, " - ", 2, ")"]),
+    (_c(r"\b(?:the\s+)?square\s+root\s+of\s+(" + _NUM + r")", re.I), [" sqrt(", 1, ")"]),
+    (_c(r"\btwice\s+(?=[$€£¥]?\d)", re.I), ["2 * "]),
+    (_c(r"\bdouble\s+(?=[$€£¥]?\d)", re.I), ["2 * "]),
+    (_c(r"\btriple\s+(?=[$€£¥]?\d)", re.I), ["3 * "]),
+    (_c(r"\bhalf\s+of\s+(?=[$€£¥]?\d)", re.I), ["1/2 * "]),
+    (_c(r"(?<=\d)\s+squared\b", re.I), ["^2"]),
+    (_c(r"(?<=\d)\s+cubed\b", re.I), ["^3"]),
+]
+_SOFT = _c(
+    r"(?:,\s*)?\b(?:(?:which\s+)?(?:is\s+equal\s+to|equals)|which\s+(?:is|gives(?:\s+us)?|makes|comes\s+to)|to\s+get|(?:we|you|I)\s+get|"
+    r"gives(?:\s+us)?|giving(?:\s+us)?|that\s+is|is|are|was|makes|yields|results\s+in|comes\s+to)"
+    r"(\s+(?:about|approximately|approx\.|roughly|around))?(?![\w'])",
+    re.I,
+)
+_APPROX_AFTER_EQ = _c(r"(?<==)(\s*)(?:about|approximately|approx\.|roughly|around)\b", re.I)
+_TILDE = _c(r"(?<![\w~])~\s*(?=[$€£¥]?\d)")
+
+
+def _blank(m: re.Match[str]) -> list[str]:
+    return [" \n "]
+
+
+def _fix_mixed(m: re.Match[str]) -> list[str | int] | None:
+    if int(m.group(2)) >= int(m.group(3)) or int(m.group(3)) == 0:
+        return None
+    return ["(", 1, "+", 2, "/", 3, ")"]
+
+
+def _uni_mixed(m: re.Match[str]) -> list[str | int]:
+    return ["(", 1, "+" + _FRACS[m.group(2)] + ")"]
+
+
+def _soft(m: re.Match[str]) -> list[str]:
+    return [" " + (SOFT_APPROX if m.group(1) else SOFT_EQ) + " "]
+
+
+def normalize(text: str | MappedText, *, soft: bool = True) -> MappedText:
+    """Rewrite ``text`` into plain arithmetic text (see module docstring).
+
+    ``soft=False`` leaves result connectives alone (used for the question text).
+    """
+    t = text if isinstance(text, MappedText) else MappedText(text)
+    t = t.sub(_FENCE, _blank)
+    t = t.sub(_INLINE_CODE, _inline_code)
+    if "\\" in t.text or "{" in t.text:
+        t = _latex(t)
+    t = t.sub(_UNI_MIXED, _uni_mixed)
+    t = t.sub(_UNI_FRAC, lambda m: ["(" + _FRACS[m.group(0)] + ")"])
+    for pat, rep in _UNI_OPS:
+        t = t.sub(pat, [rep])
+    t = t.sub(_BULLET, [" "])
+    t = t.sub(_HEADING, [" "])
+    t = t.sub(_BOLD, [" "])
+    for pat, rep in _DEG:
+        t = t.sub(pat, [rep])
+    for pat, pieces in _PHRASES:
+        t = t.sub(pat, pieces)
+    for pat, rep in _WORD_OPS:
+        t = t.sub(pat, [rep])
+    t = t.sub(_APPROX_AFTER_EQ, [" ~"])
+    t = t.sub(_TILDE, ["~"])
+    if soft:
+        t = t.sub(_SOFT, _soft)
+    return t
+
+
+def _inline_code(m: re.Match[str]) -> list[str | int] | None:
+    # `12 + 3 = 15` is sometimes used for emphasis; keep it when it holds only arithmetic
+    if _ARITH_ONLY.fullmatch(m.group(1)):
+        return [" ", 1, " "]
+    return [" \n "]
+
+
+def _latex(t: MappedText) -> MappedText:
+    t = t.sub(_TEX_SIZE, [""])
+    t = t.sub(_TEX_FRACNAME, ["\\frac"])
+    t = t.sub(_TEX_DEG, [" deg"])
+    t = t.sub(_TEX_MIXED, _fix_mixed)
+    for _ in range(8):
+        before = t.text
+        t = t.sub(_TEX_TEXT, [" ", 1, " "])
+        t = t.sub(_TEX_FRAC, ["((", 1, ")/(", 2, "))"])
+        t = t.sub(_TEX_FRAC_SHORT, ["(", 1, "/", 2, ")"])
+        t = t.sub(_TEX_SQRT, ["sqrt(", 1, ")"])
+        t = t.sub(_TEX_SUP, ["^(", 1, ")"])
+        if t.text == before:
+            break
+    for pat, rep in _TEX_OPS:
+        t = t.sub(pat, [rep])
+    return t
