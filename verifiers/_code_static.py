@@ -1,0 +1,164 @@
+"""Tiers 1 and 2 of the code verifier: syntax (``ast.parse``) and definite static errors
+(pyflakes), with the policy that keeps fragments and notebook-style snippets from becoming
+false alarms."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import difflib
+import re
+import sys
+from dataclasses import dataclass
+
+import pyflakes.checker
+import pyflakes.messages as pm
+
+# pyflakes findings that are definite runtime errors when the code runs (not style).
+DEFINITE = (
+    pm.UndefinedLocal,
+    pm.PercentFormatMissingArgument,
+    pm.PercentFormatPositionalCountMismatch,
+    pm.PercentFormatExpectedMapping,
+    pm.PercentFormatExpectedSequence,
+    pm.PercentFormatMixedPositionalAndNamed,
+    pm.PercentFormatUnsupportedFormatCharacter,
+    pm.StringDotFormatMissingArgument,
+    pm.StringDotFormatMixingAutomatic,
+    pm.StringDotFormatInvalidFormat,
+)
+
+# Conventional aliases of modules: `np.array(...)` without any `import numpy as np` in an
+# answer that imports other things is a missing import, not user context.
+MODULE_ALIASES = {
+    "np": "numpy", "pd": "pandas", "plt": "matplotlib.pyplot", "sp": "sympy", "math": "math",
+    "os": "os", "sys": "sys", "re": "re", "json": "json", "random": "random", "time": "time",
+    "datetime": "datetime", "collections": "collections", "itertools": "itertools",
+    "functools": "functools", "string": "string", "heapq": "heapq", "bisect": "bisect",
+    "statistics": "statistics", "csv": "csv", "copy": "copy", "operator": "operator",
+}
+
+# Names a notebook/REPL/framework provides without a definition in the snippet.
+AMBIENT = {"display", "get_ipython", "In", "Out", "spark", "sc", "dbutils", "__file__", "__builtins__",
+           "exit", "quit", "reveal_type", "_"}
+
+
+@dataclass
+class Finding:
+    """One tier-1/2 result for a block: ``outcome`` fail|unknown, message, 1-based line/col."""
+
+    tier: int
+    outcome: str
+    kind: str
+    message: str
+    line: int | None = None
+    col: int | None = None
+    name: str | None = None
+
+
+_PLACEHOLDER = re.compile(r"<\s*[A-Za-z][\w .\-/]*>|\{\{.*?\}\}")
+_FRAGMENT_START = re.compile(r"^\s*(elif|else|except|finally|case)\b")
+
+
+def syntax_finding(code: str, exc: SyntaxError) -> Finding:
+    """Tier 1: a SyntaxError is a ``fail`` with line/col, except for template placeholders
+    (``<YOUR_KEY>``, ``{{var}}``) and obvious fragments (a block starting with ``elif``/
+    ``except``, a bare ``...`` continuation), which are ``unknown``."""
+    lines = code.split("\n")
+    ln = exc.lineno or 0
+    text = lines[ln - 1] if 0 < ln <= len(lines) else (exc.text or "")
+    first = next((x for x in lines if x.strip()), "")
+    msg = f"{type(exc).__name__}: {exc.msg}"
+    if _PLACEHOLDER.search(text or ""):
+        return Finding(1, "unknown", "placeholder", f"{msg} (line has a template placeholder)", ln, exc.offset)
+    if _FRAGMENT_START.match(first) or first.strip() in ("...", "…"):
+        return Finding(1, "unknown", "fragment", f"{msg} (block looks like a fragment)", ln, exc.offset)
+    return Finding(1, "fail", "syntax", msg, ln, exc.offset)
+
+
+def defined_names(tree: ast.AST) -> set[str]:
+    """Every name the code binds anywhere (assignments, defs, imports, params, loop targets,
+    comprehension targets, ``global``), used to avoid flagging cross-block references."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            out.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                out.add((a.asname or a.name).split(".")[0])
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            out.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            out.update(node.names)
+        elif isinstance(node, ast.MatchAs) and node.name:
+            out.add(node.name)
+        elif isinstance(node, ast.MatchStar) and node.name:
+            out.add(node.name)
+    return out
+
+
+def has_star_import(tree: ast.AST) -> bool:
+    return any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree))
+
+
+def has_import(tree: ast.AST) -> bool:
+    return any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in ast.walk(tree))
+
+
+def _attr_bases(tree: ast.AST) -> set[str]:
+    return {n.value.id for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+
+
+BUILTIN_NAMES = set(dir(builtins))
+
+
+def static_findings(tree: ast.Module, *, answer_names: set[str], answer_star: bool, answer_imports: bool) -> list[Finding]:
+    """Tier 2 for one block. ``answer_names``: names bound anywhere in the answer's Python
+    blocks (earlier *or* later, so cross-block references are not flagged);
+    ``answer_star``: some block does ``from x import *``.
+
+    Undefined-name policy (false alarms cost more than misses):
+
+    - a name bound elsewhere in the answer, ambient in notebooks (``display``, ``spark``), or
+      possibly from a star import -> nothing;
+    - a near-miss of a builtin or of a name the answer binds (``pritn``, ``lenght``,
+      ``reuslt``; ``difflib`` ratio >= 0.8, or equal ignoring case) -> ``fail``;
+    - a conventional module alias used as ``np.x`` when the answer imports other modules but
+      never this one -> ``fail`` (missing import);
+    - anything else (``df``, ``model``: probably the user's context) -> ``unknown``.
+    """
+    out: list[Finding] = []
+    try:
+        checker = pyflakes.checker.Checker(tree, filename="<answer>")
+    except (RecursionError, Exception) as exc:  # noqa: BLE001 - pyflakes bug on odd input
+        return [Finding(2, "unknown", "linter", f"pyflakes could not analyse the block: {type(exc).__name__}")]
+    bases = _attr_bases(tree)
+    known = (answer_names | BUILTIN_NAMES) - {"_"}
+    for msg in sorted(checker.messages, key=lambda m: (m.lineno, m.col)):
+        line, col = msg.lineno, (msg.col or 0) + 1
+        if isinstance(msg, pm.UndefinedName):
+            name = msg.message_args[0]
+            if name in answer_names or name in AMBIENT or answer_star:
+                continue
+            near = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.8)
+            ci = [k for k in known if k.lower() == name.lower() and k != name]
+            if len(name) >= 3 and (near or ci):
+                guess = (ci or near)[0]
+                out.append(Finding(2, "fail", "undefined-name", f"name '{name}' is not defined (did you mean '{guess}'?)", line, col, name))
+            elif name in MODULE_ALIASES and name in bases and answer_imports:
+                out.append(Finding(2, "fail", "missing-import", f"name '{name}' is not defined: missing `import {MODULE_ALIASES[name]}"
+                                   + (f" as {name}`" if MODULE_ALIASES[name] != name else "`"), line, col, name))
+            else:
+                out.append(Finding(2, "unknown", "context-name", f"name '{name}' is not defined in the answer (may come from the user's code)", line, col, name))
+        elif isinstance(msg, DEFINITE):
+            out.append(Finding(2, "fail", type(msg).__name__, msg.message % msg.message_args, line, col))
+    return out
+
+
+def stdlib_or_installed(name: str) -> bool:
+    """True for a standard-library top-level module name (``sys.stdlib_module_names``)."""
+    return name in sys.stdlib_module_names

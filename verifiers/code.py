@@ -1,0 +1,490 @@
+"""Code verifier: find the code in an answer and check it in tiers, running it only in a sandbox.
+
+    from verifiers import code, sandbox
+    box = sandbox.get("auto")
+    checks = code.check(answer_markdown, question, sandbox=box)          # blocking
+    checks = await code.acheck(answer_markdown, question, sandbox=box)   # asyncio (gateway)
+
+``check`` is synchronous and thread-safe (call it from a worker thread or a script);
+``acheck`` is the same for an event loop: the sandbox runs in the sandbox's own thread pool,
+so the loop never blocks. Both return ``list[Check]`` with ``verifier == "code"``.
+
+Claims and tiers (issue #4):
+
+- every fenced block: ```python / ```py / ``>>>`` sessions / unlabeled blocks that parse as
+  Python (and are not just an output like ``6``). Blocks in other languages give one
+  ``unknown`` check ("not checked").
+- tier 1, syntax: ``ast.parse``; a SyntaxError is ``fail`` with line and column (template
+  placeholders like ``<YOUR_KEY>`` and obvious fragments are ``unknown``).
+- tier 2, static: pyflakes; definite errors only (undefined names that are near-misses of
+  real ones or missing imports of conventional aliases, use-before-assignment, broken
+  ``%``/``.format`` calls). Names bound in any block of the answer, by star imports, or
+  ambient in notebooks never count; other unknown names (``df``) make the block ``unknown``.
+- tier 3, in the sandbox: the blocks run in order in one namespace (smoke run, which also
+  runs the answer's own ``assert``s); then the examples: doctests in the answer, stated
+  outputs (``# Output: 6``, an "Output:" block after the code, "this prints `6`"), and the
+  question's examples (doctest lines, ``f(x) -> y`` and cousins, "for input X the output is
+  Y") against functions the answer defines. Code that needs files, network, ``input()``,
+  credentials or an uninstalled package is ``unknown``, never ``fail``; so are timeouts and
+  outputs of code that uses randomness or the clock.
+
+Each check's ``evidence`` carries ``tier``, ``block`` (1-based), ``line`` (answer line),
+``exception`` (``type``, ``message``), ``traceback`` (trimmed to the answer's frames),
+bounded ``stdout``/``stderr``, ``inputs`` (the example's call), ``sandbox`` (backend), and
+``reason`` for ``unknown``.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifiers._code_extract import (
+    Block,
+    Example,
+    classify,
+    comment_outputs,
+    docstring_examples,
+    fenced_blocks,
+    prose_outputs,
+    question_examples,
+    session_examples,
+)
+from verifiers._code_harness import build, parse_records
+from verifiers._code_static import (
+    defined_names,
+    has_import,
+    has_star_import,
+    static_findings,
+    syntax_finding,
+)
+from verifiers._types import Check
+from verifiers.sandbox import Limits, Result, Sandbox, SandboxUnavailable
+from verifiers.sandbox import get as get_sandbox
+
+__all__ = ["check", "acheck", "DEFAULT_LIMITS"]
+
+VERIFIER = "code"
+DEFAULT_LIMITS = Limits()
+STD_BOUND = 2000  # characters of stdout/stderr kept in evidence
+
+# Exceptions that mean "the environment lacks something", not "the code is wrong".
+ENV_EXCEPTIONS = {
+    "FileNotFoundError", "PermissionError", "IsADirectoryError", "NotADirectoryError", "EOFError",
+    "ConnectionError", "ConnectionRefusedError", "ConnectionResetError", "ConnectionAbortedError",
+    "TimeoutError", "gaierror", "herror", "URLError", "HTTPError", "SSLError", "OSError",
+    "BlockingIOError", "BrokenPipeError", "InterruptedError", "ProcessLookupError",
+    "ChildProcessError", "KeyboardInterrupt", "MemoryError", "RecursionError", "NoSuchProcess",
+    "DatabaseError", "OperationalError", "InterfaceError", "ProgrammingError", "UnsupportedOperation",
+    "TclError", "ReadTimeout", "ConnectTimeout", "MaxRetryError", "NewConnectionError",
+}
+# Code that touches the outside world or is nondeterministic: its failures/outputs are unknown.
+_ENV_USE = re.compile(
+    r"\b(open|input|urlopen|getpass|read_csv|read_excel|read_json|read_parquet|read_sql|read_table|loadtxt|genfromtxt|"
+    r"load_workbook|imread|connect|getenv|environ|argv|argparse|socket|requests|httpx|aiohttp|urllib|subprocess|"
+    r"boto3|openai|sqlite3|psycopg2|pymysql|sqlalchemy|smtplib|ftplib|paramiko|selenium|webdriver|Path|listdir|"
+    r"walk|glob|scandir|os\.system|Popen|tkinter|pygame|cv2|serial|flask|django|fastapi|uvicorn|asyncio\.run|"
+    r"threading|multiprocessing|mainloop|serve_forever|run_forever)\b"
+)
+_NONDETERMINISTIC = re.compile(r"\b(random|randint|randn|rand|shuffle|choice|sample|uuid|secrets|time|datetime|date\.today|now|perf_counter|id|hash|urandom|getpid|os\.times)\b")
+# Third-party names that sit close to standard-library names; never "misspellings".
+_KNOWN_PYPI = {"ujson", "orjson", "simplejson", "attr", "attrs", "regex", "toml", "tomli", "pytz", "dateutil",
+               "typing_extensions", "dataclasses_json", "mock", "six", "enum34", "pathlib2", "futures", "sets",
+               "asyncio_mqtt", "aiofiles", "trio", "anyio", "scipy", "sklearn", "torch", "tensorflow", "keras",
+               "requests", "yaml", "bs4", "lxml", "PIL", "cv2", "tqdm", "rich", "click", "typer", "pydantic",
+               "plotly", "seaborn", "matplotlib", "statsmodels", "networkx", "numba", "polars", "pyarrow",
+               "joblib", "xgboost", "lightgbm", "transformers", "openai", "langchain", "httpx", "flask", "django"}
+_SANDBOX_MODULES = {"numpy", "pandas", "sympy", "mpmath", "dateutil", "pytz"}
+
+
+@dataclass
+class _Plan:
+    """What to check and how to read the sandbox's answer."""
+
+    answer: str
+    blocks: list[Block]
+    checks: list[Check] = field(default_factory=list)  # final tier-1/2 and non-python checks
+    runnable: list[Block] = field(default_factory=list)
+    block_checks: dict[int, Check] = field(default_factory=dict)  # block index -> pending check
+    examples: list[Example] = field(default_factory=list)
+    env_dependent: bool = False
+    nondeterministic: bool = False
+    context_names: set[str] = field(default_factory=set)
+    program: str | None = None
+    nonce: str = ""
+
+
+def _first_line(text: str, n: int = 80) -> str:
+    line = next((ln.strip() for ln in text.split("\n") if ln.strip()), "")
+    return line if len(line) <= n else line[: n - 1] + "…"
+
+
+def _block_check(b: Block, outcome: str, note: str, **evidence: Any) -> Check:
+    ev = {"tier": evidence.pop("tier", 0), "block": b.index + 1, "language": b.lang or "unlabeled",
+          "line": b.line, **evidence}
+    conf = 0.9 if outcome == "fail" else (0.9 if outcome == "pass" else 0.0)
+    return Check(verifier=VERIFIER, claim=f"block {b.index + 1}: {_first_line(b.code or b.raw)}",
+                 outcome=outcome, evidence=ev, confidence=conf, span=b.span, note=note)  # type: ignore[arg-type]
+
+
+def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMITS) -> _Plan:
+    """Extract claims, run tiers 1-2, and build the sandbox program for tier 3 (pure; no
+    execution). Exposed for tests and benchmarks."""
+    blocks = fenced_blocks(answer or "")
+    classify(blocks)
+    p = _Plan(answer=answer or "", blocks=blocks)
+    py = [b for b in blocks if b.kind in ("python", "pycon")]
+    trees = [b.tree for b in py if b.tree is not None]
+    names: set[str] = set()
+    star = imports = False
+    for t in trees:
+        names |= defined_names(t)
+        star = star or has_star_import(t)
+        imports = imports or has_import(t)
+    # names bound in >>> sessions count too
+    for b in py:
+        if b.kind == "pycon":
+            for ex in session_examples(b):
+                try:
+                    names |= defined_names(ast.parse(ex.source))
+                except SyntaxError:
+                    pass
+
+    blocked = False  # a block that cannot run stops the later ones (they may depend on it)
+    for b in blocks:
+        if b.kind == "other":
+            p.checks.append(_block_check(b, "unknown", f"{b.lang or 'unlabeled'} code is not checked",
+                                         reason="language not supported"))
+            continue
+        if b.kind == "output":
+            continue
+        if b.kind == "pycon":
+            exs = session_examples(b)
+            if exs and not blocked:
+                p.runnable.append(b)
+                p.examples.extend(exs)
+            continue
+        if b.syntax_error is not None:
+            f = syntax_finding(b.code, b.syntax_error)
+            line = b.line + (f.line or 1) - 1
+            p.checks.append(_block_check(b, f.outcome, f"{f.message} at line {line}, column {f.col}", tier=1,
+                                         exception={"type": type(b.syntax_error).__name__, "message": b.syntax_error.msg},
+                                         line=line, column=f.col, reason=f.kind if f.outcome == "unknown" else None))
+            blocked = True
+            continue
+        findings = static_findings(b.tree, answer_names=names, answer_star=star, answer_imports=imports)  # type: ignore[arg-type]
+        fails = [f for f in findings if f.outcome == "fail"]
+        if fails:
+            f = fails[0]
+            line = b.line + (f.line or 1) - 1
+            p.checks.append(_block_check(b, "fail", f"{f.message} at line {line}", tier=2,
+                                         exception={"type": "NameError" if "name" in f.kind or "import" in f.kind else f.kind,
+                                                    "message": f.message},
+                                         line=line, column=f.col,
+                                         findings=[vars(x) for x in findings]))
+            blocked = True
+            continue
+        p.context_names |= {f.name for f in findings if f.kind == "context-name" and f.name}
+        if blocked:
+            p.checks.append(_block_check(b, "unknown", "not run: an earlier block failed", tier=2,
+                                         reason="earlier block failed"))
+            continue
+        p.runnable.append(b)
+        p.block_checks[b.index] = _block_check(b, "unknown", "", tier=3, findings=[vars(x) for x in findings])
+        p.examples.extend(docstring_examples(b))
+        p.examples.extend(comment_outputs(b))
+        p.examples.extend(prose_outputs(b))
+
+    funcs = {n.name for t in trees for n in t.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if question:
+        have = {(re.sub(r"\s+", "", e.source), re.sub(r"\s+", "", e.want)) for e in p.examples}
+        for e in question_examples(question, funcs):
+            if e.key not in have:
+                p.examples.append(e)
+    src = "\n".join(b.code for b in p.runnable)
+    p.env_dependent = bool(_ENV_USE.search(src))
+    p.nondeterministic = bool(_NONDETERMINISTIC.search(src))
+    if not p.runnable:
+        return p
+
+    ids = {id(e): i for i, e in enumerate(p.examples)}
+    spec_blocks, spec_examples = [], []
+    for b in p.runnable:
+        if b.kind == "pycon":
+            spec_blocks.append({"index": b.index, "code": "", "watch": [], "watch_want": {}})
+            continue
+        watch = {str(e.stmt_line): e.want for e in p.examples if e.mode == "stmt" and e.block == b.index}
+        spec_blocks.append({"index": b.index, "code": b.code, "watch": [int(k) for k in watch], "watch_want": watch})
+    for e in p.examples:
+        if e.mode == "value":
+            spec_examples.append({"id": ids[id(e)], "source": e.source, "want": e.want, "mode": e.mode, "block": e.block})
+    step = max(1.0, min(5.0, limits.timeout_s / 2))
+    p.program, p.nonce = build(spec_blocks, spec_examples, step_timeout=step)
+    return p
+
+
+# --- interpretation ---------------------------------------------------------------------------
+
+def _bound(s: str | None, n: int = STD_BOUND) -> str:
+    s = s or ""
+    return s if len(s) <= n else s[:n] + f"…[{len(s) - n} more chars]"
+
+
+def _traceback(p: _Plan, err: dict) -> list[str]:
+    out = []
+    by_index = {b.index: b for b in p.blocks}
+    for fname, lineno, func in err.get("frames", []):
+        m = re.match(r"<answer block (\d+)>", fname)
+        if m and int(m.group(1)) in by_index:
+            b = by_index[int(m.group(1))]
+            lines = b.code.split("\n")
+            text = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
+            out.append(f"block {b.index + 1}, line {b.line + lineno - 1}, in {func}: {text}")
+        else:
+            out.append(f"{fname}, line {lineno}, in {func}")
+    out.append(f"{err.get('type')}: {err.get('message')}")
+    return out
+
+
+def _misspelled_module(name: str | None) -> str | None:
+    """The stdlib / sandbox module a missing module name is a near-miss of (``numpyy`` ->
+    ``numpy``, ``colections`` -> ``collections``), else None."""
+    if not name:
+        return None
+    top = name.split(".")[0]
+    if top in _KNOWN_PYPI:
+        return None
+    pool = sorted(set(sys.stdlib_module_names) | _SANDBOX_MODULES)
+    near = difflib.get_close_matches(top, pool, n=1, cutoff=0.85)
+    return near[0] if near and near[0] != top else None
+
+
+def _classify_error(p: _Plan, err: dict) -> tuple[str, str]:
+    """``(outcome, reason)`` for an exception raised by the answer's code in the sandbox."""
+    t, msg = err.get("type", ""), err.get("message", "")
+    if t in ("ModuleNotFoundError", "ImportError"):
+        mod = err.get("module")
+        near = _misspelled_module(mod)
+        if t == "ModuleNotFoundError" and near:
+            return "fail", f"no module named '{mod}' (did you mean '{near}'?)"
+        if t == "ImportError" and mod and (mod.split(".")[0] in sys.stdlib_module_names or mod.split(".")[0] in _SANDBOX_MODULES):
+            return "fail", f"ImportError: {msg}"
+        return "unknown", f"needs a package the sandbox does not have ({mod or msg})"
+    if t in ENV_EXCEPTIONS or (t == "KeyError" and p.env_dependent):
+        return "unknown", f"needs something the sandbox does not provide (files, network, input, credentials): {t}"
+    if t == "NameError":
+        m = re.search(r"name '(\w+)' is not defined", msg)
+        if m and m.group(1) in p.context_names:
+            return "unknown", f"uses '{m.group(1)}', which the answer does not define (user context)"
+    if p.env_dependent:
+        return "unknown", f"{t} in code that depends on files/network/input; not conclusive"
+    return "fail", f"{t}: {msg}"
+
+
+def _sandbox_evidence(res: Result | None) -> dict:
+    if res is None:
+        return {}
+    return {"sandbox": res.backend, "duration_ms": round(res.duration_s * 1000, 1), "killed_by": res.killed_by}
+
+
+def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> list[Check]:
+    """Turn the sandbox's records into checks (tier 3), after the tier-1/2 checks."""
+    checks = list(p.checks)
+    if not p.runnable:
+        return sorted(checks, key=lambda c: c.span or (0, 0))
+    recs = parse_records(res.stdout, p.nonce) if res is not None else []
+    base = _sandbox_evidence(res)
+    stderr = _bound(res.stderr) if res is not None else ""
+    if res is None:
+        why = f"not executed: {unavailable}"
+    elif res.killed_by != "none":
+        why = {"timeout": f"did not finish within the sandbox limits ({res.killed_by}); may be long-running",
+               "memory": "ran out of sandbox memory", "output": "printed more than the sandbox keeps"}[res.killed_by]
+    elif not any(r.get("kind") == "done" for r in recs) and not any(r.get("kind") == "halt" for r in recs):
+        why = f"the sandbox run ended early (exit code {res.exit_code})"
+    else:
+        why = "not reached"
+    blocks = {r["index"]: r for r in recs if r.get("kind") == "block"}
+    stmts = {(r["index"], r["line"]): r for r in recs if r.get("kind") == "stmt"}
+    exrecs = {r["id"]: r for r in recs if r.get("kind") == "example"}
+    by_index = {b.index: b for b in p.blocks}
+
+    for b in p.runnable:
+        if b.kind == "pycon":
+            continue
+        c = p.block_checks[b.index]
+        r = blocks.get(b.index)
+        c.evidence.update(base)
+        if r is None:
+            c.outcome, c.note, c.confidence = "unknown", why, 0.0
+            c.evidence["reason"] = why
+            if stderr:
+                c.evidence["stderr"] = stderr
+        elif r["status"] == "ok":
+            c.outcome, c.note, c.confidence = "pass", "ran without errors in the sandbox", 0.8
+            c.evidence["stdout"] = _bound(r.get("stdout"))
+        elif r["status"] == "exit":
+            c.outcome, c.note, c.confidence = "unknown", f"called sys.exit({r.get('code')})", 0.0
+            c.evidence.update(reason="exited early", stdout=_bound(r.get("stdout")))
+        elif r["status"] == "timeout":
+            c.outcome, c.note, c.confidence = "unknown", "a statement did not finish in time (long-running or waiting)", 0.0
+            c.evidence.update(reason="timeout", line=b.line + r.get("line", 1) - 1, stdout=_bound(r.get("stdout")))
+        else:
+            err = r.get("error", {})
+            outcome, reason = _classify_error(p, err)
+            c.outcome, c.confidence = outcome, (0.9 if outcome == "fail" else 0.0)  # type: ignore[assignment]
+            line = b.line + r.get("line", 1) - 1
+            frames = [f for f in err.get("frames", []) if f[0].startswith("<answer")]
+            if frames:
+                bi = int(re.match(r"<answer block (\d+)>", frames[-1][0]).group(1))  # type: ignore[union-attr]
+                line = by_index[bi].line + frames[-1][1] - 1
+            if outcome == "fail" and not err.get("message"):
+                src = _traceback(p, err)
+                reason = f"{err.get('type')} at {src[-2].split(': ', 1)[-1] if len(src) > 1 else 'top level'}"
+            c.note = f"{reason} (line {line})" if outcome == "fail" else reason
+            c.evidence.update(exception={"type": err.get("type"), "message": err.get("message")},
+                              traceback=_traceback(p, err), line=line, stdout=_bound(r.get("stdout")),
+                              stderr=stderr)
+            if outcome != "fail":
+                c.evidence["reason"] = reason
+        checks.append(c)
+
+    for i, e in enumerate(p.examples):
+        checks.append(_example_check(p, e, i, exrecs, stmts, blocks, why, base))
+    return sorted(checks, key=lambda c: (c.span or (len(p.answer), 0))[0])
+
+
+def _example_check(p: _Plan, e: Example, i: int, exrecs: dict, stmts: dict, blocks: dict, why: str, base: dict) -> Check:
+    b = p.blocks[e.block] if e.block is not None else None
+    claim = f"{e.source} -> {e.want}" if e.source else f"output of block {(e.block or 0) + 1}: {_first_line(e.want)}"
+    c = Check(verifier=VERIFIER, claim=claim[:200], outcome="unknown", expected=e.want, found=None,
+              evidence={"tier": 3, "origin": e.origin, "where": e.where, "inputs": e.source, **base},
+              confidence=0.0, span=b.span if b else None)
+    if e.mode in ("stdout", "stdout-line"):
+        r = blocks.get(e.block)
+        if r is None or r.get("status") != "ok":
+            c.note = why if r is None else "the block did not complete"
+            return c
+        got = r.get("stdout") or ""
+        c.found = _bound(got)
+        status = _compare_stdout(got, e.want, whole=e.mode == "stdout")
+    elif e.mode == "stmt":
+        r = stmts.get((e.block, e.stmt_line))
+        if r is None:
+            c.note = why
+            return c
+        c.found, status = r.get("got"), r.get("status")
+    else:
+        r = exrecs.get(i)
+        if r is None:
+            c.note = why
+            return c
+        status = r.get("status")
+        c.found = r.get("got")
+        if status == "error":
+            err = r.get("error", {})
+            outcome, reason = _classify_error(p, err)
+            c.evidence.update(exception={"type": err.get("type"), "message": err.get("message")},
+                              traceback=_traceback(p, err), stdout=_bound(r.get("stdout")))
+            c.found = f"{err.get('type')}: {err.get('message')}"
+            c.outcome, c.note = outcome, (f"raises {reason}" if outcome == "fail" else reason)  # type: ignore[assignment]
+            c.confidence = 0.9 if outcome == "fail" else 0.0
+            return c
+        if status in ("timeout", "exit"):
+            c.note = "did not finish in time" if status == "timeout" else "called sys.exit"
+            return c
+    if status == "pass":
+        c.outcome, c.note, c.confidence = "pass", f"matches the {_origin_word(e)}", 0.9
+    elif status == "mismatch":
+        if p.nondeterministic or p.env_dependent:
+            c.note = "output differs, but the code uses randomness/time/IO; not conclusive"
+            c.evidence["reason"] = "nondeterministic"
+        else:
+            c.outcome, c.confidence = "fail", 0.85 if e.origin in ("comment", "prose") else 0.9
+            c.note = f"{_origin_word(e)} says {_first_line(e.want, 60)!s}, the code gives {_first_line(str(c.found), 60)}"
+    return c
+
+
+def _origin_word(e: Example) -> str:
+    return {"question": "question's example", "docstring": "docstring example", "session": "session",
+            "comment": "stated output", "prose": "stated output"}.get(e.origin, "example")
+
+
+def _norm_ws(s: str) -> str:
+    return "\n".join(" ".join(ln.split()) for ln in s.strip().split("\n") if ln.strip())
+
+
+def _compare_stdout(got: str, want: str, *, whole: bool) -> str:
+    import doctest
+
+    g, w = _norm_ws(got), _norm_ws(want)
+    if whole:
+        if g == w or doctest.OutputChecker().check_output(want.strip() + "\n", got.strip() + "\n",
+                                                           doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE):
+            return "pass"
+        if not g:
+            return "unknown"  # printed nothing: the output may come from code the user runs
+        return "mismatch"
+    lines = g.split("\n")
+    if w in lines or w == g or (w and w in g):
+        return "pass"
+    return "mismatch" if g else "unknown"
+
+
+# --- entry points -----------------------------------------------------------------------------
+
+def _resolve(sandbox: Sandbox | str | None) -> Sandbox:
+    if isinstance(sandbox, Sandbox):
+        return sandbox
+    return get_sandbox(sandbox or "auto")
+
+
+def check(answer: str, question: str | None = None, *, sandbox: Sandbox | str | None, limits: Limits | None = None) -> list[Check]:
+    """Verify the code in ``answer`` (markdown); ``question`` supplies examples.
+
+    Args:
+        answer: the model's answer text (markdown with fenced blocks).
+        question: the user's question, or ``None``.
+        sandbox: a :class:`~verifiers.sandbox.Sandbox`, a backend name (``"auto"``,
+            ``"docker"``, ``"bwrap"``, ``"none"``). ``None`` means ``"auto"``.
+        limits: sandbox limits for this answer (default: the sandbox's own).
+
+    Returns:
+        One check per code block (non-Python blocks: ``unknown``), plus one per example /
+        stated output, in answer order. Never raises for bad input: unparseable text gives
+        ``unknown`` or ``fail`` checks; a broken sandbox gives ``unknown`` with the reason.
+        Blocking; thread-safe.
+    """
+    box = _resolve(sandbox)
+    lim = limits or box.limits
+    p = plan(answer, question, lim)
+    if p.program is None:
+        return interpret(p, None, "nothing to run")
+    try:
+        res = box.run(p.program, limits=lim)
+    except SandboxUnavailable as exc:
+        return interpret(p, None, str(exc))
+    except Exception as exc:  # noqa: BLE001 - an engine hiccup must not break the answer
+        return interpret(p, None, f"sandbox error: {type(exc).__name__}: {exc}")
+    return interpret(p, res)
+
+
+async def acheck(answer: str, question: str | None = None, *, sandbox: Sandbox | str | None, limits: Limits | None = None) -> list[Check]:
+    """Async :func:`check` for the gateway: same arguments and result; the sandbox run happens
+    in the sandbox thread pool (bounded by the global concurrency cap)."""
+    box = _resolve(sandbox)
+    lim = limits or box.limits
+    p = plan(answer, question, lim)
+    if p.program is None:
+        return interpret(p, None, "nothing to run")
+    try:
+        res = await box.arun(p.program, limits=lim)
+    except SandboxUnavailable as exc:
+        return interpret(p, None, str(exc))
+    except Exception as exc:  # noqa: BLE001
+        return interpret(p, None, f"sandbox error: {type(exc).__name__}: {exc}")
+    return interpret(p, res)
