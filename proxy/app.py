@@ -335,6 +335,21 @@ async def passthrough(request: Request) -> Response:
                              media_type=resp.headers.get("content-type"))
 
 
+async def veracity_verify(request: Request) -> Response:
+    """``POST /v1/veracity/verify``: check ``{messages, answer}`` with the caller's policy and
+    no upstream call (see :func:`proxy.pipeline.verify_request`)."""
+    state: GatewayState = request.app.state.gw
+    rid = _request_id(request)
+    try:
+        principal = state.auth.authenticate(request.headers.get("authorization"))
+        body = _parse_json_object(await _read_body(request, state.max_body))
+        out = await pipeline.verify_request(state.cfg, principal, request.headers, body, rid)
+    except GatewayError as exc:
+        return _error_response(exc, rid)
+    return Response(dumps(out), 200, media_type=_JSON,
+                    headers={"x-request-id": rid, "x-veracity-status": out["veracity"]["status"]})
+
+
 async def healthz(request: Request) -> Response:
     """Liveness: the process answers."""
     return Response(b'{"status":"ok"}', 200, media_type=_JSON)
@@ -389,6 +404,7 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     app.router.add_route("/healthz", healthz, methods=["GET"])
     app.router.add_route("/readyz", readyz, methods=["GET"])
     app.router.add_route("/metrics", metrics_endpoint, methods=["GET"])
+    app.router.add_route("/v1/veracity/verify", veracity_verify, methods=["POST"])
     app.router.add_route("/v1/{rest:path}", passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _unhandled)

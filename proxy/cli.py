@@ -166,5 +166,38 @@ def _config_check(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+@command("verify", help="Verify answers offline (no upstream): FILE is JSON {messages|question, answer}, "
+                          "a JSON list or JSONL of those, or plain text (the answer); - reads stdin.")
+def _verify(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("file")
+    p.add_argument("--policy", default="default", help="policy name (in --policies) or a policy YAML file")
+    p.add_argument("--policies", default=None, help="policy folder (default: $VERACITY_POLICIES or the shipped one)")
+    p.add_argument("--question", default=None, help="the question, for a plain-text FILE")
+
+    def run(args: argparse.Namespace) -> int:
+        from proxy.pipeline import verify_offline
+
+        return verify_offline(args.file, policy=args.policy, policies_dir=args.policies, question=args.question)
+
+    return run
+
+
+@command("policy check", help="Validate policy files; prints file:line: field: problem, exits 1 on any.")
+def _policy_check(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("files", nargs="+")
+
+    def run(args: argparse.Namespace) -> int:
+        from proxy.policy import check_file
+
+        bad = 0
+        for f in args.files:
+            problems = check_file(f)
+            bad += bool(problems)
+            print("\n".join(problems) if problems else f"{f}: ok", file=sys.stderr if problems else sys.stdout)
+        return 1 if bad else 0
+
+    return run
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -6,7 +6,27 @@ purpose), calls :func:`chat_completion` or :func:`chat_completion_stream`, and t
 back into HTTP (status, headers ``x-veracity-status`` / ``x-veracity-overhead-ms`` /
 ``x-request-id``, metrics, the request log line).
 
-Contract for the steps (DESIGN.md "The path of one request"):
+The sequence (DESIGN.md "The path of one request"), in :func:`chat_completion`:
+
+1. ``plan``: resolve the policy (the key's; ``x-veracity-policy`` when the key allows it;
+   the request's ``veracity`` object within the policy's ``overridable``), check the daily
+   budgets, start the request budget; the ``veracity`` field is never sent upstream.
+2. ``sentinel.inject`` (policy ``sentinel.mode``; never when the client's ``tool_choice`` is
+   ``none``/``required``/forces its own tool).
+3. ``upstream.complete``; 4. ``sentinel.settle`` (``verify_result`` calls intercepted).
+5-7. ``correction.correct``: risk score -> verifiers (only those the risk triggers and the
+   policy enables) -> evidence-based correction rounds within budget and deadline.
+8. ``on_failure``: ``annotate`` / ``correct`` return the answer with the report, ``block``
+   returns an OpenAI-shaped 422 error carrying the report, ``observe`` answers at once and
+   verifies in the background.
+Side effects: metrics (:mod:`proxy.verification_metrics`), daily budget charge, audit record.
+
+Streaming (:func:`chat_completion_stream`): ``buffer`` holds the stream (keep-alive comments),
+runs the same sequence, then streams the final answer as valid chunks; ``passthrough`` relays
+live and appends the report chunk (``choices: []``) before ``[DONE]``; ``observe`` relays live
+and verifies in the background. Both verifying modes end with the report chunk.
+
+Contract for the steps:
 
 * ``ctx.upstream.complete(body) -> dict`` and ``ctx.upstream.open_stream(body)`` raise
   :class:`proxy.errors.UpstreamError` (status/body/headers/reason); letting it propagate makes
@@ -23,16 +43,28 @@ Contract for the steps (DESIGN.md "The path of one request"):
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy import metrics
+from proxy import metrics, runtime, sentinel
+from proxy import verification_metrics as vmetrics
+from proxy.audit import make_record
 from proxy.auth import Principal
+from proxy.budget import RequestBudget
 from proxy.config import GatewayConfig
-from proxy.errors import UpstreamError, sse_error_event
+from proxy.correction import completion_text, correct
+from proxy.errors import GatewayError, UpstreamError, error_body, sse_error_event
+from proxy.policy import KeyGrant, Policy, PolicyError, resolve
+from proxy.sse import IncompleteStream, assemble, parse_stream
+from proxy.streaming import DONE_FRAME, completion_frames, hold, include_usage, report_frame
 from proxy.upstream import BoundUpstream, Timing, UpstreamStream
+from verifiers import risk as risk_mod
 from verifiers._types import Report
+from verifiers.run import last_user_text, run as run_verifiers
 
 
 @dataclass(slots=True)
@@ -78,7 +110,8 @@ class PipelineResult:
 @dataclass(slots=True)
 class StreamResult:
     """An opened stream: ``events`` yields SSE bytes ready to send; ``report`` is the
-    verification status known when the headers go out; ``headers`` are relayed upstream
+    verification status known when the headers go out (``pending`` while a verifying stream
+    mode has not finished; updated in place at the end); ``headers`` are relayed upstream
     headers."""
 
     events: AsyncIterator[bytes]
@@ -86,26 +119,420 @@ class StreamResult:
     headers: dict[str, str] = field(default_factory=dict)
 
 
+# ------------------------------------------------------------------------------ the sequence
+
+
 async def chat_completion(ctx: RequestContext, body: dict[str, Any]) -> PipelineResult:
-    """Non-stream chat completion: forward, then attach the report. Raises UpstreamError."""
-    draft = await ctx.upstream.complete(body)
-    report = Report(status="skipped", reason="no verification configured")
-    draft["veracity"] = report.to_dict()
-    return PipelineResult(response=draft, report=report, headers=ctx.upstream.headers)
+    """Non-stream chat completion (see the module doc for the steps). Raises UpstreamError
+    for a failed first upstream call and GatewayError for a policy the key may not use."""
+    plan = await _plan(ctx, body)
+    if plan.policy.on_failure == "observe":
+        draft = await ctx.upstream.complete(plan.body)
+        report = _observe_in_background(ctx, plan, draft)
+        return _respond(ctx, plan, draft, report)
+    request, plan.sentinel_on = _inject_sentinel(plan, plan.body)
+    draft = await ctx.upstream.complete(request)
+    plan.start_verification()
+    completion, report = await _verify_and_correct(ctx, plan, request, draft)
+    await _finish(ctx, plan, completion, report)
+    return _respond(ctx, plan, completion, report)
 
 
 async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> StreamResult:
-    """Streaming chat completion: open the upstream stream and wait for its first event, so
-    an upstream that fails before sending anything yields a JSON error (raised here), then
-    relay event by event."""
-    stream = await ctx.upstream.open_stream(body)
+    """Streaming chat completion. The upstream stream is opened and its first event awaited
+    here, so an upstream that fails before sending anything yields a JSON error (raised)."""
+    plan = await _plan(ctx, body)
+    mode = "observe" if plan.policy.on_failure == "observe" else plan.policy.streaming.mode
+    request = plan.body
+    if mode == "buffer":
+        request, plan.sentinel_on = _inject_sentinel(plan, plan.body)
+    stream = await ctx.upstream.open_stream(request)
     try:
         await stream.peek()
     except BaseException:
         await stream.aclose()
         raise
-    report = Report(status="skipped", reason="streaming pass-through: answers are not verified")
-    return StreamResult(events=relay(ctx, stream), report=report, headers=stream.headers)
+    report = Report(status="pending", reason=f"streaming {mode}: the report is sent in the last chunk")  # type: ignore[arg-type]
+    if mode == "observe":
+        report.status, report.reason = "skipped", "observe: verified in the background"
+        events = _observe_stream(ctx, plan, stream)
+    elif mode == "passthrough":
+        events = _passthrough_stream(ctx, plan, stream, report)
+    else:
+        events = _buffer_stream(ctx, plan, request, stream, report)
+    ctx.log["veracity_mode"] = mode
+    return StreamResult(events=events, report=report, headers={**stream.headers, **_risk_header(None)})
+
+
+async def verify_request(config: GatewayConfig, principal: Principal, headers: Mapping[str, str],
+                         body: dict[str, Any], request_id: str = "") -> dict[str, Any]:
+    """``POST /v1/veracity/verify``: check ``{"messages": [...], "answer": "..."}`` with the
+    caller's policy, without calling an upstream (no correction). Returns ``{"veracity":
+    report}``. Raises GatewayError (400) for a malformed body or a policy the key may not use."""
+    answer = body.get("answer")
+    if not isinstance(answer, str):
+        raise GatewayError(400, "'answer' must be a string", code="invalid_request", param="answer")
+    messages = body.get("messages")
+    if messages is not None and not isinstance(messages, list):
+        raise GatewayError(400, "'messages' must be a list", code="invalid_request", param="messages")
+    policy = _resolve_policy(config, principal, headers, body.get("veracity"))
+    question = body.get("question") if isinstance(body.get("question"), str) else last_user_text(messages)
+    budget = RequestBudget.from_policy(policy.budgets.request)
+    t0 = time.perf_counter()
+    report = await verify_text(policy, question, answer, budget)
+    report.cost.ms = (time.perf_counter() - t0) * 1000.0
+    report.extra["policy"] = policy.name
+    model = body.get("model") if isinstance(body.get("model"), str) else "_offline"
+    vmetrics.observe_report(report, model=model, team=principal.team)
+    rt = runtime.get(config)
+    if rt.audit is not None and policy.audit.enabled:
+        rt.audit.write(make_record(request_id=request_id, team=principal.team, key=principal.key_name, model=model,
+                                   policy=policy.name, report=report.to_dict(), prompt=messages, answer=answer,
+                                   include_text=policy.audit.include_text))
+    return {"object": "veracity.report", "veracity": report.to_dict()}
+
+
+# ------------------------------------------------------------------------------------ steps
+
+
+@dataclass(slots=True)
+class _Plan:
+    policy: Policy
+    body: dict[str, Any]            # what goes upstream (the client's body minus `veracity`)
+    question: str | None
+    budget: RequestBudget
+    skip_reason: str | None         # set when a daily budget is exhausted
+    t0: float
+    sentinel_on: bool = False
+    sentinel_info: dict[str, Any] | None = None
+    usage: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "completion": 0})
+
+    def start_verification(self) -> None:
+        """Start the request budget's clock: the deadline covers verification and correction,
+        not the client's own upstream call."""
+        self.budget = RequestBudget.from_policy(self.policy.budgets.request)
+
+
+def _key_id(principal: Principal) -> str:
+    """Budget identity of the caller: the virtual key's name, or in pass-through auth a short
+    hash of the client's Authorization header (so each upstream key has its own daily
+    budget); never the key itself."""
+    if principal.key_name:
+        return principal.key_name
+    if principal.upstream_auth:
+        return "pt-" + hashlib.sha256(principal.upstream_auth.encode()).hexdigest()[:16]
+    return "anonymous"
+
+
+def _resolve_policy(config: GatewayConfig, principal: Principal, headers: Mapping[str, str],
+                    overrides: Any) -> Policy:
+    rt = runtime.get(config)
+    grant = KeyGrant(policy=principal.policy, team=principal.team,
+                     allow_policy_header=principal.allow_policy_header, key_id=_key_id(principal))
+    try:
+        return resolve(rt.policies, grant, headers.get("x-veracity-policy"), overrides)
+    except PolicyError as exc:
+        etype = "permission_error" if exc.status == 403 else "invalid_request_error"
+        raise GatewayError(exc.status, str(exc), type=etype, code="veracity_policy", param=exc.param) from None
+
+
+async def _plan(ctx: RequestContext, body: dict[str, Any]) -> _Plan:
+    policy = _resolve_policy(ctx.config, ctx.principal, ctx.headers, body.get("veracity"))
+    forwarded = {k: v for k, v in body.items() if k != "veracity"} if "veracity" in body else body
+    ctx.log["policy"] = policy.name
+    rt = runtime.get(ctx.config)
+    skip = None
+    b = policy.budgets
+    if b.key_daily.extra_tokens is not None or b.key_daily.cost_usd is not None or \
+            b.team_daily.extra_tokens is not None or b.team_daily.cost_usd is not None:
+        try:
+            skip = await rt.daily.check(_key_id(ctx.principal), ctx.principal.team,
+                                        b.key_daily, b.team_daily)
+        except Exception as exc:  # a budget store outage must not fail requests
+            skip = None
+            ctx.log["budget_store_error"] = type(exc).__name__
+        if skip:
+            vmetrics.BUDGET_EXHAUSTED.labels("key" if skip.startswith("key") else "team").inc()
+    return _Plan(policy=policy, body=forwarded, question=last_user_text(forwarded.get("messages")),
+                 budget=RequestBudget.from_policy(b.request), skip_reason=skip, t0=time.perf_counter())
+
+
+def _inject_sentinel(plan: _Plan, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    s = plan.policy.sentinel
+    if plan.skip_reason or s.mode == "off":
+        return body, False
+    multi = bool(risk_mod.question_signals(plan.question))
+    ok, why = sentinel.should_inject(body, s.mode, s.when, multi_part=multi)
+    if not ok:
+        plan.sentinel_info = {"injected": False, "reason": why}
+        return body, False
+    return sentinel.inject(body), True
+
+
+def _counting(ctx: RequestContext, plan: _Plan):
+    """``ctx.upstream.complete`` that also counts the extra calls' prompt/completion tokens
+    (for the daily cost budget)."""
+    async def complete(req: dict[str, Any]) -> dict[str, Any]:
+        out = await ctx.upstream.complete(req)
+        usage = out.get("usage") if isinstance(out, dict) else None
+        if isinstance(usage, dict):
+            plan.usage["prompt"] += usage.get("prompt_tokens") or 0
+            plan.usage["completion"] += usage.get("completion_tokens") or 0
+        return out
+    return complete
+
+
+async def verify_text(policy: Policy, question: str | None, text: str, budget: RequestBudget) -> Report:
+    """Risk-score ``text`` and run the verifiers the risk triggers and the policy enables,
+    within the request budget's deadline. Low risk -> ``skipped``."""
+    r = risk_mod.score(question, text)
+    enabled = policy.verifiers.enabled()
+    names = [v for v in r.verifiers if v in enabled]
+    if r.score < policy.risk.threshold or not names:
+        report = Report(status="skipped", reason="risk below threshold" if r.score < policy.risk.threshold
+                        else "no enabled verifier triggered")
+    else:
+        report = await run_verifiers(text, names, question=question, options=policy.verifiers.run_options(),
+                                     deadline_s=budget.remaining_s())
+    report.risk = r.to_dict()
+    return report
+
+
+async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[str, Any],
+                              draft: dict[str, Any]) -> tuple[dict[str, Any], Report]:
+    policy, complete = plan.policy, _counting(ctx, plan)
+    if plan.sentinel_on:
+        settled = await sentinel.settle(request, draft, complete, mode=policy.sentinel.mode,
+                                        max_rounds=policy.sentinel.max_rounds, budget=plan.budget)
+        draft = settled.completion
+        plan.sentinel_info = {"injected": True, **settled.info}
+        vmetrics.EXTRA_TOKENS.labels("sentinel").inc(settled.info["extra_tokens"])
+    t_verify = time.perf_counter()
+    text = completion_text(draft)
+    if plan.skip_reason:
+        report = Report(status="skipped", reason=plan.skip_reason)
+    elif not text:
+        report = Report(status="skipped", reason="no answer text to verify (tool calls or empty)")
+    else:
+        async def verify(t: str) -> Report:
+            return await verify_text(policy, plan.question, t, plan.budget)
+
+        n = plan.body.get("n")
+        rounds = policy.correction.max_rounds if policy.on_failure in ("correct", "block") else 0
+        if isinstance(n, int) and n > 1:
+            rounds = 0  # a correction answers with one choice; never drop the client's others
+        result = await correct(plan.body, draft, complete=complete, verify=verify, max_rounds=rounds,
+                               budget=plan.budget, correction_model=policy.correction.model)
+        draft, report = result.completion, result.report
+        if result.stop_reason.startswith("budget") or result.stop_reason == "deadline":
+            report.reason = f"correction stopped: {result.stop_reason}"
+            vmetrics.BUDGET_EXHAUSTED.labels("request").inc()
+        vmetrics.EXTRA_TOKENS.labels("correction").inc(report.cost.tokens)
+    report.extra["policy"] = policy.name
+    if plan.sentinel_info is not None:
+        report.extra["sentinel"] = plan.sentinel_info
+        if plan.sentinel_info.get("injected"):
+            report.cost.tokens += plan.sentinel_info.get("extra_tokens", 0)
+            report.cost.upstream_calls += plan.sentinel_info.get("extra_calls", 0)
+    report.cost.ms = (time.perf_counter() - t_verify) * 1000.0
+    if report.risk is None and text:
+        report.risk = risk_mod.score(plan.question, text).to_dict()
+    return draft, report
+
+
+async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report) -> None:
+    """Metrics, daily budget charge and the audit record of one verified answer."""
+    rt = runtime.get(ctx.config)
+    vmetrics.observe_report(report, model=ctx.model, team=ctx.team)
+    ctx.log["veracity_checks"] = len(report.checks)
+    if report.cost.tokens:
+        cost = rt.prices.cost(ctx.model, plan.usage["prompt"], plan.usage["completion"])
+        try:
+            await rt.daily.charge(_key_id(ctx.principal), ctx.team, report.cost.tokens, cost)
+        except Exception as exc:  # noqa: BLE001 - the store is down: the answer still goes out
+            ctx.log["budget_store_error"] = type(exc).__name__
+    verified = report.checks or report.status != "skipped" or (plan.sentinel_info or {}).get("injected")
+    if rt.audit is not None and plan.policy.audit.enabled and verified:
+        rt.audit.write(make_record(request_id=ctx.request_id, team=ctx.team, key=ctx.principal.key_name,
+                                   model=ctx.model, policy=plan.policy.name, report=report.to_dict(),
+                                   prompt=plan.body.get("messages"), answer=completion_text(completion),
+                                   include_text=plan.policy.audit.include_text))
+
+
+def _risk_header(report: Report | None) -> dict[str, str]:
+    if report is None or not report.risk:
+        return {}
+    return {"x-veracity-risk": f"{report.risk.get('score', 0.0):.3f}"}
+
+
+def _blocked_body(report: Report) -> dict[str, Any]:
+    failed = report.failed_checks
+    what = "; ".join(f"{c.verifier}: {c.claim}"[:120] for c in failed[:3])
+    body = error_body(f"Veracity blocked the answer: {len(failed)} check(s) failed ({what}).",
+                      type="veracity_blocked", code="verification_failed")
+    body["error"]["veracity"] = report.to_dict()
+    return body
+
+
+def _respond(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report) -> PipelineResult:
+    headers = {**ctx.upstream.headers, **_risk_header(report)}
+    if plan.policy.on_failure == "block" and report.status == "failed":
+        return PipelineResult(response=_blocked_body(report), report=report, headers=headers, status_code=422)
+    completion["veracity"] = report.to_dict()
+    return PipelineResult(response=completion, report=report, headers=headers)
+
+
+def _observe_in_background(ctx: RequestContext, plan: _Plan, draft: dict[str, Any]) -> Report:
+    """Observe mode: start verification in the background; return the report for the reply."""
+    text = completion_text(draft)
+    if text and not plan.skip_reason:
+        runtime.get(ctx.config).spawn(_observe_job(ctx, plan, draft, text))
+    return Report(status="skipped", reason="observe: verified in the background for metrics and audit")
+
+
+async def _observe_job(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], text: str) -> None:
+    try:
+        report = await verify_text(plan.policy, plan.question, text, plan.budget)
+        report.extra["policy"] = plan.policy.name
+        report.extra["observe"] = True
+        await _finish(ctx, plan, completion, report)
+    except Exception:  # noqa: BLE001 - background work must never surface
+        pass
+
+
+# -------------------------------------------------------------------------------- streaming
+
+
+async def _collect(stream: UpstreamStream) -> tuple[dict[str, Any] | None, bytes | None]:
+    """Read the whole upstream stream: ``(completion, None)`` or ``(None, error_frame)``."""
+    parts: list[bytes] = []
+    try:
+        async for blob in stream:
+            parts.append(blob)
+    except UpstreamError as exc:
+        return None, exc.sse_event()
+    parsed = parse_stream(b"".join(parts))
+    if parsed.errors:
+        return None, b"data: " + json.dumps(parsed.errors[0]).encode() + b"\n\n"
+    try:
+        return assemble(parsed.chunks, done=parsed.done, strict=True), None
+    except IncompleteStream as exc:
+        return None, sse_error_event(f"upstream stream ended incomplete ({'; '.join(exc.problems)})",
+                                     code="upstream_stream_truncated")
+
+
+def _update(target: Report, source: Report) -> None:
+    for name in ("status", "checks", "risk", "rounds", "cost", "reason", "extra"):
+        setattr(target, name, getattr(source, name))
+
+
+async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, Any], stream: UpstreamStream,
+                         report: Report) -> AsyncIterator[bytes]:
+    """Buffer mode: hold the answer (keep-alives), verify and correct, then stream it."""
+    async def work() -> list[bytes]:
+        try:
+            draft, err = await _collect(stream)
+        finally:
+            await stream.aclose()
+        if err is not None:
+            report.status, report.reason = "error", "upstream stream failed"
+            return [err]
+        plan.start_verification()
+        completion, final = await _verify_and_correct(ctx, plan, request, draft)
+        await _finish(ctx, plan, completion, final)
+        _update(report, final)
+        if plan.policy.on_failure == "block" and final.status == "failed":
+            return [b"data: " + json.dumps(_blocked_body(final), default=str).encode() + b"\n\n"]
+        frames = completion_frames(completion, usage=include_usage(plan.body))
+        return frames + [report_frame(completion, final.to_dict(), ctx.model), DONE_FRAME]
+
+    stats: dict[str, Any] = {}
+    try:
+        async for frame in hold(work(), plan.policy.streaming.keepalive_s, stats=stats):
+            yield frame
+    finally:
+        ctx.log["keepalives"] = stats.get("keepalives", 0)
+        await stream.aclose()
+
+
+def _is_usage_frame(frame: bytes) -> bool:
+    """A ``data:`` frame whose chunk has ``choices: []`` (OpenAI's usage chunk)."""
+    if b'"choices"' not in frame or b"[]" not in frame:
+        return False
+    try:
+        obj = json.loads(frame[frame.index(b"{"):])
+    except (ValueError, TypeError):
+        return False
+    return isinstance(obj, dict) and obj.get("choices") == []
+
+
+async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream,
+                              report: Report) -> AsyncIterator[bytes]:
+    """Passthrough mode: relay live; hold back the usage chunk and ``[DONE]``; verify; then
+    send the report in the usage chunk (when the client asked for usage) or in one added
+    ``choices: []`` chunk, then ``[DONE]``."""
+    parts: list[bytes] = []
+    usage_frame: bytes | None = None
+    done = False
+    async for blob in relay(ctx, stream):
+        if blob.endswith(DONE_FRAME):
+            blob, done = blob[: -len(DONE_FRAME)], True
+        if b"[]" in blob:
+            kept = []
+            for frame in blob.split(b"\n\n"):
+                if frame and _is_usage_frame(frame):
+                    usage_frame = frame + b"\n\n"
+                elif frame:
+                    kept.append(frame + b"\n\n")
+            blob = b"".join(kept)
+        if blob:
+            parts.append(blob)
+            yield blob
+    if not done:
+        report.status, report.reason = "error", "upstream stream failed"
+        if usage_frame:
+            yield usage_frame
+        return
+    parsed = parse_stream(b"".join(parts + ([usage_frame] if usage_frame else [])))
+    completion = assemble(parsed.chunks, done=True, strict=False) if parsed.chunks else {}
+    text = completion_text(completion)
+    if plan.skip_reason:
+        final = Report(status="skipped", reason=plan.skip_reason)
+    elif not text:
+        final = Report(status="skipped", reason="no answer text to verify (tool calls or empty)")
+    else:
+        t0 = time.perf_counter()
+        plan.start_verification()
+        final = await verify_text(plan.policy, plan.question, text, plan.budget)
+        final.cost.ms = (time.perf_counter() - t0) * 1000.0
+        if final.status == "failed":
+            final.reason = "passthrough: the answer was already sent; failed checks are reported, not corrected"
+    final.extra["policy"] = plan.policy.name
+    await _finish(ctx, plan, completion, final)
+    _update(report, final)
+    if usage_frame is not None:
+        chunk = json.loads(usage_frame[usage_frame.index(b"{"):])
+        chunk["veracity"] = final.to_dict()
+        yield b"data: " + json.dumps(chunk, separators=(",", ":"), default=str).encode() + b"\n\n"
+    else:
+        yield report_frame(completion, final.to_dict(), ctx.model)
+    yield DONE_FRAME
+
+
+async def _observe_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream) -> AsyncIterator[bytes]:
+    """Observe mode: relay exactly as pass-through; verify in the background afterwards."""
+    parts: list[bytes] = []
+    async for blob in relay(ctx, stream):
+        parts.append(blob)
+        yield blob
+    if plan.skip_reason:
+        return
+    parsed = parse_stream(b"".join(parts))
+    if parsed.done and parsed.chunks:
+        completion = assemble(parsed.chunks, done=True, strict=False)
+        text = completion_text(completion)
+        if text:
+            runtime.get(ctx.config).spawn(_observe_job(ctx, plan, completion, text))
 
 
 async def relay(ctx: RequestContext, stream: UpstreamStream) -> AsyncIterator[bytes]:
@@ -131,3 +558,73 @@ async def relay(ctx: RequestContext, stream: UpstreamStream) -> AsyncIterator[by
         yield exc.sse_event()
     finally:
         await stream.aclose()
+
+
+# ----------------------------------------------------------------------------- offline CLI
+
+
+def verify_offline(path: str, *, policy: str = "default", policies_dir: str | None = None,
+                   question: str | None = None, out: Any = None) -> int:
+    """``veracity verify FILE``: verify answers without an upstream and print one JSON report
+    per answer (``{"answer_index", "veracity"}`` per line). Exit status: 0 when no check
+    failed, 1 when any failed, 2 for unreadable input or an unknown policy."""
+    import asyncio
+    import sys
+    from pathlib import Path
+
+    from proxy.policy import PolicyStore, load_file
+
+    out = out or sys.stdout
+    try:
+        if policy.endswith((".yaml", ".yml")) and Path(policy).is_file():
+            pol = load_file(policy)
+        else:
+            pol = PolicyStore(policies_dir).get(policy)
+        raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except (PolicyError, OSError) as exc:
+        print(f"veracity: {exc}", file=sys.stderr)
+        return 2
+    items = _offline_items(raw, question)
+    if not items:
+        print("veracity: no answer found in the input", file=sys.stderr)
+        return 2
+
+    async def go() -> list[Report]:
+        reports = []
+        for q, answer in items:
+            reports.append(await verify_text(pol, q, answer, RequestBudget.from_policy(pol.budgets.request)))
+        return reports
+
+    failed = False
+    for i, rep in enumerate(asyncio.run(go())):
+        rep.extra["policy"] = pol.name
+        failed |= rep.status == "failed"
+        print(json.dumps({"answer_index": i, "veracity": rep.to_dict()}, ensure_ascii=False, default=str), file=out)
+    return 1 if failed else 0
+
+
+def _offline_items(raw: str, question: str | None) -> list[tuple[str | None, str]]:
+    """(question, answer) pairs from a JSON object/list, JSONL, or plain text."""
+    def item(obj: Any) -> tuple[str | None, str] | None:
+        if not isinstance(obj, dict) or not isinstance(obj.get("answer"), str):
+            return None
+        q = obj.get("question") if isinstance(obj.get("question"), str) else last_user_text(obj.get("messages"))
+        return q, obj["answer"]
+
+    text = raw.strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        try:
+            parsed = [json.loads(ln) for ln in lines]
+        except ValueError:
+            parsed = None
+        if parsed and all(isinstance(p, dict) for p in parsed):
+            return [x for x in (item(p) for p in parsed) if x]
+        return [(question, raw)] if text else []
+    if isinstance(data, list):
+        return [x for x in (item(p) for p in data) if x]
+    one = item(data)
+    return [one] if one else []

@@ -16,7 +16,7 @@ A policy file (``policies/default.yaml``)::
       request: {extra_calls: 4, extra_tokens: 8000, deadline_ms: 30000}
       key_daily: {extra_tokens: 2000000, cost_usd: 20}
       team_daily: {extra_tokens: null, cost_usd: null}
-    streaming: {mode: buffer, keepalive_s: 5}
+    streaming: {mode: passthrough, keepalive_s: 5}
     audit: {enabled: true, include_text: false}
     overridable: [on_failure, streaming, sentinel.mode]
 
@@ -183,7 +183,7 @@ class StreamingPolicy(_Strict):
     live, verify in the background, report in a last ``choices: []`` chunk).
     ``keepalive_s``: interval of SSE comment keep-alives while holding."""
 
-    mode: Literal["buffer", "passthrough"] = "buffer"
+    mode: Literal["buffer", "passthrough"] = "passthrough"
     keepalive_s: float = Field(5.0, gt=0)
 
 
