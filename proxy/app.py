@@ -140,8 +140,12 @@ def _finish(state: GatewayState, *, route: str, model: str, status: int, timing:
 
 
 async def chat_completions(request: Request) -> Response:
+    """``POST /v1/chat/completions`` as a Starlette endpoint (the fast path below is used first)."""
+    return await handle_chat_completions(request.app.state.gw, request)
+
+
+async def handle_chat_completions(state: GatewayState, request: Request) -> Response:
     """``POST /v1/chat/completions``: see the module doc and :mod:`proxy.errors`."""
-    state: GatewayState = request.app.state.gw
     timing = Timing()
     rid = _request_id(request)
     metrics.IN_FLIGHT.inc()
@@ -408,7 +412,28 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     app.router.add_route("/v1/{rest:path}", passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _unhandled)
-    return app
+    return FastPath(app, state)  # type: ignore[return-value]
+
+
+class FastPath:
+    """ASGI wrapper: ``POST /v1/chat/completions`` goes straight to the handler, skipping the
+    FastAPI/Starlette middleware and routing layers (the handler catches every exception
+    itself); everything else goes to the FastAPI app. Attribute access falls through to the
+    FastAPI app (``.state``, ``.router``, ...)."""
+
+    def __init__(self, app: FastAPI, state: GatewayState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == CHAT_ROUTE and scope["method"] == "POST":
+            response = await handle_chat_completions(self.state, Request(scope, receive, send))
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.app, name)
 
 
 def app_from_env() -> FastAPI:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import time
 from typing import Any
 
 import structlog
@@ -38,13 +39,11 @@ def redact(text: str) -> str:
     return _KEYLIKE.sub("[REDACTED]", text)
 
 
-def _redact_processor(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
-    for k, v in event.items():
-        if isinstance(v, str):
-            event[k] = redact(v)
-        elif isinstance(v, (list, dict)):
-            event[k] = _redact_deep(v)
-    return event
+def _might_leak(text: str) -> bool:
+    """Cheap pre-check (substring scans) before the regex redaction."""
+    if "sk-" in text or "Bearer" in text:
+        return True
+    return any(s in text for s in _secrets)
 
 
 def _redact_deep(v: Any) -> Any:
@@ -57,7 +56,16 @@ def _redact_deep(v: Any) -> Any:
     return v
 
 
-def _orjson_dumps(obj: Any, **_: Any) -> str:
+def _render(_logger: Any, _name: str, event: dict[str, Any]) -> str:
+    """JSON line (orjson); if the rendered line might contain a secret, every string value is
+    redacted and the line rendered again (the common case costs one scan of the line)."""
+    line = _dumps(event)
+    if _might_leak(line):
+        line = _dumps({k: _redact_deep(v) for k, v in event.items()})
+    return line
+
+
+def _dumps(obj: Any) -> str:
     try:
         import orjson
 
@@ -68,6 +76,12 @@ def _orjson_dumps(obj: Any, **_: Any) -> str:
         return json.dumps(obj, default=str)
 
 
+def _timestamp(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    now = time.time()
+    event["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+    return event
+
+
 def configure(level: str = "info") -> None:
     """Set up structlog (JSON lines to stdout) and route stdlib logging (uvicorn's) through
     the same format. Idempotent."""
@@ -75,9 +89,8 @@ def configure(level: str = "info") -> None:
     processors = [
         _logger_name,
         structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        _redact_processor,
-        structlog.processors.JSONRenderer(serializer=_orjson_dumps),
+        _timestamp,
+        _render,
     ]
     structlog.configure(
         processors=processors,
@@ -88,7 +101,7 @@ def configure(level: str = "info") -> None:
     handler = logging.StreamHandler(sys.stdout)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *processors[:-1],
-                    structlog.processors.format_exc_info, processors[-1]],
+                    structlog.processors.format_exc_info, _render],
         foreign_pre_chain=[structlog.stdlib.add_logger_name],
     ))
     root = logging.getLogger()

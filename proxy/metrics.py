@@ -23,6 +23,7 @@ upstream (unroutable names are counted as ``_unknown`` to bound cardinality).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -57,14 +58,28 @@ IN_FLIGHT = Gauge("veracity_in_flight_requests", "Requests being processed now."
 UPSTREAM_ERRORS = Counter("veracity_upstream_errors_total", "Failed upstream calls by reason.", ["reason"])
 
 
+_children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+_upstream_children: dict[str, Any] = {}
+
+
 def observe_request(route: str, model: str, status: int, duration_s: float, overhead_s: float,
                     upstream: str | None, upstream_s: float) -> None:
-    """Record one finished request (all durations in seconds)."""
-    REQUESTS.labels(route, model, str(status)).inc()
-    REQUEST_DURATION.labels(route).observe(duration_s)
-    OVERHEAD.labels(route).observe(overhead_s)
+    """Record one finished request (all durations in seconds). Label children are cached
+    (``labels()`` costs a lock and a tuple build per call)."""
+    key = (route, model, status)
+    c = _children.get(key)
+    if c is None:
+        c = (REQUESTS.labels(route, model, str(status)), REQUEST_DURATION.labels(route), OVERHEAD.labels(route))
+        if len(_children) < 10_000:
+            _children[key] = c
+    c[0].inc()
+    c[1].observe(duration_s)
+    c[2].observe(overhead_s)
     if upstream is not None and upstream_s > 0:
-        UPSTREAM_DURATION.labels(upstream).observe(upstream_s)
+        u = _upstream_children.get(upstream)
+        if u is None:
+            u = _upstream_children[upstream] = UPSTREAM_DURATION.labels(upstream)
+        u.observe(upstream_s)
 
 
 def render() -> tuple[bytes, str]:
