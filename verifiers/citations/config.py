@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, field_validator
 
 SOURCE_NAMES = ("crossref", "openalex", "arxiv", "semantic_scholar", "dblp", "local")
 
@@ -111,6 +111,7 @@ class Sources(BaseModel):
     dblp: SourceSettings = _default("dblp", "https://dblp.org", rate_per_sec=1, concurrency=1)
     local_index: LocalIndexSettings = Field(default_factory=LocalIndexSettings)
     cache: CacheSettings = Field(default_factory=CacheSettings)
+    _fp: str | None = PrivateAttr(default=None)
 
     @field_validator("use")
     @classmethod
@@ -142,4 +143,6 @@ class Sources(BaseModel):
 
     def fingerprint(self) -> str:
         """Stable identity of this configuration (runtime objects are shared per fingerprint)."""
-        return self.model_dump_json(exclude={"deadline"})
+        if self._fp is None:
+            self._fp = self.model_dump_json(exclude={"deadline"})
+        return self._fp

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +49,8 @@ STATUS_AUTHENTICITY: dict[str, float] = {
     CONFLICT: 0.10,
 }
 
-#: Title similarity (0-100, normalised titles) at or above which two titles are the same work.
-TITLE_SAME = 96.0
+#: VERIFIED needs :func:`titles_equal` (same words up to case/punctuation/accents, or subtitle
+#: dropped); a merely similar title (>= TITLE_HIGH) is at best PARTIALLY_VERIFIED.
 #: "Highly similar" title: enough for PARTIALLY_VERIFIED when first author and venue match.
 TITLE_HIGH = 90.0
 #: Below this no record is a candidate for the claim (a different paper).
@@ -66,6 +67,7 @@ _STOP = {
 # --------------------------------------------------------------------------- titles
 
 
+@lru_cache(maxsize=65536)
 def normalize_title(t: str | None) -> str:
     """Folded, punctuation-free, stop-word-free title ("" for None). CJK characters kept."""
     if not t:
@@ -75,6 +77,30 @@ def normalize_title(t: str | None) -> str:
     s = re.sub(r"[^\w\u3400-\u9fff]+", " ", s)
     words = [w for w in s.split() if w not in _STOP]
     return " ".join(words)
+
+
+@lru_cache(maxsize=65536)
+def _light(t: str) -> str:
+    s = fold(t).replace("&", " and ")
+    s = re.sub(r"[\\{}$^_]", "", s)
+    return " ".join(re.sub(r"[^\w\u3400-\u9fff]+", " ", s).split())
+
+
+def titles_equal(a: str | None, b: str | None) -> bool:
+    """Same title up to case, accents, punctuation, hyphens/spaces and "&"/"and" — or one is the
+    other's main title with the subtitle (after ":") dropped. Stop words count here: "the risk
+    of" and "risk of" are different titles (a HALLMARK near-miss perturbation)."""
+    if not a or not b:
+        return False
+    la, lb = _light(a), _light(b)
+    if la == lb or la.replace(" ", "") == lb.replace(" ", ""):
+        return True
+    for x, y in ((a, b), (b, a)):
+        if ":" in x:
+            main = _light(x.split(":", 1)[0])
+            if len(main.split()) >= 3 and main == _light(y):
+                return True
+    return False
 
 
 def title_similarity(a: str | None, b: str | None) -> float:
@@ -100,6 +126,10 @@ def title_similarity(a: str | None, b: str | None) -> float:
 # --------------------------------------------------------------------------- authors
 
 
+_PART_SPLIT = re.compile(r"[\s\-]")
+
+
+@lru_cache(maxsize=262144)
 def _same_person(p: Person, q: Person) -> bool:
     if not p.key or not q.key:
         return False
@@ -107,7 +137,7 @@ def _same_person(p: Person, q: Person) -> bool:
         len(p.key) > 3 and fuzz.ratio(p.key, q.key) >= 90)
     if not surname_ok:
         # "Boix-Adsera" vs "Adsera"; compound Spanish surnames
-        parts_p, parts_q = set(re.split(r"[\s\-]", p.surname)), set(re.split(r"[\s\-]", q.surname))
+        parts_p, parts_q = set(_PART_SPLIT.split(p.surname)), set(_PART_SPLIT.split(q.surname))
         surname_ok = bool(parts_p & parts_q - {""})
     if not surname_ok:
         return False
@@ -222,6 +252,7 @@ def _fold_venue(v: str) -> str:
     return " ".join(s.split())
 
 
+@lru_cache(maxsize=16384)
 def canonical_venue(v: str | None) -> str | None:
     """Canonical key of a venue (``"neurips"``), the folded string when unknown, None if empty."""
     if not v or not v.strip():
@@ -337,6 +368,9 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
     """
     today = today or _dt.date.today()
     t = title_similarity(claim.title, record.title) if claim.title else 0.0
+    if claim.title and t < TITLE_CANDIDATE and not via_identifier:
+        # a different paper: skip the (costly) author comparison
+        return Comparison(record, t, AuthorComparison("unknown"), "unknown", "unknown", NOT_FOUND, False, [])
     a = compare_authors(claim.people, claim.et_al, record.people)
     y = compare_years(claim.year, record.year)
     v = compare_venues(claim.venue, record.venue)
@@ -377,7 +411,8 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
     if y == "mismatch":
         notes.append(f"year {claim.year} does not match {record.year}")
 
-    if t >= TITLE_SAME:
+    exact = titles_equal(claim.title, record.title)
+    if exact:
         if authors_bad or venue_bad or year_bad:
             status = LIKELY_HALLUCINATION
         elif a.verdict in ("match", "unknown") and v in ("match", "unknown", "preprint"):
@@ -385,9 +420,9 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
         else:  # first author matches, some co-authors differ
             status = PARTIALLY_VERIFIED
     elif t >= TITLE_HIGH:
-        if not authors_bad and not venue_bad and not year_bad and a.verdict in ("match", "first_author"):
+        if not authors_bad and not venue_bad and not year_bad and a.verdict in ("match", "first_author", "unknown"):
             status = PARTIALLY_VERIFIED
-            notes.append(f"title differs slightly (similarity {t:.0f})")
+            notes.append(f"title differs from the record's (similarity {t:.0f})")
         else:
             status = LIKELY_HALLUCINATION
     else:

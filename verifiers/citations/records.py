@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -87,6 +88,7 @@ _SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}
 _CJK_RE = re.compile(r"[\u3400-\u9fff]")
 
 
+@lru_cache(maxsize=65536)
 def fold(text: str) -> str:
     """Lower-case ASCII-folded text (accents removed by NFKD decomposition; CJK kept)."""
     t = unicodedata.normalize("NFKD", text)
@@ -117,6 +119,7 @@ def _initials_of(given: str) -> str:
     return "".join(p[0] for p in (fold(x) for x in parts) if p and p[0].isalpha())
 
 
+@lru_cache(maxsize=65536)
 def parse_person(name: str) -> Person | None:
     """Parse one author name in any common form into a :class:`Person`.
 

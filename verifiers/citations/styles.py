@@ -76,7 +76,7 @@ def render(record: dict, style: str) -> str:
         else:
             au = f"{ppl[0][0]}, {ppl[0][1]}, et al".strip()
         v = f" *{venue}*," if venue else ""
-        return f"{au}. \u201c{title}.\u201d{v} {year}.".replace(" ,", ",")
+        return (f"{au}. \u201c{title}.\u201d{v} {year}" + (f", https://doi.org/{doi}." if doi else ".")).replace(" ,", ",")
     if style == "chicago":
         parts = []
         for k, (s, g, _i) in enumerate(ppl):

@@ -204,7 +204,8 @@ async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, dea
                 for rec in res.records:
                     comps.append(compare(claim, rec, via_identifier=q.via_identifier))
             b = _best(comps)
-            if b is not None and b.status == VERIFIED and not any(c.status == CONFLICT for c in comps):
+            id_ok = not (claim.doi or claim.arxiv_id) or any(c.via_identifier and c.status == VERIFIED for c in comps)
+            if b is not None and b.status == VERIFIED and id_ok and not any(c.status == CONFLICT for c in comps):
                 early = True
                 break
     finally:
@@ -259,6 +260,12 @@ def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], co
         # offline: the title matches a record carrying another DOI
         status = CONFLICT
         notes.append(f"stated DOI {claim.doi} differs from the record's {best.record.doi}")
+
+    if status == VERIFIED and (claim.doi or claim.arxiv_id) and not any(
+            c.via_identifier and c.status == VERIFIED for c in comps):
+        # the fields match a record, but no source confirmed the stated identifier
+        status = PARTIALLY_VERIFIED
+        notes.append(f"the stated {'DOI' if claim.doi else 'arXiv ID'} could not be confirmed")
 
     if best is not None and status != NOT_FOUND:
         notes = best.notes + notes

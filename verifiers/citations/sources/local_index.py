@@ -18,6 +18,7 @@ with the matcher's title similarity.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -55,7 +56,7 @@ def _from_fields(f: dict[str, Any], origin: str) -> Record | None:
     title = (f.get("title") or "").strip()
     if not title:
         return None
-    title = re.sub(r"[{}]", "", title).rstrip(".")
+    title = html.unescape(re.sub(r"[{}]", "", title)).rstrip(".")
     authors = f.get("authors")
     if isinstance(authors, str):
         authors = split_bibtex_authors(authors)
@@ -76,7 +77,10 @@ def _from_fields(f: dict[str, Any], origin: str) -> Record | None:
     if not arxiv and doi and doi.startswith("10.48550/arxiv."):
         arxiv = normalize_arxiv(doi)
     url = f.get("url") or f.get("URL")
-    return Record(title=title, authors=[a for a in authors if a], year=year, venue=venue, doi=doi, arxiv_id=arxiv,
+    if not venue and (arxiv or "arxiv.org" in str(url or "")):
+        venue = "arXiv"  # an arXiv-identified record without a venue is the preprint
+    authors = [html.unescape(a) for a in authors if a]
+    return Record(title=title, authors=authors, year=year, venue=venue, doi=doi, arxiv_id=arxiv,
                   url=url, source="local", extra={"origin": origin})
 
 
@@ -232,7 +236,7 @@ class LocalIndex:
         db = self._db()
         rows = db.execute(f"SELECT {self._COLS} FROM records WHERE norm_title = ?", (nt,)).fetchall()
         cands = [self._row(r) for r in rows]
-        tokens = sorted(set(_fts_text(nt).split()), key=len, reverse=True)[:16]
+        tokens = sorted(set(_fts_text(nt).split()), key=len, reverse=True)[:10]
         if tokens:
             q = " OR ".join('"' + t.replace('"', "") + '"' for t in tokens)
             try:

@@ -1,0 +1,307 @@
+"""Citation verifier on real labelled references (shared/cases/citations, see its SOURCE.md).
+
+What it does:
+
+1. Builds the offline index twice:
+   * ``full``: valid_entries_dblp.jsonl + raw_crossdomain_valid.jsonl + journal_articles.jsonl +
+     the VALID entries' own fields (supplement_chatgpt_citations.jsonl, dev_public.jsonl), as
+     issue #5 asks. Every VALID entry is in the index by construction, so the F1 here measures
+     how well fabricated entries are told apart from the real ones *when the library holds the
+     real work* — not coverage.
+   * ``held_out``: only the three record files. VALID entries are then found only if the
+     record files happen to hold them (DBLP ML venues yes, Walters & Wilder's humanities and
+     social-science references mostly not): this shows the cost of an incomplete library.
+2. Renders every labelled entry (341 Walters & Wilder + 1119 HALLMARK dev) as a reference in
+   several styles (:data:`STYLES`), puts it in an answer, and runs extract + check end to end
+   against the local index only.
+3. Reports precision / recall / F1 of flagging HALLUCINATED entries (flag = outcome ``fail``),
+   per dataset, per ``hallucination_type`` and per ``generation_method``; fabricated entries that
+   came out VERIFIED; the status calibration; extraction accuracy per style; and per-citation
+   latency of the offline path (p50/p95).
+
+Run: ``.venv/bin/python bench/citations_bench.py [--styles apa,ieee] [--out bench/results/citations.md]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from verifiers.citations import Sources, acheck, aclose_all, build_index, extract  # noqa: E402
+from verifiers.citations.match import canonical_venue, normalize_title, title_similarity  # noqa: E402
+from verifiers.citations.records import parse_person, split_bibtex_authors  # noqa: E402
+from verifiers.citations.sources.local_index import _from_fields  # noqa: E402
+from verifiers.citations.styles import render  # noqa: E402
+
+STYLES = ("apa", "ieee", "mla", "harvard", "bibtex")
+RECORD_FILES = ("valid_entries_dblp.jsonl", "raw_crossdomain_valid.jsonl", "journal_articles.jsonl")
+LABELLED = {"walters_wilder": "supplement_chatgpt_citations.jsonl", "hallmark_dev": "dev_public.jsonl"}
+
+
+def cases_dir() -> Path:
+    """``$VERACITY_CASES/citations`` (default ``<repo>/../shared/cases/citations``)."""
+    base = os.environ.get("VERACITY_CASES") or str(Path(__file__).resolve().parents[2] / "shared" / "cases")
+    return Path(base) / "citations"
+
+
+def load_labelled(d: Path) -> dict[str, list[dict]]:
+    return {name: [json.loads(line) for line in (d / f).open() if line.strip()] for name, f in LABELLED.items()}
+
+
+def build_indexes(d: Path, labelled: dict[str, list[dict]], tmp: str) -> dict[str, str]:
+    files = [d / f for f in RECORD_FILES]
+    held = os.path.join(tmp, "held_out.sqlite3")
+    build_index(files, held)
+    full = os.path.join(tmp, "full.sqlite3")
+    own = [r for rs in labelled.values() for e in rs if e["label"] == "VALID" for r in [_from_fields(e["fields"], "own")] if r]
+    build_index(files, full, records=own)
+    return {"full": full, "held_out": held}
+
+
+def answer_for(entry: dict, style: str) -> str:
+    ref = render(entry["fields"], style)
+    if style == "bibtex":
+        return f"Here is the BibTeX you asked for:\n\n```bibtex\n{ref}\n```\n"
+    return f"This is discussed in the literature.\n\nReferences\n\n1. {ref}\n"
+
+
+def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return p, r, f
+
+
+def field_accuracy(entry: dict, claim) -> dict[str, bool]:
+    f = entry["fields"]
+    stated_people = [p for p in (parse_person(a) for a in split_bibtex_authors(f.get("author", ""))) if p]
+    got_people = claim.people if claim else []
+    venue = f.get("booktitle") or f.get("journal")
+    res = {
+        "title": bool(claim and claim.title and title_similarity(claim.title, f["title"]) >= 95),
+        "first_author": bool(claim and got_people and stated_people and got_people[0].key == stated_people[0].key),
+        "year": bool(claim and str(claim.year) == str(f.get("year"))),
+    }
+    if venue:
+        res["venue"] = bool(claim and claim.venue and canonical_venue(claim.venue) == canonical_venue(venue))
+    if f.get("doi"):
+        res["doi"] = bool(claim and claim.doi and claim.doi == f["doi"].lower())
+    return res
+
+
+async def evaluate(labelled: dict[str, list[dict]], index: str, styles=STYLES) -> dict:
+    cfg = Sources.from_dict({"use": [], "local_index": {"path": index}, "cache": {"backend": "none"}, "deadline": 5.0})
+    rows = []
+    lat = []
+    for ds, entries in labelled.items():
+        for e in entries:
+            for st in styles:
+                ans = answer_for(e, st)
+                t0 = time.perf_counter()
+                checks = await acheck(ans, sources=cfg)
+                lat.append((time.perf_counter() - t0) * 1000)
+                statuses = [c.evidence["status"] for c in checks]
+                flagged = any(c.outcome == "fail" for c in checks)
+                status = statuses[0] if statuses else "NONE"
+                rows.append({"ds": ds, "style": st, "label": e["label"], "type": e.get("hallucination_type") or "valid",
+                             "method": e.get("generation_method"), "flagged": flagged, "status": status,
+                             "outcome": checks[0].outcome if checks else "none", "n_checks": len(checks),
+                             "key": e["bibtex_key"]})
+    await aclose_all()
+    return {"rows": rows, "lat": lat}
+
+
+def summarize(rows: list[dict]) -> dict:
+    out: dict = {}
+    by_ds = defaultdict(list)
+    for r in rows:
+        by_ds[r["ds"]].append(r)
+    by_ds["all"] = rows
+    for ds, rs in by_ds.items():
+        tp = sum(r["flagged"] and r["label"] == "HALLUCINATED" for r in rs)
+        fp = sum(r["flagged"] and r["label"] == "VALID" for r in rs)
+        fn = sum((not r["flagged"]) and r["label"] == "HALLUCINATED" for r in rs)
+        out[ds] = dict(zip(("p", "r", "f1"), prf(tp, fp, fn)), tp=tp, fp=fp, fn=fn, n=len(rs),
+                       fabricated_verified=sum(r["label"] == "HALLUCINATED" and r["status"] == "VERIFIED" for r in rs),
+                       unknown=sum(r["outcome"] == "unknown" for r in rs))
+    return out
+
+
+def group_table(rows: list[dict], key: str) -> list[tuple]:
+    """Per group: n, flagged rate; P/R/F1 where the group has both labels, else recall or FP rate."""
+    groups = defaultdict(list)
+    for r in rows:
+        groups[(r["ds"], r[key])].append(r)
+    valid_by_ds = defaultdict(list)
+    for r in rows:
+        if r["label"] == "VALID":
+            valid_by_ds[r["ds"]].append(r)
+    table = []
+    for (ds, g), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
+        hal = [r for r in rs if r["label"] == "HALLUCINATED"]
+        if key == "type" and g != "valid":
+            neg = valid_by_ds[ds]  # precision against the same dataset's valid entries
+        else:
+            neg = [r for r in rs if r["label"] == "VALID"]
+        tp = sum(r["flagged"] for r in hal)
+        fn = len(hal) - tp
+        fp = sum(r["flagged"] for r in neg)
+        p, rr, f = prf(tp, fp, fn)
+        table.append((ds, g, len(rs), len(hal), tp, fn, fp, len(neg), p, rr, f))
+    return table
+
+
+def calibration(rows: list[dict]) -> list[tuple]:
+    c = Counter((r["status"], r["label"]) for r in rows)
+    out = []
+    for st in ("VERIFIED", "PARTIALLY_VERIFIED", "LIKELY_HALLUCINATION", "CONFLICT", "NOT_FOUND", "NONE"):
+        n = c[(st, "VALID")] + c[(st, "HALLUCINATED")]
+        if not n:
+            continue
+        right = c[(st, "VALID")] if st in ("VERIFIED", "PARTIALLY_VERIFIED") else c[(st, "HALLUCINATED")]
+        out.append((st, n, c[(st, "VALID")], c[(st, "HALLUCINATED")], right / n))
+    return out
+
+
+def extraction_accuracy(labelled: dict[str, list[dict]], styles=STYLES) -> dict:
+    acc = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for entries in labelled.values():
+        for e in entries:
+            for st in styles:
+                claims = [c for c in extract(answer_for(e, st)) if c.kind in ("entry", "bibtex")]
+                claim = claims[0] if claims else None
+                acc[st]["found"][0] += bool(claim)
+                acc[st]["found"][1] += 1
+                for k, ok in field_accuracy(e, claim).items():
+                    acc[st][k][0] += ok
+                    acc[st][k][1] += 1
+    return {st: {k: v[0] / v[1] for k, v in d.items()} for st, d in acc.items()}
+
+
+def refextract_accuracy(labelled: dict[str, list[dict]], styles=("apa", "ieee", "mla", "harvard")) -> dict | None:
+    """Same field accuracy for refextract's ``extract_references_from_string`` (if installed)."""
+    try:
+        from refextract import extract_references_from_string
+    except ImportError:
+        return None
+    from verifiers.citations.extract import parse_author_list
+    from verifiers.citations.records import CitationClaim
+
+    acc = defaultdict(lambda: defaultdict(lambda: [0, 0]))
+    for entries in labelled.values():
+        for e in entries[:200]:
+            for st in styles:
+                refs = extract_references_from_string(render(e["fields"], st))
+                ref = refs[0] if refs else {}
+                names, _ = parse_author_list((ref.get("author") or [""])[0])
+                claim = CitationClaim(raw="", span=(0, 0), title=(ref.get("title") or [None])[0], authors=names,
+                                      year=int(ref["year"][0]) if ref.get("year") else None,
+                                      venue=(ref.get("journal_title") or ref.get("misc") or [None])[0])
+                for k, ok in field_accuracy(e, claim).items():
+                    if k == "doi":
+                        continue
+                    acc[st][k][0] += ok
+                    acc[st][k][1] += 1
+    return {st: {k: v[0] / v[1] for k, v in d.items()} for st, d in acc.items()}
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def report(results: dict, ext: dict, refx: dict | None, styles, secs: float) -> str:
+    L = ["# Citation verifier — real-data benchmark", "",
+         "Generated by `bench/citations_bench.py` on shared/cases/citations (Walters & Wilder 2023 ChatGPT references, "
+         f"HALLMARK dev split). Styles rendered per entry: {', '.join(styles)}. Offline index only (no network). "
+         f"Wall time {secs:.0f} s on this 2-core machine.", "",
+         "**What the F1 means.** In the `full` variant the VALID entries are in the index by construction (issue #5 asks "
+         "to index their own fields), so a VALID entry is always findable: the numbers measure how well the matcher "
+         "separates fabricated references from real ones when the library holds the real work — not library coverage. "
+         "The `held_out` variant indexes only the three record files (DBLP, bioRxiv, journal articles); Walters & "
+         "Wilder's real references (humanities, social science) are mostly absent there, so they come out NOT_FOUND "
+         "and are flagged: that is the false-alarm cost of an authoritative but incomplete library (set "
+         "`local_index.authoritative: false` to turn such misses into `unknown`).", ""]
+    for variant, res in results.items():
+        s = summarize(res["rows"])
+        L += [f"## Variant `{variant}`", "", "| dataset | n (entry×style) | precision | recall | F1 | fabricated→VERIFIED | unknown |",
+              "|---|---|---|---|---|---|---|"]
+        for ds in ("walters_wilder", "hallmark_dev", "all"):
+            m = s[ds]
+            L.append(f"| {ds} | {m['n']} | {pct(m['p'])} | {pct(m['r'])} | {m['f1']:.3f} | {m['fabricated_verified']} | {m['unknown']} |")
+        lat = sorted(res["lat"])
+        p50, p95 = statistics.median(lat), lat[int(0.95 * (len(lat) - 1))]
+        L += ["", f"Per-citation latency (extract + local index + match, one citation per answer): p50 {p50:.2f} ms, "
+              f"p95 {p95:.2f} ms, max {lat[-1]:.1f} ms (floor p95 <= 10 ms).", ""]
+        L += ["### Per hallucination_type (precision against the same dataset's VALID entries)", "",
+              "| dataset | type | n | hallucinated | flagged | missed | FP | negatives | P | R | F1 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for ds, g, n, h, tp, fn, fp, nn, p, r, f in group_table(res["rows"], "type"):
+            L.append(f"| {ds} | {g} | {n} | {h} | {tp} | {fn} | {fp} | {nn} | {pct(p)} | {pct(r)} | {f:.3f} |")
+        L += ["", "### Per generation_method (within the group)", "",
+              "| dataset | method | n | hallucinated | flagged | missed | FP | valid | P | R | F1 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for ds, g, n, h, tp, fn, fp, nn, p, r, f in group_table(res["rows"], "method"):
+            L.append(f"| {ds} | {g} | {n} | {h} | {tp} | {fn} | {fp} | {nn} | {pct(p)} | {pct(r)} | {f:.3f} |")
+        L += ["", "### Calibration: how often each status is right", "",
+              "| status | n | VALID | HALLUCINATED | right |", "|---|---|---|---|---|"]
+        for st, n, v, h, right in calibration(res["rows"]):
+            L.append(f"| {st} | {n} | {v} | {h} | {pct(right)} |")
+        by_style = defaultdict(lambda: [0, 0])
+        for r in res["rows"]:
+            by_style[r["style"]][0] += r["flagged"] == (r["label"] == "HALLUCINATED")
+            by_style[r["style"]][1] += 1
+        L += ["", "Accuracy of the flag per style: " + ", ".join(f"{k} {pct(a / b)}" for k, (a, b) in by_style.items()), ""]
+    L += ["## Extraction accuracy (fields recovered vs the record, all labelled entries)", "",
+          "| style | entry found | title | first author | year | venue | doi |", "|---|---|---|---|---|---|---|"]
+    for st, d in ext.items():
+        L.append(f"| {st} | {pct(d['found'])} | {pct(d['title'])} | {pct(d['first_author'])} | {pct(d['year'])} | "
+                 f"{pct(d.get('venue', 0))} | {pct(d.get('doi', 0))} |")
+    if refx:
+        L += ["", "refextract 1.1.7 (`extract_references_from_string`) on the same strings (first 200 entries per dataset):", "",
+              "| style | title | first author | year | venue |", "|---|---|---|---|---|"]
+        for st, d in refx.items():
+            L.append(f"| {st} | {pct(d['title'])} | {pct(d['first_author'])} | {pct(d['year'])} | {pct(d.get('venue', 0))} |")
+    return "\n".join(L) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--styles", default=",".join(STYLES))
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "citations.md"))
+    ap.add_argument("--variants", default="full,held_out")
+    ap.add_argument("--dump", default=None, help="write per-entry rows as JSONL here")
+    a = ap.parse_args(argv)
+    d = cases_dir()
+    if not d.exists():
+        print(f"no cases at {d}", file=sys.stderr)
+        return 2
+    styles = tuple(a.styles.split(","))
+    labelled = load_labelled(d)
+    t0 = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        idx = build_indexes(d, labelled, tmp)
+        results = {v: asyncio.run(evaluate(labelled, idx[v], styles)) for v in a.variants.split(",")}
+    ext = extraction_accuracy(labelled, styles)
+    refx = refextract_accuracy(labelled)
+    md = report(results, ext, refx, styles, time.time() - t0)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(md)
+    if a.dump:
+        with open(a.dump, "w") as fh:
+            for v, res in results.items():
+                for r in res["rows"]:
+                    fh.write(json.dumps({"variant": v, **r}) + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
