@@ -454,7 +454,8 @@ class LiteLLMUpstream:
     """A provider reached through litellm (``provider: litellm``). ``litellm_params`` are passed
     to ``litellm.acompletion`` (e.g. ``model: anthropic/claude-3-5-sonnet-20240620``,
     ``api_key``, ``api_base``); without ``model`` there, the request's model is used as is.
-    litellm is imported on first use (3.5-4.8 s, ~200 MB; BENCH-NOTES.md)."""
+    litellm is imported at start-up only when such an upstream is configured (3.5-4.8 s,
+    ~200 MB; BENCH-NOTES.md), with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` (no network at import)."""
 
     def __init__(self, config: UpstreamConfig) -> None:
         self.name = config.name
@@ -579,7 +580,12 @@ class Upstreams:
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=30)
         session = aiohttp.ClientSession(connector=connector, trust_env=False,
                                         skip_auto_headers=("User-Agent",), auto_decompress=True)
-        return cls(cfg, session)
+        ups = cls(cfg, session)
+        for u in ups.all:
+            if isinstance(u, LiteLLMUpstream):
+                # import now (in a thread), not on the first request: it takes seconds
+                await asyncio.to_thread(u._lib)
+        return ups
 
     def route(self, model: str) -> Any | None:
         """The upstream for ``model`` or None (results cached per model name)."""

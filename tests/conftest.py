@@ -51,7 +51,7 @@ class Gateway:
         self.base_url = self.url + "/v1"
         self._wait_ready()
 
-    def _wait_port(self, timeout: float = 30.0) -> int:
+    def _wait_port(self, timeout: float = 120.0) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             m = _RUNNING.search(self.log())

@@ -100,3 +100,18 @@ def test_bad_config_exits_nonzero_naming_field_and_line(tmp_path: Path) -> None:
     assert p.returncode == 2
     assert f"{cfg}:4: upstreams.0.modelz" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_litellm_provider_upstream(mock: Any, gateway_factory: Any) -> None:
+    """``provider: litellm`` translated through litellm (here to the mock, as an OpenAI provider)."""
+    pytest.importorskip("litellm")
+    gw = gateway_factory({"upstreams": [{
+        "name": "ll", "provider": "litellm", "models": ["claude-test"],
+        "litellm_params": {"model": "openai/gpt-4o", "api_base": mock.base_url, "api_key": "sk-fake-for-mock"}}]})
+    client = openai.OpenAI(base_url=gw.base_url, api_key="unused", max_retries=0)
+    r = client.chat.completions.create(model="claude-test", messages=[{"role": "user", "content": "via litellm"}])
+    assert r.choices[0].message.content == "Mock reply to: via litellm"
+    chunks = list(client.chat.completions.create(model="claude-test", stream=True,
+                                                 messages=[{"role": "user", "content": "streamed"}]))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Mock reply to: streamed"
+    assert [m.id for m in client.models.list()] == ["claude-test"]
