@@ -116,7 +116,13 @@ def _lit(text):
         return False, None
 
 def compare(got_text, value, has_value, want):
-    """'pass' | 'mismatch' for the output text/value of one example against `want`."""
+    """'pass' | 'mismatch' | 'unknown' for the output text/value of one example against
+    `want`. An empty `want` after a boolean expression (`>>> f(x) == y` with no output line)
+    is read as an assertion: True passes, False mismatches, anything else is unknown."""
+    if not want.strip():
+        if has_value and isinstance(value, bool):
+            return "pass" if value else "mismatch"
+        return "pass" if not got_text.strip() else "unknown"
     if _CHECKER.check_output(want + "\n", got_text, _FLAGS):
         return "pass"
     ok, wv = _lit(want)
@@ -161,7 +167,7 @@ def run_example(ex):
         return
     printed = buf.getvalue()
     got_text = printed + (_safe_repr(value) + "\n" if has_value and value is not None else "")
-    status = compare(got_text, value, has_value and value is not None, want)
+    status = compare(got_text, value, has_value, want)
     emit(kind="example", id=ex["id"], status=status, got=_short(got_text.rstrip("\n"), 2000))
 
 def run_block(blk):
@@ -198,7 +204,7 @@ def run_block(blk):
             want = blk["watch_want"][str(stmt.lineno)]
             got_text = printed + (_safe_repr(value) + "\n" if has_value and value is not None else "")
             emit(kind="stmt", index=blk["index"], line=stmt.lineno, got=_short(got_text.rstrip("\n"), 2000),
-                 status=compare(got_text, value, has_value and value is not None, want))
+                 status=compare(got_text, value, has_value, want))
     emit(kind="block", index=blk["index"], status="ok", stdout=_short("".join(out)))
     return True
 

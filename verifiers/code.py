@@ -388,6 +388,9 @@ def _example_check(p: _Plan, e: Example, i: int, exrecs: dict, stmts: dict, bloc
         if status == "error":
             err = r.get("error", {})
             outcome, reason = _classify_error(p, err)
+            if not any(f[0].startswith("<answer") for f in err.get("frames", [])):
+                # raised by the example itself (malformed example, wrong arity): not the code's fault
+                outcome, reason = "unknown", f"the example itself raised {err.get('type')}: {err.get('message')}"
             c.evidence.update(exception={"type": err.get("type"), "message": err.get("message")},
                               traceback=_traceback(p, err), stdout=_bound(r.get("stdout")))
             c.found = f"{err.get('type')}: {err.get('message')}"

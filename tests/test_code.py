@@ -1,0 +1,260 @@
+"""Code verifier: claims, tiers 1-2 (no execution) and tier 3 in a real sandbox.
+
+Tier-3 tests use the docker backend when available, else bwrap; they are skipped when neither
+can run here (unless VERACITY_REQUIRE_SANDBOX names one), and the pandas ones when the sandbox
+has no pandas (bwrap without VERACITY_SANDBOX_ROOTFS).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from verifiers import code, sandbox
+
+FAST = sandbox.Limits(timeout_s=6, cpu_s=6)
+
+
+def fence(src: str, lang: str = "python") -> str:
+    return f"```{lang}\n{src.strip(chr(10))}\n```"
+
+
+def outcomes(checks) -> list[str]:
+    return [c.outcome for c in checks]
+
+
+@pytest.fixture(scope="module")
+def box():
+    required = {b.strip() for b in os.environ.get("VERACITY_REQUIRE_SANDBOX", "").split(",") if b.strip()}
+    reasons = []
+    for name in ("docker", "bwrap"):
+        b = sandbox.get(name, FAST)
+        r = b.unavailable_reason()
+        if r is None:
+            yield b
+            b.close()
+            return
+        reasons.append(f"{name}: {r}")
+        if name in required:
+            pytest.fail(f"{name} required but unavailable: {r}")
+    pytest.skip("no sandbox: " + "; ".join(reasons))
+
+
+@pytest.fixture(scope="module")
+def pandas_box(box):
+    if not box.run("import pandas").ok:
+        pytest.skip(f"{box.name} sandbox has no pandas (set VERACITY_SANDBOX_ROOTFS for bwrap)")
+    return box
+
+
+NONE = sandbox.get("none")
+
+
+# --- tiers 1 and 2: no execution ---------------------------------------------------------------
+
+def test_syntax_error_is_fail_with_answer_line_and_column():
+    answer = "Try this:\n\n" + fence("def f(x)\n    return x")
+    [c] = code.check(answer, sandbox=NONE)
+    assert c.outcome == "fail" and c.evidence["tier"] == 1
+    assert c.evidence["line"] == 4 and c.evidence["column"] == 9  # answer line of `def f(x)`
+    assert c.evidence["exception"]["type"] == "SyntaxError"
+    assert c.span == (answer.index("```"), len(answer))
+
+
+def test_template_placeholder_is_unknown_not_fail():
+    [c] = code.check(fence("client = Client(api_key=<YOUR_API_KEY>)"), sandbox=NONE)
+    assert c.outcome == "unknown"
+
+
+def test_misspelled_builtin_is_static_fail():
+    [c] = code.check(fence("total = 3\npritn(total)"), sandbox=NONE)
+    assert c.outcome == "fail" and c.evidence["tier"] == 2
+    assert "did you mean 'print'" in c.note and c.evidence["line"] == 3
+
+
+def test_missing_conventional_import_is_fail():
+    [c] = code.check(fence("import math\nx = np.array([1, 2])"), sandbox=NONE)
+    assert c.outcome == "fail" and "import numpy as np" in c.note
+
+
+def test_notebook_fragments_are_not_false_alarms():
+    answer = "\n".join([
+        fence("df['total'] = df['price'] * df['qty']"),  # the user's df
+        fence("from math import *\nprint(sqrt(16))"),  # star import
+        fence("result = helper(2)"),  # defined in a later block
+        fence("def helper(x):\n    return x * 2"),
+        fence("%matplotlib inline\nimport math\nprint(math.pi)"),  # IPython magic
+        fence("    def method(self):\n        return self.x"),  # indented excerpt
+        fence("display(42)"),
+    ])
+    checks = code.check(answer, sandbox=NONE)
+    assert "fail" not in outcomes(checks)
+    assert len(checks) == 7
+
+
+def test_other_languages_are_reported_not_checked():
+    [c] = code.check(fence("console.log(1 +)", "javascript"), sandbox=NONE)
+    assert c.outcome == "unknown" and "not checked" in c.note
+
+
+def test_output_blocks_are_not_code():
+    answer = fence("print(6 * 7)") + "\nOutput:\n" + fence("42", "") + "\n" + fence("[1, 2, 3]", "")
+    checks = code.check(answer, sandbox=NONE)
+    assert all("block 2" not in c.claim and "block 3" not in c.claim for c in checks if c.claim.startswith("block"))
+
+
+def test_none_sandbox_makes_tier3_unknown_with_reason():
+    checks = code.check(fence("def f(x):\n    return x + 1\n\nprint(f(1))  # Output: 2"), sandbox=NONE)
+    assert outcomes(checks) == ["unknown", "unknown"]
+    assert "never executes" in checks[0].note
+
+
+@pytest.mark.parametrize("answer", ["", "no code here", "```python\n", "```\n" + "(" * 500 + "\n```",
+                                    "```python\n\x00\n```", "~~~py\nprint(1\n~~~", "````python\n```\n````"])
+def test_bad_input_never_crashes(answer):
+    checks = code.check(answer, sandbox=NONE)
+    assert all(c.outcome in ("pass", "fail", "unknown") for c in checks)
+
+
+def test_question_examples_parsing_is_conservative():
+    from verifiers._code_extract import question_examples
+
+    q = '''def tri(n):
+    """tri(1) = 3
+    tri(n) = 1 + n / 2, if n is even.
+    For example:
+    tri(4) = 3
+    Examples:
+    tri(3) = [1, 3, 2, 8]
+    is_happy(a) => False
+    bf("Earth", "Mercury") ==> ("Venus")
+    get_odd_collatz(5) returns [1, 5] # because ...
+    f(2, 3) ==> 5
+    """'''
+    ex = {(e.source, e.want) for e in question_examples(q, {"tri", "is_happy", "bf", "get_odd_collatz", "f"})}
+    assert ("f(2, 3)", "5") in ex and ("get_odd_collatz(5)", "[1, 5]") in ex
+    assert ('bf("Earth", "Mercury")', '"Venus"') in ex  # compared leniently with a 1-tuple
+    assert not any(s.startswith("tri(") for s, _ in ex)  # math notation, not examples
+    assert not any(s.startswith("is_happy(") for s, _ in ex)  # non-literal argument
+
+
+# --- tier 3: in the sandbox --------------------------------------------------------------------
+
+def test_pandas_and_bug_is_caught(pandas_box):
+    answer = "Filter like this:\n" + fence(
+        "import pandas as pd\ndf = pd.DataFrame({'Age': [10, 150, 30]})\n"
+        "adults = df[(df['Age'] > 0) and (df['Age'] < 120)]\nprint(adults)")
+    [c] = code.check(answer, sandbox=pandas_box)
+    assert c.outcome == "fail" and c.evidence["tier"] == 3
+    assert c.evidence["exception"]["type"] == "ValueError"
+    assert "truth value of a Series is ambiguous" in c.evidence["exception"]["message"]
+    assert any("and (df['Age'] < 120)" in ln for ln in c.evidence["traceback"])
+    assert c.evidence["line"] == 5
+
+
+def test_pandas_fixed_version_passes(pandas_box):
+    [c] = code.check(fence("import pandas as pd\ndf = pd.DataFrame({'Age': [10, 150, 30]})\n"
+                           "print(len(df[(df['Age'] > 0) & (df['Age'] < 120)]))  # Output: 2"), sandbox=pandas_box)[:1]
+    assert c.outcome == "pass"
+
+
+def test_misspelled_imports(box):
+    [c] = code.check(fence("import colections\nprint(colections.Counter('aab'))"), sandbox=box)
+    assert c.outcome == "fail" and "did you mean 'collections'" in c.note
+    [c] = code.check(fence("from collections import Countr\nprint(Countr('aab'))"), sandbox=box)
+    assert c.outcome == "fail" and c.evidence["exception"]["type"] == "ImportError"
+    [c] = code.check(fence("import requests\nprint(requests.get('https://example.com'))"), sandbox=box)
+    assert c.outcome == "unknown"  # a real package the sandbox lacks: not a misspelling
+
+
+def test_answer_asserts_and_docstring_examples(box):
+    checks = code.check(fence('''
+def square(x):
+    """
+    >>> square(3)
+    9
+    >>> square(4)
+    15
+    """
+    return x * x
+
+assert square(2) == 4
+'''), sandbox=box)
+    assert outcomes(checks) == ["pass", "pass", "fail"]
+    assert checks[2].expected == "15" and checks[2].found == "16"
+    bad = code.check(fence("def inc(x):\n    return x + 2\n\nassert inc(1) == 2"), sandbox=box)
+    assert bad[0].outcome == "fail" and bad[0].evidence["exception"]["type"] == "AssertionError"
+
+
+def test_stated_outputs(box):
+    wrong = code.check(fence("def add(a, b):\n    return a + b\n\nprint(add(2, 3))  # Output: 6"), sandbox=box)
+    assert outcomes(wrong) == ["pass", "fail"] and wrong[1].found == "5"
+    right = code.check(fence("nums = [3, 1, 2]\nprint(sorted(nums))  # prints [1, 2, 3]\nsum(nums)  # -> 6")
+                       + "\n\nOutput:\n" + fence("[1, 2, 3]", ""), sandbox=box)
+    assert outcomes(right) == ["pass", "pass", "pass", "pass"]
+    prose = code.check(fence("print(sum(range(4)))") + "\nThis prints `7`.", sandbox=box)
+    assert outcomes(prose) == ["pass", "fail"]
+    rounded = code.check(fence("import math\nprint(math.pi)  # Output: 3.14"), sandbox=box)
+    assert outcomes(rounded) == ["pass", "pass"]
+
+
+def test_question_examples_run_against_answer_functions(box):
+    question = ("Write `def middle(xs)` returning the median.\n"
+                "Examples:\n    middle([1, 2, 3]) -> 2\n    >>> middle([1, 2, 3, 4])\n    2.5\n"
+                "    middle([5]) ==> 5")
+    wrong = fence("def middle(xs):\n    xs = sorted(xs)\n    return xs[len(xs) // 2]")
+    checks = code.check(wrong, question, sandbox=box)
+    ex = [c for c in checks if c.evidence.get("origin") == "question"]
+    assert sorted(c.outcome for c in ex) == ["fail", "pass", "pass"]
+    failed = next(c for c in ex if c.outcome == "fail")
+    assert failed.evidence["inputs"] == "middle([1, 2, 3, 4])" and failed.found == "3"
+    right = fence("import statistics\n\ndef middle(xs):\n    return statistics.median(xs)")
+    assert "fail" not in outcomes(code.check(right, question, sandbox=box))
+    prose_q = "Write fact(n). For input 5 the output is 120."
+    assert outcomes(code.check(fence("def fact(n):\n    return 1 if n < 2 else n * fact(n - 1)"), prose_q,
+                               sandbox=box))[-1] == "pass"
+
+
+def test_runtime_crash_on_question_example_is_fail(box):
+    question = "first_word('hello world') -> 'hello'\nfirst_word('') -> ''"
+    checks = code.check(fence("def first_word(s):\n    return s.split()[0]"), question, sandbox=box)
+    crash = [c for c in checks if c.outcome == "fail"]
+    assert len(crash) == 1 and crash[0].evidence["exception"]["type"] == "IndexError"
+    assert any("return s.split()[0]" in ln for ln in crash[0].evidence["traceback"])
+
+
+def test_environment_dependent_code_is_unknown(box):
+    for src in ["name = input('name? ')\nprint('hi', name)",
+                "with open('data.csv') as f:\n    print(f.read())",
+                "import os\nprint(os.environ['OPENAI_API_KEY'])",
+                "import urllib.request\nprint(urllib.request.urlopen('http://example.com').read())",
+                "import socket\nsocket.create_connection(('10.0.0.1', 5432), timeout=1)",
+                "import time\nwhile True:\n    time.sleep(1)"]:
+        checks = code.check(fence(src), sandbox=box)
+        assert outcomes(checks) == ["unknown"], (src, checks)
+
+
+def test_random_output_mismatch_is_unknown(box):
+    checks = code.check(fence("import random\nprint(random.randint(1, 6))  # Output: 4"), sandbox=box)
+    assert "fail" not in outcomes(checks)
+
+
+def test_blocks_share_a_namespace_in_order(box):
+    answer = "First:\n" + fence("import math\nr = 2") + "\nThen:\n" + fence("area = math.pi * r ** 2\nprint(round(area, 2))  # Output: 12.57")
+    assert outcomes(code.check(answer, sandbox=box)) == ["pass", "pass", "pass"]
+
+
+def test_hostile_answer_is_contained_and_unknown(box):
+    checks = code.check(fence("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"),
+                        sandbox=box, limits=sandbox.Limits(timeout_s=3, cpu_s=2))
+    assert outcomes(checks) == ["unknown"]
+
+
+def test_acheck_matches_check(box):
+    answer = fence("def f(x):\n    return x * 3\n\nprint(f(2))  # Output: 6")
+    sync = code.check(answer, "f(1) -> 3", sandbox=box)
+    asyn = asyncio.run(code.acheck(answer, "f(1) -> 3", sandbox=box))
+    assert outcomes(sync) == outcomes(asyn) == ["pass", "pass", "pass"]
+    assert [c.claim for c in sync] == [c.claim for c in asyn]
