@@ -21,5 +21,10 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
+# real answers from $VERACITY_CASES (default ../shared/cases) through gateway + replaying upstream;
+# without that folder, the examples shipped in proxy/demo/examples.jsonl
+demo: $(STAMP)
+	$(PY) bench/demo.py $(ARGS)
+
 clean:
 	rm -rf $(VENV) .pytest_cache
