@@ -199,5 +199,24 @@ def _policy_check(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+@command("index build", help="Build the offline citation index (SQLite FTS5) from BibTeX, CSL-JSON and JSONL files.")
+def _index_build(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("files", nargs="+", metavar="FILE", help=".bib, .json (CSL-JSON) or .jsonl record files")
+    p.add_argument("--db", default="citations.sqlite3", help="index file to create or extend (default: %(default)s)")
+
+    def run(args: argparse.Namespace) -> int:
+        from verifiers.citations import LocalIndex, build_index
+
+        try:
+            added = build_index(args.files, args.db)
+        except (OSError, ValueError) as exc:
+            print(f"veracity: {exc}", file=sys.stderr)
+            return 2
+        print(f"{args.db}: {added} records added, {LocalIndex(args.db).count()} in total")
+        return 0
+
+    return run
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

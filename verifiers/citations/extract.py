@@ -380,6 +380,23 @@ def _accept(p: _Parsed) -> bool:
     return bool(p.authors) and (p.year is not None or bool(p.venue))
 
 
+_SENT_END = re.compile(r"(?<!\bal)(?<!\bet)(?<!\be\.g)(?<![A-Z])[.!?。！？]\s+")
+_PROSE_STARTS = {"as", "in", "see", "the", "this", "we", "our", "according", "following", "like", "unlike", "and",
+                 "but", "also", "recent", "recently", "earlier", "prior", "previous", "e.g", "cf", "for", "both", "here"}
+
+
+def _plausible_entry(p: _Parsed) -> bool:
+    """Guard for lines without a list marker: the author list must not start with a prose word
+    and the title must start like a title (capital, digit, quote or CJK)."""
+    if p.authors and fold_first(p.authors[0]) in _PROSE_STARTS:
+        return False
+    return bool(p.title) and bool(re.match(r"[\w\u3400-\u9fff\"“'‘(«《]", p.title)) and not p.title[:1].islower()
+
+
+def fold_first(name: str) -> str:
+    return (name.split() or [""])[0].strip(".,").lower()
+
+
 def _claim_from(p: _Parsed, raw: str, span: tuple[int, int], kind: str = "entry") -> CitationClaim:
     return CitationClaim(
         raw=raw, span=span, kind=kind, title=p.title, authors=list(p.authors or []), et_al=p.et_al,
@@ -572,8 +589,11 @@ def extract(text: str) -> list[CitationClaim]:
                 j += 1
             raw = text[a:b]
             p = parse_reference(raw)
-            if _accept(p) or (p.style in ("ieee", "mla", "chicago", "harvard") and p.title and len(p.title.split()) >= 3
-                              and (p.year or p.venue)):
+            ok = _accept(p) or (p.style in ("ieee", "mla", "chicago", "harvard") and bool(p.title)
+                                and len(p.title.split()) >= 3 and bool(p.year or p.venue))
+            if ok and not is_item:  # a plain line under a References heading must carry a year or an identifier
+                ok = bool(p.year or p.doi or p.arxiv_id or p.isbn) and _plausible_entry(p)
+            if ok:
                 lead = len(raw) - len(raw.lstrip())
                 claims.append(_claim_from(p, raw.strip(), (a + lead, b)))
                 taken.append((a, b))
@@ -582,7 +602,8 @@ def extract(text: str) -> list[CitationClaim]:
         # a stand-alone line that is a whole formatted reference (no marker)
         if free(a, b) and len(line) < 600 and (_YEAR_PAREN_RE.search(line) or _DOI_URL_RE.search(line)):
             p = parse_reference(line)
-            if _accept(p) and p.authors and p.title and p.style in ("apa", "acm", "harvard", "gbt7714", "ieee", "mla", "chicago"):
+            if (_accept(p) and p.authors and p.title and _plausible_entry(p)
+                    and p.style in ("apa", "acm", "harvard", "gbt7714", "ieee", "mla", "chicago")):
                 lead = len(line) - len(line.lstrip())
                 claims.append(_claim_from(p, line.strip(), (a + lead, b)))
                 taken.append((a, b))
@@ -600,7 +621,9 @@ def extract(text: str) -> list[CitationClaim]:
         if free(m.start(), m.end()):
             doi = normalize_doi(m.group(1))
             if doi:
-                claims.append(CitationClaim(raw=m.group(0), span=(m.start(), m.end()), kind="identifier", doi=doi))
+                arx = normalize_arxiv(doi) if doi.startswith("10.48550/arxiv.") else None
+                claims.append(CitationClaim(raw=m.group(0), span=(m.start(), m.end()), kind="identifier", doi=doi,
+                                            arxiv_id=arx))
                 taken.append((m.start(), m.end()))
     for m in _ARXIV_CTX_RE.finditer(text):
         if free(m.start(), m.end()):
@@ -648,7 +671,8 @@ def extract(text: str) -> list[CitationClaim]:
                 continue  # a quoted sentence, not a title
             c = CitationClaim(raw=m.group(0), span=(m.start(), m.end()), kind="title", title=title)
             # attach an author-year citation from the same sentence
-            sent_a = max(text.rfind(".", 0, m.start()), text.rfind("\n", 0, m.start())) + 1
+            ends = [e.end() for e in _SENT_END.finditer(text, max(0, m.start() - 400), m.start())]
+            sent_a = max([text.rfind("\n", 0, m.start()) + 1] + ends)
             sent_b_candidates = [x for x in (text.find(". ", m.end()), text.find("\n", m.end())) if x != -1]
             sent_b = min(sent_b_candidates) if sent_b_candidates else len(text)
             for k, (span, surname, year, et_al) in enumerate(unlinked):
