@@ -163,12 +163,14 @@ def run_reference(res: Results, base: Path) -> None:
             errors = [c for c in cs if c.outcome == "error"]
             if fails or errors:
                 flagged.append({"index": i, "claims": [c.claim for c in fails + errors],
+                                "before": [answer[max(0, c.span[0] - 20) : c.span[0]] if c.span else "?"
+                                           for c in fails + errors],
                                 "found": [c.found for c in fails], "expected": [c.expected for c in fails]})
         out[mode] = {"flagged": flagged, "checked_claims": checks}
     res.reference = out
 
 
-def run_model_solutions(res: Results, base: Path) -> None:
+def run_model_solutions(res: Results, base: Path, model_text: bool = True) -> None:
     rows = _jsonl(base / "example_model_solutions.jsonl")
     gt_bad = gt_good = gt_none = 0
     found = missed = false_flags = flagged_unparsed = 0
@@ -199,6 +201,8 @@ def run_model_solutions(res: Results, base: Path) -> None:
                         false_flags += 1
                         false_list.append(m.group(1))
             # plain model text (notes stripped): how often is a solution flagged?
+            if not model_text:
+                continue
             stripped = NOTE.sub("", sol)
             cs2 = _timed(res, stripped, r["question"])
             key = "correct" if r[sysname]["is_correct"] else "incorrect"

@@ -162,6 +162,8 @@ _ANSWER_PATTERNS = [
         re.I,
     ),
     re.compile(r"(?:=|≈)\s*\**\s*(" + _NUMTXT + r")"),
+    re.compile(r"\b(?:is|it's|that's|get|gives|makes)\s+(?:approximately\s+|about\s+|roughly\s+)?\**\s*("
+               + _NUMTXT + r")\s*\**\s*[.!]?\s*$", re.I),
 ]
 _ONLY_NUMBER = re.compile(r"^\s*\**\s*(" + _NUMTXT + r")\s*\**\s*\.?\s*$")
 _APPROX_BEFORE = re.compile(r"(?:approximately|about|roughly|~|≈)\s*\**\s*$", re.I)

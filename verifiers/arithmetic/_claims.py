@@ -18,6 +18,7 @@ needs an operator on its left and a bare number on its right; symbols make a pai
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -113,7 +114,8 @@ def _ensure_prefix(seg: _Seg) -> None:
     toks = seg.toks
     for k in range(len(toks) - 1, 0, -1):
         last, nxt = toks[k - 1], toks[k]
-        if last.kind in ("NUM", "RP", "FACT", "PCT", "CONST") and nxt.kind in ("NUM", "LP", "FUNC", "CONST", "RP", "VAR"):
+        if last.kind in ("NUM", "RP", "FACT", "PCT", "CONST") and nxt.kind in ("NUM", "LP", "FUNC", "CONST", "RP") and \
+                not (nxt.start == last.end and nxt.kind in ("LP", "FUNC", "CONST")):
             try:
                 seg.prefix = parse(toks[:k])
                 seg.prefix_toks = toks[:k]
@@ -175,6 +177,15 @@ def _money_of(toks: list[Token]) -> set[str]:
     return out
 
 
+_UNIT_TAIL = re.compile(r"[ \t]*(?:°[ \t]*[CF]\b|degrees?[ \t]+[A-Za-z]+|[A-Za-z]+)")
+
+
+def rtoks_of(toks: list[Token]) -> list[Token]:
+    """Tokens after the (last) ``=`` of a claim."""
+    k = max(i for i, t in enumerate(toks) if t.kind in ("EQ", "SOFT"))
+    return toks[k + 1 :] or toks[-1:]
+
+
 _RATE_WORDS = frozenset("for in over after during within per every each of by than at".split())
 
 
@@ -188,6 +199,17 @@ def _has_percent(node: tuple) -> bool:
     if node[0] == "pct":
         return True
     return any(_has_percent(c) for c in node[1:] if isinstance(c, tuple))
+
+
+def _differs_in_unit(ln: tuple, rn: tuple) -> bool:
+    a, b = literal_of(ln)[0], literal_of(rn)[0]
+    return (a.unit or None) != (b.unit or None) and bool(unit_info(a.unit) or unit_info(b.unit))
+
+
+def _uses_value(node: tuple, value: Fraction) -> bool:
+    if node[0] == "num":
+        return node[1].value == value
+    return any(_uses_value(c, value) for c in node[1:] if isinstance(c, tuple))
 
 
 def _has_hundred_percent(node: tuple) -> bool:
@@ -213,6 +235,7 @@ class ClaimFinder:
         self.note_ends = note_ends or set()
         self.before: Token | None = None
         self._run_first: Token | None = None
+        self._confirmed: tuple | None = None
         self.checks: list[Check] = []
 
     # -- spans ---------------------------------------------------------------------------------
@@ -228,6 +251,7 @@ class ClaimFinder:
         """Check every claim of one run; ``before`` is the token just before it."""
         self.before = before
         self._run_first = run[0]
+        self._confirmed = None
         seps: list[Token] = []
         parts: list[list[Token]] = [[]]
         for t in run:
@@ -244,7 +268,8 @@ class ClaimFinder:
             segs[0].bad = True
         if run[-1].kind not in ("EQ", "SOFT") and _sticky_after(text, run[-1].end):
             segs[-1].bad = True
-        if before is not None and (before.kind == "OP" or (run[0].kind == "OP" and before.kind in ("WORD", "TRAIL"))):
+        if before is not None and (before.kind in ("OP", "NUM", "RP", "PCT") or
+                                   (run[0].kind == "OP" and before.kind in ("WORD", "TRAIL"))):
             segs[0].bad = True  # "250 of the books - 135 sold - 50 = 65": the head is prose
         for i, sep in enumerate(seps):
             self._pair(segs[i], sep, segs[i + 1])
@@ -254,6 +279,8 @@ class ClaimFinder:
             return None, None
         if seg.full is not None:
             return seg.full, seg.toks
+        if self.strict:  # a calculator note is arithmetic through and through: no partial reads
+            return None, None
         if left:
             _ensure_suffix(seg)
             return seg.suffix, seg.suffix_toks
@@ -291,16 +318,25 @@ class ClaimFinder:
             if self.strict:
                 self._unknown(toks, f"not a number: {exc}")
             return
-        if soft and _bare_fraction(ln) and abs(lv) < 1 <= abs(rv):
+        if _bare_fraction(ln) and r_lit and abs(lv) < 1 <= abs(rv) and not self.strict:
             return  # "2/5 is equal to 12.8 hectares": a part of a whole, not a quotient
         if l_lit and r_lit:
+            if self._confirmed is not None and self._confirmed[0] is a and not _differs_in_unit(ln, rn):
+                # "(2 + 3) * 4 = 20 = 21": the chain claims the expression equals 21 as well
+                _, node, value, etoks = self._confirmed
+                lit, sign = literal_of(rn)
+                self._judge(node, value, lit, sign, approx, etoks + [sep] + rtoks, a, b)
+                return
             self._conversion(ln, rn, a, b, toks, approx)
             return
         if r_lit:
             lit, sign = literal_of(rn)
             if _units_conflict(a.units, _money_of(ltoks), lit):
                 return
+            n_before = len(self.checks)
             self._judge(ln, lv, lit, sign, approx, toks, a, b)
+            if len(self.checks) > n_before and self.checks[-1].outcome == "pass":
+                self._confirmed = (b, ln, lv, ltoks)
             return
         # running total: "16 - 3 = 13 - 4" (the right side starts from the left's value)
         first = first_literal(rn)
@@ -312,8 +348,8 @@ class ClaimFinder:
             if soft:
                 return
             lit, sign = literal_of(ln)
-            if lit.unit or a.units or (_has_percent(rn) and not lit.percent):
-                return  # "6 nephews = 96 cookies/6", "48 = 100% + 20%": not an arithmetic identity
+            if lit.unit or a.units or (_has_percent(rn) and not lit.percent) or _uses_value(rn, lit.value):
+                return  # "6 nephews = 96 cookies/6", "48 = 100% + 20%", "$80 = 25/100 x $80"
             if _units_conflict(b.units, _money_of(rtoks), lit):
                 return
             self._judge(rn, rv, lit, sign, approx, toks, b, a, reverse=True)
@@ -371,14 +407,17 @@ class ClaimFinder:
         if conv is None:
             return
         v = judge(conv, rlit, sign=rsign, approx=approx)
-        found = ("-" if rsign < 0 else "") + rlit.text.strip() + " " + ru
         span = self.span(toks)
+        tail = _UNIT_TAIL.match(self.original, span[1])
+        if tail:
+            span = (span[0], tail.end())
+        found = self.original[self.span(rtoks_of(toks))[0] : span[1]].strip()
         self.checks.append(
             Check(
                 verifier=VERIFIER,
                 claim=self.claim_text(span),
                 outcome=v.outcome,  # type: ignore[arg-type]
-                expected=f"{v.expected} {ru}",
+                expected=f"{v.expected} {ri[0]}",
                 found=found,
                 evidence={
                     "kind": "unit_conversion",
@@ -390,7 +429,7 @@ class ClaimFinder:
                 },
                 confidence=v.confidence,
                 span=span,
-                note=v.note or ("" if v.outcome == "pass" else f"{found} should be {v.expected} {ru}"),
+                note=v.note or ("" if v.outcome == "pass" else f"{found} should be {v.expected} {ri[0]}"),
             )
         )
 
@@ -403,9 +442,7 @@ class ClaimFinder:
             evidence["right_expression"] = to_text(rn)
         if exact is not None:
             evidence["value"] = format_value(exact)
-            if isinstance(exact, Fraction) and exact.denominator != 1 and "/" not in format_value(exact):
-                pass
-            elif isinstance(exact, Fraction) and exact.denominator != 1:
+            if isinstance(exact, Fraction) and exact.denominator != 1:
                 evidence["exact"] = f"{exact.numerator}/{exact.denominator}"
         if approx:
             evidence["approximate"] = True

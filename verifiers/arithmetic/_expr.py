@@ -350,7 +350,7 @@ def _text(node: tuple, parent: int) -> str:
         return f"({s})" if parent > 1 else s
     if kind == "bin":
         p = _PREC[node[1]]
-        right_p = p + 1 if node[1] in "-/" else p
+        right_p = p + 1
         s = f"{_text(node[2], p)} {node[1]} {_text(node[3], right_p)}"
         return f"({s})" if p < parent else s
     if kind == "pow":

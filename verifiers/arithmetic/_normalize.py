@@ -62,7 +62,7 @@ _TEX_OPS = [
     (_c(r"\{,\}"), ","),
     (_c(r"\\(?:[,;:! ]|quad|qquad)"), " "),
     (_c(r"\\(?:cdots|ldots|dots)(?![a-zA-Z])"), "..."),
-    (_c(r"\\[\[\]()]"), " \n "),  # display/inline math delimiters
+    (_c(r"\\[\[\]()]"), " "),  # display/inline math delimiters
     (_c(r"\$\$"), " "),
 ]
 _TEX_DEG = _c(r"\^\s*[({]?\s*\\circ\s*[)}]?\s*")

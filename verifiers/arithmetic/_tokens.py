@@ -204,7 +204,9 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
         elif w in MONEY_WORDS and i and toks[i - 1].kind == "NUM" and toks[i - 1].lit.money is None:
             toks[i - 1].lit.money = MONEY_WORDS[w]
             t.kind = "UNITWORD"
-        elif len(w) == 1 and w not in ("a", "i"):
+        elif i and toks[i - 1].end == t.start and toks[i - 1].kind == "NUM" and w not in GLUED_OK and len(w) > 1:
+            t.kind = "VAR"  # "1Dachshund + 1/4Papillon": a named quantity, not a unit
+        elif len(w) == 1:
             glued = (i and toks[i - 1].end == t.start and toks[i - 1].kind in ("NUM", "RP")) or (
                 i + 1 < n and toks[i + 1].start == t.end and toks[i + 1].kind in ("LP", "NUM")
             )
@@ -285,16 +287,25 @@ def runs(toks: list[Token]) -> list[list[Token]]:
     return [r for _, r in runs_with_context(toks)]
 
 
+_LINKS = frozenset("of in per for at with by".split())
+# words that may follow a number without a space and still be a unit or ordinal ("5km", "3rd")
+GLUED_OK = frozenset("km kg cm mm lb lbs oz ft mi ml hr hrs min mins mph kph sec th st nd rd k m g s h".split())
+
+
 def _interrupted(toks: list[Token], i: int) -> Token | None:
     """The operator when a few prose words interrupt an expression (``25 classmates + his 1
     teacher``): the run starting at ``i`` is then not a whole expression."""
     k = i - 1
     words = 0
+    linked = False
     while k >= 0 and toks[k].kind in ("WORD", "TRAIL") and words < 3:
+        linked = linked or toks[k].text.lower() in _LINKS
         k -= 1
         words += 1
     if words and k >= 0 and toks[k].kind == "OP":
         return toks[k]
+    if linked and k >= 0 and toks[k].kind in ("NUM", "RP", "PCT"):
+        return toks[k]  # "24 eggs in 1 tray x 2 trays = 48": the run is the tail of a product
     return None
 
 
@@ -409,7 +420,7 @@ class _Parser:
             return False
         if self.formula:
             return True
-        return prev.end == t.start and not (prev.kind == "NUM" and t.kind == "VAR")
+        return prev.end == t.start
 
     def unary(self) -> tuple:
         t = self.peek()

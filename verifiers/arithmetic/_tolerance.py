@@ -78,6 +78,8 @@ def judge(
         if best is None or _RANK[v.outcome] > _RANK[best.outcome]:
             best = v
     assert best is not None
+    if lit.percent and best.outcome != "pass" and best.rule != "sigfigs":
+        best.expected = format_value(c * 100, lit.decimals) + "%"
     return best
 
 
@@ -106,10 +108,11 @@ def _one(
     tol = f"±{format_value(half)}"
     if diff <= eps:
         return Verdict("pass", "exact", format_value(computed), "0", "", 1.0)
-    if diff <= half + eps:
+    if diff < half - eps or (diff <= half + eps and _tie_ok(c, stated, half)):
         return Verdict("pass", rule, expected, tol, "stated value is the rounded result", 0.95)
-    if approx and diff <= 2 * half + eps:
-        return Verdict("unknown", rule, expected, tol, "within one unit of the last stated digit", 0.5)
+    if approx and diff <= half * Fraction(11, 10) + eps:
+        # double rounding (3454 -> 3500 -> 4000) is off by at most half a unit plus a tenth
+        return Verdict("unknown", rule, expected, tol, "consistent with rounding in two steps", 0.5)
     # truncation at the stated precision; for whole numbers also rounding up ("8 buses")
     step = aulp if approx else ulp
     if step > 0:
@@ -120,9 +123,23 @@ def _one(
             allowed |= {math.floor(q) * step, math.ceil(q) * step}
         if stated in allowed:
             return Verdict("unknown", rule, expected, tol, "stated value is the truncated result", 0.5)
+    if c < 0 < stated and abs(-c - stated) <= half + eps:
+        return Verdict("unknown", rule, expected, tol, "stated value is the magnitude of a negative result", 0.5)
     if bounds is not None and bounds[0] - half - eps <= stated <= bounds[1] + half + eps:
         return Verdict("unknown", rule, expected, tol, "consistent with rounded intermediate values", 0.5)
     return Verdict("fail", rule, expected, tol, "", 0.95)
+
+
+def _tie_ok(c: Fraction, stated: Fraction, half: Fraction) -> bool:
+    """On an exact tie (3.5 to a whole number) accept round-half-up and round-half-even only."""
+    if abs(c - stated) != half or half == 0:
+        return True
+    step = 2 * half
+    q = c / step  # k + 1/2 exactly
+    lo, hi = math.floor(q), math.ceil(q)
+    up = hi if c >= 0 else lo
+    even = lo if lo % 2 == 0 else hi
+    return stated in (up * step, even * step)
 
 
 def _round_to(c: Fraction, step: Fraction) -> str:
