@@ -167,9 +167,16 @@ class PriceTable:
 # ------------------------------------------------------------------------------- stores
 
 
+_DAY: list[Any] = [-1, ""]
+
+
 def today() -> str:
-    """The UTC day as ``YYYY-MM-DD`` (daily budgets reset at 00:00 UTC)."""
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+    """The UTC day as ``YYYY-MM-DD`` (daily budgets reset at 00:00 UTC). Cached per UTC day
+    number (``strftime`` costs microseconds on the hot path)."""
+    n = int(time.time() // 86400)
+    if _DAY[0] != n:
+        _DAY[0], _DAY[1] = n, _dt.datetime.fromtimestamp(n * 86400, _dt.timezone.utc).strftime("%Y-%m-%d")
+    return _DAY[1]
 
 
 class Store(Protocol):
@@ -267,9 +274,26 @@ class DailyBudgets:
     Identities are opaque ids (hash prefixes, team names), never the secret keys.
     """
 
-    def __init__(self, store: Store | None = None, prices: PriceTable | None = None):
+    def __init__(self, store: Store | None = None, prices: PriceTable | None = None, cache_s: float = 1.0):
         self.store = store or SQLiteStore()
         self._prices = prices
+        #: daily totals read from the store are reused for ``cache_s`` seconds (and refreshed at
+        #: once after this process charges), so a request pays a store round trip at most once a
+        #: second per key/team; replicas sharing Redis see each other's spending within that time.
+        self.cache_s = cache_s
+        self._cache: dict[tuple[str, str, str], tuple[float, tuple[int, float]]] = {}
+
+    async def _spent(self, scope: str, ident: str, day: str) -> tuple[int, float]:
+        key = (scope, ident, day)
+        hit = self._cache.get(key)
+        now = time.monotonic()
+        if hit is not None and now - hit[0] < self.cache_s:
+            return hit[1]
+        val = await self.store.get(scope, ident, day)
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[key] = (now, val)
+        return val
 
     @classmethod
     def from_settings(cls, redis_url: str | None = None, sqlite_path: str | None = None) -> "DailyBudgets":
@@ -298,11 +322,11 @@ class DailyBudgets:
                     day: str | None = None) -> str | None:
         day = day or today()
         if key_limit is not None and (key_limit.extra_tokens is not None or key_limit.cost_usd is not None):
-            why = self._over(await self.store.get("key", key_id, day), key_limit)
+            why = self._over(await self._spent("key", key_id, day), key_limit)
             if why:
                 return f"key daily {why} budget exhausted"
         if team_limit is not None and (team_limit.extra_tokens is not None or team_limit.cost_usd is not None):
-            why = self._over(await self.store.get("team", team, day), team_limit)
+            why = self._over(await self._spent("team", team, day), team_limit)
             if why:
                 return f"team daily {why} budget exhausted"
         return None
@@ -311,8 +335,9 @@ class DailyBudgets:
         if tokens <= 0 and cost <= 0:
             return
         day = day or today()
-        await self.store.add("key", key_id, day, tokens, cost)
-        await self.store.add("team", team, day, tokens, cost)
+        now = time.monotonic()
+        self._cache[("key", key_id, day)] = (now, await self.store.add("key", key_id, day, tokens, cost))
+        self._cache[("team", team, day)] = (now, await self.store.add("team", team, day, tokens, cost))
 
     async def close(self) -> None:
         await self.store.close()

@@ -43,6 +43,7 @@ Contract for the steps:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -213,6 +214,11 @@ class _Plan:
         self.budget = RequestBudget.from_policy(self.policy.budgets.request)
 
 
+@functools.lru_cache(maxsize=4096)
+def _auth_hash(auth: str) -> str:
+    return "pt-" + hashlib.sha256(auth.encode()).hexdigest()[:16]
+
+
 def _key_id(principal: Principal) -> str:
     """Budget identity of the caller: the virtual key's name, or in pass-through auth a short
     hash of the client's Authorization header (so each upstream key has its own daily
@@ -220,7 +226,7 @@ def _key_id(principal: Principal) -> str:
     if principal.key_name:
         return principal.key_name
     if principal.upstream_auth:
-        return "pt-" + hashlib.sha256(principal.upstream_auth.encode()).hexdigest()[:16]
+        return _auth_hash(principal.upstream_auth)
     return "anonymous"
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -386,7 +387,8 @@ class PolicyStore:
 # ---------------------------------------------------------------------------- selection
 
 
-class KeyGrant(BaseModel):
+@dataclass(slots=True)
+class KeyGrant:
     """What the caller's key allows: its ``policy`` name, its ``team``, whether the
     ``x-veracity-policy`` header may choose another policy (``allow_policy_header``)."""
 

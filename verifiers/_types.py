@@ -97,7 +97,8 @@ class Report:
             "risk": self.risk,
             "checks": [c.to_dict() for c in self.checks],
             "rounds": self.rounds,
-            "cost": asdict(self.cost),
+            # not asdict(): it deep-copies every value, ~10 us on the gateway's hot path
+            "cost": {"tokens": self.cost.tokens, "upstream_calls": self.cost.upstream_calls, "ms": self.cost.ms},
         }
         if self.reason:
             d["reason"] = self.reason

@@ -222,6 +222,8 @@ def score(question: str | None, answer: str | None) -> RiskScore:
     # arithmetic: counting stops once the family saturates (k hits), the score cannot rise
     k = FAMILIES["arithmetic"][1]
     a = 0
+    # every arithmetic signal needs a digit: ten C-speed membership tests rule most prose out
+    has_digit = any(d in answer for d in "0123456789")
     for name, needles, ok in (
         ("operation", _OPERATORS, _is_operation),
         ("equation", ("=",), _is_equation),
@@ -229,7 +231,7 @@ def score(question: str | None, answer: str | None) -> RiskScore:
         ("currency", _CURRENCY_WORDS, _is_after_number),
         ("percent", ("%", " percent"), _is_after_number),
     ):
-        if a >= k:
+        if a >= k or not has_digit:
             break
         n = _anchored(answer, needles, ok, k - a)
         if n:
@@ -249,7 +251,7 @@ def score(question: str | None, answer: str | None) -> RiskScore:
 
     # citations
     r = 0
-    n = _anchored(answer, ("10.",), _is_doi, _CAP)
+    n = _anchored(answer, ("10.",), _is_doi, _CAP) if has_digit else 0
     if n:
         signals["doi"] = n
         r += n
@@ -267,7 +269,7 @@ def score(question: str | None, answer: str | None) -> RiskScore:
         if n:
             signals["reference_list"] = n
             r += n
-    n = _anchored(answer, ("(",), _is_author_year, _CAP)
+    n = _anchored(answer, ("(",), _is_author_year, _CAP) if has_digit else 0
     if n:
         signals["author_year"] = n
         r += n
