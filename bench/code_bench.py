@@ -18,6 +18,7 @@ Env: ``VERACITY_CASES`` (default ``<repo>/../shared/cases``), ``DOCKER_HOST``,
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import platform
@@ -83,17 +84,80 @@ def run_backend(name: str, rows: list[dict], labels: dict[str, bool] | None) -> 
     return {"backend": name, "labels": labels, "lat": lat, "bare": bare, "per": per, "adjudication": adjudication}
 
 
+def _call_key(node: ast.AST) -> tuple | None:
+    """``(args...)`` as Python values for ``candidate(...)``/``f(...)`` with literal args."""
+    if not isinstance(node, ast.Call):
+        return None
+    try:
+        return tuple(repr(ast.literal_eval(a)) for a in node.args)
+    except (ValueError, TypeError, SyntaxError):
+        return None
+
+
+def hidden_values(row: dict) -> dict[tuple, object]:
+    """``{args: expected}`` from the hidden test's ``assert candidate(args) == value`` lines."""
+    out: dict[tuple, object] = {}
+    try:
+        tree = ast.parse(row["test"])
+    except SyntaxError:
+        return out
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
+                and isinstance(node.test.ops[0], ast.Eq):
+            key = _call_key(node.test.left)
+            if key is None:
+                continue
+            try:
+                out[key] = ast.literal_eval(node.test.comparators[0])
+            except (ValueError, TypeError, SyntaxError):
+                continue
+    return out
+
+
+def prompt_erratum(row: dict, check) -> bool:
+    """True when the hidden test asserts a different value for the same call as the example
+    this check used: the example in the prompt is wrong (the dataset contradicts itself)."""
+    src, want = check.evidence.get("inputs") or "", check.expected or ""
+    try:
+        node = ast.parse(src.strip(), mode="eval").body
+    except SyntaxError:
+        return False
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq) and not want.strip():
+        node, want_node = node.left, node.comparators[0]
+        try:
+            want_val = ast.literal_eval(want_node)
+        except (ValueError, TypeError, SyntaxError):
+            return False
+    else:
+        try:
+            want_val = ast.literal_eval(want.strip())
+        except (ValueError, TypeError, SyntaxError):
+            return False
+    key = _call_key(node)
+    hv = hidden_values(row)
+    return key is not None and key in hv and hv[key] != want_val
+
+
 def adjudicate(box: sandbox.Sandbox, row: dict, checks: list) -> dict[str, str]:
-    """For fail checks on a solution that passes its hidden tests: run the same answer check on
-    HumanEval's canonical solution. If the reference also fails the claim, the example in the
-    prompt is wrong (a false alarm of ours); if the reference passes it, the solution really
-    disagrees with the specification and the hidden tests missed it."""
+    """Label each ``fail`` check on a solution that passes its hidden tests:
+
+    - ``prompt-erratum``: the hidden test asserts another value for the same call, i.e. the
+      prompt's example is wrong (still a false alarm for the user, but caused by the question);
+    - ``tests-missed-bug``: HumanEval's canonical solution passes the same claim, so the
+      solution really contradicts the problem and the hidden tests missed it;
+    - ``false-alarm``: anything else (our mistake).
+    """
     ref = "```python\n" + row["prompt"] + row["canonical_solution"] + "\n```"
     ref_checks = {c.claim: c.outcome for c in code.check(ref, row["prompt"], sandbox=box)}
     out = {}
     for c in checks:
         if c.outcome == "fail":
-            out[c.claim] = "tests-missed-bug" if ref_checks.get(c.claim) == "pass" else "false-alarm"
+            if prompt_erratum(row, c):
+                out[c.claim] = "prompt-erratum"
+            elif ref_checks.get(c.claim) == "pass":
+                out[c.claim] = "tests-missed-bug"
+            else:
+                out[c.claim] = "false-alarm"
     return out
 
 
@@ -102,17 +166,18 @@ def summarize(res: dict, rows: list[dict]) -> dict:
     passing = [r for r in rows if labels[r["task_id"]]]
     failing = [r for r in rows if not labels[r["task_id"]]]
     adj = res.get("adjudication", {})
-    fa = [r["task_id"] for r in passing
-          if any(c.outcome == "fail" and adj.get(r["task_id"], {}).get(c.claim) != "tests-missed-bug"
-                 for c in per[r["task_id"]])]
-    missed_by_tests = [r["task_id"] for r in passing if r["task_id"] not in fa
-                       and any(c.outcome == "fail" for c in per[r["task_id"]])]
+    def kinds(tid: str) -> set[str]:
+        return {adj.get(tid, {}).get(c.claim, "false-alarm") for c in per[tid] if c.outcome == "fail"}
+
+    fa = [r["task_id"] for r in passing if kinds(r["task_id"]) - {"tests-missed-bug"}]
+    errata = [t for t in fa if kinds(t) == {"prompt-erratum"}]
+    missed_by_tests = [r["task_id"] for r in passing if kinds(r["task_id"]) == {"tests-missed-bug"}]
     flagged = [r["task_id"] for r in failing if any(c.outcome == "fail" for c in per[r["task_id"]])]
     n_checks = sum(len(v) for v in per.values())
     outcomes = {o: sum(c.outcome == o for v in per.values() for c in v) for o in ("pass", "fail", "unknown", "error")}
     ex_checks = sum(1 for v in per.values() for c in v if c.evidence.get("origin"))
     return {"passing": len(passing), "failing": len(failing), "false_alarms": fa, "flagged": flagged,
-            "missed_by_tests": missed_by_tests,
+            "missed_by_tests": missed_by_tests, "errata": errata,
             "n_checks": n_checks, "outcomes": outcomes, "example_checks": ex_checks}
 
 
@@ -153,21 +218,23 @@ def main() -> int:
         f"concurrency cap {sandbox.max_concurrency()}; run sequentially. Command: "
         "`.venv/bin/python bench/code_bench.py --backends " + args.backends + "`",
         "",
-        "A `fail` on a solution that passes its hidden tests is adjudicated with HumanEval's canonical",
-        "solution: if the reference passes the same claim, the solution really contradicts the problem",
-        "(the hidden tests missed it; column *bugs tests missed*), otherwise it is a false alarm.",
+        "A `fail` on a solution that passes its hidden tests is adjudicated: if HumanEval's canonical",
+        "solution passes the same claim, the solution really contradicts the problem and the hidden tests",
+        "missed it (column *bugs tests missed*, not a false alarm); otherwise it is a false alarm. The",
+        "*false alarms* column counts them all; *of which prompt errata* are those where the hidden test",
+        "itself asserts a different value for the example's call (the question's example is wrong).",
         "",
-        "| backend | passing | false alarms | bugs tests missed | failing | flagged | checks (pass/fail/unknown) | check() median ms | p95 ms | bare `print(1)` median ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| backend | passing | false alarms | of which prompt errata | bugs tests missed | failing | flagged | checks (pass/fail/unknown) | check() median ms | p95 ms | bare `print(1)` median ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         if "skipped" in r:
-            lines.append(f"| {r['backend']} | skipped: {r['skipped']} | | | | | | | | |")
+            lines.append(f"| {r['backend']} | skipped: {r['skipped']} | | | | | | | | | |")
             continue
         s = summarize(r, rows)
         o = s["outcomes"]
         lines.append(
-            f"| {r['backend']} | {s['passing']} | {len(s['false_alarms'])} | {len(s['missed_by_tests'])} | {s['failing']} | {len(s['flagged'])} | "
+            f"| {r['backend']} | {s['passing']} | {len(s['false_alarms'])} | {len(s['errata'])} | {len(s['missed_by_tests'])} | {s['failing']} | {len(s['flagged'])} | "
             f"{o['pass']}/{o['fail']}/{o['unknown']} | {statistics.median(r['lat']):.0f} | {pct(r['lat'], 0.95):.0f} | "
             f"{statistics.median(r['bare']):.0f} |")
     first = ok[0]
@@ -179,7 +246,8 @@ def main() -> int:
     for tid in s["false_alarms"]:
         for c in first["per"][tid]:
             if c.outcome == "fail":
-                lines.append(f"  - {tid}: `{c.claim}` — {c.note}")
+                kind = first.get("adjudication", {}).get(tid, {}).get(c.claim, "false-alarm")
+                lines.append(f"  - {tid} ({kind}): `{c.claim}` — {c.note}")
     lines.append("- passing the hidden tests but contradicting the problem (reference agrees with the example): "
                  + (", ".join(s["missed_by_tests"]) or "none"))
     for tid in s["missed_by_tests"]:
