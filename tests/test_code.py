@@ -28,6 +28,8 @@ def outcomes(checks) -> list[str]:
 @pytest.fixture(scope="module")
 def box():
     required = {b.strip() for b in os.environ.get("VERACITY_REQUIRE_SANDBOX", "").split(",") if b.strip()}
+    if os.environ.get("VERACITY_CI") == "1":
+        required |= {"docker", "bwrap"}
     reasons = []
     for name in ("docker", "bwrap"):
         b = sandbox.get(name, FAST)

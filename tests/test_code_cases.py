@@ -39,6 +39,8 @@ def _bench():
 @pytest.fixture(scope="module")
 def box():
     required = {b.strip() for b in os.environ.get("VERACITY_REQUIRE_SANDBOX", "").split(",") if b.strip()}
+    if os.environ.get("VERACITY_CI") == "1":
+        required |= {"docker", "bwrap"}
     for name in ("bwrap", "docker"):  # bwrap first: ~2.5x faster per check here
         b = sandbox.get(name)
         if b.unavailable_reason() is None:

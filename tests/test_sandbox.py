@@ -6,8 +6,8 @@ host. "Nothing left running" = no host process with that token a moment after th
 container with the sandbox label. A loopback HTTP server in this test process stands in for
 the gateway: it must answer during and after every run.
 
-Backends that cannot run here are skipped, unless VERACITY_REQUIRE_SANDBOX lists them
-(`.ci/run` sets it to "docker,bwrap"), in which case a missing backend fails the suite.
+Backends that cannot run here are skipped, unless VERACITY_REQUIRE_SANDBOX lists them or
+VERACITY_CI=1 (set by `.ci/run`), in which case a missing backend fails the suite.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ FAKE_KEY = "sk-veracity-fake-test-key-7f3a"
 
 
 def _required() -> set[str]:
-    return {b.strip() for b in os.environ.get("VERACITY_REQUIRE_SANDBOX", "").split(",") if b.strip()}
+    """Backends that must run (VERACITY_REQUIRE_SANDBOX="docker,bwrap"; VERACITY_CI=1 means both)."""
+    req = {b.strip() for b in os.environ.get("VERACITY_REQUIRE_SANDBOX", "").split(",") if b.strip()}
+    return req | ({"docker", "bwrap"} if os.environ.get("VERACITY_CI") == "1" else set())
 
 
 def _backend(name: str) -> sandbox.Sandbox:
