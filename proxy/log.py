@@ -65,20 +65,28 @@ def _render(_logger: Any, _name: str, event: dict[str, Any]) -> str:
     return line
 
 
-def _dumps(obj: Any) -> str:
-    try:
-        import orjson
+try:
+    import orjson as _orjson
 
-        return orjson.dumps(obj, default=str).decode()
-    except ImportError:  # pragma: no cover
-        import json
+    def _dumps(obj: Any) -> str:
+        return _orjson.dumps(obj, default=str).decode()
+except ImportError:  # pragma: no cover
+    import json as _json
 
-        return json.dumps(obj, default=str)
+    def _dumps(obj: Any) -> str:
+        return _json.dumps(obj, default=str)
+
+
+_ts_cache: list[Any] = [-1, ""]
 
 
 def _timestamp(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any]:
+    """``timestamp``: ISO 8601 UTC with microseconds (the seconds part formatted once a second)."""
     now = time.time()
-    event["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+    sec = int(now)
+    if sec != _ts_cache[0]:
+        _ts_cache[0], _ts_cache[1] = sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec))
+    event["timestamp"] = f"{_ts_cache[1]}.{int((now - sec) * 1e6):06d}Z"
     return event
 
 
@@ -95,7 +103,7 @@ def configure(level: str = "info") -> None:
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        logger_factory=structlog.WriteLoggerFactory(sys.stdout),
         cache_logger_on_first_use=True,
     )
     handler = logging.StreamHandler(sys.stdout)
