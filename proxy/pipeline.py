@@ -323,17 +323,20 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
         async def verify(t: str) -> Report:
             return await verify_text(policy, plan.question, t, plan.budget)
 
-        n = plan.body.get("n")
-        rounds = policy.correction.max_rounds if policy.on_failure in ("correct", "block") else 0
-        if isinstance(n, int) and n > 1:
-            rounds = 0  # a correction answers with one choice; never drop the client's others
-        result = await correct(plan.body, draft, complete=complete, verify=verify, max_rounds=rounds,
-                               budget=plan.budget, correction_model=policy.correction.model)
-        draft, report = result.completion, result.report
-        if result.stop_reason.startswith("budget") or result.stop_reason == "deadline":
-            report.reason = f"correction stopped: {result.stop_reason}"
-            vmetrics.BUDGET_EXHAUSTED.labels("request").inc()
-        vmetrics.EXTRA_TOKENS.labels("correction").inc(report.cost.tokens)
+        report = await verify(text)
+        if report.failed_checks:  # the correction loop only when something failed
+            n = plan.body.get("n")
+            rounds = policy.correction.max_rounds if policy.on_failure in ("correct", "block") else 0
+            if isinstance(n, int) and n > 1:
+                rounds = 0  # a correction answers with one choice; never drop the client's others
+            result = await correct(plan.body, draft, complete=complete, verify=verify, max_rounds=rounds,
+                                   budget=plan.budget, correction_model=policy.correction.model,
+                                   initial_report=report)
+            draft, report = result.completion, result.report
+            if result.stop_reason.startswith("budget") or result.stop_reason == "deadline":
+                report.reason = f"correction stopped: {result.stop_reason}"
+                vmetrics.BUDGET_EXHAUSTED.labels("request").inc()
+            vmetrics.EXTRA_TOKENS.labels("correction").inc(report.cost.tokens)
     report.extra["policy"] = policy.name
     if plan.sentinel_info is not None:
         report.extra["sentinel"] = plan.sentinel_info

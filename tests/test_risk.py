@@ -111,3 +111,12 @@ def test_humaneval_solutions_trigger_code_not_citations():
         r = risk.score(row["prompt"], "```python\n" + row["solution"] + "\n```")
         assert "code" in r.verifiers
         assert "citations" not in r.verifiers
+
+
+def test_arithmetic_inside_fenced_code_does_not_trigger_arithmetic():
+    ans = "Use this:\n```python\nx = 3 * 4\ny = x + 1\nprint(y == 13)\n```\nIt prints True."
+    r = risk.score(None, ans)
+    assert r.verifiers == ["code"]
+    assert "operation" not in r.signals and "equation" not in r.signals
+    prose_and_code = "So 3 * 4 = 12.\n```python\nprint(3 * 4)\n```"
+    assert "arithmetic" in risk.score(None, prose_and_code).verifiers

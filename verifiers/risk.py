@@ -138,12 +138,31 @@ def _is_doi(text: str, start: int, end: int) -> bool:
     return (start == 0 or not text[start - 1].isalnum()) and _DOI.match(text, start) is not None
 
 
+# Regex forms used when an anchor is too common for probing to be cheap (code, tables):
+# one C-level scan then costs less than many Python-level probes.
+_OPERATION_RX = re.compile(r"\d ?[-+*/×÷^] ?\(?\$?\d|\d x \d")
+_EQUATION_RX = re.compile(r"= ?[-$€£]?\s?\d")
+_PROBE_LIMIT = 12
+
+
 def _is_author_year(text: str, start: int, end: int) -> bool:
     return (end < len(text) and text[end].isupper()
             and _AUTHOR_YEAR.match(text, start) is not None)
 
 
+_ENUM_START = frozenset("0123456789-*•")
+
+
 def _is_enum_item(text: str, start: int, end: int) -> bool:
+    j = end
+    n = len(text)
+    while j < n and text[j] in " \t":
+        j += 1
+    if j >= n:
+        return False
+    ch = text[j]
+    if ch not in _ENUM_START and not (ch.isalpha() and j + 1 < n and text[j + 1] == ")"):
+        return False
     return _ENUM.match(text, end) is not None
 
 
@@ -222,25 +241,36 @@ def score(question: str | None, answer: str | None) -> RiskScore:
     # arithmetic: counting stops once the family saturates (k hits), the score cannot rise
     k = FAMILIES["arithmetic"][1]
     a = 0
+    # fenced code is the code verifier's: arithmetic looks at the prose around it only
+    fences = answer.count("```")
+    prose = "".join(answer.split("```")[::2]) if fences >= 2 else answer
     # every arithmetic signal needs a digit: ten C-speed membership tests rule most prose out
     has_digit = any(d in answer for d in "0123456789")
-    for name, needles, ok in (
-        ("operation", _OPERATORS, _is_operation),
-        ("equation", ("=",), _is_equation),
-        ("currency", _CURRENCY_SIGNS, _is_sign_amount),
-        ("currency", _CURRENCY_WORDS, _is_after_number),
-        ("percent", ("%", " percent"), _is_after_number),
+    has_digit_prose = has_digit and (prose is answer or any(d in prose for d in "0123456789"))
+    ops = sum(prose.count(o) for o in _OPERATORS) if has_digit_prose else 0
+    eqs = prose.count("=") if has_digit_prose else 0
+    for name, needles, ok, rx, count in (
+        ("operation", _OPERATORS, _is_operation, _OPERATION_RX, ops),
+        ("equation", ("=",), _is_equation, _EQUATION_RX, eqs),
+        ("currency", _CURRENCY_SIGNS, _is_sign_amount, None, -1),
+        ("currency", _CURRENCY_WORDS, _is_after_number, None, -1),
+        ("percent", ("%", " percent"), _is_after_number, None, -1),
     ):
-        if a >= k or not has_digit:
+        if a >= k or not has_digit_prose:
             break
-        n = _anchored(answer, needles, ok, k - a)
+        if count == 0:
+            continue
+        if count > _PROBE_LIMIT:  # many anchors (tables, long derivations): one C-level scan is cheaper
+            n = min(_count(rx, prose), k - a)
+        else:
+            n = _anchored(prose, needles, ok, k - a)
         if n:
             signals[name] = signals.get(name, 0) + n
             a += n
     fam["arithmetic"] = a
 
     # code
-    c = (answer.count("```") + answer.count("~~~")) // 2  # open + close fence = one block
+    c = (fences + answer.count("~~~")) // 2  # open + close fence = one block
     if c:
         signals["code_block"] = c
     else:
@@ -269,7 +299,8 @@ def score(question: str | None, answer: str | None) -> RiskScore:
         if n:
             signals["reference_list"] = n
             r += n
-    n = _anchored(answer, ("(",), _is_author_year, _CAP) if has_digit else 0
+    # the pattern starts with a literal "(": SRE's literal-prefix search makes one scan cheap
+    n = _count(_AUTHOR_YEAR, answer) if has_digit and ("19" in answer or "20" in answer) else 0
     if n:
         signals["author_year"] = n
         r += n

@@ -1,0 +1,298 @@
+"""Verification pipeline benchmark (issue 6 "Benchmark"). Everything in one run, ratios
+against a baseline measured in the same run:
+
+1. Risk scoring cost on real answers (GSM8K solutions, HumanEval solutions in a fenced block,
+   ChatGPT references; ``$VERACITY_CASES``) and on short chat replies: CPU µs per call
+   (``time.process_time``, best of 3 repeats). Floor: <= 50 µs for a typical answer.
+2. Added latency at low risk: the gateway's own work per chat completion, in process with an
+   upstream that answers instantly (as ``bench/gateway_inproc.py``): the real pipeline with the
+   shipped ``default`` policy vs a bare forward (the gateway core without verification), CPU
+   µs per request (``time.process_time``; least affected by other load). Floor: <= 0.1 ms.
+3. ``observe`` mode's added latency on a risky answer (verification in the background) vs the
+   same bare forward. Floor: unmeasurable against pass-through (within noise).
+4. Per-verifier cost through ``verifiers.run.run`` on real answers: arithmetic (GSM8K), code
+   (HumanEval; the sandbox backend ``auto`` picks), citations (offline index): p50/p95 ms.
+5. Sentinel overhead: tokens added by the tool schema + rule (tiktoken ``o200k_base``).
+
+    .venv/bin/python bench/pipeline_bench.py [--n 3000] [--out bench/results/pipeline.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gzip
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def cases_dir() -> Path:
+    return Path(os.environ.get("VERACITY_CASES") or ROOT.parent / "shared" / "cases")
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+# ------------------------------------------------------------------------------ 1. risk
+
+
+def risk_bench(d: Path) -> list[tuple[str, int, float, float]]:
+    from verifiers import risk
+
+    sets: dict[str, list[tuple[str, str]]] = {
+        "short chat reply": [("hello there", "Mock reply to: hello there"),
+                             ("How are you?", "I'm fine, thanks for asking! How can I help you today?")],
+    }
+    if (d / "math").is_dir():
+        rows = [json.loads(x) for x in (d / "math" / "example_model_solutions.jsonl").open()][:300]
+        sets["GSM8K solution"] = [(r["question"], re.sub(r"<<[^>]*>>", "", r["175b_verification"]["solution"]))
+                                  for r in rows]
+    if (d / "code").is_dir():
+        rows = [json.loads(x) for x in (d / "code" / "humaneval_py_gpt4_simple.jsonl").open()]
+        sets["HumanEval answer"] = [(r["prompt"], f"Here is the solution:\n```python\n{r['solution']}\n```\n")
+                                    for r in rows]
+    if (d / "citations").is_dir():
+        rows = [json.loads(x) for x in (d / "citations" / "supplement_chatgpt_citations.jsonl").open()]
+        sets["reference list (5 refs)"] = [
+            ("Give me references.", "References\n" + "\n".join(
+                f"{j + 1}. {e['fields'].get('author', '')} ({e['fields'].get('year', '')}). {e['fields'].get('title', '')}."
+                for j, e in enumerate(rows[i:i + 5]))) for i in range(0, len(rows) - 5, 5)]
+    out = []
+    for name, pairs in sets.items():
+        reps = max(1, 3000 // len(pairs))
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.process_time()
+            for _ in range(reps):
+                for q, a in pairs:
+                    risk.score(q, a)
+            best = min(best, (time.process_time() - t0) / (reps * len(pairs)) * 1e6)
+        chars = statistics.mean(len(a) for _, a in pairs)
+        base = min(_time_count(pairs) for _ in range(3))
+        out.append((name, int(chars), best, base))
+    return out
+
+
+def _time_count(pairs: list[tuple[str, str]]) -> float:
+    """Baseline: one ``str.count`` over the same text (C speed), µs per answer."""
+    reps = max(1, 3000 // len(pairs))
+    t0 = time.process_time()
+    for _ in range(reps):
+        for _, a in pairs:
+            a.count("=")
+    return (time.process_time() - t0) / (reps * len(pairs)) * 1e6
+
+
+# --------------------------------------------------------------- 2/3. in-process overhead
+
+LOW = "Mock reply to: hello there"
+RISKY = "With annual compounding the total is 5000 * 1.06^4 = $6,200.00, i.e. 1,200 more than 5,000."
+
+
+def _answer(content: str) -> dict:
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "logprobs": None,
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 6, "total_tokens": 9}, "system_fingerprint": "fp"}
+
+
+def overhead_bench(n: int) -> dict[str, float]:
+    from proxy import app as app_mod
+    from proxy import runtime
+    from proxy.config import GatewayConfig, UpstreamConfig
+    from proxy.log import configure
+    from verifiers._types import Report
+
+    content = {"text": LOW}
+
+    class Up:
+        def __init__(self, cfg: UpstreamConfig) -> None:
+            self.name, self.config = cfg.name, cfg
+
+        async def complete(self, body, *, auth, timing):  # noqa: ANN001, ANN201
+            return _answer(content["text"]), {}
+
+    class Ups:
+        def __init__(self, u: Up) -> None:
+            self.u, self.all = u, [u]
+
+        def route(self, model: str) -> Up:
+            return self.u
+
+    real = app_mod.pipeline.chat_completion
+
+    async def bare(ctx, body):  # noqa: ANN001, ANN202
+        draft = await ctx.upstream.complete(body)
+        report = Report(status="skipped", reason="no verification configured")
+        draft["veracity"] = report.to_dict()
+        return app_mod.pipeline.PipelineResult(response=draft, report=report, headers=ctx.upstream.headers)
+
+    async def drive(asgi, policy: bytes, n: int) -> float:  # noqa: ANN001
+        body = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello there"}]}'
+        scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+                 "query_string": b"", "root_path": "", "scheme": "http", "server": ("127.0.0.1", 8080),
+                 "client": ("127.0.0.1", 5000), "http_version": "1.1", "asgi": {"version": "3.0", "spec_version": "2.3"},
+                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                             (b"authorization", b"Bearer sk-bench"), (b"x-veracity-policy", policy)]}
+
+        async def receive():  # noqa: ANN202
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(msg):  # noqa: ANN001, ANN202
+            pass
+
+        for _ in range(200):
+            await asgi(dict(scope), receive, send)
+        t0 = time.process_time()
+        for _ in range(n):
+            await asgi(dict(scope), receive, send)
+        us = (time.process_time() - t0) / n * 1e6
+        await runtime.get(cfg).drain(30)
+        return us
+
+    stdout = sys.stdout
+    sys.stdout = open(os.devnull, "w")
+    configure("info")
+    cfg = GatewayConfig(upstreams=[UpstreamConfig(name="m", base_url="http://127.0.0.1:9/v1")])
+    asgi = app_mod.create_app(cfg)
+    gw = getattr(asgi, "state", None)
+    state = asgi.app.state.gw if hasattr(asgi, "app") else asgi.state.gw
+    state.upstreams = Ups(Up(cfg.upstreams[0]))
+    res: dict[str, list[float]] = {}
+    try:
+        for _ in range(3):  # interleaved repeats, best of 3
+            for name, pipe, text, policy in (("bare forward (low risk)", bare, LOW, b"default"),
+                                             ("default policy, low risk", real, LOW, b"default"),
+                                             ("bare forward (risky answer)", bare, RISKY, b"observe"),
+                                             ("observe policy, risky answer", real, RISKY, b"observe")):
+                app_mod.pipeline.chat_completion = pipe
+                content["text"] = text
+                res.setdefault(name, []).append(asyncio.run(drive(asgi, policy, n)))
+    finally:
+        app_mod.pipeline.chat_completion = real
+        sys.stdout = stdout
+    del gw
+    return {k: min(v) for k, v in res.items()}
+
+
+# ------------------------------------------------------------------------ 4. per verifier
+
+
+def verifier_bench(d: Path, n: int) -> list[tuple[str, str, int, float, float, str]]:
+    from verifiers.run import run
+
+    out = []
+
+    async def timed(name: str, pairs: list[tuple[str | None, str]], options: dict) -> list[float]:
+        lat = []
+        for q, a in pairs:
+            rep = await run(a, [name], question=q, options={name: options})
+            lat.append(rep.extra["durations_ms"].get(name, float("nan")))
+        return lat
+
+    if (d / "math").is_dir():
+        rows = [json.loads(x) for x in (d / "math" / "example_model_solutions.jsonl").open()][:n]
+        pairs = [(r["question"], re.sub(r"<<[^>]*>>", "", r["175b_verification"]["solution"])) for r in rows]
+        lat = asyncio.run(timed("arithmetic", pairs, {"timeout_ms": 5000}))
+        out.append(("arithmetic", "GSM8K solutions", len(lat), _pct(lat, 0.5), _pct(lat, 0.95), "SymPy-free parser, thread"))
+    if (d / "code").is_dir():
+        rows = [json.loads(x) for x in (d / "code" / "humaneval_py_gpt4_simple.jsonl").open()][: max(5, n // 10)]
+        pairs = [("Complete this function:\n\n" + r["prompt"], f"```python\n{r['solution']}\n```") for r in rows]
+        from verifiers import sandbox
+
+        sb = sandbox.get("auto")
+        lat = asyncio.run(timed("code", pairs, {"timeout_ms": 30000, "sandbox": {"backend": "auto"}}))
+        out.append(("code", "HumanEval GPT-4 solutions", len(lat), _pct(lat, 0.5), _pct(lat, 0.95),
+                    f"sandbox {getattr(sb, 'name', '?')}"))
+    if (d / "citations").is_dir():
+        from verifiers.citations import aclose_all, build_index
+
+        rows = [json.loads(x) for x in (d / "citations" / "supplement_chatgpt_citations.jsonl").open()][:n]
+        with tempfile.TemporaryDirectory() as t:
+            idx = os.path.join(t, "lib.sqlite3")
+            build_index([d / "citations" / f for f in ("valid_entries_dblp.jsonl", "raw_crossdomain_valid.jsonl",
+                                                       "journal_articles.jsonl")], idx)
+            pairs = [(None, "References\n1. " + f"{e['fields'].get('author', '')} ({e['fields'].get('year', '')}). "
+                      f"{e['fields'].get('title', '')}. {e['fields'].get('journal') or e['fields'].get('booktitle') or ''}.")
+                     for e in rows]
+            opts = {"timeout_ms": 10000, "sources": {"use": [], "local_index": {"path": idx}, "cache": {"backend": "none"}}}
+
+            async def go() -> list[float]:
+                try:
+                    return await timed("citations", pairs, opts)
+                finally:
+                    await aclose_all()
+
+            lat = asyncio.run(go())
+        out.append(("citations", "ChatGPT references (1 per answer)", len(lat), _pct(lat, 0.5), _pct(lat, 0.95),
+                    "offline index"))
+    return out
+
+
+# ----------------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=3000, help="requests per in-process measurement")
+    ap.add_argument("--verifier-n", type=int, default=100, help="answers per verifier")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    d = cases_dir()
+    lines = [f"# Verification pipeline benchmark\n\nMachine: {os.cpu_count()} cores shared with other work; "
+             f"Python {sys.version.split()[0]}. Cases: {d if d.is_dir() else 'none'}.\n"]
+
+    lines.append("## Risk scoring (CPU µs per answer, best of 3)\n")
+    lines.append("| answers | mean chars | risk.score µs | one str.count µs (baseline) | floor |")
+    lines.append("|---|---:|---:|---:|---|")
+    for name, chars, us, base in risk_bench(d):
+        lines.append(f"| {name} | {chars} | {us:.1f} | {base:.2f} | {'ok' if us <= 50 else 'OVER'} (<= 50 µs) |")
+
+    ov = overhead_bench(args.n)
+    low = ov["default policy, low risk"] - ov["bare forward (low risk)"]
+    obs = ov["observe policy, risky answer"] - ov["bare forward (risky answer)"]
+    lines.append("\n## Gateway work per request, in process, instant upstream (CPU µs, best of 3 x "
+                 f"{args.n})\n")
+    lines.append("| configuration | CPU µs / request |")
+    lines.append("|---|---:|")
+    for k, v in ov.items():
+        lines.append(f"| {k} | {v:.1f} |")
+    lines.append(f"\nAdded by verification at low risk: **{low:.1f} µs** (floor <= 100 µs: {'ok' if low <= 100 else 'OVER'}).")
+    lines.append(f"Added by `observe` on a risky answer, on the request path: **{obs:.1f} µs** (the checks run "
+                 "after the response, in a background task; their CPU is not on the request's latency).")
+
+    lines.append("\n## Per-verifier cost through verifiers.run (ms per answer)\n")
+    lines.append("| verifier | answers | n | p50 ms | p95 ms | notes |")
+    lines.append("|---|---|---:|---:|---:|---|")
+    for v, what, n, p50, p95, note in verifier_bench(d, args.verifier_n):
+        lines.append(f"| {v} | {what} | {n} | {p50:.1f} | {p95:.1f} | {note} |")
+
+    from proxy.sentinel import RULE, overhead_tokens
+
+    tok, exact = overhead_tokens("o200k_base")
+    tok_cl, _ = overhead_tokens("cl100k_base")
+    lines.append("\n## Sentinel overhead\n")
+    lines.append(f"Tool schema (compact JSON) + {len(RULE.splitlines())}-line rule: **{tok} tokens** o200k_base, "
+                 f"{tok_cl} cl100k_base ({'tiktoken' if exact else 'estimate: chars/4, tiktoken data unavailable'}); "
+                 "the published figure for the pattern is ~120. The API renders tools in its own format, so the "
+                 "billed count differs by a few tokens.")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
