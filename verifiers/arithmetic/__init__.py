@@ -67,6 +67,7 @@ MAX_CHARS = 60_000
 MAX_CLAIMS = 500
 
 _NOTE = re.compile(r"<<([^<>\n]{1,400})>>")
+_CLAIM_LINE = re.compile(r"(?m)^(?=[^\n]*\d)(?=[^\n]*[=≈\ue000\ue001])[^\n]*$")
 
 
 def warm_up() -> None:
@@ -118,10 +119,12 @@ def _check(text: str, question: str | None) -> list[Check]:
     note_ends = {m.end() for m in _NOTE.finditer(text)} if has_notes else set()
     mt = normalize(base)
     finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends)
-    for before, run in runs_with_context(tokenize(mt.text)):
-        if len(finder.checks) > MAX_CLAIMS:
-            break
-        finder.run(run, before)
+    norm = mt.text
+    for line in _CLAIM_LINE.finditer(norm):  # a claim needs a digit and "=" / a result word
+        for before, run in runs_with_context(tokenize(norm, start=line.start(), end=line.end())):
+            if len(finder.checks) > MAX_CLAIMS:
+                break
+            finder.run(run, before)
     for c in finder.checks:
         if c.evidence.get("kind") == "equation" and _is_sentence(mt, c):
             c.evidence["kind"] = "natural_language"
@@ -151,8 +154,10 @@ def _is_sentence(mt: MappedText, c: Check) -> bool:
 
 _Q_WORDS = frozenset(
     "what is whats what's the value of calculate compute evaluate find solve please how much result work out "
-    "answer tell me give".split()
+    "answer tell me give percent plus minus times divided multiplied by sqrt squared cubed pi square root sum "
+    "product difference quotient and between".split()
 )
+_WORDS = re.compile(r"[^\W\d_]+")
 _NUMTXT = r"-?[$€£¥]?\s?\d[\d,]*(?:\.\d+)?%?"
 _ANSWER_PATTERNS = [
     re.compile(r"\\boxed\{\s*(" + _NUMTXT + r")\s*\}"),
@@ -173,6 +178,8 @@ def _question_expression(question: str) -> tuple[tuple, str] | None:
     q = question.strip()
     if not q or len(q) > 500:
         return None
+    if any(len(w) > 1 and w.lower() not in _Q_WORDS for w in _WORDS.findall(q)):
+        return None  # a word problem, not an arithmetic question
     mt = normalize(q, soft=False)
     toks = tokenize(mt.text)
     math_runs = runs(toks)

@@ -69,7 +69,8 @@ def _make_seg(toks: list[Token]) -> _Seg:
                 return _Seg(toks=[], approx=False, units=[], bad=True)
             approx = True
         elif t.kind == "UNIT":
-            units.append(t.text.lower())
+            if t.text not in "()/":
+                units.append(t.text.lower())
         else:
             clean.append(t)
     seg = _Seg(toks=clean, approx=approx, units=units)
@@ -186,6 +187,30 @@ def rtoks_of(toks: list[Token]) -> list[Token]:
     return toks[k + 1 :] or toks[-1:]
 
 
+_LABEL = re.compile(r"([A-Za-z][A-Za-z' ]{0,60}?)[ \t]*$")
+_BETWEEN = re.compile(r"\s*(?:\([^()\d]{0,40}\))?[\s.,;:!]*(?:(?:so|thus|therefore|then|hence|and)\b[\s,]*)?", re.I)
+
+
+def _label_before(text: str, start: int) -> str | None:
+    """Words just before a run that starts with ``=`` on its line (``Total earnings =``)."""
+    line_start = text.rfind("\n", 0, start) + 1
+    m = _LABEL.search(text, line_start, start)
+    if not m or m.end() != start and text[m.end() : start].strip():
+        return None
+    return " ".join(m.group(1).lower().split()) or None
+
+
+def _only_label_between(text: str, end: int, start: int, label: str) -> bool:
+    if start - end > 300:
+        return False
+    between = text[end:start]
+    k = between.lower().rfind(label.split()[0]) if label.strip() else -1
+    if k < 0:
+        return False
+    gap = between[:k]
+    return _BETWEEN.fullmatch(gap) is not None
+
+
 _RATE_WORDS = frozenset("for in over after during within per every each of by than at".split())
 
 
@@ -236,6 +261,7 @@ class ClaimFinder:
         self.before: Token | None = None
         self._run_first: Token | None = None
         self._confirmed: tuple | None = None
+        self._labelled: tuple | None = None
         self.checks: list[Check] = []
 
     # -- spans ---------------------------------------------------------------------------------
@@ -264,6 +290,14 @@ class ClaimFinder:
             return
         segs = [_make_seg(p) for p in parts]
         text = self.mt.text
+        if run[0].kind == "EQ":
+            label = _label_before(text, run[0].start)
+        elif run[0].kind == "VAR" and len(run) > 1 and run[1].kind == "EQ":
+            label = ((_label_before(text, run[0].start) or "") + " " + run[0].text.lower()).strip()
+        else:
+            label = None
+        prev = self._labelled
+        self._labelled = None
         if run[0].kind not in ("EQ", "SOFT") and _sticky_before(text, run[0].start):
             segs[0].bad = True
         if run[-1].kind not in ("EQ", "SOFT") and _sticky_after(text, run[-1].end):
@@ -271,8 +305,14 @@ class ClaimFinder:
         if before is not None and (before.kind in ("OP", "NUM", "RP", "PCT") or
                                    (run[0].kind == "OP" and before.kind in ("WORD", "TRAIL"))):
             segs[0].bad = True  # "250 of the books - 135 sold - 50 = 65": the head is prose
+        if label and prev is not None and prev[0] == label and _only_label_between(text, prev[1], seps[0].start, label):
+            # "Total fruits = 52 + 24 + 44 + 48 \] \[ Total fruits = 178": one chain over two lines
+            self._confirmed = prev[3]
+            self._pair(prev[2], seps[0], segs[1])
         for i, sep in enumerate(seps):
             self._pair(segs[i], sep, segs[i + 1])
+        if label:
+            self._labelled = (label, run[-1].end, segs[-1], self._confirmed)
 
     def _side(self, seg: _Seg, left: bool) -> tuple[tuple | None, list[Token] | None]:
         if seg.bad:
@@ -376,7 +416,7 @@ class ClaimFinder:
 
     def _judge(self, node: tuple, value: Any, lit: Any, sign: int, approx: bool, toks: list[Token],
                expr_seg: _Seg, lit_seg: _Seg, reverse: bool = False) -> None:
-        v = judge(value, lit, sign=sign, approx=approx, bounds=interval(node))
+        v = judge(value, lit, sign=sign, approx=approx, bounds=lambda: interval(node))
         if v.outcome != "pass" and not lit.percent and _has_hundred_percent(node):
             # "32 / 96 * 100% = 33.333": the writer means the percentage number
             v2 = judge(value * 100, lit, sign=sign, approx=approx, bounds=None)

@@ -88,16 +88,21 @@ def literal_from_text(
         decimals = 0
         ulp = approx = Fraction(1, int(d))
     else:
-        value = Fraction(raw)
         if "." in raw:
-            decimals = len(raw.split(".", 1)[1])
+            whole, frac = raw.split(".", 1)
+            decimals = len(frac)
+            value = Fraction(int((whole or "0") + frac), 10**decimals)
             ulp = approx = Fraction(1, 10**decimals)
         else:
+            value = Fraction(int(raw))
             decimals = 0
             ulp = Fraction(1)
             stripped = raw.lstrip("0")
             tz = len(stripped) - len(stripped.rstrip("0")) if stripped else 0
             approx = Fraction(10**tz)
+    if scale == 1 and not percent:
+        return Literal(value=value, text=text if text is not None else digits, decimals=decimals, ulp=ulp,
+                       approx_ulp=approx, money=currency, percent=False)
     factor = Fraction(scale) / (100 if percent else 1)
     return Literal(
         value=value * factor,

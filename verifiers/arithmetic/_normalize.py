@@ -117,6 +117,14 @@ _PHRASES = [
     (_c(r"(?<=\d)\s+squared\b", re.I), ["^2"]),
     (_c(r"(?<=\d)\s+cubed\b", re.I), ["^3"]),
 ]
+_ANY_UNICODE = _c("[½¼¾⅓⅔⅛×✕⨯·⋅∙÷−﹣－≈≅≃²³\u00a0\u2009\u202f\u2007–—√]")
+_ANY_PHRASE = _c(r"\b(?:add|adding|multiply|multiplying|subtract|subtracting|divide|dividing|sum|product|"
+                 r"quotient|difference|square|twice|double|triple|half|squared|cubed)\b")
+_ANY_WORD_OP = _c(r"\b(?:plus|minus|times|multiplied|divided|percent|per\s+cent)\b")
+_PHRASES_KEYED = [(pat, pieces, key) for (pat, pieces), key in zip(_PHRASES, [
+    "add", "multiply", "subtract", "divid", "sum", "product", "quotient", "difference", "square",
+    "twice", "double", "triple", "half", "squared", "cubed"])]
+
 _SOFT = _c(
     r"(?:,\s*)?\b(?:(?:which\s+)?(?:is\s+equal\s+to|equals)|which\s+(?:is|gives(?:\s+us)?|makes|comes\s+to)|to\s+get|(?:we|you|I)\s+get|"
     r"gives(?:\s+us)?|giving(?:\s+us)?|that\s+is|is|are|was|makes|yields|results\s+in|comes\s+to)"
@@ -151,25 +159,35 @@ def normalize(text: str | MappedText, *, soft: bool = True) -> MappedText:
     ``soft=False`` leaves result connectives alone (used for the question text).
     """
     t = text if isinstance(text, MappedText) else MappedText(text)
-    t = t.sub(_FENCE, _blank)
-    t = t.sub(_INLINE_CODE, _inline_code)
+    if "`" in t.text:
+        t = t.sub(_FENCE, _blank)
+        t = t.sub(_INLINE_CODE, _inline_code)
     if "\\" in t.text or "{" in t.text:
         t = _latex(t)
-    t = t.sub(_UNI_MIXED, _uni_mixed)
-    t = t.sub(_UNI_FRAC, lambda m: ["(" + _FRACS[m.group(0)] + ")"])
-    for pat, rep in _UNI_OPS:
-        t = t.sub(pat, [rep])
+    if _ANY_UNICODE.search(t.text):
+        t = t.sub(_UNI_MIXED, _uni_mixed)
+        t = t.sub(_UNI_FRAC, lambda m: ["(" + _FRACS[m.group(0)] + ")"])
+        for pat, rep in _UNI_OPS:
+            t = t.sub(pat, [rep])
     t = t.sub(_BULLET, [" "])
-    t = t.sub(_HEADING, [" "])
-    t = t.sub(_BOLD, [" "])
-    for pat, rep in _DEG:
-        t = t.sub(pat, [rep])
-    for pat, pieces in _PHRASES:
-        t = t.sub(pat, pieces)
-    for pat, rep in _WORD_OPS:
-        t = t.sub(pat, [rep])
-    t = t.sub(_APPROX_AFTER_EQ, [" ~"])
-    t = t.sub(_TILDE, ["~"])
+    if "#" in t.text:
+        t = t.sub(_HEADING, [" "])
+    if "**" in t.text:
+        t = t.sub(_BOLD, [" "])
+    lower = t.text.lower()
+    if "°" in lower or "deg" in lower or "fahrenheit" in lower or "celsius" in lower:
+        for pat, rep in _DEG:
+            t = t.sub(pat, [rep])
+    if _ANY_PHRASE.search(lower):
+        for pat, pieces, key in _PHRASES_KEYED:
+            if key in lower:
+                t = t.sub(pat, pieces)
+    if _ANY_WORD_OP.search(lower):
+        for pat, rep in _WORD_OPS:
+            t = t.sub(pat, [rep])
+    if "~" in t.text or "about" in lower or "approx" in lower or "rough" in lower or "around" in lower:
+        t = t.sub(_APPROX_AFTER_EQ, [" ~"])
+        t = t.sub(_TILDE, ["~"])
     if soft:
         t = t.sub(_SOFT, _soft)
     return t

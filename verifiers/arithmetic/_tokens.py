@@ -40,8 +40,7 @@ class Token:
 
 
 _TOKEN = re.compile(
-    r"(?P<ws>[ \t\r\f\v]+)"
-    r"|(?P<nl>\n)"
+    r"[ \t\r\f\v]*(?:(?P<nl>\n)"
     r"|(?P<mixed>(?<![\d.,/])\d+ \d+/\d+(?![\d./,]))"
     r"|(?P<num>(?P<cur>[$€£¥₹])?[ ]?(?P<dig>(?<=[$€£¥₹])\d{1,3}(?: \d{3})+(?!\d|[.,]\d)|(?<=[$€£¥₹] )\d{1,3}(?: \d{3})+(?!\d|[.,]\d)"
     r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?P<pct>[ ]?%)?)"
@@ -55,7 +54,7 @@ _TOKEN = re.compile(
     r"|(?P<bang>!)"
     r"|(?P<pct2>%)"
     r"|(?P<word>[^\W\d_]+)"
-    r"|(?P<other>.)",
+    r"|(?P<other>.))",
     re.S,
 )
 
@@ -76,44 +75,44 @@ _OPERAND_END = frozenset({"NUM", "RP", "PCT", "FACT", "CONST", "VAR"})
 _OPERAND_START = frozenset({"NUM", "LP", "FUNC", "CONST", "VAR"})
 
 
-def tokenize(text: str, *, formula: bool = False) -> list[Token]:
+def tokenize(text: str, *, formula: bool = False, start: int = 0, end: int | None = None) -> list[Token]:
     """Tokens of normalised text, with words classified (see module docstring).
 
     ``formula=True`` (for ``equivalent``) reads every other word as single-letter symbols
     (``2ab`` is ``2*a*b``, ``πr`` is ``pi*r``) instead of units and prose.
     """
     toks: list[Token] = []
-    for m in _TOKEN.finditer(text):
+    for m in _TOKEN.finditer(text, start, len(text) if end is None else end):
         g = m.lastgroup
-        s, e = m.span()
-        if g == "ws":
+        if g is None:  # trailing blanks
             continue
+        s, e = m.span(g)
         if g == "nl" or g == "other":
-            toks.append(Token("STOP", s, e, m.group()))
+            toks.append(Token("STOP", s, e, m.group(g)))
         elif g == "mixed":
-            whole, frac = m.group().split(" ")
+            whole, frac = m.group(g).split(" ")
             n, d = frac.split("/")
             if 0 < int(n) < int(d):
-                toks.append(Token("NUM", s, e, m.group(), lit=literal_from_text(m.group())))
+                toks.append(Token("NUM", s, e, m.group(g), lit=literal_from_text(m.group(g))))
             else:  # "12 15/3" is not a mixed number: re-tokenise the pieces
-                toks.extend(_plain_pieces(m.group(), s))
+                toks.extend(_plain_pieces(m.group(g), s))
         elif g == "num":
             cur = m.group("cur")
             dig = m.group("dig").replace(" ", "")
-            lit = literal_from_text(dig, currency=cur, percent=bool(m.group("pct")), text=m.group())
-            toks.append(Token("NUM", s, e, m.group(), lit=lit))
+            lit = literal_from_text(dig, currency=cur, percent=bool(m.group("pct")), text=m.group(g))
+            toks.append(Token("NUM", s, e, m.group(g), lit=lit))
         elif g == "pow":
             toks.append(Token("OP", s, e, "^"))
         elif g == "op":
-            toks.append(Token("OP", s, e, m.group()))
+            toks.append(Token("OP", s, e, m.group(g)))
         elif g == "lp":
             toks.append(Token("LP", s, e, "("))
         elif g == "rp":
             toks.append(Token("RP", s, e, ")"))
         elif g == "eq":
-            toks.append(Token("EQ", s, e, m.group(), approx=m.group() in ("≈", "~=")))
+            toks.append(Token("EQ", s, e, m.group(g), approx=m.group(g) in ("≈", "~=")))
         elif g == "soft":
-            toks.append(Token("SOFT", s, e, m.group(), approx=m.group() == SOFT_APPROX))
+            toks.append(Token("SOFT", s, e, m.group(g), approx=m.group(g) == SOFT_APPROX))
         elif g == "tilde":
             toks.append(Token("TILDE", s, e, "~"))
         elif g == "bang":
@@ -121,7 +120,7 @@ def tokenize(text: str, *, formula: bool = False) -> list[Token]:
         elif g == "pct2":
             toks.append(Token("PCT", s, e, "%"))
         else:
-            toks.append(Token("WORD", s, e, m.group()))
+            toks.append(Token("WORD", s, e, m.group(g)))
     return _formula_words(toks) if formula else _classify(toks, text)
 
 
@@ -235,10 +234,18 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
                     j += 2
                 else:
                     break
+            # "7995 (total cookies) - 2595 (rainbow cookies)": a parenthetical label
+            if j < n and toks[j].kind == "LP":
+                k = j + 1
+                while k < n and k - j <= 6 and toks[k].kind in ("WORD", "TRAIL", "UNITWORD", "VAR"):
+                    k += 1
+                if k > j + 1 and k < n and toks[k].kind == "RP":
+                    words.extend(range(j, k + 1))
+                    j = k + 1
             if words:
                 follows = toks[j].kind if j < n else "STOP"
                 inside = follows in ("OP", "EQ", "SOFT", "RP")
-                names = [toks[k].text.lower() for k in words if toks[k].kind in ("WORD", "UNITWORD")]
+                names = [toks[k].text.lower() for k in words if toks[k].kind in ("WORD", "UNITWORD", "TRAIL", "VAR")]
                 names = [w for w in names if w not in MONEY_WORDS] or names
                 for k in words:
                     toks[k].kind = "UNIT" if inside else "TRAIL"
@@ -289,7 +296,7 @@ def runs(toks: list[Token]) -> list[list[Token]]:
 
 _LINKS = frozenset("of in per for at with by".split())
 # words that may follow a number without a space and still be a unit or ordinal ("5km", "3rd")
-GLUED_OK = frozenset("km kg cm mm lb lbs oz ft mi ml hr hrs min mins mph kph sec th st nd rd k m g s h".split())
+GLUED_OK = frozenset("km kg cm mm lb lbs oz ft mi ml hr hrs min mins mph kph sec k m g s h".split())
 
 
 def _interrupted(toks: list[Token], i: int) -> Token | None:
