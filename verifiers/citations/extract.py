@@ -26,6 +26,7 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from verifiers.citations.records import (
     ARXIV_NEW_RE,
@@ -84,9 +85,16 @@ def parse_author_list(s: str) -> tuple[list[str], bool]:
     "张三, 李四, 王五" and "A and B and C" (BibTeX). Returns ``([], False)`` when ``s`` does not
     look like a list of names.
     """
+    names, et_al = _parse_author_list(s)
+    return list(names), et_al
+
+
+@lru_cache(maxsize=16384)
+def _parse_author_list(s: str) -> tuple[tuple[str, ...], bool]:
+    """Cached worker of :func:`parse_author_list` (tuples, so the cache cannot be mutated)."""
     s = (s or "").strip().strip(".,;:").strip()
     if not s:
-        return [], False
+        return (), False
     et_al = bool(_ET_AL_RE.search(s))
     s = _ET_AL_RE.sub("", s)
     s = re.sub(r"\s*(?:,\s*)?(?:\band\b|&|＆|和|与)\s*", ", ", s)
@@ -94,7 +102,7 @@ def parse_author_list(s: str) -> tuple[list[str], bool]:
     toks = [t.strip(" .") if not _INITIALS_RE.match(t.strip()) else t.strip() for t in s.split(",")]
     toks = [t for t in toks if t]
     if not toks:
-        return [], et_al
+        return (), et_al
     out: list[str] = []
     i = 0
     # MLA / Chicago: "Surname, Given(s)" for the first author only, then "Given Surname"
@@ -115,13 +123,13 @@ def parse_author_list(s: str) -> tuple[list[str], bool]:
     names = []
     for n in out:
         if re.search(r"\d{2,}|https?:", n) or len(n.split()) > 5 or len(n) > 60:
-            return [], et_al
+            return (), et_al
         if not re.search(r"[A-Za-z\u3400-\u9fff]", n):
             continue
         names.append(n.strip())
     if not all(parse_person(n) for n in names):
-        return [], et_al
-    return names, et_al
+        return (), et_al
+    return tuple(names), et_al
 
 
 def _looks_like_authors(s: str) -> bool:
@@ -330,7 +338,7 @@ def parse_reference(s: str) -> _Parsed:
             p.title, p.venue = _title_and_venue(hv.group(3))
         else:
             parts = _split_sentences(work)
-            for dm in re.finditer(r"\.\s+", work):
+            for dm in list(re.finditer(r"\.\s+", work))[:8]:
                 if _looks_like_authors(work[: dm.start()]) and len(work[dm.end():].split()) >= 2:
                     parts = [work[: dm.start()]] + _split_sentences(work[dm.end():])
                     break

@@ -55,6 +55,8 @@ STATUS_AUTHENTICITY: dict[str, float] = {
 TITLE_HIGH = 90.0
 #: Below this no record is a candidate for the claim (a different paper).
 TITLE_CANDIDATE = 80.0
+#: Author lists this short without "et al." are expected to be complete (see compare()).
+SHORT_AUTHOR_LIST = 5
 #: Venue strings this similar (token_set_ratio) count as the same venue when no alias applies.
 VENUE_FUZZY = 88.0
 
@@ -185,6 +187,9 @@ def compare_authors(stated: list[Person], et_al: bool, record: list[Person]) -> 
             return AuthorComparison("first_author", matched, n, m)
         return AuthorComparison("mismatch", matched, n, m)
     if matched == n and (n == m or et_al or n > m):
+        return AuthorComparison("match", matched, n, m)
+    if matched == m and n > m:
+        # every author the source lists is stated, in a longer list: the source truncated it
         return AuthorComparison("match", matched, n, m)
     if matched == n and n < m:
         return AuthorComparison("incomplete", matched, n, m)
@@ -399,7 +404,11 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
             return Comparison(record, t, a, y, v, CONFLICT, via_identifier, notes)
         return Comparison(record, t, a, y, v, NOT_FOUND, via_identifier, notes)
 
-    authors_bad = a.verdict in ("mismatch", "incomplete") or (a.verdict == "first_author" and a.matched < max(1, a.stated // 2))
+    # A list of <= SHORT_AUTHOR_LIST names without "et al." is complete in every major style
+    # (IEEE and Vancouver list up to 6, APA up to 20, Chicago up to 10), so a shorter-than-record
+    # list that short drops real authors; longer lists are style truncations (PARTIALLY_VERIFIED).
+    authors_bad = (a.verdict == "mismatch" or (a.verdict == "incomplete" and a.stated <= SHORT_AUTHOR_LIST)
+                   or (a.verdict == "first_author" and a.matched < max(1, a.stated // 2)))
     venue_bad = v in ("mismatch", "published_vs_preprint")
     year_bad = y == "mismatch" or bool(claim.year and claim.year > today.year)
     if a.verdict == "mismatch":
@@ -420,7 +429,7 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
         else:  # first author matches, some co-authors differ
             status = PARTIALLY_VERIFIED
     elif t >= TITLE_HIGH:
-        if not authors_bad and not venue_bad and not year_bad and a.verdict in ("match", "first_author", "unknown"):
+        if not authors_bad and not venue_bad and not year_bad:
             status = PARTIALLY_VERIFIED
             notes.append(f"title differs from the record's (similarity {t:.0f})")
         else:

@@ -53,16 +53,18 @@ def render(record: dict, style: str) -> str:
     doi = record.get("doi") or ""
     vol, pages = record.get("volume") or "", record.get("pages") or ""
     ppl = _people(authors)
+    et_al = bool(record.get("et_al"))
     tail_doi = f" https://doi.org/{doi}" if doi else ""
     if style == "apa":
         names = [f"{s}, {_ini(i)}".strip(", ") for s, _, i in ppl]
         au = ", ".join(names[:-1]) + (", & " if len(names) > 1 else "") + names[-1] if names else ""
+        au = f"{names[0]}, et al." if et_al and names else au
         v = f" *{venue}*" + (f", {vol}" if vol else "") + (f", {pages}" if pages else "") + "." if venue else ""
         return f"{au} ({year}). {title}.{v}{tail_doi}".strip()
     if style == "ieee":
         names = [f"{_ini(i)} {s}".strip() for s, _, i in ppl]
         au = names[0] if len(names) == 1 else (", ".join(names[:-1]) + ", and " + names[-1] if names else "")
-        if len(names) > 6:
+        if len(names) > 6 or (et_al and names):
             au = names[0] + " et al."
         v = f" in *Proc. {venue}*," if venue else ""
         return f"{au}, \u201c{title},\u201d{v} {year}." + (f" doi: {doi}." if doi else "")

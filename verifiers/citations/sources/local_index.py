@@ -40,6 +40,7 @@ CREATE INDEX IF NOT EXISTS records_doi ON records(doi);
 CREATE INDEX IF NOT EXISTS records_arxiv ON records(arxiv_id);
 CREATE INDEX IF NOT EXISTS records_norm ON records(norm_title);
 CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(title, tokenize='unicode61 remove_diacritics 2');
+CREATE TABLE IF NOT EXISTS df(term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
 """
 
 _CJK = re.compile(r"([\u3400-\u9fff])")
@@ -171,7 +172,10 @@ def build_index(files: Iterable[str | os.PathLike[str]], db_path: str | os.PathL
                     "VALUES (?,?,?,?,?,?,?,?,?)",
                     (r.title, nt, json.dumps(r.authors, ensure_ascii=False), r.year, r.venue, r.doi, r.arxiv_id, r.url,
                      r.extra.get("origin")))
-                db.execute("INSERT INTO records_fts(rowid, title) VALUES (?, ?)", (cur.lastrowid, _fts_text(nt)))
+                fts = _fts_text(nt)
+                db.execute("INSERT INTO records_fts(rowid, title) VALUES (?, ?)", (cur.lastrowid, fts))
+                for term in set(fts.split()):
+                    db.execute("INSERT INTO df(term, n) VALUES (?, 1) ON CONFLICT(term) DO UPDATE SET n = n + 1", (term,))
                 if r.doi:
                     seen_doi.add(r.doi)
                 seen_ty.add((nt, r.year))
@@ -236,7 +240,7 @@ class LocalIndex:
         db = self._db()
         rows = db.execute(f"SELECT {self._COLS} FROM records WHERE norm_title = ?", (nt,)).fetchall()
         cands = [self._row(r) for r in rows]
-        tokens = sorted(set(_fts_text(nt).split()), key=len, reverse=True)[:10]
+        tokens = self._rare_tokens(_fts_text(nt).split())
         if tokens:
             q = " OR ".join('"' + t.replace('"', "") + '"' for t in tokens)
             try:
@@ -255,6 +259,21 @@ class LocalIndex:
                 uniq.append(r)
         uniq.sort(key=lambda r: title_similarity(title, r.title), reverse=True)
         return self._done(uniq[:k], "title match")
+
+    def _rare_tokens(self, words: list[str], k: int = 6) -> list[str]:
+        """The ``k`` query words with the lowest document frequency (words absent from the index
+        are dropped: they cannot match). Rare words make the OR query small and its ranking cheap;
+        the candidates are re-ranked by title similarity anyway."""
+        uniq = list(dict.fromkeys(w for w in words if w))
+        if not uniq:
+            return []
+        q = ",".join("?" * len(uniq))
+        try:
+            df = dict(self._db().execute(f"SELECT term, n FROM df WHERE term IN ({q})", uniq).fetchall())
+        except sqlite3.OperationalError:  # an index built before the df table existed
+            return sorted(uniq, key=len, reverse=True)[:16]
+        present = [w for w in uniq if df.get(w)]
+        return sorted(present, key=lambda w: df[w])[:k]
 
     # async face, same as the network sources
     async def lookup_doi(self, doi: str) -> SourceResult:
