@@ -202,6 +202,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
 
     if not report.failed_checks:
         return finish(draft, report, State.VERIFICATION_PASSED, "not_failed", report.status)
+    first_failed = [c.to_dict() for c in report.failed_checks]
 
     history.append(State.VERIFICATION_FAILED)
     best = (draft, report)
@@ -248,6 +249,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         if not rep.failed_checks:
             history.append(State.VERIFICATION_PASSED)
             rounds.append(_round_record(n, rep, tokens, ms, State.VERIFICATION_PASSED))
+            rep.extra["corrected_checks"] = first_failed  # what was wrong in the first draft
             return finish(new, rep, State.VERIFICATION_PASSED, "passed", "corrected")
         history.append(State.VERIFICATION_FAILED)
         rounds.append(_round_record(n, rep, tokens, ms, State.VERIFICATION_FAILED))

@@ -135,7 +135,7 @@ async def chat_completion(ctx: RequestContext, body: dict[str, Any]) -> Pipeline
     draft = await ctx.upstream.complete(request)
     plan.start_verification()
     completion, report = await _verify_and_correct(ctx, plan, request, draft)
-    await _finish(ctx, plan, completion, report)
+    await _finish(ctx, plan, completion, report, checks_seen=True)
     return _respond(ctx, plan, completion, report)
 
 
@@ -321,7 +321,9 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
         report = Report(status="skipped", reason="no answer text to verify (tool calls or empty)")
     else:
         async def verify(t: str) -> Report:
-            return await verify_text(policy, plan.question, t, plan.budget)
+            rep = await verify_text(policy, plan.question, t, plan.budget)
+            vmetrics.observe_checks(rep, model=ctx.model, team=ctx.team)  # every draft's checks count
+            return rep
 
         report = await verify(text)
         if report.failed_checks:  # the correction loop only when something failed
@@ -349,10 +351,12 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
     return draft, report
 
 
-async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report) -> None:
-    """Metrics, daily budget charge and the audit record of one verified answer."""
+async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report,
+                  checks_seen: bool = False) -> None:
+    """Metrics, daily budget charge and the audit record of one verified answer
+    (``checks_seen``: the checks were already counted run by run)."""
     rt = runtime.get(ctx.config)
-    vmetrics.observe_report(report, model=ctx.model, team=ctx.team)
+    vmetrics.observe_report(report, model=ctx.model, team=ctx.team, checks=not checks_seen)
     ctx.log["veracity_checks"] = len(report.checks)
     if report.cost.tokens:
         cost = rt.prices.cost(ctx.model, plan.usage["prompt"], plan.usage["completion"])
@@ -448,7 +452,7 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
             return [err]
         plan.start_verification()
         completion, final = await _verify_and_correct(ctx, plan, request, draft)
-        await _finish(ctx, plan, completion, final)
+        await _finish(ctx, plan, completion, final, checks_seen=True)
         _update(report, final)
         if plan.policy.on_failure == "block" and final.status == "failed":
             return [b"data: " + json.dumps(_blocked_body(final), default=str).encode() + b"\n\n"]

@@ -44,17 +44,29 @@ RISK_SCORE = Histogram("veracity_risk_score", "Risk score (0..1) of answers.",
 BUDGET_EXHAUSTED = Counter("veracity_budget_exhausted_total", "Verifications cut short by a budget.", ["scope"])
 
 
-def observe_report(report: Any, *, model: str, team: str) -> None:
-    """Record a finished :class:`verifiers._types.Report` (checks, hallucinations, risk,
-    durations from ``report.extra["durations_ms"]``, correction and sentinel outcomes)."""
+def observe_checks(report: Any, *, model: str, team: str) -> None:
+    """Record the checks of one verification run (the first draft's, and each correction
+    round's): ``veracity_checks_total``, ``veracity_hallucinations_total`` (failed checks: the
+    model said something wrong, even if a later round corrected it) and per-verifier
+    durations from ``report.extra["durations_ms"]``."""
     for c in report.checks:
         CHECKS.labels(c.verifier, c.outcome).inc()
         if c.outcome == "fail":
             HALLUCINATIONS.labels(c.verifier, model, team).inc()
-    if report.risk and isinstance(report.risk.get("score"), (int, float)):
-        RISK_SCORE.observe(float(report.risk["score"]))
     for name, ms in (report.extra.get("durations_ms") or {}).items():
         VERIFICATION_DURATION.labels(name).observe(ms / 1000.0)
+
+
+def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -> None:
+    """Record a finished :class:`verifiers._types.Report`: its checks (unless ``checks`` is
+    False because :func:`observe_checks` already saw each run), the risk score, the whole
+    verification time, correction and sentinel outcomes."""
+    if checks:
+        observe_checks(report, model=model, team=team)
+    if report.risk and isinstance(report.risk.get("score"), (int, float)):
+        RISK_SCORE.observe(float(report.risk["score"]))
+    if report.cost.ms:
+        VERIFICATION_DURATION.labels("total").observe(report.cost.ms / 1000.0)
     corr = report.extra.get("correction")
     if corr and report.rounds:
         outcome = "corrected" if report.status == "corrected" else corr.get("stop_reason", "failed")

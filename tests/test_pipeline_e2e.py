@@ -163,6 +163,8 @@ def test_wrong_compound_interest_total_corrected_in_one_round(env):
     assert rep["status"] == "corrected" and headers["x-veracity-status"] == "corrected"
     assert len(rep["rounds"]) == 1 and rep["cost"]["upstream_calls"] == 1
     assert float(headers["x-veracity-risk"]) >= 0.3
+    first = rep["corrected_checks"]  # what the first draft got wrong stays visible
+    assert first[0]["outcome"] == "fail" and first[0]["expected"] == RIGHT_TXT.replace(",", "")
     fixed = mock_bodies(env, "compound-fix")
     assert len(fixed) == 1
     evidence = fixed[0]["messages"][-1]["content"]
@@ -420,3 +422,40 @@ def test_cli_verify_and_policy_check(tmp_path, env):
     chk = subprocess.run([sys.executable, "-m", "proxy", "policy", "check", str(bad), str(env["pdir"] / "block.yaml")],
                          capture_output=True, text=True, timeout=60)
     assert chk.returncode == 1 and f"{bad}:1: on_failure:" in chk.stderr and "block.yaml: ok" in chk.stdout
+
+
+def test_verification_metrics_exposed_with_issue_names(env):
+    ask(env, "correct", ci_question("compound"))  # at least one check, correction and risk observation
+    text = env["gw"].metrics()
+    for name in ("veracity_checks_total", "veracity_hallucinations_total", "veracity_corrections_total",
+                 "veracity_sentinel_calls_total", "veracity_verification_duration_seconds",
+                 "veracity_extra_tokens_total", "veracity_risk_score", "veracity_budget_exhausted_total"):
+        assert f"# TYPE {name.removesuffix('_total')}" in text or f"# TYPE {name}" in text, name
+    assert 'veracity_checks_total{outcome="fail",verifier="arithmetic"}' in text
+    assert 'veracity_corrections_total{outcome="corrected"}' in text
+    assert 'veracity_sentinel_calls_total{result="not_ready"}' in text or \
+        'veracity_sentinel_calls_total{result="ready"}' in text
+
+
+@pytest.mark.redis
+def test_daily_budget_shared_by_two_replicas_through_redis(env, gateway_factory, tmp_path):
+    url = os.environ.get("VERACITY_TEST_REDIS_URL")
+    if not url:
+        pytest.skip("VERACITY_TEST_REDIS_URL not set")
+    import uuid
+
+    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": env["mock"].base_url}],
+           "policies": {"dir": str(env["pdir"]), "check_interval_s": 0},
+           "verification": {"redis_url": url}}
+    a, b = gateway_factory(cfg), gateway_factory(cfg)
+    key = f"sk-redis-{uuid.uuid4().hex}"
+
+    def via(gw):
+        c = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, timeout=60,
+                          default_headers={"x-veracity-policy": "daily"})
+        return c.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": ci_question("daily")}]
+                                         ).model_extra["veracity"]
+
+    assert via(a)["status"] == "corrected"       # replica A spends the key's daily budget
+    rep = via(b)                                  # replica B sees it through Redis
+    assert rep["status"] == "skipped" and "key daily" in rep["reason"]
