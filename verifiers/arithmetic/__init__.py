@@ -52,6 +52,7 @@ checks are returned. Algebra with symbols is not checked (``x = 12/3 = 4`` check
 from __future__ import annotations
 
 import re
+import time
 from verifiers._types import Check
 from verifiers.arithmetic._claims import VERIFIER, ClaimFinder
 from verifiers.arithmetic._equivalent import equivalent
@@ -61,10 +62,11 @@ from verifiers.arithmetic._normalize import normalize
 from verifiers.arithmetic._tokens import ParseError, parse, runs, runs_with_context, tokenize
 from verifiers.arithmetic._tolerance import judge
 
-__all__ = ["check", "equivalent", "warm_up", "MAX_CHARS", "MAX_CLAIMS"]
+__all__ = ["check", "equivalent", "warm_up", "MAX_CHARS", "MAX_CLAIMS", "BUDGET_MS"]
 
 MAX_CHARS = 60_000
 MAX_CLAIMS = 500
+BUDGET_MS = 250.0
 
 _NOTE = re.compile(r"<<([^<>\n]{1,400})>>")
 _CLAIM_LINE = re.compile(r"(?m)^(?=[^\n]*\d)(?=[^\n]*[=≈\ue000\ue001])[^\n]*$")
@@ -78,19 +80,22 @@ def warm_up() -> None:
     _registry()
 
 
-def check(answer: str, question: str | None = None) -> list[Check]:
+def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET_MS) -> list[Check]:
     """Verify the arithmetic claims of ``answer`` (see the module docstring for the syntax,
     the tolerance rule and the limits). ``question`` (the user's message) adds the
     question/answer link claim when the question is itself arithmetic.
 
-    Returns one ``Check`` per claim, in text order (calculator notes first). Never raises on
-    untrusted text: a fault of the verifier itself is reported as one ``error`` check.
+    Returns one ``Check`` per claim, in text order (calculator notes first). ``budget_ms``
+    bounds the wall time: past it, the rest of the answer is left unchecked and one ``unknown``
+    check (``evidence.kind == "budget"``) says so. Never raises on untrusted text: a fault of
+    the verifier itself is reported as one ``error`` check.
     """
     if not isinstance(answer, str) or not answer.strip():
         return []
     text = answer[:MAX_CHARS]
     try:
-        checks = _check(text, question if isinstance(question, str) else None)
+        deadline = time.perf_counter() + max(0.0, budget_ms) / 1000
+        checks = _check(text, question if isinstance(question, str) else None, deadline)
     except RecursionError:
         return [Check(verifier=VERIFIER, claim="", outcome="unknown", confidence=0.5,
                       note="input nested too deeply to check")]
@@ -100,7 +105,7 @@ def check(answer: str, question: str | None = None) -> list[Check]:
     return checks[:MAX_CLAIMS]
 
 
-def _check(text: str, question: str | None) -> list[Check]:
+def _check(text: str, question: str | None, deadline: float) -> list[Check]:
     checks: list[Check] = []
     has_notes = "<<" in text
     if has_notes:
@@ -108,8 +113,9 @@ def _check(text: str, question: str | None) -> list[Check]:
             inner = m.group(1)
             mt = normalize(inner, soft=False)
             finder = ClaimFinder(mt, text, offset=m.start(1), kind="calculator_note", strict=True)
-            for run in runs(tokenize(mt.text)):
-                finder.run(run)
+            note_runs = runs(tokenize(mt.text))
+            if len(note_runs) == 1:  # a note is one expression chain; anything else is not arithmetic
+                finder.run(note_runs[0])
             if not finder.checks and "=" in inner:
                 finder.checks.append(Check(verifier=VERIFIER, claim=inner, outcome="unknown", confidence=0.5,
                                            span=(m.start(1), m.end(1)), evidence={"kind": "calculator_note"},
@@ -120,11 +126,22 @@ def _check(text: str, question: str | None) -> list[Check]:
     mt = normalize(base)
     finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends)
     norm = mt.text
+    stopped = False
     for line in _CLAIM_LINE.finditer(norm):  # a claim needs a digit and "=" / a result word
-        for before, run in runs_with_context(tokenize(norm, start=line.start(), end=line.end())):
-            if len(finder.checks) > MAX_CLAIMS:
+        for start, end in _windows(norm, line.start(), line.end()):
+            if len(finder.checks) >= MAX_CLAIMS - 1 or time.perf_counter() > deadline:
+                finder.checks.append(Check(verifier=VERIFIER, claim="", outcome="unknown", confidence=0.5,
+                                           span=(mt.orig_span(start, start + 1)[0], len(text)),
+                                           evidence={"kind": "budget"},
+                                           note="stopped: claim or time budget reached; the rest is unchecked"))
+                stopped = True
                 break
-            finder.run(run, before)
+            if end - start > MAX_WINDOW // 2 and not _HAS_EQ.search(norm, start, end):
+                continue
+            for before, run in runs_with_context(tokenize(norm, start=start, end=end)):
+                finder.run(run, before)
+        if stopped:
+            break
     for c in finder.checks:
         if c.evidence.get("kind") == "equation" and _is_sentence(mt, c):
             c.evidence["kind"] = "natural_language"
@@ -134,6 +151,23 @@ def _check(text: str, question: str | None) -> list[Check]:
         if link is not None:
             checks.append(link)
     return checks
+
+
+MAX_WINDOW = 2_000
+_HAS_EQ = re.compile("[=≈\ue000\ue001]")
+
+
+def _windows(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Split a very long line into windows of at most ``MAX_WINDOW`` characters at blanks, so
+    the budget is checked between them (a claim cut by a window edge is not checked)."""
+    out = []
+    while end - start > MAX_WINDOW:
+        cut = text.rfind(" ", start + MAX_WINDOW // 2, start + MAX_WINDOW)
+        cut = cut if cut > start else start + MAX_WINDOW
+        out.append((start, cut))
+        start = cut
+    out.append((start, end))
+    return out
 
 
 _SENTENCE_WORDS = re.compile(

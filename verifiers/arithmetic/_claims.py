@@ -25,6 +25,7 @@ from typing import Any
 
 from verifiers._types import Check
 from verifiers.arithmetic._expr import (
+    MAX_NODES,
     NotNumeric,
     Refused,
     evaluate,
@@ -38,7 +39,7 @@ from verifiers.arithmetic._expr import (
     to_text,
 )
 from verifiers.arithmetic._mapped import MappedText
-from verifiers.arithmetic._tokens import ParseError, Token, parse
+from verifiers.arithmetic._tokens import MULTIPLIER_WORDS, ParseError, Token, parse
 from verifiers.arithmetic._tolerance import equal_values, judge
 from verifiers.arithmetic._units import convert, money_unit, unit_info
 
@@ -74,7 +75,7 @@ def _make_seg(toks: list[Token]) -> _Seg:
         else:
             clean.append(t)
     seg = _Seg(toks=clean, approx=approx, units=units)
-    if not clean:
+    if not clean or len(clean) > MAX_NODES:
         seg.bad = True
         return seg
     try:
@@ -303,6 +304,7 @@ class ClaimFinder:
         if run[-1].kind not in ("EQ", "SOFT") and _sticky_after(text, run[-1].end):
             segs[-1].bad = True
         if before is not None and (before.kind in ("OP", "NUM", "RP", "PCT") or
+                                   before.text.lower() in MULTIPLIER_WORDS or
                                    (run[0].kind == "OP" and before.kind in ("WORD", "TRAIL"))):
             segs[0].bad = True  # "250 of the books - 135 sold - 50 = 65": the head is prose
         if label and prev is not None and prev[0] == label and _only_label_between(text, prev[1], seps[0].start, label):

@@ -386,9 +386,21 @@ def _fmt_exact(v: Fraction) -> str:
     return f"{v.numerator}/{v.denominator}"
 
 
+def _sci(v: Fraction) -> str:
+    """Scientific notation with 12 significant digits for very large/small exact values."""
+    import decimal
+
+    with decimal.localcontext() as ctx:
+        ctx.prec = 12
+        d = decimal.Decimal(v.numerator) / decimal.Decimal(v.denominator)
+        return f"{d:.11e}"
+
+
 def format_value(v: Any, decimals: int | None = None) -> str:
     """Human form of a computed value: exact integers/decimals as is; otherwise rounded to
     ``decimals`` places (or 10 significant digits)."""
+    if isinstance(v, Fraction) and (abs(v.numerator) > 10**30 * v.denominator or v.denominator > 10**30):
+        return _sci(v)
     if isinstance(v, Fraction):
         if decimals is not None:
             q = round(v * 10**decimals)  # half-to-even on exact ties, like Python's round

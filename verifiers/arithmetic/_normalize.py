@@ -110,10 +110,11 @@ _PHRASES = [
     (_c(r"\b(?:the\s+)?difference\s+between\s+(" + _NUM + r")\s+and\s+(" + _NUM + r")", re.I),
      [" abs(", 1, " - ", 2, ")"]),
     (_c(r"\b(?:the\s+)?square\s+root\s+of\s+(" + _NUM + r")", re.I), [" sqrt(", 1, ")"]),
-    (_c(r"\btwice\s+(?=[$€£¥]?\d)", re.I), ["2 * "]),
-    (_c(r"\bdouble\s+(?=[$€£¥]?\d)", re.I), ["2 * "]),
-    (_c(r"\btriple\s+(?=[$€£¥]?\d)", re.I), ["3 * "]),
-    (_c(r"\bhalf\s+of\s+(?=[$€£¥]?\d)", re.I), ["1/2 * "]),
+    # only before a lone number: "half of 6000-1500-2000" has no single reading
+    (_c(r"\btwice\s+(" + _NUM + r")(?!\s*[-+*/×÷^(\d])", re.I), ["(2 * ", 1, ")"]),
+    (_c(r"\bdouble\s+(" + _NUM + r")(?!\s*[-+*/×÷^(\d])", re.I), ["(2 * ", 1, ")"]),
+    (_c(r"\btriple\s+(" + _NUM + r")(?!\s*[-+*/×÷^(\d])", re.I), ["(3 * ", 1, ")"]),
+    (_c(r"\bhalf\s+of\s+(" + _NUM + r")(?!\s*[-+*/×÷^(\d])", re.I), ["(1/2 * ", 1, ")"]),
     (_c(r"(?<=\d)\s+squared\b", re.I), ["^2"]),
     (_c(r"(?<=\d)\s+cubed\b", re.I), ["^3"]),
 ]

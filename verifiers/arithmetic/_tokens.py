@@ -295,6 +295,7 @@ def runs(toks: list[Token]) -> list[list[Token]]:
 
 
 _LINKS = frozenset("of in per for at with by".split())
+MULTIPLIER_WORDS = frozenset("half twice double triple third thirds quarter quarters fifth fifths tenth".split())
 # words that may follow a number without a space and still be a unit or ordinal ("5km", "3rd")
 GLUED_OK = frozenset("km kg cm mm lb lbs oz ft mi ml hr hrs min mins mph kph sec k m g s h".split())
 
@@ -311,6 +312,9 @@ def _interrupted(toks: list[Token], i: int) -> Token | None:
         words += 1
     if words and k >= 0 and toks[k].kind == "OP":
         return toks[k]
+    for j in range(k + 1, i):  # "half of 6000-1500-2000 = 2500": scaled by a word
+        if toks[j].text.lower() in MULTIPLIER_WORDS:
+            return toks[j]
     if linked and k >= 0 and toks[k].kind in ("NUM", "RP", "PCT"):
         return toks[k]  # "24 eggs in 1 tray x 2 trays = 48": the run is the tail of a product
     return None
