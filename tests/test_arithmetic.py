@@ -74,6 +74,12 @@ CLAIM_FORMS = [
     ("the sum of 15 and 27 is 42", "the sum of 15 and 27 is 43"),
     ("subtract 8 from 20 to get 12", "subtract 8 from 20 to get 11"),
     ("9 squared is 81", "9 squared is 72"),
+    # longer model-style statements
+    ("A = 1000(1 + 0.05/12)^(12*3) = $1,161.47", "A = 1000(1 + 0.05/12)^(12*3) = $1,161.00"),
+    ("The average is (85 + 90 + 78) / 3 = 84.33", "The average is (85 + 90 + 78) / 3 = 84.67"),
+    ("7995 (total cookies) - 2595 (rainbow cookies) = 5400", "7995 (total cookies) - 2595 (rainbow cookies) = 4500"),
+    ("Total fruits = 52 + 24 + 44 + 48. Total fruits = 168", "Total fruits = 52 + 24 + 44 + 48. Total fruits = 178"),
+    ("\\[ \\text{Total} = 52 + 24 \\] \\[ \\text{Total} = 76 \\]", "\\[ \\text{Total} = 52 + 24 \\] \\[ \\text{Total} = 86 \\]"),
     # unit conversions (pint)
     ("5 km = 3.11 miles", "5 km = 3.5 miles"),
     ("72 °F is 22.2 °C", "72 °F is 25 °C"),
@@ -227,6 +233,15 @@ NO_FALSE_ALARM = [
     "1 1/2 / 1/2 = 3 times as many",
     "20 grass type + 14 grass type = 34 grass type",
     "1 dozen = 12 eggs",
+    "Area = πr² = π × 5² ≈ 78.54 cm²",
+    "Between 1990-2000 = 10 years",
+    "It takes 3-4 = about 1 hour",
+    "From 9:00 to 17:00 = 8 hours",
+    "Version 3.11.2 = latest",
+    "She came 1st - 5 = 6th place",
+    "7995 (total cookies) - 2595 (rainbow cookies) = 5400.",
+    "half of 6000-1500-2000 = 2500",
+    "Pay 70 pesos per hour after the 12-hour mark: 3 * 70 = 210",
 ]
 
 

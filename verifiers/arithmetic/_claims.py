@@ -215,6 +215,14 @@ def _only_label_between(text: str, end: int, start: int, label: str) -> bool:
 _RATE_WORDS = frozenset("for in over after during within per every each of by than at".split())
 
 
+def _tight_range(node: tuple, toks: list[Token]) -> bool:
+    if not (node[0] == "bin" and node[1] == "-" and node[2][0] == "num" and node[3][0] == "num"):
+        return False
+    if len(toks) != 3 or toks[0].end != toks[1].start or toks[1].end != toks[2].start:
+        return False
+    return node[2][1].value < node[3][1].value
+
+
 def _bare_fraction(node: tuple) -> bool:
     return node[0] == "bin" and node[1] == "/" and node[2][0] == "num" and node[3][0] == "num"
 
@@ -360,6 +368,8 @@ class ClaimFinder:
             if self.strict:
                 self._unknown(toks, f"not a number: {exc}")
             return
+        if not self.strict and _tight_range(ln, ltoks):
+            return  # "1990-2000 = 10 years", "3-4 = about 1 hour": a range, not a subtraction
         if _bare_fraction(ln) and r_lit and abs(lv) < 1 <= abs(rv) and not self.strict:
             return  # "2/5 is equal to 12.8 hectares": a part of a whole, not a quotient
         if l_lit and r_lit:

@@ -399,7 +399,7 @@ def _sci(v: Fraction) -> str:
 def format_value(v: Any, decimals: int | None = None) -> str:
     """Human form of a computed value: exact integers/decimals as is; otherwise rounded to
     ``decimals`` places (or 10 significant digits)."""
-    if isinstance(v, Fraction) and (abs(v.numerator) > 10**30 * v.denominator or v.denominator > 10**30):
+    if isinstance(v, Fraction) and v and (abs(v.numerator) >= 10**30 * v.denominator or 10**30 * abs(v.numerator) < v.denominator):
         return _sci(v)
     if isinstance(v, Fraction):
         if decimals is not None:
@@ -409,6 +409,8 @@ def format_value(v: Any, decimals: int | None = None) -> str:
             if decimals == 0:
                 return sign + digits
             return f"{sign}{digits[:-decimals]}.{digits[-decimals:]}"
+        if v.denominator > 10**12:
+            return f"{float(v):.10g}"
         s = _fmt_exact(v)
         if "/" not in s:
             return s

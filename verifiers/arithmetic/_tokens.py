@@ -226,6 +226,10 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
                 if u.kind == "UNITWORD" or _is_unit_word(u):
                     words.append(j)
                     j += 1
+                    if j + 1 < n and toks[j].kind == "OP" and toks[j].text == "^" and toks[j + 1].kind == "NUM" \
+                            and toks[j].start == u.end:
+                        words.extend([j, j + 1])  # "cm^2" (from "cm²"): a unit power
+                        j += 2
                 elif u.kind == "WORD" and u.text.lower() == "per" and j + 1 < n and _is_unit_word(toks[j + 1]):
                     words.extend([j, j + 1])
                     j += 2
