@@ -354,6 +354,27 @@ def test_body_too_large_413(client: openai.OpenAI, mock: Any) -> None:
     assert not [r for r in mock.requests() if r["path"] == "/v1/chat/completions"]
 
 
+def test_chunked_body_too_large_413(gw: Any) -> None:
+    def parts():  # no Content-Length: the limit is enforced while reading
+        yield b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "'
+        for _ in range(10):
+            yield b"x" * 10_000
+        yield b'"}]}'
+
+    r = httpx.post(gw.base_url + "/chat/completions", content=parts(), trust_env=False, timeout=10,
+                   headers={"Authorization": f"Bearer {VIRTUAL_KEY}", "Content-Type": "application/json"})
+    assert r.status_code == 413 and r.json()["error"]["code"] == "request_too_large"
+
+
+def test_client_request_id_is_kept(client: openai.OpenAI) -> None:
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=_user("id please"), extra_headers={"x-request-id": "trace-42.a"})
+    assert raw.headers["x-request-id"] == "trace-42.a"
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o", messages=_user("id please"), extra_headers={"x-request-id": "bad id\twith spaces"})
+    assert raw.headers["x-request-id"].startswith("req_")
+
+
 def test_unknown_model_404(client: openai.OpenAI) -> None:
     with pytest.raises(openai.NotFoundError) as ei:
         client.chat.completions.create(model="llama-unknown", messages=_user("x"))
