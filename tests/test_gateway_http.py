@@ -485,6 +485,7 @@ def test_upstream_error_metric_and_secrets_absent(client: openai.OpenAI, gw: Any
     with pytest.raises(openai.APIStatusError) as ei:
         client.chat.completions.create(model="dead-model", messages=_user("x"))
     m = gw.metrics()
+    assert "veracity_in_flight_requests 0.0" in m  # balanced after errors, faults and disconnects
     assert 'veracity_upstream_errors_total{reason="http_503"}' in m
     assert 'veracity_upstream_errors_total{reason="connect"}' in m
     everything = gw.log() + m + json.dumps(ei.value.body)
