@@ -56,10 +56,8 @@ _CODE_STARTS = ("def ", "class ", "import ", "from ", "async def ")
 _DOI = re.compile(r"10\.\d{4,9}/[^\s\"'<>]+")
 # arXiv identifiers: new style YYMM.NNNNN (arXiv help "Understanding the arXiv identifier").
 _ARXIV = re.compile(r"arXiv:\s?\d{4}\.\d{4,5}|arxiv\.org/abs/", re.IGNORECASE)
-_REF_HINTS = ("eferences", "EFERENCES", "ibliography", "IBLIOGRAPHY", "orks Cited", "Sources",
-              "SOURCES", "参考文献")
-_REF_LIST = re.compile(r"^\W{0,4}(?:References|Bibliography|Works Cited|Sources|参考文献)\W{0,4}$",
-                       re.MULTILINE | re.IGNORECASE)
+_REF_HEADINGS = ("References", "REFERENCES", "references", "Bibliography", "BIBLIOGRAPHY", "Works Cited",
+                 "Sources", "SOURCES", "参考文献")
 # "(Smith, 2019)", "(Smith and Jones 2020a)"; matched at each "(".
 _AUTHOR_YEAR = re.compile(r"\([A-Z][A-Za-z'-]+(?: (?:and|&) [A-Z][A-Za-z'-]+| et al\.?)?,? (?:19|20)\d\d[a-z]?\)")
 
@@ -143,6 +141,18 @@ def _is_doi(text: str, start: int, end: int) -> bool:
 _OPERATION_RX = re.compile(r"\d ?[-+*/×÷^] ?\(?\$?\d|\d x \d")
 _EQUATION_RX = re.compile(r"= ?[-$€£]?\s?\d")
 _PROBE_LIMIT = 12
+
+
+def _is_ref_heading(text: str, start: int, end: int) -> bool:
+    """The word is alone on its line, give or take four non-word characters each side
+    ("## References", "References:", "**Sources**")."""
+    ls = text.rfind("\n", 0, start) + 1
+    le = text.find("\n", end)
+    if le == -1:
+        le = len(text)
+    if start - ls > 4 or le - end > 4:
+        return False
+    return not any(ch.isalnum() for ch in text[ls:start]) and not any(ch.isalnum() for ch in text[end:le])
 
 
 def _is_author_year(text: str, start: int, end: int) -> bool:
@@ -294,11 +304,10 @@ def score(question: str | None, answer: str | None) -> RiskScore:
     if n:
         signals["et_al"] = n
         r += n
-    if any(h in answer for h in _REF_HINTS):
-        n = _count(_REF_LIST, answer)
-        if n:
-            signals["reference_list"] = n
-            r += n
+    n = _anchored(answer, _REF_HEADINGS, _is_ref_heading, _CAP)
+    if n:
+        signals["reference_list"] = n
+        r += n
     # the pattern starts with a literal "(": SRE's literal-prefix search makes one scan cheap
     n = _count(_AUTHOR_YEAR, answer) if has_digit and ("19" in answer or "20" in answer) else 0
     if n:
