@@ -4,8 +4,11 @@ One run, one mock upstream (``veracity mock-upstream`` in its own process, uvloo
 request recording off), three targets measured one after the other with the same load:
 
 * ``direct``   -- the mock upstream itself (the baseline every "added" number subtracts);
-* ``veracity`` -- ``veracity serve`` with bench/veracity_bench.yaml (one upstream = the mock,
-  no verification: the cost of the pass-through core);
+* ``veracity`` -- ``veracity serve`` with bench/veracity_bench.yaml (one upstream = the mock)
+  and ``VERACITY_POLICIES=bench/policies_off`` (every check disabled): the cost of the core;
+* ``veracity_default`` (optional) -- the same with the shipped policies/: the answer (a short
+  worked multiplication) is risk-scored and its arithmetic checked, so this row shows what
+  verification of a risky answer adds;
 * ``litellm``  -- ``litellm --config bench/litellm_config.yaml`` from bench/.venv-litellm
   (``pip install 'litellm[proxy]==1.108.7'``, offline env as in shared/BENCH-NOTES.md).
 
@@ -18,7 +21,7 @@ script tops up with extra load if fewer were sent). Floors from issue 2: added p
 
 Usage::
 
-    .venv/bin/python bench/gateway_bench.py                # all three, writes bench/results/gateway.md
+    .venv/bin/python bench/gateway_bench.py                # writes bench/results/gateway.md
     .venv/bin/python bench/gateway_bench.py --targets direct,veracity --duration 5
 
 Needs ``wrk`` (``apt-get install -y wrk``). A target whose server cannot start is reported as
@@ -99,6 +102,17 @@ class Server:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(5)
 
+    def cpu_s(self) -> float:
+        """User + system CPU seconds used so far by the process and its descendants (/proc stat)."""
+        ticks = 0
+        for pid in _tree(self.proc.pid):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15 of stat)
+            except (OSError, IndexError, ValueError):
+                pass
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def rss_mb(self) -> float:
         """Resident set size of the process and all its descendants, MiB (/proc VmRSS)."""
         total = 0
@@ -161,18 +175,24 @@ def start_mock(workdir: Path) -> Server:
     return Server("mock", proc, url, log)
 
 
-def start_veracity(workdir: Path, mock: Server, config: Path) -> Server | str:
+def start_veracity(workdir: Path, mock: Server, config: Path, name: str = "veracity",
+                    policies: Path | None = BENCH / "policies_off") -> Server | str:
+    """``veracity serve`` on a free port; ``policies``: the VERACITY_POLICIES folder (default:
+    bench/policies_off, every check disabled; ``None``: the shipped policies/)."""
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT), BENCH_MOCK_BASE_URL=mock.url + "/v1")
     env.pop("OPENAI_API_KEY", None)
-    proc, log = _spawn("veracity", [PY, "-m", "proxy.cli", "serve", "--config", str(config), "--port", str(port),
+    env.pop("VERACITY_POLICIES", None)
+    if policies is not None:
+        env["VERACITY_POLICIES"] = str(policies)
+    proc, log = _spawn(name, [PY, "-m", "proxy.cli", "serve", "--config", str(config), "--port", str(port),
                                     "--log-level", "warning"], env, workdir)
     url = f"http://127.0.0.1:{port}"
     if not _wait_ready(url + "/healthz", proc, 30):
-        srv = Server("veracity", proc, url, log)
+        srv = Server(name, proc, url, log)
         srv.stop()
         return f"did not start (see {log}): " + log.read_text()[-400:].strip().replace("\n", " | ")
-    return Server("veracity", proc, url, log)
+    return Server(name, proc, url, log)
 
 
 def start_litellm(workdir: Path, mock: Server) -> Server | str:
@@ -206,6 +226,7 @@ class Run:
     p50_ms: float
     p99_ms: float
     errors: int
+    cpu_us: float = float("nan")   # CPU of the target's own process(es) per request, microseconds
     raw: dict = field(default_factory=dict)
 
 
@@ -221,12 +242,16 @@ def wrk(url: str, conns: int, seconds: float, body_file: Path, auth: str) -> dic
     raise RuntimeError(f"wrk printed no summary:\n{out}")
 
 
-def measure(target: str, url: str, conns: int, seconds: float, body_file: Path, auth: str) -> Run:
-    wrk(url, conns, 2, body_file, auth)  # warm-up: connections, caches, JIT-less but lazy imports
+def measure(target: str, url: str, conns: int, seconds: float, body_file: Path, auth: str,
+            server: Server) -> Run:
+    """Warm up 2 s, then one measured wrk run; ``server``'s CPU time is sampled around it."""
+    wrk(url, conns, 2, body_file, auth)  # warm-up: connections, lazy imports, caches
+    cpu0 = server.cpu_s()
     r = wrk(url, conns, seconds, body_file, auth)
+    cpu = server.cpu_s() - cpu0
     errors = r["connect_errors"] + r["read_errors"] + r["write_errors"] + r["timeouts"] + r["status_errors"]
     return Run(target, conns, r["requests"], r["requests"] / (r["duration_us"] / 1e6), r["p50_us"] / 1000,
-               r["p99_us"] / 1000, errors, r)
+               r["p99_us"] / 1000, errors, cpu / max(1, r["requests"]) * 1e6, r)
 
 
 def check_answer(url: str, auth: str) -> str:
@@ -236,6 +261,9 @@ def check_answer(url: str, auth: str) -> str:
     if r.status_code != 200:
         return f"HTTP {r.status_code}: {r.text[:200]}"
     content = r.json()["choices"][0]["message"]["content"]
+    if "x-veracity-status" in r.headers:
+        print(f"  {url}: x-veracity-status {r.headers['x-veracity-status']}, "
+              f"report {json.dumps(r.json().get('veracity'))[:200]}", flush=True)
     return "" if content == MOCK_SCRIPT["rules"][0]["reply"]["content"] else f"unexpected answer {content[:80]!r}"
 
 
@@ -267,14 +295,18 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
     lines = [
         "# Gateway overhead benchmark",
         "",
-        f"Run {started} by `bench/gateway_bench.py` (duration {args.duration:g} s per point after a 2 s warm-up;",
+        f"Run {started} by `bench/gateway_bench.py` ({args.repeat} interleaved runs of {args.duration:g} s per point,",
+        "each after a 2 s warm-up; the table shows the median run by p50;",
         "load generator: wrk -t1 with keep-alive, POST through `bench/wrk_post.lua`; one non-stream chat",
         "completion, ~0.9 kB response; the same mock upstream process serves all targets).",
         "",
         machine_note(),
         "",
-        "| target | conns | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | errors |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "`CPU us/req`: user+system CPU of the target's own process(es) (the mock for `direct`) per",
+        "request during the measured run, from /proc -- less sensitive to a busy machine than latency.",
+        "",
+        "| target | conns | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | CPU us/req | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in runs:
         base = by.get(("direct", r.conns))
@@ -282,7 +314,8 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
             a50, a99 = f"{r.p50_ms - base.p50_ms:.3f}", f"{r.p99_ms - base.p99_ms:.3f}"
         else:
             a50 = a99 = "-"
-        lines.append(f"| {r.target} | {r.conns} | {r.rps:,.0f} | {r.p50_ms:.3f} | {r.p99_ms:.3f} | {a50} | {a99} | {r.errors} |")
+        lines.append(f"| {r.target} | {r.conns} | {r.rps:,.0f} | {r.p50_ms:.3f} | {r.p99_ms:.3f} | {a50} | {a99} "
+                     f"| {r.cpu_us:,.0f} | {r.errors} |")
     lines += ["", "| gateway | RSS after the runs (MiB) | requests it served |", "| --- | ---: | ---: |"]
     for name, (mb, n) in rss.items():
         lines.append(f"| {name} | {mb:.1f} | {n:,} |")
@@ -311,9 +344,11 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--targets", default="direct,veracity,litellm")
+    p.add_argument("--targets", default="direct,veracity,litellm",
+                   help="comma list of direct, veracity, veracity_default, litellm")
     p.add_argument("--conns", default="1,32")
     p.add_argument("--duration", type=float, default=10.0, help="seconds per measured point")
+    p.add_argument("--repeat", type=int, default=3, help="runs per point (interleaved); the median run is reported")
     p.add_argument("--min-requests", type=int, default=10_000, help="load each gateway at least this much before RSS")
     p.add_argument("--veracity-config", type=Path, default=BENCH / "veracity_bench.yaml")
     p.add_argument("--out", type=Path, default=BENCH / "results" / "gateway.md")
@@ -343,6 +378,13 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 servers["veracity"] = v
                 endpoints["veracity"] = (v.url + "/v1/chat/completions", "Bearer sk-bench")
+        if "veracity_default" in targets:
+            v = start_veracity(workdir, mock, args.veracity_config, "veracity_default", policies=None)
+            if isinstance(v, str):
+                skipped["veracity_default"] = v
+            else:
+                servers["veracity_default"] = v
+                endpoints["veracity_default"] = (v.url + "/v1/chat/completions", "Bearer sk-bench")
         if "litellm" in targets:
             lt = start_litellm(workdir, mock)
             if isinstance(lt, str):
@@ -359,13 +401,18 @@ def main(argv: list[str] | None = None) -> int:
                 skipped[name] = f"wrong answer through the target: {problem}"
                 del endpoints[name]
         for c in conns:
-            for name, (url, auth) in endpoints.items():
-                run = measure(name, url, c, args.duration, body_file, auth)
-                runs.append(run)
-                served[name] = served.get(name, 0) + run.requests
-                print(f"{name:9s} c={c:<3d} {run.rps:9,.0f} req/s  p50 {run.p50_ms:8.3f} ms  p99 {run.p99_ms:8.3f} ms"
-                      f"  errors {run.errors}", flush=True)
-        for name in ("veracity", "litellm"):
+            reps: dict[str, list[Run]] = {}
+            for rep in range(args.repeat):  # interleaved, so a burst of foreign load hits all targets alike
+                for name, (url, auth) in endpoints.items():
+                    srv = servers["mock" if name == "direct" else name]
+                    run = measure(name, url, c, args.duration, body_file, auth, srv)
+                    reps.setdefault(name, []).append(run)
+                    served[name] = served.get(name, 0) + run.requests
+                    print(f"{name:16s} c={c:<3d} rep {rep + 1}: {run.rps:9,.0f} req/s  p50 {run.p50_ms:8.3f} ms  "
+                          f"p99 {run.p99_ms:8.3f} ms  cpu {run.cpu_us:6.0f} us/req  errors {run.errors}", flush=True)
+            for name, rs in reps.items():
+                runs.append(sorted(rs, key=lambda r: r.p50_ms)[len(rs) // 2])  # the median run by p50
+        for name in ("veracity", "veracity_default", "litellm"):
             if name in endpoints:
                 while served[name] < args.min_requests:  # top up so RSS is read after >= N requests
                     r = wrk(endpoints[name][0], 32, 5, body_file, endpoints[name][1])
