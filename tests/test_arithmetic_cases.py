@@ -7,17 +7,15 @@ speed is measured there, not asserted here.
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
 from bench.arithmetic_bench import (
     FLOOR_PROCESSBENCH_FALSE_ALARM,
     FLOOR_REFERENCE_FLAGS,
     Results,
-    _exact,
-    _NotSimple,
     cases_dir,
+    false_alarms,
+    false_as_written,
     note_disagrees,
     run_model_solutions,
     run_processbench,
@@ -28,23 +26,6 @@ pytestmark = [pytest.mark.cases, pytest.mark.timeout(600)]
 
 BASE = cases_dir()
 needs_cases = pytest.mark.skipif(not (BASE / "test.jsonl").is_file(), reason=f"no case files at {BASE}")
-
-
-def false_as_written(claim: str, before: str = "") -> bool:
-    """Independent judgement of a flagged reference line: ``True`` when the claim text is plain
-    arithmetic (numbers, + - * / parentheses, $) whose sides really differ and the text just
-    before it does not continue the expression, i.e. the reference prose itself is wrong and
-    the flag is not a false alarm."""
-    if re.search(r"[\d+\-*/(.,×x]\s*$", before):
-        return False
-    text = claim.replace("$", "")
-    if "=" not in text:
-        return False
-    try:
-        sides = [_exact(p) for p in text.split("=")]
-    except _NotSimple:
-        return False
-    return any(v != sides[0] for v in sides[1:])
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +41,7 @@ def results() -> Results:
 def test_gsm8k_references_false_alarms(results: Results) -> None:
     for mode in ("kept", "stripped"):
         flagged = results.reference[mode]["flagged"]
-        false_alarms = [f for f in flagged
-                        if not all(false_as_written(c, b) for c, b in zip(f["claims"], f["before"]))]
-        assert len(false_alarms) <= FLOOR_REFERENCE_FLAGS, (mode, false_alarms)
+        assert len(false_alarms(flagged)) <= FLOOR_REFERENCE_FLAGS, (mode, false_alarms(flagged))
         # a reference line that is wrong as written is rare: a surge means the judge is too lax
         assert len(flagged) <= FLOOR_REFERENCE_FLAGS + 2, (mode, flagged)
         assert results.reference[mode]["checked_claims"] > 3000  # the verifier actually checks

@@ -53,8 +53,8 @@ class Literal:
     """A number as the text states it.
 
     ``value`` is exact. ``ulp`` is one unit of the last stated digit (``0.01`` for ``3.14``,
-    ``0.01`` for ``$45`` is *not* implied: money precision is a tolerance rule, not a literal
-    property), already scaled by ``%`` or a scale word (``2.5 million``). ``approx_ulp`` is the
+    ``1`` for ``$45``: the cent precision of money is a tolerance rule, not a property of the
+    literal), already scaled by ``%`` or a scale word (``2.5 million``). ``approx_ulp`` is the
     unit of the last *significant* digit (``100`` for ``3,400``), used by the "about" rule.
     """
 
@@ -156,6 +156,7 @@ def first_literal(node: tuple) -> Literal | None:
 
 
 def has_var(node: tuple) -> bool:
+    """True when the tree contains a symbol (then it is algebra, not arithmetic)."""
     kind = node[0]
     if kind == "var":
         return True

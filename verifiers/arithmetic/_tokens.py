@@ -18,10 +18,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from fractions import Fraction
 
 from verifiers.arithmetic._expr import CONSTANTS, FUNCTIONS, MAX_DEPTH, MAX_NODES, Literal, literal_from_text
-from verifiers.arithmetic._normalize import SOFT_APPROX, SOFT_EQ
+from verifiers.arithmetic._normalize import SOFT_APPROX
 
 
 class ParseError(Exception):
@@ -513,9 +512,5 @@ def parse(toks: list[Token], *, formula: bool = False, loose: bool = False) -> t
     return node
 
 
-def literal_token(value: str) -> Literal:
-    """Literal of a bare number string (used for calculator notes). Raises ``ValueError``."""
-    return literal_from_text(value)
 
-
-__all__ = ["Token", "ParseError", "tokenize", "runs", "parse", "Fraction"]
+__all__ = ["Token", "ParseError", "tokenize", "runs", "runs_with_context", "parse"]
