@@ -311,8 +311,11 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
         settled = await sentinel.settle(request, draft, complete, mode=policy.sentinel.mode,
                                         max_rounds=policy.sentinel.max_rounds, budget=plan.budget)
         draft = settled.completion
-        plan.sentinel_info = {"injected": True, **settled.info}
+        schema = sentinel.overhead_tokens_cached()
+        plan.sentinel_info = {"injected": True, "schema_tokens": schema, **settled.info}
         vmetrics.EXTRA_TOKENS.labels("sentinel").inc(settled.info["extra_tokens"])
+        if schema:
+            vmetrics.EXTRA_TOKENS.labels("sentinel_schema").inc(schema)
     t_verify = time.perf_counter()
     text = completion_text(draft)
     if plan.skip_reason:

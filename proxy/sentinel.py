@@ -30,7 +30,7 @@ from typing import Any
 from proxy.budget import RequestBudget, usage_tokens
 
 __all__ = ["TOOL_NAME", "TOOL", "RULE", "should_inject", "inject", "settle", "SettleResult",
-           "overhead_tokens", "strip_sentinel"]
+           "overhead_tokens", "overhead_tokens_cached", "strip_sentinel"]
 
 Complete = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -384,3 +384,16 @@ def overhead_tokens(encoding: str = "o200k_base") -> tuple[int, bool]:
         n, exact = (len(text) + 3) // 4, False
     _OVERHEAD[encoding] = (n, exact)
     return n, exact
+
+
+def overhead_tokens_cached(encoding: str = "o200k_base") -> int | None:
+    """:func:`overhead_tokens` when already measured, else None after starting the
+    measurement in a daemon thread (loading a tiktoken encoding takes a while; the request
+    path never waits for it)."""
+    hit = _OVERHEAD.get(encoding)
+    if hit is not None:
+        return hit[0]
+    import threading
+
+    threading.Thread(target=overhead_tokens, args=(encoding,), daemon=True).start()
+    return None

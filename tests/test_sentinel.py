@@ -174,3 +174,17 @@ def test_strip_sentinel_keeps_other_choices():
 def test_overhead_tokens_measured():
     n, exact = overhead_tokens()
     assert 60 <= n <= 250
+
+
+def test_overhead_tokens_cached_never_blocks():
+    import time
+
+    from proxy import sentinel
+
+    sentinel._OVERHEAD.pop("cl100k_base", None)
+    first = sentinel.overhead_tokens_cached("cl100k_base")
+    deadline = time.monotonic() + 30
+    while sentinel.overhead_tokens_cached("cl100k_base") is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert first is None or first > 0
+    assert sentinel.overhead_tokens_cached("cl100k_base") == sentinel.overhead_tokens("cl100k_base")[0]
