@@ -242,6 +242,8 @@ NO_FALSE_ALARM = [
     "7995 (total cookies) - 2595 (rainbow cookies) = 5400.",
     "half of 6000-1500-2000 = 2500",
     "Pay 70 pesos per hour after the 12-hour mark: 3 * 70 = 210",
+    "Also 3,5 + 1 = 4,5 (decimal commas)",
+    "Let x be the number. 3x = 12, so x = 12 / 3 = 4",
 ]
 
 

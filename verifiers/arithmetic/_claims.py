@@ -132,6 +132,8 @@ def _sticky_before(text: str, s: int) -> bool:
     c = text[s - 1]
     if c.isalnum():
         return True
+    if c == "," and s >= 2 and text[s - 2].isdigit() and text[s : s + 1].isdigit():
+        return True  # "3,5 + 1 = 4,5": a decimal comma
     return c in _STICKY and s >= 2 and text[s - 2].isalnum()
 
 
@@ -140,6 +142,8 @@ def _sticky_after(text: str, e: int) -> bool:
         return False
     c = text[e]
     if c.isdigit():
+        return True
+    if c == "," and e >= 1 and text[e - 1].isdigit() and text[e + 1 : e + 2].isdigit():
         return True
     return c in _STICKY and e + 1 < len(text) and text[e + 1].isalnum()
 

@@ -222,7 +222,7 @@ def evaluate(node: tuple, _depth: int = 0, env: dict[str, Value] | None = None) 
     ``NotNumeric`` (unbound symbols, division by zero, domain errors) or ``Refused`` (work
     bounds exceeded). Never evaluates text.
     """
-    if _depth > MAX_DEPTH * 2:
+    if _depth > MAX_NODES:
         raise Refused("expression nested too deeply")
     kind = node[0]
     if kind == "num":
