@@ -458,3 +458,13 @@ def test_daily_budget_shared_by_two_replicas_through_redis(env, gateway_factory,
     assert via(a)["status"] == "corrected"       # replica A spends the key's daily budget
     rep = via(b)                                  # replica B sees it through Redis
     assert rep["status"] == "skipped" and "key daily" in rep["reason"]
+
+
+def test_block_in_buffer_streaming_ends_with_an_error_event_the_sdk_raises(env):
+    stream = client(env, "block").chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": ci_question("block")}], stream=True,
+        extra_body={"veracity": {"streaming": {"mode": "buffer"}}})
+    with pytest.raises(openai.APIError) as ei:
+        for _ in stream:
+            pass
+    assert "Veracity blocked the answer" in str(ei.value)
