@@ -158,6 +158,7 @@ class Results:
     processbench: dict[str, Any] = field(default_factory=dict)
     first_call_ms: float = 0.0
     baseline_ms: list[float] = field(default_factory=list)
+    non_math: dict[str, Any] = field(default_factory=dict)
 
     @property
     def p95_ms(self) -> float:
@@ -274,6 +275,22 @@ def run_processbench(res: Results, base: Path) -> None:
     }
 
 
+def run_non_math(res: Results, base: Path) -> None:
+    """False alarms on text that is not a math answer: GPT-4 HumanEval code and prompts
+    (``code/``) and bibliographic records (``citations/*.jsonl``), when present."""
+    root = base.parent
+    texts: list[str] = []
+    code = root / "code" / "humaneval_py_gpt4_simple.jsonl"
+    if code.is_file():
+        for r in _jsonl(code):
+            texts += [r["solution"], r["prompt"]]
+    for p in sorted((root / "citations").glob("*.jsonl")) if (root / "citations").is_dir() else []:
+        for r in _jsonl(p):
+            texts.append("\n".join(str(v) for v in r.values()) if isinstance(r, dict) else str(r))
+    flagged = [t[:80] for t in texts if any(c.outcome == "fail" for c in check(t))]
+    res.non_math = {"texts": len(texts), "flagged": len(flagged), "examples": flagged[:5]}
+
+
 def _step_of(offset: int, starts: list[int]) -> int:
     k = 0
     for i, s in enumerate(starts):
@@ -294,6 +311,7 @@ def run_all(base: Path | None = None) -> Results:
     run_model_solutions(res, base)
     run_processbench(res, base)
     res.baseline_ms.append(_baseline_ms())
+    run_non_math(res, base)
     return res
 
 
@@ -341,6 +359,8 @@ def report(res: Results) -> str:
         f"{pb['first_flag_after_label']} / {pb['first_flag_before_label']} | report |",
         f"| GPT-3 solutions (notes stripped) flagged: correct / incorrect | "
         f"{mt['correct']} / {mt['correct_total']} , {mt['incorrect']} / {mt['incorrect_total']} | report |",
+        f"| non-math text flagged (HumanEval code/prompts, bibliographic records) | "
+        f"{res.non_math.get('flagged', '-')} / {res.non_math.get('texts', '-')} | report |",
         f"| p95 time per answer ({len(res.times_ms)} answers) | {res.p95_ms:.2f} ms "
         f"(median {statistics.median(res.times_ms):.2f} ms, max {max(res.times_ms):.1f} ms) | <= {FLOOR_P95_MS:.0f} ms |",
         f"| one-time warm-up (pint registry) | {res.first_call_ms:.0f} ms | - |",
