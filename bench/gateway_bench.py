@@ -9,6 +9,8 @@ request recording off), three targets measured one after the other with the same
 * ``veracity_default`` (optional) -- the same with the shipped policies/: the answer (a short
   worked multiplication) is risk-scored and its arithmetic checked, so this row shows what
   verification of a risky answer adds;
+* ``floor`` (reference) -- bench/floor_proxy.py, a ~60-line raw-ASGI uvicorn + aiohttp
+  pass-through without any gateway feature: the cost of one more Python hop on this stack;
 * ``litellm``  -- ``litellm --config bench/litellm_config.yaml`` from bench/.venv-litellm
   (``pip install 'litellm[proxy]==1.108.7'``, offline env as in shared/BENCH-NOTES.md).
 
@@ -195,6 +197,18 @@ def start_veracity(workdir: Path, mock: Server, config: Path, name: str = "verac
     return Server(name, proc, url, log)
 
 
+def start_floor(workdir: Path, mock: Server) -> Server | str:
+    """bench/floor_proxy.py: the minimal uvicorn + aiohttp pass-through (reference row)."""
+    port = free_port()
+    proc, log = _spawn("floor", [PY, str(BENCH / "floor_proxy.py"), "--upstream", mock.url + "/v1",
+                                 "--port", str(port)], dict(os.environ), workdir)
+    url = f"http://127.0.0.1:{port}"
+    if not _wait_ready(url + "/healthz", proc, 30):
+        Server("floor", proc, url, log).stop()
+        return f"did not start (see {log})"
+    return Server("floor", proc, url, log)
+
+
 def start_litellm(workdir: Path, mock: Server) -> Server | str:
     if not LITELLM_BIN.exists():
         return (f"not installed: python3 -m venv {BENCH}/.venv-litellm && "
@@ -344,8 +358,8 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--targets", default="direct,veracity,litellm",
-                   help="comma list of direct, veracity, veracity_default, litellm")
+    p.add_argument("--targets", default="direct,floor,veracity,litellm",
+                   help="comma list of direct, floor, veracity, veracity_default, litellm")
     p.add_argument("--conns", default="1,32")
     p.add_argument("--duration", type=float, default=10.0, help="seconds per measured point")
     p.add_argument("--repeat", type=int, default=3, help="runs per point (interleaved); the median run is reported")
@@ -385,6 +399,13 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 servers["veracity_default"] = v
                 endpoints["veracity_default"] = (v.url + "/v1/chat/completions", "Bearer sk-bench")
+        if "floor" in targets:
+            fl = start_floor(workdir, mock)
+            if isinstance(fl, str):
+                skipped["floor"] = fl
+            else:
+                servers["floor"] = fl
+                endpoints["floor"] = (fl.url + "/v1/chat/completions", "Bearer sk-bench")
         if "litellm" in targets:
             lt = start_litellm(workdir, mock)
             if isinstance(lt, str):
@@ -412,9 +433,11 @@ def main(argv: list[str] | None = None) -> int:
                           f"p99 {run.p99_ms:8.3f} ms  cpu {run.cpu_us:6.0f} us/req  errors {run.errors}", flush=True)
             for name, rs in reps.items():
                 runs.append(sorted(rs, key=lambda r: r.p50_ms)[len(rs) // 2])  # the median run by p50
-        for name in ("veracity", "veracity_default", "litellm"):
+        for name in ("veracity", "veracity_default", "floor", "litellm"):
             if name in endpoints:
-                while served[name] < args.min_requests:  # top up so RSS is read after >= N requests
+                # Top up the Veracity targets so RSS is read after >= --min-requests requests;
+                # the reference rows are read after whatever they served.
+                while name.startswith("veracity") and served[name] < args.min_requests:
                     r = wrk(endpoints[name][0], 32, 5, body_file, endpoints[name][1])
                     served[name] += r["requests"]
                 rss[name] = (servers[name].rss_mb(), served[name])
