@@ -416,6 +416,8 @@ class ClaimFinder:
         if equal_values(lv, rv):
             self._emit(toks, "pass", format_value(lv), to_text(rn), ln, rn, "exact", "0", "", 0.9)
             return
+        if approx:
+            return  # "≈" between two computations states no precision to hold them to
         bl, br = interval(ln), interval(rn)
         if bl is not None and br is not None and bl[0] <= br[1] and br[0] <= bl[1]:
             self._emit(toks, "unknown", format_value(lv), format_value(rv), ln, rn, "exact", "0",
