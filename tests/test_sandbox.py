@@ -37,7 +37,11 @@ def _required() -> set[str]:
 
 
 def _backend(name: str) -> sandbox.Sandbox:
-    box = sandbox.get(name, LIM)
+    if name == "docker-warm":  # exec into pre-started single-use containers
+        box = sandbox.get("docker", LIM, warm=2)
+        name = "docker"
+    else:
+        box = sandbox.get(name, LIM)
     reason = box.unavailable_reason()
     if reason is not None:
         if name in _required():
@@ -47,11 +51,19 @@ def _backend(name: str) -> sandbox.Sandbox:
 
 
 @pytest.fixture(scope="module", params=[pytest.param("bwrap", marks=pytest.mark.bwrap),
-                                        pytest.param("docker", marks=pytest.mark.docker)])
+                                        pytest.param("docker", marks=pytest.mark.docker),
+                                        pytest.param("docker-warm", marks=pytest.mark.docker)])
 def box(request):
     b = _backend(request.param)
+    if request.param == "docker-warm":
+        assert b.prewarm() == 2
     yield b
+    idle = b.idle_containers if request.param == "docker-warm" else set()
     b.close()
+    if request.param == "docker-warm":
+        assert idle and b.idle_containers == set()
+        api = sandbox.get("docker")._api()
+        assert [c for cid in idle for c in api.containers(all=True, filters={"id": cid})] == []
 
 
 class _Hit(http.server.BaseHTTPRequestHandler):
@@ -99,23 +111,33 @@ def _procs_with(token: str) -> list[int]:
     return found
 
 
-def _leftovers(box, token: str) -> list:
-    """Processes carrying ``token`` (after a short grace for the kernel to reap) + containers."""
+def _leftovers(box, token: str, res=None) -> list:
+    """Processes carrying ``token`` (after a short grace for the kernel to reap) + the run's
+    container if it still exists (warm runs remove it in the background)."""
     left: list = []
     for _ in range(40):
         left = _procs_with(token)
         if not left:
             break
         time.sleep(0.05)
-    if box.name == "docker":
-        left += [c["Id"] for c in box._api().containers(all=True, filters={"label": "veracity.sandbox"})]
+    cid = (res.extra.get("container") if res is not None else None) if box.name == "docker" else None
+    if box.name == "docker" and res is not None:
+        assert cid, "docker results name their container"
+    if cid:
+        existing: list = []
+        for _ in range(40):
+            existing = box._api().containers(all=True, filters={"id": cid})
+            if not existing:
+                break
+            time.sleep(0.05)
+        left += [c["Id"] for c in existing]
     return left
 
 
 def run_hostile(box, gateway, body: str, limits: Limits = LIM):
     token = f"veracity-hostile-{uuid.uuid4().hex}"
     res = box.run(f"# {token}\n{body}", limits=limits)
-    assert _leftovers(box, token) == [], "sandbox processes or containers outlived the run"
+    assert _leftovers(box, token, res) == [], "sandbox processes or containers outlived the run"
     assert _alive(gateway)
     return res
 
@@ -278,17 +300,20 @@ def test_gateway_keeps_serving_during_concurrent_bombs(box, gateway):
     results, ticks, alive_during = asyncio.run(main())
     assert [r.killed_by for r in results] == ["timeout", "memory", "timeout"]
     assert alive_during is True and ticks >= 20
-    for t in tokens:
-        assert _leftovers(box, t) == []
+    for t, r in zip(tokens, results):
+        assert _leftovers(box, t, r) == []
 
 
 # --- ordinary behaviour -----------------------------------------------------------------------
 
 def test_stdin_exit_code_and_stderr(box):
+    if getattr(box, "warm", 0):
+        box.prewarm()
     res = box.run("import sys\nname = input()\nprint('hi', name)\nprint('oops', file=sys.stderr)\nsys.exit(3)",
                   stdin="ada\n")
     assert res.stdout == "hi ada\n" and res.stderr == "oops\n"
     assert res.exit_code == 3 and res.killed_by == "none" and res.backend == box.name
+    assert res.extra.get("warm", False) == bool(getattr(box, "warm", 0))  # the pool path really ran
 
 
 def test_concurrency_cap_queues_runs(box):

@@ -13,6 +13,13 @@ overflow the container is removed with force (SIGKILL to every process in it), a
 always removed at the end of the run, so nothing outlives a run. Containers carry the label
 ``veracity.sandbox=1`` so operators (and ``deploy/ci/dockerd.sh stop``) can find strays.
 
+Warm pool (``warm=N`` or env ``VERACITY_SANDBOX_WARM``, default 0): N containers are started
+ahead of time, idle (PID 1 = init, a paused ``python3``); a run ``exec``s the program in one of
+them as uid 65534 and the container is then removed, never reused, so one run's leftovers
+(detached children, files in /tmp) cannot meet the next. Only runs with the sandbox's default
+limits use the pool (cgroup limits are fixed at creation); others take the cold path. The pool
+refills in a background thread.
+
 The engine is the one ``DOCKER_HOST`` names (or ``base_url``); the image is
 ``VERACITY_SANDBOX_IMAGE`` (default ``veracity-sandbox:latest``; CI builds
 ``veracity-sandbox:ci`` with ``deploy/sandbox/build-ci-image.sh``). It needs ``python3`` on
@@ -21,9 +28,12 @@ The engine is the one ``DOCKER_HOST`` names (or ``base_url``); the image is
 
 from __future__ import annotations
 
+import atexit
 import os
+import queue
 import threading
 import time
+import weakref
 from typing import Any
 
 from verifiers.sandbox import Limits, Result, Sandbox, max_concurrency
@@ -45,13 +55,20 @@ class DockerSandbox(Sandbox):
 
     name = "docker"
 
-    def __init__(self, limits: Limits | None = None, *, image: str | None = None, base_url: str | None = None) -> None:
+    def __init__(self, limits: Limits | None = None, *, image: str | None = None, base_url: str | None = None,
+                 warm: int | None = None) -> None:
         super().__init__(limits)
         self.image = image or os.environ.get("VERACITY_SANDBOX_IMAGE") or DEFAULT_IMAGE
         self.base_url = base_url or os.environ.get("DOCKER_HOST") or None
+        self.warm = int(os.environ.get("VERACITY_SANDBOX_WARM", "0") or 0) if warm is None else int(warm)
         self._client: Any = None
         self._reason: str | None | bool = False  # False = not probed yet
         self._lock = threading.Lock()
+        self._idle: "queue.Queue[str]" = queue.Queue()
+        self._idle_ids: set[str] = set()
+        self._refill = threading.Event()
+        self._closed = threading.Event()
+        self._filler: threading.Thread | None = None
 
     # -- availability --------------------------------------------------------------------------
     def _api(self) -> Any:
@@ -85,6 +102,18 @@ class DockerSandbox(Sandbox):
         return None
 
     def close(self) -> None:
+        self._closed.set()
+        self._refill.set()
+        if self._filler is not None:
+            self._filler.join(10)
+            self._filler = None
+        while True:
+            try:
+                cid = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            self._remove(cid)
+        self._idle_ids.clear()
         if self._client is not None:
             try:
                 self._client.close()
@@ -114,9 +143,167 @@ class DockerSandbox(Sandbox):
             log_config=docker.types.LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
         )
 
-    def _run(self, code: str, stdin: str, limits: Limits) -> Result:
+    # -- warm pool -----------------------------------------------------------------------------
+    @property
+    def idle_containers(self) -> set[str]:
+        """Ids of the pre-started containers waiting for a run (empty without a pool)."""
+        return set(self._idle_ids)
+
+    def _remove(self, cid: str) -> None:
+        try:
+            self._api().remove_container(cid, force=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+
+    def _start_idle(self) -> str:
         api = self._api()
+        cid = api.create_container(
+            self.image, command=["python3", "-I", "-c", "import signal; signal.pause()"], user="65534:65534",
+            working_dir="/tmp", environment=dict(SANDBOX_ENV), network_disabled=True,
+            labels={LABEL: "warm"}, host_config=self.host_config(self.limits), stdin_open=False, tty=False,
+        )["Id"]
+        try:
+            api.start(cid)
+        except Exception:
+            self._remove(cid)
+            raise
+        return cid
+
+    def _fill(self) -> None:
+        while not self._closed.is_set():
+            while self._idle.qsize() < self.warm and not self._closed.is_set():
+                try:
+                    cid = self._start_idle()
+                except Exception:  # noqa: BLE001 - engine trouble: retry later, runs go cold
+                    self._closed.wait(1.0)
+                    break
+                self._idle_ids.add(cid)
+                self._idle.put(cid)
+            self._refill.wait(5.0)
+            self._refill.clear()
+
+    def _take_warm(self, limits: Limits) -> str | None:
+        if self.warm <= 0 or limits != self.limits or self._closed.is_set():
+            return None
+        with self._lock:
+            if self._filler is None:
+                self._filler = threading.Thread(target=self._fill, daemon=True, name="veracity-docker-warm")
+                self._filler.start()
+                _POOLS.add(self)
+        try:
+            cid = self._idle.get_nowait()
+        except queue.Empty:
+            self._refill.set()
+            return None
+        self._idle_ids.discard(cid)
+        self._refill.set()
+        return cid
+
+    def prewarm(self, timeout: float = 30.0) -> int:
+        """Start the pool now and wait until it is full (or ``timeout`` s). Returns its size."""
+        self._take_warm_start()
+        deadline = time.monotonic() + timeout
+        while self._idle.qsize() < self.warm and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self._idle.qsize()
+
+    def _take_warm_start(self) -> None:
+        if self.warm > 0 and self._filler is None:
+            with self._lock:
+                if self._filler is None:
+                    self._filler = threading.Thread(target=self._fill, daemon=True, name="veracity-docker-warm")
+                    self._filler.start()
+                    _POOLS.add(self)
+
+    def _run(self, code: str, stdin: str, limits: Limits) -> Result:
         cmd = boot_argv("python3", code, stdin, rlimits(limits, address_space=False, nproc=False))
+        warm = self._take_warm(limits)
+        if warm is not None:
+            return self._run_exec(warm, cmd, limits)
+        return self._run_cold(cmd, limits)
+
+    def _run_exec(self, cid: str, cmd: list[str], limits: Limits) -> Result:
+        """Run in a pre-started container via exec; the container is removed afterwards."""
+        api = self._api()
+        cap = OutputCap(limits.output_bytes)
+        timed_out = False
+        exit_code: int | None = None
+        oom_kills: int | None = None
+        done = threading.Event()
+        reader: threading.Thread | None = None
+        t0 = time.monotonic()
+        try:
+            eid = api.exec_create(cid, cmd, stdout=True, stderr=True, user="65534:65534", workdir="/tmp",
+                                  environment=dict(SANDBOX_ENV))["Id"]
+            stream = api.exec_start(eid, stream=True, demux=True)
+
+            def pump() -> None:
+                try:
+                    for out, err in stream:
+                        if out:
+                            cap.add(out, "stdout")
+                        if err:
+                            cap.add(err, "stderr")
+                        if cap.exceeded:
+                            done.set()
+                except Exception:  # noqa: BLE001
+                    pass
+                finally:
+                    done.set()
+
+            reader = threading.Thread(target=pump, daemon=True, name="veracity-docker-exec")
+            reader.start()
+            if not done.wait(limits.timeout_s):
+                timed_out = True
+            if not (timed_out or cap.exceeded):
+                reader.join(2.0)
+                exit_code = api.exec_inspect(eid).get("ExitCode")
+                if exit_code == 137:  # SIGKILL: the cgroup OOM killer, or the CPU rlimit
+                    oom_kills = self._oom_kills(cid)
+        finally:
+            duration = time.monotonic() - t0
+            if timed_out or cap.exceeded or exit_code is None:
+                self._remove(cid)  # kill now: the program is still running
+            else:
+                # The program has exited; detached children (if any) die with the container
+                # a moment later. Removing off the critical path saves ~100 ms per run.
+                threading.Thread(target=self._remove, args=(cid,), daemon=True).start()
+            if reader is not None:
+                reader.join(2.0)
+        out, err = cap.text()
+        # The engine only flags OOM when PID 1 dies, so ask the container's memory cgroup. If
+        # that fails: one CPU of quota means CPU seconds <= wall seconds, so a SIGKILL before
+        # `cpu_s` wall seconds cannot be the CPU rlimit.
+        oom = exit_code == 137 and (oom_kills > 0 if oom_kills is not None else duration < limits.cpu_s)
+        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom)
+        return Result(exit_code=exit_code, stdout=out, stderr=err, duration_s=duration,
+                      killed_by=killed_by, truncated=cap.exceeded,  # type: ignore[arg-type]
+                      extra={"warm": True, "container": cid})
+
+    _OOM_PROBE = (
+        "import re\n"
+        "for p in ('/sys/fs/cgroup/memory.events', '/sys/fs/cgroup/memory/memory.oom_control'):\n"
+        "    try:\n"
+        "        m = re.search(r'oom_kill (\\d+)', open(p).read())\n"
+        "    except OSError:\n"
+        "        continue\n"
+        "    if m:\n"
+        "        print(m.group(1)); break\n"
+    )
+
+    def _oom_kills(self, cid: str) -> int | None:
+        """OOM kills recorded by the container's memory cgroup (v2 ``memory.events`` or v1
+        ``memory.oom_control``), or None when unreadable."""
+        try:
+            api = self._api()
+            eid = api.exec_create(cid, ["python3", "-I", "-c", self._OOM_PROBE], user="65534:65534")["Id"]
+            out = api.exec_start(eid)
+            return int(out.decode().strip())
+        except Exception:  # noqa: BLE001
+            return None
+
+    def _run_cold(self, cmd: list[str], limits: Limits) -> Result:
+        api = self._api()
         cap = OutputCap(limits.output_bytes)
         cid = api.create_container(
             self.image, command=cmd, user="65534:65534", working_dir="/tmp",
@@ -181,4 +368,17 @@ class DockerSandbox(Sandbox):
         out, err = cap.text()
         killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom)
         return Result(exit_code=exit_code, stdout=out, stderr=err, duration_s=duration,
-                      killed_by=killed_by, truncated=cap.exceeded)  # type: ignore[arg-type]
+                      killed_by=killed_by, truncated=cap.exceeded, extra={"container": cid})  # type: ignore[arg-type]
+
+
+_POOLS: "weakref.WeakSet[DockerSandbox]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_pools() -> None:
+    """Remove idle warm containers when the process exits."""
+    for box in list(_POOLS):
+        try:
+            box.close()
+        except Exception:  # noqa: BLE001
+            pass
