@@ -38,6 +38,12 @@ figures; money passes to the cent; truncated values and values consistent with r
 intermediates are ``unknown``, never ``fail``. A claim that cannot be parsed with confidence is
 ``unknown`` (calculator notes) or not a claim at all (prose).
 
+Confidence
+----------
+``pass``: 1.0 when exact, 0.95 when the stated value is the rounded result; ``fail``: 0.95 for
+``expression = number``, 0.85 for sentences and reversed ``number = expression``, 0.7 when two
+computations disagree; ``unknown``: 0.5; the question/answer link is capped at 0.9.
+
 Limits and safety
 -----------------
 Model text is never given to ``eval``, ``sympify`` or ``parse_expr``: a tokeniser and a
