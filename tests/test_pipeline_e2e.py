@@ -468,3 +468,29 @@ def test_block_in_buffer_streaming_ends_with_an_error_event_the_sdk_raises(env):
         for _ in stream:
             pass
     assert "Veracity blocked the answer" in str(ei.value)
+
+
+def test_virtual_keys_policy_selection(env, gateway_factory):
+    from proxy.config import hash_key
+
+    locked, free = "vk-locked-" + "a" * 24, "vk-free-" + "b" * 24
+    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": env["mock"].base_url}],
+           "policies": {"dir": str(env["pdir"]), "check_interval_s": 0},
+           "keys": [{"name": "locked", "hash": hash_key(locked), "team": "red", "policy": "annotate"},
+                    {"name": "free", "hash": hash_key(free), "team": "blue", "policy": "annotate",
+                     "allow_policy_header": True}]}
+    gw = gateway_factory(cfg)
+
+    def call(key, policy=None):
+        c = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0, timeout=60,
+                          default_headers={"x-veracity-policy": policy} if policy else None)
+        return c.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": ci_question("osc")}])
+
+    rep = call(locked).model_extra["veracity"]
+    assert rep["policy"] == "annotate" and rep["status"] == "failed" and rep["rounds"] == []  # the key's policy
+    with pytest.raises(openai.PermissionDeniedError) as ei:
+        call(locked, "block")  # the header may not pick another policy for this key
+    assert "may not choose policy" in str(ei.value)
+    with pytest.raises(openai.UnprocessableEntityError):
+        call(free, "block")    # ... but may for a key that allows it
+    assert 'team="red"' in gw.metrics()
