@@ -233,7 +233,7 @@ def test_verified_by_one_source_while_another_is_down(fake):
     with FakeAPI() as down:
         fake.routes["/works/10.1038/nature14539"] = json_file("crossref_work_deep_learning.json")
         fake.routes["/works"] = json_file("crossref_works_query.json")
-        down.routes["/works*"] = slow(2.0, status(500, "boom"))
+        down.routes["/works*"] = slow(3.0, status(500, "boom"))
         c = only(check(DEEP_APA, sources=cfg({"crossref": fake.url, "openalex": down.url})))
         assert c.evidence["status"] == "VERIFIED" and c.evidence["early_exit"] is True
 

@@ -170,11 +170,19 @@ def _best(comps: list[Comparison]) -> Comparison | None:
     return max(comps, key=lambda c: (status_rank(c.status), c.title, c.via_identifier))
 
 
+def _preprint_doi(doi: str) -> bool:
+    """DataCite DOIs of arXiv (10.48550) and bioRxiv/medRxiv (10.1101) preprints."""
+    return doi.startswith(("10.48550/", "10.1101/"))
+
+
 def _enough_to_judge(claim: CitationClaim) -> bool:
+    """Whether a NOT_FOUND may fail the claim: an identifier, or a title with authors/year/venue
+    (a quoted title in prose needs an attached author-year citation)."""
     if claim.doi or claim.arxiv_id:
         return True
-    return bool(claim.title) and bool(claim.authors or claim.year or claim.venue) and claim.kind != "title" or (
-        claim.kind == "title" and bool(claim.authors and claim.year))
+    if claim.kind == "title":
+        return bool(claim.title and claim.authors and claim.year)
+    return bool(claim.title) and bool(claim.authors or claim.year or claim.venue)
 
 
 async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, deadline_at: float) -> Check:
@@ -235,29 +243,31 @@ def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], co
     all_definitive = bool(results) and all(r.definitive for _, r in results) and not shared.local_error
     notes: list[str] = []
 
-    # identifier queries that every answering source said do not exist
+    # identifier lookups: did every source that was asked say definitively "no such identifier"?
     id_results = [(q, r) for q, r in results if q.via_identifier]
-    id_unresolved = bool(id_results) and all(r.status == "not_found" for _, r in id_results) and all(
-        r.definitive for _, r in id_results) and any(q.source != "local" for q, _ in id_results)
+    id_missing = bool(id_results) and all(r.status == "not_found" for _, r in id_results)
+    id_missing_online = id_missing and any(q.source != "local" for q, _ in id_results)
 
     id_conflicts = [c for c in comps if c.via_identifier and c.status == CONFLICT]
     best = _best([c for c in comps if c.status != CONFLICT]) or _best(comps)
     status = best.status if best else NOT_FOUND
+    title_ok = best is not None and best.status in (VERIFIED, PARTIALLY_VERIFIED) and bool(claim.title)
     if id_conflicts and (best is None or best.status != VERIFIED or not best.via_identifier):
+        # the identifier resolves, but to another work
         worst = max(id_conflicts, key=lambda c: c.title)
         title_match = _best([c for c in comps if not c.via_identifier and c.status in (VERIFIED, PARTIALLY_VERIFIED)])
         status = CONFLICT
         best = title_match or worst
         what = "DOI" if claim.doi else "arXiv ID"
         notes.append(f"the {what} resolves to \u201c{worst.record.title[:80]}\u201d, not the stated work")
-    elif id_unresolved and best is not None and best.status in (VERIFIED, PARTIALLY_VERIFIED) and claim.title:
+    elif title_ok and id_missing_online:
+        # a real work cited with an identifier that no registry knows (a fabricated DOI)
         status = CONFLICT
-        notes.append(f"the stated {'DOI' if claim.doi else 'identifier'} does not resolve, though the title matches a real work")
-    elif best is not None and claim.doi and best.record.doi and best.status in (VERIFIED, PARTIALLY_VERIFIED) \
-            and not best.via_identifier and best.record.doi != claim.doi and all(
-                r.status == "not_found" for q, r in id_results if q.source == "local") and id_results and all(
-                q.source == "local" for q, _ in id_results):
-        # offline: the title matches a record carrying another DOI
+        notes.append(f"the stated {'DOI' if claim.doi else 'arXiv ID'} does not resolve, though the title matches a real work")
+    elif (title_ok and id_missing and claim.doi and best.record.doi and best.record.doi != claim.doi
+          and not _preprint_doi(claim.doi) and not _preprint_doi(best.record.doi)):
+        # offline: the library's record of this work carries another DOI (preprint DOIs excepted:
+        # a work legitimately has an arXiv/bioRxiv DOI and a publisher DOI)
         status = CONFLICT
         notes.append(f"stated DOI {claim.doi} differs from the record's {best.record.doi}")
 
