@@ -9,7 +9,7 @@ Reports: false alarms (a ``fail`` check on a solution that passes its tests; flo
 solutions flagged, check kinds, and per-answer latency of ``verifiers.code.check`` (median,
 p95) per backend, next to the bare sandbox round trip of ``print(1)``.
 
-    .venv/bin/python bench/code_bench.py [--backends docker,bwrap] [--limit N] [--out bench/results/code.md]
+    .venv/bin/python bench/code_bench.py [--backends docker,docker-warm,bwrap] [--limit N] [--out bench/results/code.md]
 
 Env: ``VERACITY_CASES`` (default ``<repo>/../shared/cases``), ``DOCKER_HOST``,
 ``VERACITY_SANDBOX_IMAGE``, ``VERACITY_SANDBOX_ROOTFS``.
@@ -61,10 +61,13 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def run_backend(name: str, rows: list[dict], labels: dict[str, bool] | None) -> dict:
-    box = sandbox.get(name)
+    """``name``: a backend, or ``docker-warm`` (docker with a warm pool of 2 containers)."""
+    box = sandbox.get("docker", warm=2) if name == "docker-warm" else sandbox.get(name)
     reason = box.unavailable_reason()
     if reason:
         return {"backend": name, "skipped": reason}
+    if name == "docker-warm":
+        box.prewarm()
     if labels is None:
         labels = {r["task_id"]: truth(box, r) for r in rows}
     bare = []
@@ -183,7 +186,7 @@ def summarize(res: dict, rows: list[dict]) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--backends", default="docker,bwrap")
+    ap.add_argument("--backends", default="docker,docker-warm,bwrap")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "code.md"))
     args = ap.parse_args()

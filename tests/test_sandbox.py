@@ -347,3 +347,38 @@ def test_auto_falls_back_with_reasons(monkeypatch):
     assert box.name == "none" and "bubblewrap" in box.unavailable_reason()
     with pytest.raises(ValueError):
         sandbox.get("local")
+
+
+@pytest.mark.docker
+def test_fifty_simultaneous_requests_never_exceed_the_cap(gateway):
+    """50 concurrent arun() calls: the engine never holds more than the cap of our containers."""
+    box = _backend("docker")
+    cap = sandbox.max_concurrency()
+    token = f"veracity-cap-{uuid.uuid4().hex}"
+    api = box._api()
+    peak = 0
+    stop = threading.Event()
+
+    def watch():
+        nonlocal peak
+        while not stop.is_set():
+            mine = [c for c in api.containers(all=True, filters={"label": "veracity.sandbox"})
+                    if token in c.get("Command", "")]
+            peak = max(peak, len(mine))
+            time.sleep(0.02)
+
+    w = threading.Thread(target=watch, daemon=True)
+    w.start()
+
+    async def main():
+        return await asyncio.gather(*[box.arun(f"# {token}\nprint({i})") for i in range(50)])
+
+    try:
+        results = asyncio.run(main())
+    finally:
+        stop.set()
+        w.join(5)
+        box.close()
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(50)]
+    assert 1 <= peak <= cap
+    assert _alive(gateway)
