@@ -117,3 +117,28 @@ def test_cli_index_build(tmp_path, capsys):
     assert "6 records added" in capsys.readouterr().out
     assert LocalIndex(db).count() == 6
     assert main(["index", "build", str(tmp_path / "nope.bib"), "--db", str(db)]) == 2
+
+
+def test_unconfirmed_doi_offline(index):
+    ans = """1. LeCun, Y., Bengio, Y., & Hinton, G. (2015). Deep learning. *Nature*. https://doi.org/10.1038/nature99999
+2. Vaswani, A., Shazeer, N., Parmar, N., Uszkoreit, J., Jones, L., Gomez, A. N., Kaiser, L., & Polosukhin, I. (2017). Attention is all you need. *NeurIPS*. doi:10.5555/3295222.3295349
+3. LeCun, Y., Bengio, Y., & Hinton, G. (2015). Deep learning. *Nature*. https://doi.org/10.48550/arXiv.1505.00001
+"""
+    a, b, c = check(ans, sources=local(index))
+    assert (a.evidence["status"], a.outcome) == ("CONFLICT", "fail") and "differs from the record's" in a.note
+    assert (b.evidence["status"], b.outcome) == ("PARTIALLY_VERIFIED", "pass") and "could not be confirmed" in b.note
+    assert c.outcome == "pass"  # a preprint DOI next to the publisher's is not a contradiction
+
+
+async def test_index_built_after_first_use_is_picked_up(tmp_path):
+    from verifiers.citations import Sources, aclose_all, acheck
+
+    db = tmp_path / "late.sqlite3"
+    cfg = Sources.from_dict(local(str(db)))
+    ans = "1. LeCun, Y., Bengio, Y., & Hinton, G. (2015). Deep learning. *Nature*.\n"
+    (c,) = await acheck(ans, sources=cfg)
+    assert c.outcome == "unknown"
+    build_index(FILES, db)
+    (c,) = await acheck(ans, sources=cfg)
+    assert c.evidence["status"] == "VERIFIED"
+    await aclose_all()

@@ -335,3 +335,12 @@ def test_rate_limit_spaces_requests(fake):
     check(ans, sources=srcs)
     # 4 request starts at 10/s need at least 0.3 s between the first and the last
     assert time.monotonic() - t0 >= 0.3
+
+
+def test_fabricated_doi_on_a_real_paper_is_conflict(fake):
+    fake.routes["/works"] = json_file("crossref_works_query.json")  # the title search finds the real paper
+    ans = ("1. LeCun, Y., Bengio, Y., & Hinton, G. (2015). Deep learning. *Nature*, 521, 436-444. "
+           "https://doi.org/10.1038/nature99999\n")
+    c = only(check(ans, sources=cfg({"crossref": fake.url})))
+    assert c.evidence["status"] == "CONFLICT" and c.outcome == "fail"
+    assert "does not resolve" in c.note and c.expected["doi"] == "10.1038/nature14539"

@@ -103,14 +103,24 @@ class _Shared:
 
     def __init__(self, cfg: Sources):
         self.limiters = {n: _RateLimiter(getattr(cfg, n).rate_per_sec) for n in NETWORK_SOURCES}
+        self.cfg = cfg
         self.local: LocalIndex | None = None
         self.local_error: str | None = None
-        if cfg.local_index.path:
-            try:
-                self.local = LocalIndex(cfg.local_index.path, authoritative=cfg.local_index.authoritative)
-            except FileNotFoundError as exc:
-                self.local_error = str(exc)
         self.runtimes: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Runtime]" = weakref.WeakKeyDictionary()
+        self.open_local()
+
+
+    def open_local(self) -> None:
+        """(Re)try opening the local index: an index built after start-up is picked up."""
+        if self.local is not None or not self.cfg.local_index.path:
+            return
+        try:
+            self.local = LocalIndex(self.cfg.local_index.path, authoritative=self.cfg.local_index.authoritative)
+            self.local_error = None
+            for rt in self.runtimes.values():
+                rt.sources.setdefault("local", self.local)
+        except FileNotFoundError as exc:
+            self.local_error = str(exc)
 
 
 _SHARED: dict[str, _Shared] = {}
@@ -123,6 +133,8 @@ def _runtime(cfg: Sources) -> tuple[_Runtime, _Shared]:
         shared = _SHARED.get(key)
         if shared is None:
             shared = _SHARED[key] = _Shared(cfg)
+    if shared.local is None:
+        shared.open_local()
     loop = asyncio.get_running_loop()
     rt = shared.runtimes.get(loop)
     if rt is None:
