@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 PY = sys.executable
 LITELLM_BIN = BENCH / ".venv-litellm" / "bin" / "litellm"
+NOTES_MARKER = "<!-- notes below are kept by gateway_bench.py when it rewrites this file -->"
 LITELLM_MASTER_KEY = "sk-bench-master"  # from bench/litellm_config.yaml; a local, throw-away key
 
 MOCK_SCRIPT = {
@@ -448,6 +449,10 @@ def main(argv: list[str] | None = None) -> int:
         for srv in servers.values():
             srv.stop()
     text = render(runs, rss, skipped, args, started)
+    if args.out.exists():  # keep the hand-written analysis below the marker across re-runs
+        old = args.out.read_text()
+        if NOTES_MARKER in old:
+            text += "\n" + old[old.index(NOTES_MARKER):]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)
