@@ -208,6 +208,14 @@ def test_fixed_fields_and_unknown_fields_survive_the_sdk(client):
     assert r.choices[0].message.model_extra == {"x_msg": [1, 2]}
 
 
+def test_unknown_fields_ride_on_stream_chunks(mock, client):
+    chunks = list(ask(client, "extras", stream=True))
+    assert chunks and all(c.model_extra == {"x_top": 1} for c in chunks)
+    assert all(c.system_fingerprint == "fp_test" and c.id == "chatcmpl-fixed" for c in chunks)
+    done = assemble(parse_stream(raw_stream(mock, "extras")).chunks)
+    assert done["choices"][0]["message"]["x_msg"] == [1, 2] and done["choices"][0]["x_choice"] == "c"
+
+
 def test_stream_chunk_size_and_usage_chunk(client):
     chunks = list(ask(client, "long", stream=True, stream_options={"include_usage": True}))
     deltas = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
@@ -387,8 +395,9 @@ def test_subprocess_mode_serves_and_leaves_no_process():
     assert proc.poll() is not None
 
 
-def test_cli_prints_listening_line_first(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-m", "proxy.mock_upstream", "--port", "0"],
+@pytest.mark.parametrize("entry", [["proxy.mock_upstream"], ["proxy.cli", "mock-upstream"]])
+def test_cli_prints_listening_line_first(entry):
+    proc = subprocess.Popen([sys.executable, "-m", *entry, "--port", "0", "--script", str(DEMO_SCRIPT)],
                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
     try:
         line = proc.stdout.readline().strip()
