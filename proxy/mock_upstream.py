@@ -59,8 +59,8 @@ try:  # the gateway depends on orjson; keep the mock usable without it
     def _dumps(obj: Any) -> bytes:
         try:
             return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
-        except TypeError:  # e.g. integers beyond 64 bits in a script's extra fields
-            return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        except TypeError:  # integers beyond 64 bits, lone surrogates: stdlib with ASCII escapes
+            return json.dumps(obj, separators=(",", ":")).encode("ascii")
 
     _loads = orjson.loads
 except ImportError:  # pragma: no cover
@@ -453,6 +453,9 @@ class _DropFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         return not isinstance(exc, _Drop) and "_Drop" not in record.getMessage()
+
+
+_DROP_FILTER = _DropFilter()
 
 
 # --------------------------------------------------------------------------- the ASGI app
@@ -871,7 +874,7 @@ def _uvicorn_server(app: MockApp, *, in_thread: bool) -> Any:
         timeout_keep_alive=30,
         backlog=2048,
     )
-    logging.getLogger("uvicorn.error").addFilter(_DropFilter())
+    logging.getLogger("uvicorn.error").addFilter(_DROP_FILTER)  # once: addFilter ignores repeats
     server = uvicorn.Server(config)
     if in_thread:
         server.install_signal_handlers = lambda: None  # type: ignore[method-assign]

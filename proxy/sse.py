@@ -32,6 +32,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+try:  # a dependency of the gateway; stdlib json keeps this module usable on its own
+    import orjson
+except ImportError:  # pragma: no cover
+    orjson = None  # type: ignore[assignment]
+
 __all__ = [
     "DONE",
     "IncompleteStream",
@@ -536,8 +541,15 @@ def _choice_deltas(choice: dict[str, Any], size: int) -> list[dict[str, Any]]:
 
 def encode_chunk(chunk: dict[str, Any] | str) -> bytes:
     """One SSE frame: ``data: <compact JSON>\\n\\n`` (a ``str`` is sent verbatim, e.g. ``[DONE]``)."""
-    payload = chunk if isinstance(chunk, str) else json.dumps(chunk, separators=(",", ":"), ensure_ascii=False)
-    return b"data: " + payload.encode("utf-8") + b"\n\n"
+    if isinstance(chunk, str):
+        return b"data: " + chunk.encode("utf-8") + b"\n\n"
+    if orjson is not None:
+        try:
+            return b"data: " + orjson.dumps(chunk) + b"\n\n"
+        except TypeError:  # an integer beyond 64 bits, a lone surrogate: fall back to the stdlib
+            pass
+    # ASCII escapes keep any str (even a lone surrogate from a \ud800 escape) encodable
+    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode("ascii") + b"\n\n"
 
 
 def encode_chunks(chunks: Iterable[dict[str, Any]], *, done: bool = True) -> bytes:

@@ -182,6 +182,11 @@ def test_to_chunks_shape_follows_openai():
     assert body.endswith(b"data: [DONE]\n\n") and body.count(b"\n\n") == len(chunks) + 1
 
 
+def test_encoding_survives_what_orjson_refuses():
+    chunk = {"id": "x", "choices": [], "big": 2**70, "text": "lone \ud800 surrogate"}
+    assert parse_stream(encode_chunks([chunk])).chunks == [chunk]
+
+
 # Strategies for the round-trip property: text, tool calls, n choices, logprobs, extras.
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 _call = st.builds(
