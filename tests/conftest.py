@@ -121,3 +121,24 @@ def gateway_factory() -> Iterator[Any]:
     yield make
     for gw in started:
         gw.cleanup()
+
+
+# --------------------------------------------------------------------------- CI: no silent skips
+
+_REAL_COMPONENT_MARKERS = ("docker", "bwrap", "redis", "cases")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """Under ``VERACITY_CI=1`` (set by ``.ci/run``, which starts dockerd, Redis and provides the
+    bubblewrap package and the case files) a test marked ``docker``/``bwrap``/``redis``/``cases``
+    that skips is turned into a failure: in CI a missing real component is a broken CI, not a pass.
+    """
+    outcome = yield
+    rep = outcome.get_result()
+    if (rep.skipped and os.environ.get("VERACITY_CI") == "1"
+            and any(item.get_closest_marker(m) for m in _REAL_COMPONENT_MARKERS)
+            and not hasattr(rep, "wasxfail")):
+        rep.outcome = "failed"
+        reason = rep.longrepr[2] if isinstance(rep.longrepr, tuple) else str(rep.longrepr)
+        rep.longrepr = f"skipped in CI, where every real component must be present: {reason}"
