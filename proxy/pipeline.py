@@ -232,7 +232,11 @@ def _key_id(principal: Principal) -> str:
 
 def _resolve_policy(config: GatewayConfig, principal: Principal, headers: Mapping[str, str],
                     overrides: Any) -> Policy:
-    rt = runtime.get(config)
+    try:
+        rt = runtime.get(config)
+    except (ValueError, OSError) as exc:  # bad `policies`/`verification` section, unwritable audit path
+        raise GatewayError(500, f"Veracity is misconfigured: {exc}", type="server_error",
+                           code="veracity_config") from None
     grant = KeyGrant(policy=principal.policy, team=principal.team,
                      allow_policy_header=principal.allow_policy_header, key_id=_key_id(principal))
     try:

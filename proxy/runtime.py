@@ -90,12 +90,14 @@ def get(cfg: Any) -> VerificationRuntime:
     entry = _RUNTIMES.get(id(cfg))
     if entry is not None and entry[0] is cfg:
         return entry[1]
-    try:
-        pol = PoliciesSettings.model_validate(_section(cfg, "policies"))
-        ver = VerificationSettings.model_validate(_section(cfg, "verification"))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ValueError(f"config: {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+    parsed = []
+    for name, model in (("policies", PoliciesSettings), ("verification", VerificationSettings)):
+        try:
+            parsed.append(model.model_validate(_section(cfg, name)))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise ValueError(f"config: {name}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+    pol, ver = parsed
     rt = VerificationRuntime(pol, ver)
     _RUNTIMES[id(cfg)] = (cfg, rt)
     return rt

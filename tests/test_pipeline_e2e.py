@@ -500,3 +500,14 @@ def test_virtual_keys_policy_selection(env, gateway_factory):
     with pytest.raises(openai.UnprocessableEntityError):
         call(free, "block")    # ... but may for a key that allows it
     assert 'team="red"' in gw.metrics()
+
+
+def test_bad_verification_config_is_a_clear_error(env, gateway_factory):
+    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": env["mock"].base_url}],
+           "verification": {"audit_path_typo": "x"}}
+    gw = gateway_factory(cfg)
+    r = httpx.post(gw.base_url + "/chat/completions", trust_env=False, timeout=30,
+                   json={"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 500
+    err = r.json()["error"]
+    assert err["code"] == "veracity_config" and "verification" in err["message"] and "audit_path_typo" in err["message"]
