@@ -183,7 +183,7 @@ async def verify_request(config: GatewayConfig, principal: Principal, headers: M
     report = await verify_text(policy, question, answer, budget)
     report.cost.ms = (time.perf_counter() - t0) * 1000.0
     report.extra["policy"] = policy.name
-    model = body.get("model") if isinstance(body.get("model"), str) else "_offline"
+    model = "_offline"  # a fixed label: client-given names would make metric cardinality unbounded
     vmetrics.observe_report(report, model=model, team=principal.team)
     rt = runtime.get(config)
     if rt.audit is not None and policy.audit.enabled:
