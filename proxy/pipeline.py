@@ -68,6 +68,9 @@ from verifiers._types import Report
 from verifiers.run import last_user_text, run as run_verifiers
 
 
+runtime.start_warm_up()  # import the verifiers while the server starts, not on the first risky answer
+
+
 @dataclass(slots=True)
 class RequestContext:
     """Everything one request carries through the pipeline.

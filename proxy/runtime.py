@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -60,6 +61,7 @@ class VerificationRuntime:
         audit_path = settings.audit or os.environ.get("VERACITY_AUDIT") or None
         self.audit = AuditLog.open(audit_path) if audit_path else None
         self._tasks: set[asyncio.Task[Any]] = set()
+        start_warm_up()
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
@@ -71,6 +73,30 @@ class VerificationRuntime:
         """Wait for background verifications (tests, shutdown)."""
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout)
+
+
+def _warm_up() -> None:
+    """Import the verifiers (SymPy, pint, pyflakes, the citation matcher take hundreds of ms)
+    off the request path, so the first risky answer does not pay for them."""
+    import importlib
+
+    for name in ("verifiers.arithmetic", "verifiers.code", "verifiers.citations"):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a missing verifier shows up as an `error` check later
+            pass
+
+
+_WARMING: list[threading.Thread] = []
+
+
+def start_warm_up() -> None:
+    """Start :func:`_warm_up` once per process, in a daemon thread (``proxy.pipeline`` calls
+    this at import, i.e. when the gateway app is built, before the first request)."""
+    if not _WARMING:
+        t = threading.Thread(target=_warm_up, name="veracity-warm-up", daemon=True)
+        _WARMING.append(t)
+        t.start()
 
 
 _RUNTIMES: dict[int, tuple[Any, VerificationRuntime]] = {}
