@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from proxy.audit import AuditLog
-from proxy.budget import DailyBudgets, PriceTable
+from proxy.budget import DailyBudgets, PriceTable  # noqa: F401 (PriceTable: type)
 from proxy.policy import PolicyStore
 
 __all__ = ["VerificationRuntime", "get", "PoliciesSettings", "VerificationSettings"]
@@ -56,12 +56,18 @@ class VerificationRuntime:
         self.policies = PolicyStore(policies.dir, check_interval_s=policies.check_interval_s)
         redis_url = settings.redis_url or os.environ.get("VERACITY_REDIS_URL") or None
         self.daily = DailyBudgets.from_settings(redis_url=redis_url, sqlite_path=settings.budget_db)
-        self.prices = PriceTable()
-        self.daily._prices = self.prices
         audit_path = settings.audit or os.environ.get("VERACITY_AUDIT") or None
         self.audit = AuditLog.open(audit_path) if audit_path else None
         self._tasks: set[asyncio.Task[Any]] = set()
         start_warm_up()
+        # the price table (~100 ms of JSON) loads off the request path too
+        threading.Thread(target=lambda: self.daily.prices, name="veracity-prices", daemon=True).start()
+
+    @property
+    def prices(self) -> PriceTable:
+        """litellm's price table, loaded on first use (~100 ms of JSON parsing: only requests
+        that spent extra tokens need it, and the warm-up thread loads it early)."""
+        return self.daily.prices
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.ensure_future(coro)
