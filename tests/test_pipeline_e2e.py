@@ -511,3 +511,19 @@ def test_bad_verification_config_is_a_clear_error(env, gateway_factory):
     assert r.status_code == 500
     err = r.json()["error"]
     assert err["code"] == "veracity_config" and "verification" in err["message"] and "audit_path_typo" in err["message"]
+
+
+def test_sentinel_in_buffer_streaming_never_leaks_verify_result(env):
+    q = "[case:sentinel] Please answer both:\n1. What is the capital of France?\n2. What is the capital of Spain?"
+    stream = client(env, "sentinel").chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": q}], tools=[WEATHER_TOOL], stream=True,
+        extra_body={"veracity": {"streaming": {"mode": "buffer"}}})
+    text, tool_deltas, reports = "", 0, []
+    for chunk in stream:
+        if (chunk.model_extra or {}).get("veracity"):
+            reports.append(chunk.model_extra["veracity"])
+        for ch in chunk.choices:
+            text += ch.delta.content or ""
+            tool_deltas += len(ch.delta.tool_calls or [])
+    assert "Madrid" in text and tool_deltas == 0
+    assert reports and reports[0]["sentinel"]["missing_items"] == ["capital of Spain"]
