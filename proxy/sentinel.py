@@ -367,6 +367,28 @@ def _tiktoken_cache() -> None:
             return
 
 
+_BPE_URLS = {  # where tiktoken fetches each encoding; its cache file is named by the URL's sha1
+    "o200k_base": "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken",
+    "cl100k_base": "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken",
+}
+
+
+def _encoding_cached(encoding: str) -> bool:
+    """True when tiktoken can load ``encoding`` from its cache without the network."""
+    import hashlib
+    from pathlib import Path
+
+    _tiktoken_cache()
+    url = _BPE_URLS.get(encoding)
+    import tempfile
+
+    d = (os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR")
+         or os.path.join(tempfile.gettempdir(), "data-gym-cache"))  # tiktoken's own default
+    if not url:
+        return False
+    return (Path(d) / hashlib.sha1(url.encode()).hexdigest()).is_file()
+
+
 def overhead_tokens(encoding: str = "o200k_base") -> tuple[int, bool]:
     """Tokens the sentinel adds to a request: the tool schema (as JSON) plus the rule, counted
     with tiktoken's ``encoding``. Returns ``(tokens, exact)``; ``exact`` is False when the
@@ -375,13 +397,14 @@ def overhead_tokens(encoding: str = "o200k_base") -> tuple[int, bool]:
     if encoding in _OVERHEAD:
         return _OVERHEAD[encoding]
     text = json.dumps(TOOL, separators=(",", ":")) + "\n" + RULE
-    try:
-        _tiktoken_cache()
-        import tiktoken
+    n, exact = (len(text) + 3) // 4, False
+    if _encoding_cached(encoding):  # never let tiktoken download (no network in CI, no hangs)
+        try:
+            import tiktoken
 
-        n, exact = len(tiktoken.get_encoding(encoding).encode(text)), True
-    except Exception:
-        n, exact = (len(text) + 3) // 4, False
+            n, exact = len(tiktoken.get_encoding(encoding).encode(text)), True
+        except Exception:  # noqa: BLE001 - fall back to the estimate
+            pass
     _OVERHEAD[encoding] = (n, exact)
     return n, exact
 
