@@ -360,7 +360,12 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
 
 def _example_check(p: _Plan, e: Example, i: int, exrecs: dict, stmts: dict, blocks: dict, why: str, base: dict) -> Check:
     b = p.blocks[e.block] if e.block is not None else None
-    claim = f"{e.source} -> {e.want}" if e.source else f"output of block {(e.block or 0) + 1}: {_first_line(e.want)}"
+    if not e.source:
+        claim = f"output of block {(e.block or 0) + 1}: {_first_line(e.want)}"
+    elif not e.want.strip():
+        claim = f"{e.source} (stated as true)"
+    else:
+        claim = f"{e.source} -> {e.want}"
     c = Check(verifier=VERIFIER, claim=claim[:200], outcome="unknown", expected=e.want, found=None,
               evidence={"tier": 3, "origin": e.origin, "where": e.where, "inputs": e.source, **base},
               confidence=0.0, span=b.span if b else None)
@@ -408,7 +413,10 @@ def _example_check(p: _Plan, e: Example, i: int, exrecs: dict, stmts: dict, bloc
             c.evidence["reason"] = "nondeterministic"
         else:
             c.outcome, c.confidence = "fail", 0.85 if e.origin in ("comment", "prose") else 0.9
-            c.note = f"{_origin_word(e)} says {_first_line(e.want, 60)!s}, the code gives {_first_line(str(c.found), 60)}"
+            if e.want.strip():
+                c.note = f"{_origin_word(e)} says {_first_line(e.want, 60)!s}, the code gives {_first_line(str(c.found), 60)}"
+            else:
+                c.note = f"{_origin_word(e)} states `{_first_line(e.source, 80)}`, which is {_first_line(str(c.found), 20)} for this code"
     return c
 
 
