@@ -260,3 +260,19 @@ def test_acheck_matches_check(box):
     asyn = asyncio.run(code.acheck(answer, "f(1) -> 3", sandbox=box))
     assert outcomes(sync) == outcomes(asyn) == ["pass", "pass", "pass"]
     assert [c.claim for c in sync] == [c.claim for c in asyn]
+
+
+def test_code_the_answer_calls_wrong_is_not_a_false_alarm(box):
+    answer = ("Your code fails because `and` needs single booleans:\n"
+              + fence("import math\nvals = [4, -1]\nroots = [math.sqrt(v) for v in vals]")
+              + "\nFilter the negatives first:\n"
+              + fence("roots = [math.sqrt(v) for v in vals if v >= 0]\nprint(roots)  # Output: [2.0]"))
+    checks = code.check(answer, sandbox=box)
+    assert outcomes(checks) == ["unknown", "pass", "pass"]
+    assert "ValueError" in checks[0].note
+    demo = code.check("This raises a ZeroDivisionError:\n" + fence("print(1 / 0)"), sandbox=box)
+    assert outcomes(demo) == ["unknown"]
+    py2 = code.check("That is Python 2 syntax, invalid in Python 3:\n" + fence("print 'hi'"), sandbox=NONE)
+    assert outcomes(py2) == ["unknown"]
+    # without such wording the same failure is a fail
+    assert outcomes(code.check("Compute it:\n" + fence("print(1 / 0)"), sandbox=box)) == ["fail"]

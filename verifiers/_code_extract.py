@@ -373,3 +373,25 @@ def prose_outputs(block: Block) -> list[Example]:
     if m and not out:
         out.append(Example("", m.group("want").strip(), "prose", f"text after block {block.index + 1}", block.index, mode="stdout-line"))
     return out
+
+
+# An answer often shows the user's broken code (or a counter-example) before the fix: "Your code
+# fails because...", "Don't do this:", "This raises a ValueError:". Failures of such a block are
+# what the answer says, not a defect of the answer.
+_WRONG_CONTEXT = re.compile(
+    r"\b(raises?|raising|throws?|error|exception|traceback|fails?|failing|wrong|incorrect|buggy|bug|broken|"
+    r"don'?t|do not|avoid|instead of|bad|problem(atic)?|issue|won'?t work|doesn'?t work|will not work|"
+    r"does not work|your (original |current )?code|original code|original version|before|invalid|"
+    r"not valid|mistake|crash(es)?|anti-?pattern)\b",
+    re.I,
+)
+_WRONG_COMMENT = re.compile(r"#.*\b(raises?|error|exception|wrong|incorrect|bug|fails?|crash|invalid|traceback|don'?t)\b", re.I)
+
+
+def presented_as_failing(block: Block) -> bool:
+    """True when the prose introducing ``block`` (its last sentence before the fence), the
+    first sentence after it, or a comment inside it says the code is wrong or raises."""
+    before = re.split(r"(?<=[.!?])\s+|\n\s*\n", block.before.strip())[-1] if block.before.strip() else ""
+    after = re.split(r"(?<=[.!?])\s+|\n\s*\n", block.after.strip())[0] if block.after.strip() else ""
+    return bool(_WRONG_CONTEXT.search(before[-300:]) or _WRONG_CONTEXT.search(after[:300])
+                or _WRONG_COMMENT.search(block.raw))

@@ -210,7 +210,7 @@ def run_block(blk):
 
 def main():
     for blk in SPEC["blocks"]:
-        if not run_block(blk):
+        if not run_block(blk) and not blk.get("may_fail"):
             emit(kind="halt", index=blk["index"])
             return
         for ex in SPEC["examples"]:

@@ -50,6 +50,7 @@ from verifiers._code_extract import (
     comment_outputs,
     docstring_examples,
     fenced_blocks,
+    presented_as_failing,
     prose_outputs,
     question_examples,
     session_examples,
@@ -114,6 +115,7 @@ class _Plan:
     env_dependent: bool = False
     nondeterministic: bool = False
     context_names: set[str] = field(default_factory=set)
+    may_fail: set[int] = field(default_factory=set)  # blocks the answer itself calls wrong/raising
     program: str | None = None
     nonce: str = ""
 
@@ -170,6 +172,8 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
             continue
         if b.syntax_error is not None:
             f = syntax_finding(b.code, b.syntax_error)
+            if f.outcome == "fail" and presented_as_failing(b):
+                f.outcome, f.kind = "unknown", "presented-as-wrong"
             line = b.line + (f.line or 1) - 1
             p.checks.append(_block_check(b, f.outcome, f"{f.message} at line {line}, column {f.col}", tier=1,
                                          exception={"type": type(b.syntax_error).__name__, "message": b.syntax_error.msg},
@@ -178,6 +182,10 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
             continue
         findings = static_findings(b.tree, answer_names=names, answer_star=star, answer_imports=imports)  # type: ignore[arg-type]
         fails = [f for f in findings if f.outcome == "fail"]
+        if fails and presented_as_failing(b):
+            p.checks.append(_block_check(b, "unknown", f"{fails[0].message} — the answer presents this code as wrong",
+                                         tier=2, reason="presented as failing", findings=[vars(x) for x in findings]))
+            continue
         if fails:
             f = fails[0]
             line = b.line + (f.line or 1) - 1
@@ -194,6 +202,8 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
                                          reason="earlier block failed"))
             continue
         p.runnable.append(b)
+        if presented_as_failing(b):
+            p.may_fail.add(b.index)
         p.block_checks[b.index] = _block_check(b, "unknown", "", tier=3, findings=[vars(x) for x in findings])
         p.examples.extend(docstring_examples(b))
         p.examples.extend(comment_outputs(b))
@@ -218,7 +228,8 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
             spec_blocks.append({"index": b.index, "code": "", "watch": [], "watch_want": {}})
             continue
         watch = {str(e.stmt_line): e.want for e in p.examples if e.mode == "stmt" and e.block == b.index}
-        spec_blocks.append({"index": b.index, "code": b.code, "watch": [int(k) for k in watch], "watch_want": watch})
+        spec_blocks.append({"index": b.index, "code": b.code, "watch": [int(k) for k in watch], "watch_want": watch,
+                            "may_fail": b.index in p.may_fail})
     for e in p.examples:
         if e.mode == "value":
             spec_examples.append({"id": ids[id(e)], "source": e.source, "want": e.want, "mode": e.mode, "block": e.block})
@@ -336,6 +347,8 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
         else:
             err = r.get("error", {})
             outcome, reason = _classify_error(p, err)
+            if outcome == "fail" and b.index in p.may_fail:
+                outcome, reason = "unknown", f"raises {err.get('type')}, as the answer says this code is wrong or fails"
             c.outcome, c.confidence = outcome, (0.9 if outcome == "fail" else 0.0)  # type: ignore[assignment]
             line = b.line + r.get("line", 1) - 1
             frames = [f for f in err.get("frames", []) if f[0].startswith("<answer")]
