@@ -40,6 +40,7 @@ import ast
 import difflib
 import re
 import sys
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -461,10 +462,19 @@ def _compare_stdout(got: str, want: str, *, whole: bool) -> str:
 
 # --- entry points -----------------------------------------------------------------------------
 
+_BY_NAME: dict[str, Sandbox] = {}
+_BY_NAME_LOCK = threading.Lock()
+
+
 def _resolve(sandbox: Sandbox | str | None) -> Sandbox:
+    """A Sandbox instance as is; a backend name -> one shared instance per name per process."""
     if isinstance(sandbox, Sandbox):
         return sandbox
-    return get_sandbox(sandbox or "auto")
+    name = (sandbox or "auto").strip().lower()
+    with _BY_NAME_LOCK:
+        if name not in _BY_NAME:
+            _BY_NAME[name] = get_sandbox(name)
+        return _BY_NAME[name]
 
 
 def check(answer: str, question: str | None = None, *, sandbox: Sandbox | str | None, limits: Limits | None = None) -> list[Check]:
