@@ -278,6 +278,35 @@ def report(results: dict, ext: dict, refx: dict | None, styles, secs: float, var
          "Wilder's real references (humanities, social science) are mostly absent there, so they come out NOT_FOUND "
          "and are flagged: that is the false-alarm cost of an authoritative but incomplete library (set "
          "`local_index.authoritative: false` to turn such misses into `unknown`).", ""]
+    # headline
+    head = ["## Headline", ""]
+    for variant, res in results.items():
+        s = summarize(res["rows"])
+        cpu = sorted(res["cpu"])
+        head.append(f"- `{variant}`: Walters & Wilder F1 **{s['walters_wilder']['f1']:.3f}** (P {pct(s['walters_wilder']['p'])}, "
+                    f"R {pct(s['walters_wilder']['r'])}), fabricated->VERIFIED {s['walters_wilder']['fabricated_verified']}; "
+                    f"HALLMARK dev F1 {s['hallmark_dev']['f1']:.3f}, fabricated->VERIFIED {s['hallmark_dev']['fabricated_verified']}"
+                    f"; CPU p95 {cpu[int(0.95 * (len(cpu) - 1))]:.2f} ms per citation.")
+    if variants:
+        tot = sum(sum(c.values()) for c in variants.values())
+        fails = sum(k for c in variants.values() for (st, out), k in c.items() if out == "fail")
+        head.append(f"- Correct citations with one realistic imperfection: {pct(fails / tot)} false alarms ({fails} of {tot}).")
+    head += ["", "Reading the numbers:", "",
+             "- Floors (issue #5, enforced by `tests/test_citations_cases.py`): F1 >= 0.9 on Walters & Wilder, no fabricated "
+             "Walters & Wilder entry VERIFIED, CPU p95 <= 10 ms. The HALLMARK fabricated->VERIFIED cases are renderings that "
+             "hide the error: MLA/IEEE `et al.` hides a `partial_author_list`, and a few `near_miss_title` edits only touch "
+             "case/punctuation.",
+             "- Misses by design: `near_miss_title` edits that keep the title >= 90 similar with the right authors and venue "
+             "come out PARTIALLY_VERIFIED (a pass, per the framework: a typo in a real citation must not become a false "
+             "alarm, see the imperfection table); `fabricated_doi` on a real title cannot be caught offline unless the "
+             "library holds the work's real DOI — with a registry configured (Crossref/OpenAlex/S2 answer 404) it is a "
+             "CONFLICT (tested against the loopback fakes).",
+             "- Calibration: VERIFIED / LIKELY_HALLUCINATION / CONFLICT / NOT_FOUND are right 97-100% of the time here. "
+             "PARTIALLY_VERIFIED is almost always a fabrication on HALLMARK (its near-miss perturbations are built to look "
+             "partial) but almost always a correct citation in the imperfection table (typos): the 0.8 of the framework is "
+             "kept, and the pipeline should treat PARTIALLY_VERIFIED as a soft pass (annotate, do not correct).",
+             ""]
+    L += head
     for variant, res in results.items():
         s = summarize(res["rows"])
         L += [f"## Variant `{variant}`", "", "| dataset | n (entry×style) | precision | recall | F1 | fabricated→VERIFIED | unknown |",

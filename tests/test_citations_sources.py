@@ -98,9 +98,12 @@ def test_openalex_doi_and_search(fake):
     c = only(check(DEEP_APA, sources=srcs))
     assert c.evidence["status"] == "VERIFIED" and c.expected["source"] == "openalex"
     assert any(h["path"] == "/works/doi:10.1038/nature14539" for h in fake.hits)
-    s = [h for h in fake.hits if h["path"] == "/works"][0]["query"]
-    assert s["search"] == ["Deep learning"] and s["api_key"] == ["oa-secret"]
     assert "oa-secret" not in c.note and "oa-secret" not in str(c.evidence)
+    # without a DOI only the search runs (with a DOI it may be cancelled by the early exit)
+    c = only(check("1. LeCun, Y., Bengio, Y., & Hinton, G. (2015). Deep learning. *Nature*.\n", sources=srcs))
+    assert c.evidence["status"] == "VERIFIED"
+    s = [h for h in fake.hits if h["path"] == "/works"][0]["query"]
+    assert s["search"] == ["Deep learning"] and s["api_key"] == ["oa-secret"] and s["mailto"] == ["ci@example.org"]
 
 
 # --------------------------------------------------------------------------- arXiv
@@ -115,7 +118,7 @@ def test_arxiv_id_lookup_with_version_and_pdf_url(fake):
     assert c.evidence["status"] == "VERIFIED", c.note
     assert c.expected["arxiv_id"] == "2010.11929" and c.expected["venue"] == "ICLR 2021"
     assert c.evidence["fields"]["year"] in ("off_by_one", "match")
-    assert fake.hits[0]["query"]["id_list"] == ["2010.11929"]
+    assert any(h["query"].get("id_list") == ["2010.11929"] for h in fake.hits)
 
 
 def test_arxiv_unknown_id_and_error_entry(fake):
@@ -149,8 +152,8 @@ def test_semantic_scholar_match_and_api_key_header(fake):
     assert c.evidence["fields"]["venue"] == "match"       # ICLR alias
     assert c.evidence["fields"]["year"] == "off_by_one"   # S2 says 2020 (arXiv), stated 2021
     assert "preprint and published" in c.note
-    assert all(h["headers"].get("x-api-key") == "s2-secret" for h in fake.hits)
-    assert {h["path"] for h in fake.hits} >= {"/graph/v1/paper/search/match", "/graph/v1/paper/ARXIV:2010.11929"}
+    assert fake.hits and all(h["headers"].get("x-api-key") == "s2-secret" for h in fake.hits)
+    assert "/graph/v1/paper/ARXIV:2010.11929" in {h["path"] for h in fake.hits}
 
 
 def test_semantic_scholar_title_not_found_404(fake):
