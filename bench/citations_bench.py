@@ -296,11 +296,12 @@ def report(results: dict, ext: dict, refx: dict | None, styles, secs: float, var
              "Walters & Wilder entry VERIFIED, CPU p95 <= 10 ms. The HALLMARK fabricated->VERIFIED cases are renderings that "
              "hide the error: MLA/IEEE `et al.` hides a `partial_author_list`, and a few `near_miss_title` edits only touch "
              "case/punctuation.",
-             "- Misses by design: `near_miss_title` edits that keep the title >= 90 similar with the right authors and venue "
-             "come out PARTIALLY_VERIFIED (a pass, per the framework: a typo in a real citation must not become a false "
-             "alarm, see the imperfection table); `fabricated_doi` on a real title cannot be caught offline unless the "
-             "library holds the work's real DOI — with a registry configured (Crossref/OpenAlex/S2 answer 404) it is a "
-             "CONFLICT (tested against the loopback fakes).",
+             "- Misses by design: a `near_miss_title` whose change is a typo, an inflection or a function word "
+             "(\"towards\" for \"for\", a dropped \"the\") stays PARTIALLY_VERIFIED (a pass, per the framework: a typo in a "
+             "real citation must not become a false alarm, see the imperfection table); a swapped content word "
+             "(\"Training\" for \"Learning\") is LIKELY_HALLUCINATION. `fabricated_doi` on a real title cannot be caught "
+             "offline unless the library holds the work's own, different DOI (preprint DOIs excepted) — with a registry "
+             "configured (Crossref/OpenAlex/S2 answer 404) it is a CONFLICT (tested against the loopback fakes).",
              "- Calibration: VERIFIED / LIKELY_HALLUCINATION / CONFLICT / NOT_FOUND are right 97-100% of the time here. "
              "PARTIALLY_VERIFIED is almost always a fabrication on HALLMARK (its near-miss perturbations are built to look "
              "partial) but almost always a correct citation in the imperfection table (typos): the 0.8 of the framework is "

@@ -119,3 +119,17 @@ def test_statuses_follow_the_framework():
 def test_constants_in_one_place():
     assert STATUS_AUTHENTICITY["VERIFIED"] > STATUS_AUTHENTICITY["PARTIALLY_VERIFIED"] > STATUS_AUTHENTICITY["LIKELY_HALLUCINATION"]
     assert set(STATUS_AUTHENTICITY) == {"VERIFIED", "PARTIALLY_VERIFIED", "LIKELY_HALLUCINATION", "NOT_FOUND", "CONFLICT"}
+
+
+def test_near_miss_titles_with_swapped_words_are_flagged():
+    from verifiers.citations.match import title_substitutions
+
+    assert title_substitutions("Comparative learning can find an optimal basis", "Contrastive learning can find an optimal basis") == [
+        ("comparative", "contrastive")]
+    assert title_substitutions("Deep residual learnings for image recognition", REC.title) == []   # inflection / typo
+    assert title_substitutions("Towards optimisation of deep nets", "Towards optimization of deep nets") == []
+    assert title_substitutions("Residual learning towards image recognition", "Residual learning for image recognition") == []
+    swapped = compare(claim(title="Deep Residual Training for Image Recognition"), REC)
+    assert swapped.status == "LIKELY_HALLUCINATION" and "'training' for 'learning'" in swapped.notes[-1]
+    typo = compare(claim(title="Deep Residual Learnin for Image Recognition"), REC)
+    assert typo.status == "PARTIALLY_VERIFIED"

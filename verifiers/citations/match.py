@@ -105,6 +105,39 @@ def titles_equal(a: str | None, b: str | None) -> bool:
     return False
 
 
+_FUNCTION_WORDS = _STOP | {"towards", "toward", "through", "within", "without", "over", "under", "between", "about",
+                           "against", "among", "upon", "onto", "do", "does", "can", "we", "how", "what", "when", "why"}
+
+
+def _stem_match(w: str, v: str) -> bool:
+    """Same word up to inflection or a typo ("model"/"models", "optimisation"/"optimization")."""
+    n = 0
+    for x, y in zip(w, v):
+        if x != y:
+            break
+        n += 1
+    return n >= 5 or fuzz.ratio(w, v) >= 75
+
+
+def title_substitutions(stated: str | None, record: str | None) -> list[tuple[str, str]]:
+    """Content words of ``stated`` replaced by different content words of ``record``.
+
+    Typos, inflections, function words, added or dropped words do not count; a replaced word does
+    ("Contrastive" -> "Comparative", "Reasoning" -> "Inference"): that is how near-miss titles are
+    made (HALLMARK ``near_miss_title``, Walters & Wilder's "near-miss" category). Returns
+    ``[(stated_word, record_word), ...]`` (pairs in order, best effort).
+    """
+    if not stated or not record:
+        return []
+    a = [w for w in _light(stated).split() if w not in _FUNCTION_WORDS]
+    b = [w for w in _light(record).split() if w not in _FUNCTION_WORDS]
+    a_only = [w for w in a if w not in b]
+    b_only = [w for w in b if w not in a]
+    a_left = [w for w in a_only if not any(_stem_match(w, v) for v in b_only)]
+    b_left = [v for v in b_only if not any(_stem_match(w, v) for w in a_only)]
+    return list(zip(a_left, b_left))
+
+
 def title_similarity(a: str | None, b: str | None) -> float:
     """0-100 similarity of two titles after :func:`normalize_title`.
 
@@ -429,7 +462,12 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
         else:  # first author matches, some co-authors differ
             status = PARTIALLY_VERIFIED
     elif t >= TITLE_HIGH:
-        if not authors_bad and not venue_bad and not year_bad:
+        subst = title_substitutions(claim.title, record.title)
+        if subst and a.verdict in ("match", "first_author", "incomplete"):
+            # the real authors under a title with a word swapped: a near-miss title
+            status = LIKELY_HALLUCINATION
+            notes.append("title word(s) changed: " + ", ".join(f"'{x}' for '{y}'" for x, y in subst[:3]))
+        elif not authors_bad and not venue_bad and not year_bad:
             status = PARTIALLY_VERIFIED
             notes.append(f"title differs from the record's (similarity {t:.0f})")
         else:
