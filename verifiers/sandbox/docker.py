@@ -185,11 +185,7 @@ class DockerSandbox(Sandbox):
     def _take_warm(self, limits: Limits) -> str | None:
         if self.warm <= 0 or limits != self.limits or self._closed.is_set():
             return None
-        with self._lock:
-            if self._filler is None:
-                self._filler = threading.Thread(target=self._fill, daemon=True, name="veracity-docker-warm")
-                self._filler.start()
-                _POOLS.add(self)
+        self._take_warm_start()
         try:
             cid = self._idle.get_nowait()
         except queue.Empty:
@@ -200,7 +196,10 @@ class DockerSandbox(Sandbox):
         return cid
 
     def prewarm(self, timeout: float = 30.0) -> int:
-        """Start the pool now and wait until it is full (or ``timeout`` s). Returns its size."""
+        """Start the pool now and wait until it is full (or ``timeout`` s). Returns its size
+        (0 when the engine or image is unavailable)."""
+        if self.unavailable_reason() is not None:
+            return 0
         self._take_warm_start()
         deadline = time.monotonic() + timeout
         while self._idle.qsize() < self.warm and time.monotonic() < deadline:
@@ -219,7 +218,10 @@ class DockerSandbox(Sandbox):
         cmd = boot_argv("python3", code, stdin, rlimits(limits, address_space=False, nproc=False))
         warm = self._take_warm(limits)
         if warm is not None:
-            return self._run_exec(warm, cmd, limits)
+            try:
+                return self._run_exec(warm, cmd, limits)
+            except _WarmGone:
+                pass  # the idle container died (engine restart?): run cold instead
         return self._run_cold(cmd, limits)
 
     def _run_exec(self, cid: str, cmd: list[str], limits: Limits) -> Result:
@@ -235,6 +237,10 @@ class DockerSandbox(Sandbox):
         try:
             eid = api.exec_create(cid, cmd, stdout=True, stderr=True, user="65534:65534", workdir="/tmp",
                                   environment=dict(SANDBOX_ENV))["Id"]
+        except Exception as exc:  # noqa: BLE001
+            self._remove(cid)
+            raise _WarmGone() from exc
+        try:
             stream = api.exec_start(eid, stream=True, demux=True)
 
             def pump() -> None:
@@ -369,6 +375,10 @@ class DockerSandbox(Sandbox):
         killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom)
         return Result(exit_code=exit_code, stdout=out, stderr=err, duration_s=duration,
                       killed_by=killed_by, truncated=cap.exceeded, extra={"container": cid})  # type: ignore[arg-type]
+
+
+class _WarmGone(Exception):
+    """A pooled container could not take the exec; the run falls back to a cold container."""
 
 
 _POOLS: "weakref.WeakSet[DockerSandbox]" = weakref.WeakSet()
