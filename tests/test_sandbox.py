@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import http.server
 import os
-import socket
 import threading
 import time
 import urllib.request
@@ -226,7 +225,6 @@ def test_sockets_loopback_and_outside(box, gateway):
     port = gateway.server_address[1]
     before = _Hit.hits
     res = run_hostile(box, gateway, f"""
-import socket
 for host, port in [('127.0.0.1', {port}), ('1.1.1.1', 53), ('10.0.0.1', 80)]:
     s = socket.socket()
     s.settimeout(2)

@@ -86,9 +86,9 @@ class DockerSandbox(Sandbox):
             return self._reason  # type: ignore[return-value]
 
     def _probe(self) -> str | None:
-        try:
-            import docker  # noqa: F401
-        except ImportError:
+        import importlib.util
+
+        if importlib.util.find_spec("docker") is None:
             return "the 'docker' Python package is not installed"
         try:
             api = self._api()
