@@ -276,3 +276,13 @@ def test_code_the_answer_calls_wrong_is_not_a_false_alarm(box):
     assert outcomes(py2) == ["unknown"]
     # without such wording the same failure is a fail
     assert outcomes(code.check("Compute it:\n" + fence("print(1 / 0)"), sandbox=box)) == ["fail"]
+
+
+def test_stated_output_formatting_leniency(pandas_box):
+    answer = fence("import numpy as np\narr = np.array([1, 2, 3])\nprint(arr * 2)  # Output: [2, 4, 6]\n"
+                   "print(arr.sum() > 5)  # Output: true\nprint({'b': 1, 'a': 2})  # Output: {'a': 2, 'b': 1}\n"
+                   "print(0.1 + 0.2)  # Output: 0.3\nprint(arr.mean())  # Output: 2.0")
+    checks = code.check(answer, sandbox=pandas_box)
+    assert outcomes(checks) == ["pass"] * 6
+    wrong = code.check(fence("import numpy as np\nprint(np.array([1, 2]) * 3)  # Output: [3, 7]"), sandbox=pandas_box)
+    assert outcomes(wrong) == ["pass", "fail"]
