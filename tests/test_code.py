@@ -286,3 +286,18 @@ def test_stated_output_formatting_leniency(pandas_box):
     assert outcomes(checks) == ["pass"] * 6
     wrong = code.check(fence("import numpy as np\nprint(np.array([1, 2]) * 3)  # Output: [3, 7]"), sandbox=pandas_box)
     assert outcomes(wrong) == ["pass", "fail"]
+
+
+def test_programs_reading_stdin_run_on_the_questions_io_examples(box):
+    question = ("Read n, then n integers, and print their sum.\n\nExample input:\n```\n3\n1 2 3\n```\n"
+                "Expected output:\n```\n6\n```\nAlso: Input: 1 5  Output: 5\n")
+    right = fence("n = int(input())\nnums = list(map(int, input().split()))\nprint(sum(nums[:n]))")
+    checks = code.check(right, question, sandbox=box)
+    assert outcomes(checks) == ["pass", "pass"]
+    assert checks[1].evidence["inputs"] == "3\n1 2 3\n" and checks[1].found.strip() == "6"
+    wrong = fence("n = int(input())\nnums = list(map(int, input().split()))\nprint(sum(nums[:n - 1]))")
+    checks = code.check(wrong, question, sandbox=box)
+    assert outcomes(checks)[-1] == "fail" and checks[-1].found.strip() == "3"
+    crash = fence("n = int(input())\nnums = input().split()\nprint(sum(nums))")
+    checks = asyncio.run(code.acheck(crash, question, sandbox=box))
+    assert checks[-1].outcome == "fail" and checks[-1].evidence["exception"]["type"] == "TypeError"

@@ -395,3 +395,41 @@ def presented_as_failing(block: Block) -> bool:
     after = re.split(r"(?<=[.!?])\s+|\n\s*\n", block.after.strip())[0] if block.after.strip() else ""
     return bool(_WRONG_CONTEXT.search(before[-300:]) or _WRONG_CONTEXT.search(after[:300])
                 or _WRONG_COMMENT.search(block.raw))
+
+
+# --- stdin/stdout examples for programs that read their input ---------------------------------
+
+_IN_LABEL = re.compile(r"\b(input|stdin)\b", re.I)
+_OUT_LABEL = re.compile(r"\b(output|stdout|prints?)\b", re.I)
+_IO_LINES = re.compile(
+    r"^\s*(?:sample |example |test )?input\s*\d*\s*:\s*(?P<inp>\S.*?)\s*\n"
+    r"(?:[^\n]*\n){0,2}?\s*(?:sample |example |expected |test )?output\s*\d*\s*:\s*(?P<out>\S.*?)\s*$",
+    re.I | re.M,
+)
+
+
+def stdin_examples(question: str) -> list[tuple[str, str, str]]:
+    """``(stdin, expected stdout, where)`` pairs stated in the question: an "Input" fenced block
+    followed by an "Output" fenced block, ``Input: 5`` / ``Output: 120`` lines, or "for input X
+    the output is Y". Used only for answers whose code reads standard input."""
+    out: list[tuple[str, str, str]] = []
+    if not question:
+        return out
+    blocks = fenced_blocks(question)
+    for a, b in zip(blocks, blocks[1:]):
+        la = a.before.strip().split("\n")[-1] if a.before.strip() else ""
+        lb = b.before.strip().split("\n")[-1] if b.before.strip() else ""
+        if _IN_LABEL.search(la) and not _OUT_LABEL.search(la) and _OUT_LABEL.search(lb) and len(b.before.strip()) < 200:
+            out.append((textwrap.dedent(a.raw).strip("\n") + "\n", textwrap.dedent(b.raw).strip("\n"),
+                        f"question blocks {a.index + 1}-{b.index + 1}"))
+    text = re.sub(r"(?s)```.*?```", "", question)
+    for m in _IO_LINES.finditer(text):
+        out.append((m.group("inp").strip("`") + "\n", m.group("out").strip("`"), "question input/output lines"))
+    for m in _IO_PROSE.finditer(text):
+        out.append((m.group("inp").strip() + "\n", m.group("want").strip(), "question prose"))
+    seen, uniq = set(), []
+    for inp, want, where in out:
+        if (inp, want) not in seen and want.strip():
+            seen.add((inp, want))
+            uniq.append((inp, want, where))
+    return uniq[:8]

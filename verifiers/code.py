@@ -37,6 +37,7 @@ bounded ``stdout``/``stderr``, ``inputs`` (the example's call), ``sandbox`` (bac
 from __future__ import annotations
 
 import ast
+import asyncio
 import difflib
 import re
 import sys
@@ -55,6 +56,7 @@ from verifiers._code_extract import (
     prose_outputs,
     question_examples,
     session_examples,
+    stdin_examples,
 )
 from verifiers._code_harness import build, parse_records
 from verifiers._code_static import (
@@ -92,6 +94,7 @@ _ENV_USE = re.compile(
     r"walk|glob|scandir|os\.system|Popen|tkinter|pygame|cv2|serial|flask|django|fastapi|uvicorn|asyncio\.run|"
     r"threading|multiprocessing|mainloop|serve_forever|run_forever)\b"
 )
+_READS_STDIN = re.compile(r"\binput\s*\(|\bsys\.stdin\b|\bfileinput\b|\bopen\(\s*0\s*[,)]")
 _NONDETERMINISTIC = re.compile(r"\b(random|randint|randn|rand|shuffle|choice|sample|uuid|secrets|time|datetime|date\.today|now|perf_counter|id|hash|urandom|getpid|os\.times)\b")
 # Third-party names that sit close to standard-library names; never "misspellings".
 _KNOWN_PYPI = {"ujson", "orjson", "simplejson", "attr", "attrs", "regex", "toml", "tomli", "pytz", "dateutil",
@@ -114,11 +117,16 @@ class _Plan:
     block_checks: dict[int, Check] = field(default_factory=dict)  # block index -> pending check
     examples: list[Example] = field(default_factory=list)
     env_dependent: bool = False
+    env_beyond_stdin: bool = False  # needs more than the stdin a question example supplies
     nondeterministic: bool = False
     context_names: set[str] = field(default_factory=set)
     may_fail: set[int] = field(default_factory=set)  # blocks the answer itself calls wrong/raising
     program: str | None = None
     nonce: str = ""
+    # programs that read stdin, run once per (stdin, expected stdout) pair from the question
+    stdin_cases: list[tuple[str, str, str]] = field(default_factory=list)
+    stdin_program: str | None = None
+    stdin_nonce: str = ""
 
 
 def _first_line(text: str, n: int = 80) -> str:
@@ -218,6 +226,7 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
                 p.examples.append(e)
     src = "\n".join(b.code for b in p.runnable)
     p.env_dependent = bool(_ENV_USE.search(src))
+    p.env_beyond_stdin = bool(_ENV_USE.search(_READS_STDIN.sub(" ", src)))
     p.nondeterministic = bool(_NONDETERMINISTIC.search(src))
     if not p.runnable:
         return p
@@ -236,6 +245,11 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
             spec_examples.append({"id": ids[id(e)], "source": e.source, "want": e.want, "mode": e.mode, "block": e.block})
     step = max(1.0, min(5.0, limits.timeout_s / 2))
     p.program, p.nonce = build(spec_blocks, spec_examples, step_timeout=step)
+    if question and _READS_STDIN.search(src):
+        p.stdin_cases = stdin_examples(question)
+        if p.stdin_cases:
+            bare = [{**b, "watch": [], "watch_want": {}} for b in spec_blocks]
+            p.stdin_program, p.stdin_nonce = build(bare, [], step_timeout=step)
     return p
 
 
@@ -434,6 +448,64 @@ def _example_check(p: _Plan, e: Example, i: int, exrecs: dict, stmts: dict, bloc
     return c
 
 
+def _numbers_match(got: str, want: str) -> bool:
+    """Token-wise equality with float tolerance (rel 1e-6), for printed answers like ``2.50``."""
+    g, w = got.split(), want.split()
+    if len(g) != len(w):
+        return False
+    for a, b in zip(g, w):
+        if a == b:
+            continue
+        try:
+            fa, fb = float(a), float(b)
+        except ValueError:
+            return False
+        if not (abs(fa - fb) <= 1e-6 * max(1.0, abs(fb))):
+            return False
+    return True
+
+
+def _stdin_check(p: _Plan, case: tuple[str, str, str], res: Result | None, unavailable: str | None) -> Check:
+    inp, want, where = case
+    c = Check(verifier=VERIFIER, claim=f"stdin {_first_line(inp, 40)!r} -> {_first_line(want, 60)}", outcome="unknown",
+              expected=want, evidence={"tier": 3, "origin": "question", "where": where, "inputs": inp,
+                                       **_sandbox_evidence(res)}, confidence=0.0)
+    if res is None:
+        c.note = f"not executed: {unavailable}"
+        return c
+    recs = parse_records(res.stdout, p.stdin_nonce)
+    blocks = [r for r in recs if r.get("kind") == "block"]
+    if res.killed_by != "none" or not blocks:
+        c.note = f"did not complete ({res.killed_by if res.killed_by != 'none' else 'no result'})"
+        return c
+    err = next((r for r in blocks if r.get("status") == "error"), None)
+    got = "".join(r.get("stdout") or "" for r in blocks)
+    c.found = _bound(got)
+    if err is not None:
+        e = err.get("error", {})
+        with_input = _Plan(answer=p.answer, blocks=p.blocks, env_dependent=p.env_beyond_stdin,
+                           context_names=p.context_names)
+        outcome, reason = _classify_error(with_input, e)
+        if e.get("type") == "EOFError":
+            outcome, reason = "unknown", "read more input than the example gives"
+        c.evidence.update(exception={"type": e.get("type"), "message": e.get("message")}, traceback=_traceback(p, e))
+        c.outcome, c.note = outcome, (f"raises {reason}" if outcome == "fail" else reason)  # type: ignore[assignment]
+        c.confidence = 0.9 if outcome == "fail" else 0.0
+        return c
+    if any(r.get("status") == "timeout" for r in blocks):
+        c.note = "did not finish in time"
+        return c
+    status = _compare_stdout(got, want, whole=True)
+    if status == "pass" or _numbers_match(got, want):
+        c.outcome, c.note, c.confidence = "pass", "prints the question's expected output", 0.9
+    elif status == "mismatch" and not p.nondeterministic:
+        c.outcome, c.confidence = "fail", 0.9
+        c.note = f"for the question's input the program prints {_first_line(got, 60)}, expected {_first_line(want, 60)}"
+    else:
+        c.note = "output differs, not conclusive"
+    return c
+
+
 def _origin_word(e: Example) -> str:
     return {"question": "question's example", "docstring": "docstring example", "session": "session",
             "comment": "stated output", "prose": "stated output"}.get(e.origin, "example")
@@ -500,11 +572,25 @@ def check(answer: str, question: str | None = None, *, sandbox: Sandbox | str | 
         return interpret(p, None, "nothing to run")
     try:
         res = box.run(p.program, limits=lim)
+        stdin_res = [box.run(p.stdin_program, stdin=inp, limits=lim) for inp, _, _ in p.stdin_cases]  # type: ignore[arg-type]
     except SandboxUnavailable as exc:
-        return interpret(p, None, str(exc))
+        return _finish(p, None, [], str(exc))
     except Exception as exc:  # noqa: BLE001 - an engine hiccup must not break the answer
-        return interpret(p, None, f"sandbox error: {type(exc).__name__}: {exc}")
-    return interpret(p, res)
+        return _finish(p, None, [], f"sandbox error: {type(exc).__name__}: {exc}")
+    return _finish(p, res, stdin_res)
+
+
+def _finish(p: _Plan, res: Result | None, stdin_res: list[Result], unavailable: str | None = None) -> list[Check]:
+    """Tier-3 interpretation plus one check per stdin example. A block whose smoke run only
+    stopped for lack of input (EOFError) passes when it ran cleanly on the question's input."""
+    checks = interpret(p, res, unavailable)
+    extra = [_stdin_check(p, case, stdin_res[i] if i < len(stdin_res) else None, unavailable or "not run")
+             for i, case in enumerate(p.stdin_cases)]
+    if any(c.outcome == "pass" for c in extra):
+        for c in checks:
+            if c.outcome == "unknown" and (c.evidence.get("exception") or {}).get("type") == "EOFError":
+                c.outcome, c.confidence, c.note = "pass", 0.8, "ran without errors on the question's input"
+    return checks + extra
 
 
 async def acheck(answer: str, question: str | None = None, *, sandbox: Sandbox | str | None, limits: Limits | None = None) -> list[Check]:
@@ -516,9 +602,11 @@ async def acheck(answer: str, question: str | None = None, *, sandbox: Sandbox |
     if p.program is None:
         return interpret(p, None, "nothing to run")
     try:
-        res = await box.arun(p.program, limits=lim)
+        runs = [box.arun(p.program, limits=lim)]
+        runs += [box.arun(p.stdin_program, stdin=inp, limits=lim) for inp, _, _ in p.stdin_cases]  # type: ignore[arg-type]
+        res, *stdin_res = await asyncio.gather(*runs)
     except SandboxUnavailable as exc:
-        return interpret(p, None, str(exc))
+        return _finish(p, None, [], str(exc))
     except Exception as exc:  # noqa: BLE001
-        return interpret(p, None, f"sandbox error: {type(exc).__name__}: {exc}")
-    return interpret(p, res)
+        return _finish(p, None, [], f"sandbox error: {type(exc).__name__}: {exc}")
+    return _finish(p, res, stdin_res)
