@@ -24,7 +24,10 @@ Claims and tiers (issue #4):
   runs the answer's own ``assert``s); then the examples: doctests in the answer, stated
   outputs (``# Output: 6``, an "Output:" block after the code, "this prints `6`"), and the
   question's examples (doctest lines, ``f(x) -> y`` and cousins, "for input X the output is
-  Y") against functions the answer defines. Code that needs files, network, ``input()``,
+  Y") against functions the answer defines; for a program that reads standard input, the
+  question's input/output pairs are fed to it (one sandbox run each). A block the answer itself
+  calls wrong ("Your code fails because...", "This raises...") may fail without a ``fail``
+  check. Code that needs files, network, ``input()``,
   credentials or an uninstalled package is ``unknown``, never ``fail``; so are timeouts and
   outputs of code that uses randomness or the clock.
 
