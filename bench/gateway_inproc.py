@@ -1,43 +1,76 @@
-"""In-process micro-benchmark of the gateway's own per-request work (no sockets).
+"""In-process micro-benchmark of the gateway's own per-request work (no client sockets).
 
-Drives the ASGI app directly with a fake upstream that answers instantly, so what is timed
-is exactly the gateway's Python work per chat completion: auth, body parse, routing, pipeline,
-response serialisation, metrics, the request log line (to /dev/null). Reports CPU microseconds
-per request (``time.process_time``; least affected by other load on a shared machine) for:
+Drives the ASGI app directly, so what is timed is the gateway's Python work per chat
+completion: auth, body parse, routing, pipeline, response serialisation, metrics, the request
+log line (to /dev/null). Reports CPU microseconds per request (``time.process_time``; least
+affected by other load on a shared machine), best of ``--repeat`` x N requests, for:
 
-* ``fastapi``: the request through the full FastAPI/Starlette stack (middleware + router);
-* ``fastpath``: the same through :class:`proxy.app.FastPath` (what ``veracity serve`` runs);
-* ``core``: fastpath with :mod:`proxy.pipeline` replaced by a bare forward + ``skipped``
-  report: the cost of the gateway core alone, without policy resolution or verification.
+* ``core``: :class:`proxy.app.FastPath` with :mod:`proxy.pipeline` replaced by a bare forward
+  + ``skipped`` report: the gateway core alone, without policy resolution or verification;
+* ``off``: FastPath (what ``veracity serve`` runs) with bench/policies_off (every check off),
+  the answer of bench/gateway_bench.py (a worked multiplication, risk 0.70);
+* ``default_low``: the shipped default policy, a low-risk answer ("Mock reply to: ..."): what
+  issue 6's "added latency when the risk score is low" floor is about;
+* ``default_risky``: the shipped default policy, the benchmark's worked multiplication: the
+  arithmetic verifier runs (in a worker thread) and passes;
+* ``fastapi`` (``--fastapi``): ``default_low`` through the full FastAPI/Starlette stack.
 
-    .venv/bin/python bench/gateway_inproc.py [N]
+By default the upstream is a fake that answers at once (the gateway's Python work only). With
+``--mock`` the real :class:`proxy.upstream.OpenAIUpstream` talks over loopback to a
+``veracity mock-upstream`` subprocess, so the aiohttp client's cost is included (the mock's
+own CPU is not: it is another process). ``--profile SCENARIO`` prints a cProfile of that
+scenario measured with a CPU clock (``time.process_time``; wall-clock profiles charge the
+time spent waiting to be scheduled on a busy machine to whatever line was running).
+
+    .venv/bin/python bench/gateway_inproc.py [N] [--mock] [--profile default_risky]
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import cProfile
+import io
+import json
 import os
+import pstats
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 from proxy import app as app_mod  # noqa: E402
 from proxy.config import GatewayConfig, UpstreamConfig  # noqa: E402
 
-BODY = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello there"}]}'
-ANSWER = {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "gpt-4o-mini",
-          "choices": [{"index": 0, "message": {"role": "assistant", "content": "Mock reply to: hello there"},
-                       "logprobs": None, "finish_reason": "stop"}],
-          "usage": {"prompt_tokens": 3, "completion_tokens": 6, "total_tokens": 9}, "system_fingerprint": "fp"}
+LOW = "Mock reply to: hello there"
+RISKY = ("The product of 17 and 23 is 391. To check: 17 x 20 = 340 and 17 x 3 = 51, "
+         "and 340 + 51 = 391. So the answer is 391.")  # = bench/gateway_bench.py MOCK_SCRIPT
+BODY = json.dumps({"model": "mock-model", "messages": [
+    {"role": "system", "content": "You are a careful assistant."},
+    {"role": "user", "content": "What is 17 * 23? Show your work."}], "temperature": 0}).encode()
+POLICIES = {"off": ROOT / "bench" / "policies_off", "default": ROOT / "policies"}
+#: scenario -> (policy folder, answer)
+SCENARIOS = {"core": ("off", RISKY), "off": ("off", RISKY), "default_low": ("default", LOW),
+             "default_risky": ("default", RISKY), "fastapi": ("default", LOW)}
+
+
+def answer(content: str) -> dict:
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "mock-model",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "logprobs": None, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 24, "completion_tokens": 38, "total_tokens": 62}, "system_fingerprint": "fp"}
 
 
 class FakeUpstream:
-    def __init__(self, cfg: UpstreamConfig) -> None:
-        self.name, self.config = cfg.name, cfg
+    def __init__(self, cfg: UpstreamConfig, content: str) -> None:
+        self.name, self.config, self.content = cfg.name, cfg, content
 
     async def complete(self, body, *, auth, timing):  # noqa: ANN001, ANN201
-        return dict(ANSWER), {}
+        return answer(self.content), {}
 
 
 class FakeUpstreams:
@@ -47,26 +80,35 @@ class FakeUpstreams:
     def route(self, model: str) -> FakeUpstream:
         return self.u
 
+    async def close(self) -> None:
+        pass
 
-async def run(asgi, n: int) -> float:  # noqa: ANN001
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
-             "query_string": b"", "root_path": "", "scheme": "http", "server": ("127.0.0.1", 8080),
-             "client": ("127.0.0.1", 5000), "http_version": "1.1", "asgi": {"version": "3.0", "spec_version": "2.3"},
-             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode()),
-                         (b"authorization", b"Bearer sk-test")]}
-    sent = []
+
+SCOPE = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
+         "query_string": b"", "root_path": "", "scheme": "http", "server": ("127.0.0.1", 8080),
+         "client": ("127.0.0.1", 5000), "http_version": "1.1", "asgi": {"version": "3.0", "spec_version": "2.3"},
+         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(BODY)).encode()),
+                     (b"authorization", b"Bearer sk-test")]}
+
+
+async def drive(asgi, n: int) -> float:  # noqa: ANN001
+    """CPU us per request over ``n`` sequential requests (after 200 warm-up requests)."""
+    status: list[int] = []
 
     async def receive():  # noqa: ANN202
         return {"type": "http.request", "body": BODY, "more_body": False}
 
     async def send(msg):  # noqa: ANN001, ANN202
-        sent.append(msg["type"])
+        if msg["type"] == "http.response.start":
+            status.append(msg["status"])
 
-    for _ in range(200):  # warm-up
-        await asgi(dict(scope), receive, send)
+    for _ in range(200):
+        await asgi(dict(SCOPE), receive, send)
+    if set(status) != {200}:
+        raise SystemExit(f"the gateway answered {sorted(set(status))}")
     t0 = time.process_time()
     for _ in range(n):
-        await asgi(dict(scope), receive, send)
+        await asgi(dict(SCOPE), receive, send)
     return (time.process_time() - t0) / n * 1e6
 
 
@@ -82,27 +124,101 @@ async def _bare_pipeline(ctx, body):  # noqa: ANN001, ANN202
     return app_mod.pipeline.PipelineResult(response=draft, report=report, headers=ctx.upstream.headers)
 
 
+def start_mock(content: str, workdir: Path) -> tuple[subprocess.Popen, str]:
+    import socket
+
+    import httpx
+
+    script = workdir / f"mock-{abs(hash(content))}.json"
+    script.write_text(json.dumps({"record_requests": False, "models": ["mock-model"],
+                                  "rules": [{"reply": {"content": content, "usage": answer(content)["usage"]}}]}))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "proxy.mock_upstream", "--script", str(script), "--port",
+                             str(port), "--no-record"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            if httpx.get(url + "/v1/models", trust_env=False).status_code == 200:
+                return proc, url + "/v1"
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("mock upstream did not start")
+
+
+async def scenario(name: str, n: int, repeat: int, mock_url: str | None, profile: bool) -> float:
+    policy, content = SCENARIOS[name]
+    cfg = GatewayConfig(upstreams=[UpstreamConfig(name="m", base_url=mock_url or "http://127.0.0.1:9/v1",
+                                                  models=["*"])],
+                        policies={"dir": str(POLICIES[policy])}, verification={})
+    fast = app_mod.create_app(cfg)
+    state = fast.app.state.gw
+    if mock_url:
+        from proxy.upstream import Upstreams
+
+        state.upstreams = await Upstreams.start(cfg)
+    else:
+        state.upstreams = FakeUpstreams(FakeUpstream(cfg.upstreams[0], content))
+    app_mod.pipeline.chat_completion = _bare_pipeline if name == "core" else _real_pipeline
+    asgi = fast.app if name == "fastapi" else fast
+    try:
+        best = min([await drive(asgi, n) for _ in range(repeat)])
+        if profile:
+            prof = cProfile.Profile(time.process_time)
+            prof.enable()
+            await drive(asgi, n)
+            prof.disable()
+            out = io.StringIO()
+            st = pstats.Stats(prof, stream=out)
+            st.sort_stats("tottime").print_stats(35)
+            st.sort_stats("cumulative").print_stats(45)
+            sys.__stderr__.write(out.getvalue())
+    finally:
+        await state.upstreams.close()
+        app_mod.pipeline.chat_completion = _real_pipeline
+    return best
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("n", nargs="?", type=int, default=3000, help="requests per measurement")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--mock", action="store_true", help="real aiohttp upstream calls to a mock subprocess")
+    p.add_argument("--scenarios", default="core,off,default_low,default_risky")
+    p.add_argument("--fastapi", action="store_true", help="also the full FastAPI stack (default_low)")
+    p.add_argument("--profile", default="", help="print a CPU-clock cProfile of this scenario (stderr)")
+    a = p.parse_args()
+    names = a.scenarios.split(",") + (["fastapi"] if a.fastapi else [])
+    if a.profile and a.profile not in names:
+        names.append(a.profile)
     from proxy.log import configure
 
     sys.stdout = open(os.devnull, "w")  # the request log lines
     configure("info")
-    cfg = GatewayConfig(upstreams=[UpstreamConfig(name="m", base_url="http://127.0.0.1:9/v1")])
-    fast = app_mod.create_app(cfg)
-    fast.app.state.gw.upstreams = FakeUpstreams(FakeUpstream(cfg.upstreams[0]))
-    full = fast.app
     res: dict[str, float] = {}
-    for name, asgi in (("fastapi", full), ("fastpath", fast), ("core", fast)) * 2:
-        if name == "core":
-            app_mod.pipeline.chat_completion = _bare_pipeline
-        else:
-            app_mod.pipeline.chat_completion = _real_pipeline
-        us = asyncio.run(run(asgi, n))
-        res[name] = min(us, res.get(name, us))
+    mocks: dict[str, tuple[subprocess.Popen, str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            for name in names:
+                url = None
+                if a.mock:
+                    content = SCENARIOS[name][1]
+                    if content not in mocks:
+                        mocks[content] = start_mock(content, Path(tmp))
+                    url = mocks[content][1]
+                res[name] = asyncio.run(scenario(name, a.n, a.repeat, url, profile=name == a.profile))
+        finally:
+            for proc, _ in mocks.values():
+                proc.terminate()
+                proc.wait(10)
     sys.stdout = sys.__stdout__
+    where = "real aiohttp calls to a mock subprocess" if a.mock else "instant fake upstream"
+    print(f"gateway CPU us per request, best of {a.repeat} x {a.n} ({where}):")
     for name, us in res.items():
-        print(f"{name:9s} {us:7.1f} us CPU per request (best of 2 x {n})")
+        print(f"  {name:14s} {us:8.1f}")
 
 
 if __name__ == "__main__":

@@ -297,9 +297,13 @@ def _counting(ctx: RequestContext, plan: _Plan):
 
 async def verify_text(policy: Policy, question: str | None, text: str, budget: RequestBudget) -> Report:
     """Risk-score ``text`` and run the verifiers the risk triggers and the policy enables,
-    within the request budget's deadline. Low risk -> ``skipped``."""
-    r = risk_mod.score(question, text)
+    within the request budget's deadline. Low risk -> ``skipped``. With every verifier
+    disabled nothing could run, so the answer is not even risk-scored (``skipped``, reason
+    "no verifier enabled", no ``risk``): checks off costs no more than plain pass-through."""
     enabled = policy.verifiers.enabled()
+    if not enabled:
+        return Report(status="skipped", reason="no verifier enabled")
+    r = risk_mod.score(question, text)
     names = [v for v in r.verifiers if v in enabled]
     if r.score < policy.risk.threshold or not names:
         report = Report(status="skipped", reason="risk below threshold" if r.score < policy.risk.threshold
@@ -356,7 +360,7 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
             report.cost.tokens += plan.sentinel_info.get("extra_tokens", 0)
             report.cost.upstream_calls += plan.sentinel_info.get("extra_calls", 0)
     report.cost.ms = (time.perf_counter() - t_verify) * 1000.0
-    if report.risk is None and text:
+    if report.risk is None and text and policy.verifiers.enabled():
         report.risk = risk_mod.score(plan.question, text).to_dict()
     return draft, report
 

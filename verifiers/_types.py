@@ -6,7 +6,8 @@ claim; a *report* gathers the checks of one answer. Every verifier returns ``lis
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, Literal
 
 Outcome = Literal["pass", "fail", "unknown", "error"]
@@ -50,11 +51,33 @@ class Check:
         return self.outcome == "fail"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (``span`` as a 2-list)."""
-        d = asdict(self)
-        if self.span is not None:
-            d["span"] = list(self.span)
-        return d
+        """JSON-ready dict (``span`` as a 2-list). Same result as ``dataclasses.asdict`` (values
+        copied, nested dataclasses as dicts) without its generic deep copy, which cost ~100 us
+        per check on the gateway's hot path."""
+        return {"verifier": self.verifier, "claim": self.claim, "outcome": self.outcome,
+                "expected": _plain(self.expected), "found": _plain(self.found),
+                "evidence": _plain(self.evidence), "confidence": self.confidence,
+                "span": list(self.span) if self.span is not None else None, "note": self.note}
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _plain(v: Any) -> Any:
+    """A copy of ``v`` as ``dataclasses.asdict`` makes it: JSON-shaped containers copied
+    recursively, atoms as is, nested dataclasses as dicts, anything else deep-copied."""
+    t = type(v)
+    if t in _ATOMS:
+        return v
+    if t is dict:
+        return {_plain(k): _plain(x) for k, x in v.items()}
+    if t is list:
+        return [_plain(x) for x in v]
+    if t is tuple:
+        return tuple(_plain(x) for x in v)
+    if is_dataclass(v) and not isinstance(v, type):
+        return asdict(v)
+    return copy.deepcopy(v)
 
 
 @dataclass(slots=True)

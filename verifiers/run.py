@@ -31,13 +31,37 @@ _DEFAULT_TIMEOUT_S = 10.0
 _NOTE_MAX = 300
 
 
-def _call_kwargs(fn: Callable[..., Any], options: Mapping[str, Any], skip: set[str]) -> dict[str, Any]:
-    """The subset of ``options`` that ``fn`` accepts as keyword arguments."""
+_PARAMS: dict[Any, tuple[frozenset[str], bool] | None] = {}
+
+
+def _accepted(fn: Callable[..., Any]) -> tuple[frozenset[str], bool] | None:
+    """``(parameter names, takes **kwargs)`` of ``fn``, cached per function (``inspect.signature``
+    costs ~50-100 us, once per verifier call otherwise); None when it has no signature."""
+    try:
+        return _PARAMS[fn]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable callable
+        return _signature_of(fn)
+    out = _PARAMS[fn] = _signature_of(fn)
+    return out
+
+
+def _signature_of(fn: Callable[..., Any]) -> tuple[frozenset[str], bool] | None:
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
+        return None
+    return frozenset(params), any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _call_kwargs(fn: Callable[..., Any], options: Mapping[str, Any], skip: set[str]) -> dict[str, Any]:
+    """The subset of ``options`` that ``fn`` accepts as keyword arguments."""
+    acc = _accepted(fn)
+    if acc is None:
         return {}
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+    params, var_kw = acc
+    if var_kw:
         return {k: v for k, v in options.items() if k not in skip}
     return {k: v for k, v in options.items() if k in params and k not in skip}
 
