@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import fnmatch
+import itertools
 import os
 import re
 import time
@@ -31,7 +32,7 @@ from proxy import metrics, pipeline
 from proxy.auth import Authenticator, Principal
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
-from proxy.log import add_secrets, get_logger
+from proxy.log import add_secrets, get_logger, info_enabled
 from proxy.upstream import BoundUpstream, OpenAIUpstream, Timing, Upstreams, dumps, loads
 
 log = get_logger("veracity")
@@ -56,23 +57,117 @@ class GatewayState:
         self.pid = os.getpid()
 
 
-def _request_id(request: Request) -> str:
-    rid = request.headers.get("x-request-id")
+class _RequestIds:
+    """Unique request ids without a syscall per request: ``req_`` + 12 random hex digits drawn
+    once per process (again after ``fork``) + a 12-hex-digit counter (24 hex digits, as long
+    as the former ``os.urandom(12).hex()`` ids)."""
+
+    def __init__(self) -> None:
+        self.reset()
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self.reset)
+
+    def reset(self) -> None:
+        self.prefix = "req_" + os.urandom(6).hex()
+        self.counter = itertools.count(1)
+
+    def next(self) -> str:
+        return f"{self.prefix}{next(self.counter) & 0xFFFFFFFFFFFF:012x}"
+
+
+_request_ids = _RequestIds()
+
+
+def _request_id(headers: Any) -> str:
+    """The client's ``x-request-id`` when it is a safe token, else a new id."""
+    rid = headers.get("x-request-id")
     if rid and _RID_RE.match(rid):
         return rid
-    return "req_" + os.urandom(12).hex()
+    return _request_ids.next()
 
 
-def _error_response(exc: GatewayError, rid: str, timing: Timing | None = None) -> Response:
+class _Reply:
+    """A complete (non-stream) JSON answer: sent as two ASGI messages on the fast path, or
+    as a Starlette ``Response`` elsewhere (:meth:`response`)."""
+
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, body: bytes, status: int, headers: dict[str, str]) -> None:
+        self.body, self.status, self.headers = body, status, headers
+
+    def response(self) -> Response:
+        return Response(self.body, self.status, headers=self.headers, media_type=_JSON)
+
+    async def send(self, send: Any) -> None:
+        """Send as ``http.response.start`` + ``http.response.body`` (the same header list a
+        Starlette ``Response`` would build: given headers lower-cased, then length and type)."""
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in self.headers.items()]
+        if "content-length" not in self.headers:
+            raw.append((b"content-length", str(len(self.body)).encode()))
+        if "content-type" not in self.headers:
+            raw.append((b"content-type", b"application/json"))
+        await send({"type": "http.response.start", "status": self.status, "headers": raw})
+        await send({"type": "http.response.body", "body": self.body})
+
+
+def _error_reply(exc: GatewayError, rid: str, timing: Timing | None = None) -> _Reply:
     headers = {"x-request-id": rid, **exc.headers}
     if timing is not None:
         headers["x-veracity-overhead-ms"] = f"{timing.overhead() * 1000:.3f}"
-    return Response(dumps(exc.body()), exc.status, headers=headers, media_type=_JSON)
+    return _Reply(dumps(exc.body()), exc.status, headers)
+
+
+def _error_response(exc: GatewayError, rid: str, timing: Timing | None = None) -> Response:
+    return _error_reply(exc, rid, timing).response()
+
+
+def _upstream_error_reply(exc: UpstreamError, rid: str, timing: Timing) -> _Reply:
+    headers = {**exc.headers, "x-request-id": rid, "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}"}
+    return _Reply(exc.response_body(), exc.status, headers)
 
 
 def _upstream_error_response(exc: UpstreamError, rid: str, timing: Timing) -> Response:
-    headers = {**exc.headers, "x-request-id": rid, "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}"}
-    return Response(exc.response_body(), exc.status, headers=headers, media_type=_JSON)
+    return _upstream_error_reply(exc, rid, timing).response()
+
+
+def _content_length(headers: Any, limit: int) -> int | None:
+    cl = headers.get("content-length")
+    if cl is None:
+        return None
+    try:
+        n = int(cl)
+    except ValueError:
+        raise GatewayError(400, "Invalid Content-Length header.", code="invalid_request") from None
+    if n > limit:
+        raise GatewayError(413, f"Request body is {n} bytes; the limit is {limit} bytes.",
+                           code="request_too_large")
+    return n
+
+
+async def _receive_body(receive: Any, headers: Any, limit: int) -> bytes:
+    """The request body read from ASGI ``receive`` (no Starlette ``Request``), or 413 once it
+    exceeds ``limit`` bytes (``Content-Length`` first, then while reading)."""
+    _content_length(headers, limit)
+    msg = await receive()
+    if msg["type"] == "http.request" and not msg.get("more_body", False):
+        body = msg.get("body", b"")
+        if len(body) > limit:
+            raise GatewayError(413, f"Request body exceeds the limit of {limit} bytes.", code="request_too_large")
+        return body
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        if msg["type"] != "http.request":  # http.disconnect
+            raise GatewayError(499, "The client closed the connection before sending the whole body.",
+                               code="client_closed_request")
+        chunk = msg.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise GatewayError(413, f"Request body exceeds the limit of {limit} bytes.", code="request_too_large")
+        parts.append(chunk)
+        if not msg.get("more_body", False):
+            return b"".join(parts)
+        msg = await receive()
 
 
 async def _read_body(request: Request, limit: int) -> bytes:
@@ -131,6 +226,8 @@ def _finish(state: GatewayState, *, route: str, model: str, status: int, timing:
     overhead = max(0.0, duration - timing.upstream_s) if "overhead_s" not in fields else fields.pop("overhead_s")
     metrics.observe_request(route, model, status, duration, overhead, upstream, timing.upstream_s)
     metrics.IN_FLIGHT.dec()
+    if not info_enabled():  # the request line is an info line: skip building it
+        return
     log.info("request", request_id=rid, pid=state.pid, route=route, model=model, upstream=upstream, status=status,
              stream=stream, team=principal.team if principal else None,
              key=principal.key_name if principal else None,
@@ -145,9 +242,28 @@ async def chat_completions(request: Request) -> Response:
 
 
 async def handle_chat_completions(state: GatewayState, request: Request) -> Response:
-    """``POST /v1/chat/completions``: see the module doc and :mod:`proxy.errors`."""
+    """``POST /v1/chat/completions`` from a Starlette ``Request``: see :func:`_chat`."""
+    out = await _chat(state, request.headers, lambda limit: _read_body(request, limit))
+    return out.response() if isinstance(out, _Reply) else out
+
+
+def _scope_headers(scope: dict[str, Any]) -> dict[str, str]:
+    """The request headers as a dict of lower-case names (the first of repeated headers wins,
+    as with Starlette's ``Headers.get``)."""
+    out: dict[str, str] = {}
+    for k, v in scope["headers"]:
+        name = k.decode("latin-1").lower()
+        if name not in out:
+            out[name] = v.decode("latin-1")
+    return out
+
+
+async def _chat(state: GatewayState, headers: Any, read_body: Any) -> _Reply | Response:
+    """``POST /v1/chat/completions``: see the module doc and :mod:`proxy.errors`. ``headers``:
+    the request headers (lower-case names); ``read_body(limit)``: awaitable body reader.
+    Returns a :class:`_Reply` (JSON answers and errors) or a ``StreamingResponse``."""
     timing = Timing()
-    rid = _request_id(request)
+    rid = _request_id(headers)
     metrics.IN_FLIGHT.inc()
     model_label = "_unknown"
     status = 500
@@ -157,8 +273,8 @@ async def handle_chat_completions(state: GatewayState, request: Request) -> Resp
     fields: dict[str, Any] = {}
     vstatus: str | None = None
     try:
-        principal = state.auth.authenticate(request.headers.get("authorization"))
-        body = _parse_json_object(await _read_body(request, state.max_body))
+        principal = state.auth.authenticate(headers.get("authorization"))
+        body = _parse_json_object(await read_body(state.max_body))
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise GatewayError(400, "you must provide a model parameter", code="missing_model", param="model")
@@ -166,48 +282,48 @@ async def handle_chat_completions(state: GatewayState, request: Request) -> Resp
         model_label, upstream_name = model, up.name
         policy = principal.policy
         if principal.allow_policy_header:
-            policy = request.headers.get("x-veracity-policy") or policy
+            policy = headers.get("x-veracity-policy") or policy
         ctx = pipeline.RequestContext(
             request_id=rid, model=model, upstream=BoundUpstream(up, principal.upstream_auth, timing),
-            principal=principal, policy=policy, headers=request.headers, timing=timing,
+            principal=principal, policy=policy, headers=headers, timing=timing,
             config=state.cfg, log=fields)
         if state.log_content:
             fields["messages"] = body.get("messages")
         if body.get("stream") is True:
             result = await pipeline.chat_completion_stream(ctx, body)
             status, streaming, vstatus = 200, True, result.report.status
-            headers = {**result.headers, "x-request-id": rid, "x-veracity-status": result.report.status,
-                       "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}",
-                       "cache-control": "no-cache", "x-accel-buffering": "no"}
+            sheaders = {**result.headers, "x-request-id": rid, "x-veracity-status": result.report.status,
+                        "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}",
+                        "cache-control": "no-cache", "x-accel-buffering": "no"}
             events = _finish_stream(state, result.events, timing=timing, rid=rid, principal=principal,
                                     model=model_label, upstream=upstream_name, report=result.report,
                                     fields=fields)
-            return StreamingResponse(events, status_code=200, headers=headers, media_type="text/event-stream")
+            return StreamingResponse(events, status_code=200, headers=sheaders, media_type="text/event-stream")
         result = await pipeline.chat_completion(ctx, body)
         status, vstatus = result.status_code, result.report.status
         if state.log_content:
             fields["choices"] = result.response.get("choices")
         payload = dumps(result.response)
-        headers = {**result.headers, "x-request-id": rid, "x-veracity-status": result.report.status,
-                   "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}"}
-        return Response(payload, status, headers=headers, media_type=_JSON)
+        out_headers = {**result.headers, "x-request-id": rid, "x-veracity-status": result.report.status,
+                       "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}"}
+        return _Reply(payload, status, out_headers)
     except GatewayError as exc:
         status = exc.status
         fields["error_code"] = exc.code
-        return _error_response(exc, rid, timing)
+        return _error_reply(exc, rid, timing)
     except UpstreamError as exc:
         status = exc.status
         fields["error_code"] = exc.code
         metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
-        return _upstream_error_response(exc, rid, timing)
+        return _upstream_error_reply(exc, rid, timing)
     except Exception as exc:  # noqa: BLE001 - the catch-all: never a stack trace to the client
         status = 500
         fields["error_code"] = "internal_error"
         fields["exception"] = type(exc).__name__
         log.error("unhandled error", request_id=rid, exception=type(exc).__name__, message=str(exc)[:500])
-        return _error_response(GatewayError(500, "The gateway hit an internal error; see its logs "
-                                            f"(request id {rid}).", type="server_error",
-                                            code="internal_error"), rid, timing)
+        return _error_reply(GatewayError(500, "The gateway hit an internal error; see its logs "
+                                         f"(request id {rid}).", type="server_error",
+                                         code="internal_error"), rid, timing)
     finally:
         if not streaming:
             _finish(state, route=CHAT_ROUTE, model=model_label, status=status, timing=timing, rid=rid,
@@ -249,7 +365,7 @@ async def list_models(request: Request) -> Response:
     upstream sent it, restricted to models this gateway routes to that upstream; litellm
     upstreams contribute their literal (non-glob) model patterns."""
     state: GatewayState = request.app.state.gw
-    rid = _request_id(request)
+    rid = _request_id(request.headers)
     try:
         principal = state.auth.authenticate(request.headers.get("authorization"))
     except GatewayError as exc:
@@ -294,7 +410,7 @@ async def passthrough(request: Request) -> Response:
     answer relayed byte for byte (streamed)."""
     state: GatewayState = request.app.state.gw
     timing = Timing()
-    rid = _request_id(request)
+    rid = _request_id(request.headers)
     path = request.url.path
     try:
         principal = state.auth.authenticate(request.headers.get("authorization"))
@@ -343,7 +459,7 @@ async def veracity_verify(request: Request) -> Response:
     """``POST /v1/veracity/verify``: check ``{messages, answer}`` with the caller's policy and
     no upstream call (see :func:`proxy.pipeline.verify_request`)."""
     state: GatewayState = request.app.state.gw
-    rid = _request_id(request)
+    rid = _request_id(request.headers)
     try:
         principal = state.auth.authenticate(request.headers.get("authorization"))
         body = _parse_json_object(await _read_body(request, state.max_body))
@@ -386,6 +502,29 @@ async def _unhandled(request: Request, exc: Exception) -> Response:
                                      code="internal_error")), 500, media_type=_JSON)
 
 
+async def _warm_up(cfg: GatewayConfig) -> None:
+    """Start-up work that would otherwise land on the first requests (~80-240 ms): load the
+    policies (verification runtime), finish importing the verifiers, build the arithmetic
+    verifier's unit registry, and run the risk scorer once. Runs before the server accepts
+    connections (uvicorn waits for the lifespan), in a thread so the loop stays free. A
+    misconfiguration is not raised here: requests report it as a clear 500 (see pipeline)."""
+    def work() -> None:
+        try:
+            pipeline.runtime.get(cfg)
+        except Exception:  # noqa: BLE001 - reported per request
+            pass
+        pipeline.runtime.wait_warm_up()
+        try:
+            from verifiers import arithmetic
+
+            arithmetic.warm_up()
+            pipeline.risk_mod.score("What is 2 + 2?", "2 + 2 = 4")
+        except Exception:  # noqa: BLE001 - a broken verifier shows up as an `error` check later
+            pass
+
+    await asyncio.to_thread(work)
+
+
 def create_app(cfg: GatewayConfig) -> FastAPI:
     """The ASGI app for ``cfg``. Upstream clients open in the lifespan (inside the loop)."""
     state = GatewayState(cfg)
@@ -395,6 +534,7 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.upstreams = await Upstreams.start(cfg)
         state.pid = os.getpid()
+        await _warm_up(cfg)
         try:
             yield
         finally:
@@ -427,8 +567,12 @@ class FastPath:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] == CHAT_ROUTE and scope["method"] == "POST":
-            response = await handle_chat_completions(self.state, Request(scope, receive, send))
-            await response(scope, receive, send)
+            headers = _scope_headers(scope)
+            out = await _chat(self.state, headers, lambda limit: _receive_body(receive, headers, limit))
+            if isinstance(out, _Reply):
+                await out.send(send)
+            else:
+                await out(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
@@ -443,7 +587,8 @@ def app_from_env() -> FastAPI:
     from proxy.log import configure
 
     cfg = resolve_config(None)  # VERACITY_CONFIG, set by proxy.server.serve
-    configure(cfg.logging.level)
+    # `veracity serve --log-level X` (X other than the default info) wins over logging.level
+    configure(os.environ.get("VERACITY_LOG_LEVEL") or cfg.logging.level)
     if cfg.mode == "demo":
         url = os.environ.get("VERACITY_DEMO_UPSTREAM_URL")
         if not url:

@@ -90,10 +90,20 @@ def _timestamp(_logger: Any, _name: str, event: dict[str, Any]) -> dict[str, Any
     return event
 
 
+_level = [logging.INFO]
+
+
+def info_enabled() -> bool:
+    """True when ``info`` lines are written (the level :func:`configure` set is info or
+    debug): lets the hot path skip building a request line that would be dropped."""
+    return _level[0] <= logging.INFO
+
+
 def configure(level: str = "info") -> None:
     """Set up structlog (JSON lines to stdout) and route stdlib logging (uvicorn's) through
     the same format. Idempotent."""
     lvl = getattr(logging, level.upper(), logging.INFO)
+    _level[0] = lvl
     processors = [
         _logger_name,
         structlog.processors.add_log_level,

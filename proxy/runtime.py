@@ -105,6 +105,12 @@ def start_warm_up() -> None:
         t.start()
 
 
+def wait_warm_up(timeout: float = 30.0) -> None:
+    """Block until the :func:`start_warm_up` thread has finished (at most ``timeout`` s)."""
+    start_warm_up()
+    _WARMING[0].join(timeout)
+
+
 _RUNTIMES: dict[int, tuple[Any, VerificationRuntime]] = {}
 
 

@@ -38,6 +38,8 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
     except ConfigError as exc:
         print(f"veracity: invalid configuration:\n{exc}", file=sys.stderr)
         return 2
+    if log_level.lower() != "info":  # an explicit --log-level wins over the config's logging.level
+        os.environ["VERACITY_LOG_LEVEL"] = log_level
     if path:
         os.environ["VERACITY_CONFIG"] = str(Path(path).resolve())
     else:
