@@ -26,5 +26,12 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(PY) bench/demo.py $(ARGS)
 
+# quality and cost benchmarks on the real case files (results in bench/results/*.md, merged into
+# bench/RESULTS.md); the gateway load benchmark needs wrk + a LiteLLM venv: bench/gateway_bench.py
+bench: $(STAMP)
+	$(PY) bench/arithmetic_bench.py
+	$(PY) bench/citations_bench.py
+	$(PY) bench/pipeline_bench.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache
