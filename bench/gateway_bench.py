@@ -9,6 +9,10 @@ request recording off), three targets measured one after the other with the same
 * ``veracity_default`` (optional) -- the same with the shipped policies/: the answer (a short
   worked multiplication) is risk-scored and its arithmetic checked, so this row shows what
   verification of a risky answer adds;
+* ``veracity_default_low`` (optional) -- the same server setup as ``veracity_default`` (shipped
+  policies/) asked a low-risk question ("Say hello ..."), answered with a greeting (risk below
+  the threshold, nothing verified): issue 6's "added latency when the risk score is low" row,
+  to compare with ``veracity`` (checks off);
 * ``floor`` (reference) -- bench/floor_proxy.py, a ~60-line raw-ASGI uvicorn + aiohttp
   pass-through without any gateway feature: the cost of one more Python hop on this stack;
 * ``litellm``  -- ``litellm --config bench/litellm_config.yaml`` from bench/.venv-litellm
@@ -55,10 +59,13 @@ LITELLM_BIN = BENCH / ".venv-litellm" / "bin" / "litellm"
 NOTES_MARKER = "<!-- notes below are kept by gateway_bench.py when it rewrites this file -->"
 LITELLM_MASTER_KEY = "sk-bench-master"  # from bench/litellm_config.yaml; a local, throw-away key
 
+LOW_RISK_ANSWER = "Hello! Nice to meet you. How can I help you today?"
 MOCK_SCRIPT = {
     "record_requests": False,
     "models": ["mock-model"],
-    "rules": [{"reply": {
+    "rules": [{"match": {"last_user": "^Say hello"}, "reply": {
+        "content": LOW_RISK_ANSWER, "usage": {"prompt_tokens": 20, "completion_tokens": 12, "total_tokens": 32}}},
+              {"reply": {
         "content": ("The product of 17 and 23 is 391. To check: 17 x 20 = 340 and 17 x 3 = 51, "
                     "and 340 + 51 = 391. So the answer is 391."),
         "usage": {"prompt_tokens": 24, "completion_tokens": 38, "total_tokens": 62},
@@ -69,6 +76,14 @@ REQUEST_BODY = {
     "messages": [
         {"role": "system", "content": "You are a careful assistant."},
         {"role": "user", "content": "What is 17 * 23? Show your work."},
+    ],
+    "temperature": 0,
+}
+LOW_RISK_BODY = {
+    "model": "mock-model",
+    "messages": [
+        {"role": "system", "content": "You are a careful assistant."},
+        {"role": "user", "content": "Say hello to me in one sentence."},
     ],
     "temperature": 0,
 }
@@ -269,17 +284,19 @@ def measure(target: str, url: str, conns: int, seconds: float, body_file: Path, 
                r["p99_us"] / 1000, errors, cpu / max(1, r["requests"]) * 1e6, r)
 
 
-def check_answer(url: str, auth: str) -> str:
+def check_answer(url: str, auth: str, body_file: Path) -> str:
     """One request through the target: returns '' if the answer is the mock's, else a problem."""
+    body = json.loads(body_file.read_text())
     with httpx.Client(trust_env=False, timeout=30) as h:
-        r = h.post(url, json=REQUEST_BODY, headers={"Authorization": auth})
+        r = h.post(url, json=body, headers={"Authorization": auth})
     if r.status_code != 200:
         return f"HTTP {r.status_code}: {r.text[:200]}"
     content = r.json()["choices"][0]["message"]["content"]
     if "x-veracity-status" in r.headers:
         print(f"  {url}: x-veracity-status {r.headers['x-veracity-status']}, "
               f"report {json.dumps(r.json().get('veracity'))[:200]}", flush=True)
-    return "" if content == MOCK_SCRIPT["rules"][0]["reply"]["content"] else f"unexpected answer {content[:80]!r}"
+    expected = LOW_RISK_ANSWER if body == LOW_RISK_BODY else MOCK_SCRIPT["rules"][1]["reply"]["content"]
+    return "" if content == expected else f"unexpected answer {content[:80]!r}"
 
 
 # --------------------------------------------------------------------------- report
@@ -342,6 +359,12 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
     if v1 and d1:
         added = v1.p50_ms - d1.p50_ms
         lines.append(f"- added p50 at 1 connection: {added:.3f} ms (floor 0.5 ms): {'met' if added <= 0.5 else 'MISSED'}")
+    f1 = by.get(("floor", 1))
+    if v1 and f1:
+        lines.append(f"- for reference, the floor proxy adds {f1.p50_ms - d1.p50_ms:.3f} ms p50 at 1 connection "
+                     f"in the same run; Veracity's own share above it: {v1.p50_ms - f1.p50_ms:.3f} ms p50, "
+                     f"CPU {v1.cpu_us:,.0f} vs {f1.cpu_us:,.0f} us/request ({v1.cpu_us / f1.cpu_us:.2f}x)"
+                     if d1 else "")
     if v32 and l32:
         ratio = v32.rps / l32.rps if l32.rps else float("inf")
         lines.append(f"- req/s at 32 connections: Veracity {v32.rps:,.0f} vs LiteLLM {l32.rps:,.0f} = {ratio:.1f}x "
@@ -352,6 +375,21 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
                      f"{'met' if mb <= 120 else 'MISSED'}")
     if "litellm" in rss:
         lines.append(f"- LiteLLM proxy RSS for comparison: {rss['litellm'][0]:.1f} MiB")
+    low1, low32 = by.get(("veracity_default_low", 1)), by.get(("veracity_default", 1))
+    if low1 and v1:
+        lines += ["", "## Floor (issue 6): added latency when the risk score is low", ""]
+        d = low1.p50_ms - v1.p50_ms
+        lines.append(f"- default policy, low-risk answer vs checks off, 1 connection: p50 {low1.p50_ms:.3f} vs "
+                     f"{v1.p50_ms:.3f} ms ({d:+.3f} ms; floor 0.1 ms: {'met' if d <= 0.1 else 'MISSED'} in this "
+                     f"run), CPU {low1.cpu_us:,.0f} vs {v1.cpu_us:,.0f} us/request ({low1.cpu_us - v1.cpu_us:+,.0f} us)")
+        for c in (32,):
+            a, b = by.get(("veracity_default_low", c)), by.get(("veracity", c))
+            if a and b:
+                lines.append(f"- at {c} connections: {a.rps:,.0f} vs {b.rps:,.0f} req/s, CPU {a.cpu_us:,.0f} vs "
+                             f"{b.cpu_us:,.0f} us/request")
+        if low32:
+            lines.append(f"- a risky answer (default policy, arithmetic verified): CPU {low32.cpu_us:,.0f} us/request "
+                         f"at 1 connection: the price of verification, not of the pass-through")
     lines += ["", "Reproduce: `.venv/bin/python bench/gateway_bench.py` (needs `wrk`; LiteLLM in "
               "`bench/.venv-litellm`, see the script's docstring).", ""]
     return "\n".join(lines)
@@ -360,7 +398,7 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--targets", default="direct,floor,veracity,litellm",
-                   help="comma list of direct, floor, veracity, veracity_default, litellm")
+                   help="comma list of direct, floor, veracity, veracity_default, veracity_default_low, litellm")
     p.add_argument("--conns", default="1,32")
     p.add_argument("--duration", type=float, default=10.0, help="seconds per measured point")
     p.add_argument("--repeat", type=int, default=3, help="runs per point (interleaved); the median run is reported")
@@ -377,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="veracity-bench-"))
     body_file = workdir / "body.json"
     body_file.write_text(json.dumps(REQUEST_BODY))
+    low_body_file = workdir / "body_low.json"
+    low_body_file.write_text(json.dumps(LOW_RISK_BODY))
     servers: dict[str, Server] = {}
     skipped: dict[str, str] = {}
     runs: list[Run] = []
@@ -385,35 +425,42 @@ def main(argv: list[str] | None = None) -> int:
     try:
         mock = start_mock(workdir)
         servers["mock"] = mock
-        endpoints = {"direct": (mock.url + "/v1/chat/completions", "Bearer sk-bench")}
+        endpoints = {"direct": (mock.url + "/v1/chat/completions", "Bearer sk-bench", body_file)}
         if "veracity" in targets:
             v = start_veracity(workdir, mock, args.veracity_config)
             if isinstance(v, str):
                 skipped["veracity"] = v
             else:
                 servers["veracity"] = v
-                endpoints["veracity"] = (v.url + "/v1/chat/completions", "Bearer sk-bench")
+                endpoints["veracity"] = (v.url + "/v1/chat/completions", "Bearer sk-bench", body_file)
         if "veracity_default" in targets:
             v = start_veracity(workdir, mock, args.veracity_config, "veracity_default", policies=None)
             if isinstance(v, str):
                 skipped["veracity_default"] = v
             else:
                 servers["veracity_default"] = v
-                endpoints["veracity_default"] = (v.url + "/v1/chat/completions", "Bearer sk-bench")
+                endpoints["veracity_default"] = (v.url + "/v1/chat/completions", "Bearer sk-bench", body_file)
+        if "veracity_default_low" in targets:
+            v = start_veracity(workdir, mock, args.veracity_config, "veracity_default_low", policies=None)
+            if isinstance(v, str):
+                skipped["veracity_default_low"] = v
+            else:
+                servers["veracity_default_low"] = v
+                endpoints["veracity_default_low"] = (v.url + "/v1/chat/completions", "Bearer sk-bench", low_body_file)
         if "floor" in targets:
             fl = start_floor(workdir, mock)
             if isinstance(fl, str):
                 skipped["floor"] = fl
             else:
                 servers["floor"] = fl
-                endpoints["floor"] = (fl.url + "/v1/chat/completions", "Bearer sk-bench")
+                endpoints["floor"] = (fl.url + "/v1/chat/completions", "Bearer sk-bench", body_file)
         if "litellm" in targets:
             lt = start_litellm(workdir, mock)
             if isinstance(lt, str):
                 skipped["litellm"] = lt
             else:
                 servers["litellm"] = lt
-                endpoints["litellm"] = (lt.url + "/v1/chat/completions", f"Bearer {LITELLM_MASTER_KEY}")
+                endpoints["litellm"] = (lt.url + "/v1/chat/completions", f"Bearer {LITELLM_MASTER_KEY}", body_file)
         for name in list(endpoints):
             if name not in targets:
                 del endpoints[name]
@@ -425,21 +472,21 @@ def main(argv: list[str] | None = None) -> int:
         for c in conns:
             reps: dict[str, list[Run]] = {}
             for rep in range(args.repeat):  # interleaved, so a burst of foreign load hits all targets alike
-                for name, (url, auth) in endpoints.items():
+                for name, (url, auth, bfile) in endpoints.items():
                     srv = servers["mock" if name == "direct" else name]
-                    run = measure(name, url, c, args.duration, body_file, auth, srv)
+                    run = measure(name, url, c, args.duration, bfile, auth, srv)
                     reps.setdefault(name, []).append(run)
                     served[name] = served.get(name, 0) + run.requests
                     print(f"{name:16s} c={c:<3d} rep {rep + 1}: {run.rps:9,.0f} req/s  p50 {run.p50_ms:8.3f} ms  "
                           f"p99 {run.p99_ms:8.3f} ms  cpu {run.cpu_us:6.0f} us/req  errors {run.errors}", flush=True)
             for name, rs in reps.items():
                 runs.append(sorted(rs, key=lambda r: r.p50_ms)[len(rs) // 2])  # the median run by p50
-        for name in ("veracity", "veracity_default", "floor", "litellm"):
+        for name in ("veracity", "veracity_default", "veracity_default_low", "floor", "litellm"):
             if name in endpoints:
                 # Top up the Veracity targets so RSS is read after >= --min-requests requests;
                 # the reference rows are read after whatever they served.
                 while name.startswith("veracity") and served[name] < args.min_requests:
-                    r = wrk(endpoints[name][0], 32, 5, body_file, endpoints[name][1])
+                    r = wrk(endpoints[name][0], 32, 5, endpoints[name][2], endpoints[name][1])
                     served[name] += r["requests"]
                 rss[name] = (servers[name].rss_mb(), served[name])
         rss_mock = servers["mock"].rss_mb()

@@ -130,6 +130,12 @@ async def chat_completion(ctx: RequestContext, body: dict[str, Any]) -> Pipeline
     """Non-stream chat completion (see the module doc for the steps). Raises UpstreamError
     for a failed first upstream call and GatewayError for a policy the key may not use."""
     plan = await _plan(ctx, body)
+    if plan.policy.sentinel.mode == "off" and not plan.policy.verifiers.enabled():
+        # checks off: nothing can be verified, corrected, charged or audited -> forward only
+        draft = await ctx.upstream.complete(plan.body)
+        report = Report(status="skipped", reason="no verifier enabled", extra={"policy": plan.policy.name})
+        ctx.log["veracity_checks"] = 0
+        return _respond(ctx, plan, draft, report)
     if plan.policy.on_failure == "observe":
         draft = await ctx.upstream.complete(plan.body)
         report = _observe_in_background(ctx, plan, draft)

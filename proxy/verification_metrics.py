@@ -50,23 +50,40 @@ def observe_checks(report: Any, *, model: str, team: str) -> None:
     model said something wrong, even if a later round corrected it) and per-verifier
     durations from ``report.extra["durations_ms"]``."""
     for c in report.checks:
-        CHECKS.labels(c.verifier, c.outcome).inc()
+        _child(CHECKS, c.verifier, c.outcome).inc()
         if c.outcome == "fail":
             HALLUCINATIONS.labels(c.verifier, model, team).inc()
     for name, ms in (report.extra.get("durations_ms") or {}).items():
-        VERIFICATION_DURATION.labels(name).observe(ms / 1000.0)
+        _child(VERIFICATION_DURATION, name).observe(ms / 1000.0)
+
+
+_CHILDREN: dict[tuple[Any, ...], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, cached (``labels()`` takes a lock and builds tuples on each
+    call); for the bounded label sets only (verifier names, outcomes)."""
+    key = (id(metric), *labels)
+    c = _CHILDREN.get(key)
+    if c is None:
+        c = metric.labels(*labels)
+        if len(_CHILDREN) < 1000:
+            _CHILDREN[key] = c
+    return c
 
 
 def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -> None:
     """Record a finished :class:`verifiers._types.Report`: its checks (unless ``checks`` is
     False because :func:`observe_checks` already saw each run), the risk score, the whole
-    verification time, correction and sentinel outcomes."""
+    verification time (``verifier="total"``; only when something was verified: a ``skipped``
+    report without checks -- low risk, checks off, over budget -- adds no duration sample),
+    correction and sentinel outcomes."""
     if checks:
         observe_checks(report, model=model, team=team)
     if report.risk and isinstance(report.risk.get("score"), (int, float)):
         RISK_SCORE.observe(float(report.risk["score"]))
-    if report.cost.ms:
-        VERIFICATION_DURATION.labels("total").observe(report.cost.ms / 1000.0)
+    if report.cost.ms and (report.checks or report.status != "skipped"):  # nothing verified: no duration
+        _child(VERIFICATION_DURATION, "total").observe(report.cost.ms / 1000.0)
     corr = report.extra.get("correction")
     if corr and report.rounds:
         outcome = "corrected" if report.status == "corrected" else corr.get("stop_reason", "failed")
