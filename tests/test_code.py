@@ -301,3 +301,8 @@ def test_programs_reading_stdin_run_on_the_questions_io_examples(box):
     crash = fence("n = int(input())\nnums = input().split()\nprint(sum(nums))")
     checks = asyncio.run(code.acheck(crash, question, sandbox=box))
     assert checks[-1].outcome == "fail" and checks[-1].evidence["exception"]["type"] == "TypeError"
+
+
+def test_string_case_differences_are_real_mismatches(box):
+    checks = code.check(fence("def shout(s):\n    return s.capitalize()\n\nshout('abc')  # -> 'ABC'"), sandbox=box)
+    assert outcomes(checks) == ["pass", "fail"]

@@ -80,4 +80,4 @@ def test_no_false_alarms_on_passing_humaneval_solutions(box):
     assert false_alarms == []
     assert len({t for t, _ in accepted}) <= 3, accepted  # today: 47, 116 (errata), 10 (missed by tests)
     # recall floor: today 4 of 24 failing solutions are flagged from the prompt's examples alone
-    assert len(flagged) >= 3, flagged
+    assert len(flagged) >= 4, flagged  # 93, 121, 145, 163
