@@ -388,3 +388,11 @@ def test_fixture_wrong_notes_are_found() -> None:
         cs = check(case["line"])
         note = [c for c in cs if c.evidence.get("kind") == "calculator_note" and c.claim in case["note"]]
         assert note and any(c.outcome == "fail" for c in note), (case["source"], cs)
+
+
+def test_exact_tie_shows_exact_expected_value_not_a_contradicting_rounding():
+    # 1000 * 1.05^3 = 1157.625 exactly: 1157.63 is a correct rounding, and the report must not
+    # show "expected 1157.62" next to a pass (found during README review).
+    (c,) = [c for c in check("After 3 years: 1000 * 1.05^3 = 1157.63 dollars.") if "1.05" in c.claim]
+    assert c.outcome == "pass"
+    assert c.expected == "1157.625"

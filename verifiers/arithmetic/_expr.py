@@ -404,7 +404,12 @@ def format_value(v: Any, decimals: int | None = None) -> str:
         return _sci(v)
     if isinstance(v, Fraction):
         if decimals is not None:
-            q = round(v * 10**decimals)  # half-to-even on exact ties, like Python's round
+            scaled = v * 10**decimals
+            if (scaled - (scaled.numerator // scaled.denominator)) == Fraction(1, 2):
+                # an exact tie (1157.625 to cents): either neighbour is a correct rounding, so
+                # show the exact value rather than pick one and contradict the stated value
+                return _fmt_exact(v)
+            q = round(scaled)
             sign = "-" if q < 0 else ""
             digits = str(abs(q)).rjust(decimals + 1, "0")
             if decimals == 0:
