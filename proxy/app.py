@@ -22,6 +22,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import unquote
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -193,7 +194,12 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _parse_json_object(raw: bytes) -> dict[str, Any]:
+def _parse_json_object(raw: bytes, encoding: str | None = None) -> dict[str, Any]:
+    """The body as a JSON object, else GatewayError 400 ``invalid_json``; a compressed body
+    (``Content-Encoding`` other than ``identity``: ``encoding``) is 415, not a parse error."""
+    if encoding and encoding.strip().lower() not in ("identity", ""):
+        raise GatewayError(415, f"Content-Encoding {encoding.strip()[:40]!r} is not supported; send the JSON body "
+                           "uncompressed.", code="unsupported_content_encoding")
     try:
         body = loads(raw)
     except ValueError:
@@ -202,6 +208,32 @@ def _parse_json_object(raw: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise GatewayError(400, "The request body must be a JSON object.", code="invalid_json")
     return body
+
+
+def _check_stream_flag(value: Any) -> None:
+    """``stream`` must be a boolean or absent/null: a truthy string or number would make the
+    upstream stream while the gateway expects JSON (a 502 for a client mistake). Error text
+    and code as the OpenAI API's for a wrong type."""
+    if value is not None and not isinstance(value, bool):
+        kind = {str: "a string", int: "an integer", float: "a decimal", list: "an array", dict: "an object"}.get(
+            type(value), "another type")
+        raise GatewayError(400, f"Invalid type for 'stream': expected a boolean, but got {kind} instead.",
+                           code="invalid_type", param="stream")
+
+
+def _escapes_api_prefix(path: str) -> bool:
+    """True when a request path, percent-decoded (repeatedly: ``%252e``), has a ``.`` or
+    ``..`` segment or a backslash. Appended to an upstream's ``base_url`` (``.../v1``) such a
+    path resolves outside the upstream's API prefix (RFC 3986 section 5.2.4, as aiohttp/yarl
+    apply it), and the gateway would send the upstream's own key there."""
+    for _ in range(4):
+        if "\\" in path or any(seg in (".", "..") for seg in path.split("/")):
+            return True
+        decoded = unquote(path)
+        if decoded == path:
+            return False
+        path = decoded
+    return True  # still changing after 4 rounds of decoding: refuse
 
 
 def _route(state: GatewayState, principal: Principal, model: str) -> Any:
@@ -274,10 +306,11 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any) -> _Reply | R
     vstatus: str | None = None
     try:
         principal = state.auth.authenticate(headers.get("authorization"))
-        body = _parse_json_object(await read_body(state.max_body))
+        body = _parse_json_object(await read_body(state.max_body), headers.get("content-encoding"))
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise GatewayError(400, "you must provide a model parameter", code="missing_model", param="model")
+        _check_stream_flag(body.get("stream"))
         up = _route(state, principal, model)
         model_label, upstream_name = model, up.name
         policy = principal.policy
@@ -413,6 +446,13 @@ async def passthrough(request: Request) -> Response:
     rid = _request_id(request.headers)
     path = request.url.path
     try:
+        if _escapes_api_prefix(path) or _escapes_api_prefix(request.scope.get("raw_path", b"").decode("latin-1")):
+            raise GatewayError(404, f"Unknown request URL: {request.method} {path[:200]}.", code="unknown_url")
+        if path == "/v1/veracity" or path.startswith("/v1/veracity/"):  # the gateway's own routes
+            if path == "/v1/veracity/verify":
+                raise GatewayError(405, "Method Not Allowed: use POST /v1/veracity/verify.",
+                                   code="method_not_allowed", headers={"allow": "POST"})
+            raise GatewayError(404, f"Unknown request URL: {request.method} {path[:200]}.", code="unknown_url")
         principal = state.auth.authenticate(request.headers.get("authorization"))
         raw = await _read_body(request, state.max_body)
         model = None
@@ -462,7 +502,7 @@ async def veracity_verify(request: Request) -> Response:
     rid = _request_id(request.headers)
     try:
         principal = state.auth.authenticate(request.headers.get("authorization"))
-        body = _parse_json_object(await _read_body(request, state.max_body))
+        body = _parse_json_object(await _read_body(request, state.max_body), request.headers.get("content-encoding"))
         out = await pipeline.verify_request(state.cfg, principal, request.headers, body, rid)
     except GatewayError as exc:
         return _error_response(exc, rid)

@@ -33,14 +33,36 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from proxy.config import GatewayConfig, UpstreamConfig
 from proxy.errors import UpstreamError
 
+def _no_constant(name: str) -> Any:
+    """``NaN``/``Infinity`` are not JSON (RFC 8259 section 6); the stdlib would accept them."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
 try:  # orjson is ~3-5x faster on completion-sized bodies; stdlib json is the fallback
     import orjson as _orjson
 
     def dumps(obj: Any) -> bytes:
-        """JSON bytes (compact, UTF-8)."""
-        return _orjson.dumps(obj)
+        """JSON bytes (compact, UTF-8). Values orjson refuses (a lone UTF-16 surrogate in a
+        string, an integer beyond 64 bits) are written by the stdlib with ASCII escapes."""
+        try:
+            return _orjson.dumps(obj)
+        except TypeError:
+            return json.dumps(obj, separators=(",", ":")).encode("ascii")
 
-    loads = _orjson.loads
+    def loads(raw: bytes | str) -> Any:
+        """Parse JSON; raises ValueError. A ``\\ud800``-style escape of a lone surrogate is
+        valid JSON (RFC 8259 section 8.2) that orjson refuses: the stdlib parses it, so a
+        model answer with one odd character is not lost as an "unusable" response."""
+        try:
+            return _orjson.loads(raw)
+        except _orjson.JSONDecodeError as exc:
+            text = raw if isinstance(raw, (bytes, bytearray, str)) else bytes(raw)
+            if ("\\u" if isinstance(text, str) else b"\\u") not in text:
+                raise
+            try:
+                return json.loads(text, parse_constant=_no_constant)
+            except (ValueError, UnicodeDecodeError):
+                raise exc from None
 except ImportError:  # pragma: no cover - exercised only without orjson
     def dumps(obj: Any) -> bytes:
         """JSON bytes (compact, UTF-8)."""
