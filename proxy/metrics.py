@@ -59,13 +59,38 @@ UPSTREAM_ERRORS = Counter("veracity_upstream_errors_total", "Failed upstream cal
 
 
 _children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
+
+#: Most distinct ``model`` label values per process; further names count as ``_other``.
+#: An upstream routed by glob (``models: ["*"]``, the default) accepts any name the client
+#: makes up, and every label value is a time series kept until restart (Prometheus
+#: "Instrumentation" guide: do not use unbounded label values).
+MAX_MODEL_LABELS = 500
+#: Longest model name used as a label value (longer names count as ``_other``).
+MAX_MODEL_LABEL_CHARS = 128
+_model_labels: set[str] = {"_unknown", "_passthrough", "_offline", "_other"}  # the gateway's own values
+
+
+def model_label(model: str, status: int = 200) -> str:
+    """The ``model`` label value for a client-given model name: the name itself once a
+    request for it succeeded (``status`` < 400: the upstream accepted the name), while fewer
+    than :data:`MAX_MODEL_LABELS` names are in use; else ``_other``. Names already in use
+    keep their label whatever the status."""
+    if model in _model_labels:
+        return model
+    if status >= 400 or len(_model_labels) >= MAX_MODEL_LABELS or len(model) > MAX_MODEL_LABEL_CHARS:
+        return "_other"
+    _model_labels.add(model)
+    return model
 _upstream_children: dict[str, Any] = {}
 
 
 def observe_request(route: str, model: str, status: int, duration_s: float, overhead_s: float,
                     upstream: str | None, upstream_s: float) -> None:
     """Record one finished request (all durations in seconds). Label children are cached
-    (``labels()`` costs a lock and a tuple build per call)."""
+    (``labels()`` costs a lock and a tuple build per call). ``model`` is bounded with
+    :func:`model_label`."""
+    if model not in _model_labels:
+        model = model_label(model, status)
     key = (route, model, status)
     c = _children.get(key)
     if c is None:

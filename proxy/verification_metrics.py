@@ -25,6 +25,8 @@ from typing import Any
 
 from prometheus_client import Counter, Histogram
 
+from proxy.metrics import model_label
+
 CHECKS = Counter("veracity_checks_total", "Verification checks by verifier and outcome.",
                  ["verifier", "outcome"])
 HALLUCINATIONS = Counter("veracity_hallucinations_total",
@@ -52,7 +54,7 @@ def observe_checks(report: Any, *, model: str, team: str) -> None:
     for c in report.checks:
         _child(CHECKS, c.verifier, c.outcome).inc()
         if c.outcome == "fail":
-            HALLUCINATIONS.labels(c.verifier, model, team).inc()
+            HALLUCINATIONS.labels(c.verifier, model_label(model), team).inc()
     for name, ms in (report.extra.get("durations_ms") or {}).items():
         _child(VERIFICATION_DURATION, name).observe(ms / 1000.0)
 
