@@ -78,6 +78,10 @@ __all__ = ["check", "acheck", "DEFAULT_LIMITS"]
 VERIFIER = "code"
 DEFAULT_LIMITS = Limits()
 STD_BOUND = 2000  # characters of stdout/stderr kept in evidence
+#: Fenced blocks checked per answer; later ones get one ``unknown`` check. Tiers 1-2 cost
+#: ~1.5 ms per block (pyflakes builds its builtins scope each time), so an answer of 10,000
+#: fences took 15 s; real answers have a handful.
+MAX_BLOCKS = 100
 
 # Exceptions that mean "the environment lacks something", not "the code is wrong".
 ENV_EXCEPTIONS = {
@@ -149,8 +153,14 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
     """Extract claims, run tiers 1-2, and build the sandbox program for tier 3 (pure; no
     execution). Exposed for tests and benchmarks."""
     blocks = fenced_blocks(answer or "")
+    rest, blocks = blocks[MAX_BLOCKS:], blocks[:MAX_BLOCKS]
     classify(blocks)
     p = _Plan(answer=answer or "", blocks=blocks)
+    if rest:
+        p.checks.append(Check(verifier=VERIFIER, claim=f"blocks {MAX_BLOCKS + 1}-{MAX_BLOCKS + len(rest)}",
+                              outcome="unknown", confidence=0.0, span=(rest[0].span[0], rest[-1].span[1]),
+                              evidence={"reason": "too many code blocks", "unchecked_blocks": len(rest)},
+                              note=f"not checked: only the first {MAX_BLOCKS} code blocks of an answer are checked"))
     py = [b for b in blocks if b.kind in ("python", "pycon")]
     trees = [b.tree for b in py if b.tree is not None]
     names: set[str] = set()
@@ -601,7 +611,9 @@ async def acheck(answer: str, question: str | None = None, *, sandbox: Sandbox |
     in the sandbox thread pool (bounded by the global concurrency cap)."""
     box = _resolve(sandbox)
     lim = limits or box.limits
-    p = plan(answer, question, lim)
+    # parsing and pyflakes are CPU work: off the event loop, so the gateway keeps serving and
+    # the caller's deadline can fire
+    p = await asyncio.to_thread(plan, answer, question, lim)
     if p.program is None:
         return interpret(p, None, "nothing to run")
     try:
