@@ -84,6 +84,16 @@ _UNI_OPS = [
     (_c("√"), " sqrt"),
 ]
 
+# Invisible format characters (Unicode category Cf: soft hyphen, zero-width space/joiners,
+# bidi embeddings/overrides/isolates, word joiner, BOM) are dropped: "2\u200b+\u200b2 = 5"
+# must not hide a wrong sum. Fullwidth digits and operators (U+FF01..FF5E, common in CJK
+# text) map one-to-one to ASCII (Unicode's NFKC mapping for these characters); the
+# fullwidth comma and colon stay, as they separate list items in Chinese text.
+_INVISIBLE = _c("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+_FULLWIDTH_CHARS = "０１２３４５６７８９＋＝（）．％＊／"
+_FULLWIDTH = _c("[" + _FULLWIDTH_CHARS + "]")
+_FULLWIDTH_TABLE = {ord(c): ord(c) - 0xFEE0 for c in _FULLWIDTH_CHARS}
+
 # --- words ----------------------------------------------------------------------------------------
 _NUMEND = r"(?<=[\d%)])"
 _NUMSTART = r"(?=[$€£¥(]?\d|\()"
@@ -160,6 +170,10 @@ def normalize(text: str | MappedText, *, soft: bool = True) -> MappedText:
     ``soft=False`` leaves result connectives alone (used for the question text).
     """
     t = text if isinstance(text, MappedText) else MappedText(text)
+    if _INVISIBLE.search(t.text):
+        t = t.sub(_INVISIBLE, [""])
+    if _FULLWIDTH.search(t.text):  # one-to-one, so the position map is unchanged
+        t = MappedText(t.text.translate(_FULLWIDTH_TABLE), t.pos, t.orig_len)
     if "`" in t.text:
         t = t.sub(_FENCE, _blank)
         t = t.sub(_INLINE_CODE, _inline_code)
