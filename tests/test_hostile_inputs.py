@@ -1,0 +1,498 @@
+"""Hostile and malformed input, kept as regression tests (the "breaker" pass).
+
+Rule under test (README "Errors", COORD.md): bad input gets a clear error in OpenAI's shape
+(``{"error": {"message", "type", "param", "code"}}``) with a sensible status, never a stack
+trace or a 500 for a client mistake; an odd upstream answer still reaches the user (a failing
+verifier degrades to an ``unknown``/``error`` check); secrets never leak; the gateway keeps
+serving. Each fault found once has a case here:
+
+* ``/v1/../x`` (also ``%2e%2e``, ``..%2f``, ``%252e``) reached the upstream *outside* its
+  ``/v1`` prefix with the upstream's own API key;
+* ``"stream": "true"`` / ``1`` made the upstream stream while the gateway expected JSON (502);
+* a gzip body was reported as "not JSON" (now 415);
+* ``GET /v1/veracity/verify`` was forwarded upstream (now 405);
+* an upstream answer with a lone-surrogate escape (``"\\ud800"``, valid JSON) was lost as 502;
+* an answer with 10,000 code fences blocked the event loop for ~15 s (code verifier parsing
+  on the loop, ~1.5 ms per block); citation extraction also ran on the loop;
+* every made-up model name became a new Prometheus time series (unbounded memory).
+
+The upstream here is a tiny scripted HTTP server that can send what the mock upstream cannot
+(non-JSON 200 bodies, ``choices: null``, lone surrogates) and records every path it is asked
+for, so "never forwarded" is checked, not assumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from verifiers._types import Check
+
+UPSTREAM_KEY = "sk-breaker-upstream-0123456789abcdef"
+
+
+def _completion(content: Any) -> dict[str, Any]:
+    return {"id": "chatcmpl-odd", "object": "chat.completion", "created": 1, "model": "odd",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+#: first word of the last user message -> raw 200 body of a non-stream answer
+REPLIES: dict[str, bytes] = {
+    "null": json.dumps(_completion(None)).encode(),
+    "list": json.dumps(_completion([{"type": "text", "text": "2 + 2 = 5"}])).encode(),
+    "nochoices": b'{"id": "x", "object": "chat.completion"}',
+    "emptychoices": b'{"id": "x", "choices": []}',
+    "choicesnull": b'{"id": "x", "choices": null}',
+    "choicesstr": b'{"id": "x", "choices": "hi"}',
+    "msgnull": b'{"id": "x", "choices": [{"index": 0, "message": null}]}',
+    "choiceints": b'{"id": "x", "choices": [1, 2]}',
+    "numcontent": json.dumps(_completion(12345)).encode(),
+    "surrogate": json.dumps(_completion("2 + 2 = 4 \ud800 and 3 * 3 = 10")).encode(),  # "\ud800" escape
+    "zerowidth": json.dumps(_completion("2\u200b+\u200b2 = \u202e5\u202c; 1 + 1 = 2\x00")).encode(),
+    "fences": json.dumps(_completion("```python\nx = 1\n```\n" * 10_000)).encode(),
+}
+NOT_JSON = {"nonjson": b"<html>hello</html>", "jsonarray": b"[1, 2, 3]"}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _record(self) -> None:
+        self.server.seen.append((self.command, self.path, self.headers.get("authorization")))  # type: ignore[attr-defined]
+
+    def _send(self, status: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self) -> None:
+        self._record()
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+        msgs = body.get("messages")
+        last = msgs[-1] if isinstance(msgs, list) and msgs else None
+        last = last.get("content") if isinstance(last, dict) else ""
+        key = last.split()[0] if isinstance(last, str) and last.strip() else ""
+        if key in NOT_JSON:
+            return self._send(200, NOT_JSON[key], "text/html")
+        reply = REPLIES.get(key, json.dumps(_completion("ok")).encode())
+        if body.get("stream") is True:  # the same object as one SSE frame, then [DONE]
+            return self._send(200, b"data: " + reply + b"\n\ndata: [DONE]\n\n", "text/event-stream")
+        self._send(200, reply)
+
+    def do_GET(self) -> None:
+        self._record()
+        self._send(200, b'{"object": "list", "data": [{"id": "odd", "object": "model"}]}')
+
+    do_PUT = do_DELETE = do_GET
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[ThreadingHTTPServer]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    srv.seen = []  # type: ignore[attr-defined]
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def gw(upstream: ThreadingHTTPServer, gateway_factory: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Gateway with one keyed upstream (the odd server, every model) and an offline policy:
+    threshold 0, code sandbox ``none``, citations against an empty local index only."""
+    pol = tmp_path_factory.mktemp("policies")
+    (pol / "default.yaml").write_text(
+        "name: default\n"
+        "verifiers:\n"
+        "  arithmetic: {enabled: true, timeout_ms: 3000}\n"
+        "  code: {enabled: true, timeout_ms: 10000, sandbox: {backend: none}}\n"
+        f"  citations: {{enabled: true, timeout_ms: 3000, sources: {{use: [local], local_index: "
+        f"{{path: '{pol / 'idx.sqlite3'}', authoritative: false}}}}}}\n"
+        "risk: {threshold: 0.0}\n"
+        "on_failure: annotate\n"
+        "budgets: {request: {extra_calls: 2, extra_tokens: 8000, deadline_ms: 20000}}\n"
+        "audit: {enabled: false}\n"
+        "overridable: [on_failure, risk.threshold]\n")
+    return gateway_factory({
+        "upstreams": [{"name": "odd", "models": ["*"], "base_url": f"http://127.0.0.1:{upstream.server_address[1]}/v1",
+                       "api_key": UPSTREAM_KEY}],
+        "policies": {"dir": str(pol)},
+        "limits": {"max_body_bytes": 262144, "read_timeout_s": 60},
+    })
+
+
+@pytest.fixture
+def http() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=60, trust_env=False) as c:
+        yield c
+
+
+def _assert_openai_error(r: httpx.Response, status: int, code: str | None = None, param: str | None = None) -> dict:
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error"} and set(body["error"]) >= {"message", "type", "param", "code"}, body
+    assert "Traceback" not in r.text
+    if code is not None:
+        assert body["error"]["code"] == code, body
+    if param is not None:
+        assert body["error"]["param"] == param, body
+    return body["error"]
+
+
+def _raw_get(port: int, path: bytes) -> tuple[int, bytes]:
+    """Send ``GET path`` byte for byte (httpx would normalise ``..`` away)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def _chat(http: httpx.Client, gw: Any, text: str, **extra: Any) -> httpx.Response:
+    return http.post(gw.base_url + "/chat/completions",
+                     json={"model": "odd", "messages": [{"role": "user", "content": text}], **extra})
+
+
+# ------------------------------------------------------------------------------ requests
+
+
+@pytest.mark.parametrize("path", [
+    b"/v1/../secret", b"/v1/%2e%2e/secret", b"/v1/..%2fsecret", b"/v1/%2E%2E%2Fsecret", b"/v1//..//secret",
+    b"/v1/models/..%2F..%2Fsecret", b"/v1/%252e%252e/secret", b"/v1/./../secret", b"/v1/..\\secret",
+])
+def test_path_traversal_never_leaves_the_upstream_api_prefix(gw: Any, upstream: Any, path: bytes) -> None:
+    """Fault: ``GET /v1/../x`` was forwarded to ``<upstream>/x`` (outside its ``/v1``) with
+    the upstream's API key. Now 404 in OpenAI's shape and nothing reaches the upstream."""
+    upstream.seen.clear()
+    status, body = _raw_get(gw.port, path)
+    assert status == 404, body
+    err = json.loads(body)["error"]
+    assert err["code"] == "unknown_url" and UPSTREAM_KEY not in body.decode()
+    assert upstream.seen == []
+
+
+def test_normal_passthrough_paths_still_reach_the_upstream(gw: Any, upstream: Any) -> None:
+    upstream.seen.clear()
+    status, _ = _raw_get(gw.port, b"/v1/models/odd")
+    assert status == 200
+    assert upstream.seen == [("GET", "/v1/models/odd", f"Bearer {UPSTREAM_KEY}")]
+
+
+@pytest.mark.parametrize("value,kind", [("true", "a string"), (1, "an integer"), ([True], "an array")])
+def test_stream_must_be_a_boolean(gw: Any, http: httpx.Client, upstream: Any, value: Any, kind: str) -> None:
+    """Fault: ``"stream": "true"`` reached the upstream, which streamed; the gateway expected
+    JSON and answered 502. Now 400 ``invalid_type`` (OpenAI's wording) before any upstream call."""
+    upstream.seen.clear()
+    err = _assert_openai_error(_chat(http, gw, "hi", stream=value), 400, "invalid_type", "stream")
+    assert kind in err["message"]
+    assert upstream.seen == []
+    assert _chat(http, gw, "hi", stream=None).status_code == 200  # null is "not streaming"
+
+
+def test_compressed_body_is_415_not_invalid_json(gw: Any, http: httpx.Client) -> None:
+    import gzip
+
+    raw = gzip.compress(json.dumps({"model": "odd", "messages": [{"role": "user", "content": "hi"}]}).encode())
+    for url in (gw.base_url + "/chat/completions", gw.base_url + "/veracity/verify"):
+        r = http.post(url, content=raw, headers={"content-type": "application/json", "content-encoding": "gzip"})
+        _assert_openai_error(r, 415, "unsupported_content_encoding")
+    r = http.post(gw.base_url + "/chat/completions", headers={"content-encoding": "identity"},
+                  json={"model": "odd", "messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 200
+
+
+@pytest.mark.parametrize("method", ["GET", "PUT", "DELETE", "PATCH"])
+def test_veracity_routes_are_never_forwarded(gw: Any, http: httpx.Client, upstream: Any, method: str) -> None:
+    upstream.seen.clear()
+    r = http.request(method, gw.base_url + "/veracity/verify")
+    _assert_openai_error(r, 405, "method_not_allowed")
+    assert r.headers["allow"] == "POST"
+    _assert_openai_error(http.request(method, gw.base_url + "/veracity/other"), 404, "unknown_url")
+    assert upstream.seen == []
+
+
+@pytest.mark.parametrize("raw", [
+    b"hello", b"", b"[1, 2]", b'"x"', b"3", b"null", b"[" * 50_000 + b"]" * 50_000,
+    b'{"model": "odd", "x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+    b'{"model": "odd", "messages": [{"role": "user", "content": "\xff\xfe"}]}',
+    b'{"model": "odd", "messages": [], "temperature": NaN}',
+    b'{"model": "odd", "messages": [], "temperature": Infinity}',
+])
+def test_bodies_that_are_not_a_json_object(gw: Any, http: httpx.Client, raw: bytes) -> None:
+    for url in (gw.base_url + "/chat/completions", gw.base_url + "/veracity/verify"):
+        r = http.post(url, content=raw, headers={"content-type": "application/json"})
+        _assert_openai_error(r, 400, "invalid_json")
+
+
+@pytest.mark.parametrize("model", [5, "", None, ["odd"], {"a": 1}])
+def test_model_of_the_wrong_type(gw: Any, http: httpx.Client, model: Any) -> None:
+    r = http.post(gw.base_url + "/chat/completions", json={"model": model, "messages": []})
+    _assert_openai_error(r, 400, "missing_model", "model")
+
+
+@pytest.mark.parametrize("overrides,status,param", [
+    ("x", 400, "veracity"), ([], 400, "veracity"), ({"nope": 1}, 400, "veracity.nope"),
+    ({"risk": {"threshold": "hi"}}, 400, "veracity.risk.threshold"),
+    ({"risk": {"threshold": 1e308}}, 400, "veracity.risk.threshold"),
+    ({"budgets": {"request": {"extra_calls": -5}}}, 400, "veracity.budgets.request.extra_calls"),
+    ({"budgets": {"request": {"deadline_ms": -1}}}, 400, "veracity.budgets.request.deadline_ms"),
+    ({"budgets": {"request": {"extra_tokens": True}}}, 400, "veracity.budgets.request.extra_tokens"),
+    ({"budgets": {"request": {"extra_tokens": 1.5}}}, 400, "veracity.budgets.request.extra_tokens"),
+    ({"verifiers": {"code": {"sandbox": {"backend": "docker"}}}}, 403, "veracity.verifiers.code.sandbox.backend"),
+    ({"name": "x"}, 403, "veracity.name"), ({"overridable": ["verifiers"]}, 403, "veracity.overridable"),
+])
+def test_bad_veracity_overrides(gw: Any, http: httpx.Client, overrides: Any, status: int, param: str) -> None:
+    _assert_openai_error(_chat(http, gw, "2 + 2 = 5", veracity=overrides), status, "veracity_policy", param)
+
+
+def test_huge_budget_override_is_clamped_not_an_error(gw: Any, http: httpx.Client) -> None:
+    r = _chat(http, gw, "hi", veracity={"budgets": {"request": {"deadline_ms": 10**30, "extra_calls": 10**30}}})
+    assert r.status_code == 200 and r.json()["veracity"]["policy"] == "default"
+
+
+@pytest.mark.parametrize("name", ["nope", "../../etc/passwd", "/etc/passwd", "default/../strict", "x" * 5000])
+def test_unknown_or_path_like_policy_names(gw: Any, http: httpx.Client, name: str) -> None:
+    r = http.post(gw.base_url + "/chat/completions", headers={"x-veracity-policy": name},
+                  json={"model": "odd", "messages": [{"role": "user", "content": "hi"}]})
+    err = _assert_openai_error(r, 400, "veracity_policy", "x-veracity-policy")
+    assert "root:" not in err["message"]
+    r = _chat(http, gw, "hi", veracity={"policy": name})
+    _assert_openai_error(r, 400, "veracity_policy")
+
+
+@pytest.mark.parametrize("messages", [
+    "hi", None, ["hi", 5], [{"content": "hi"}], [{"role": "user"}], [{"role": 5, "content": "2+2=5"}],
+    [{"role": "wizard", "content": "2+2=5"}],
+    [{"role": "user", "content": [{"type": "zzz"}, 5, None, {"type": "text", "text": 7}]}],
+    [{"role": "user", "content": {"a": 1}}],
+])
+def test_malformed_messages_are_forwarded_not_crashed_on(gw: Any, http: httpx.Client, upstream: Any,
+                                                          messages: Any) -> None:
+    """``messages`` belongs to the upstream (fidelity): the gateway forwards it unchanged and
+    lets the upstream judge it; its own question extraction must not crash on it."""
+    upstream.seen.clear()
+    r = http.post(gw.base_url + "/chat/completions", json={"model": "odd", "messages": messages})
+    assert r.status_code == 200, r.text
+    assert "veracity" in r.json() and len(upstream.seen) == 1
+
+
+def test_request_id_header_injection_is_replaced(gw: Any, http: httpx.Client) -> None:
+    for rid in ("abc\tdef", "a" * 500, "x y", "<script>"):
+        r = http.post(
+            gw.base_url + "/chat/completions", headers={"x-request-id": rid},
+            json={"model": "odd", "messages": [{"role": "user", "content": "hi"}]})
+        assert r.status_code == 200 and r.headers["x-request-id"].startswith("req_")
+
+
+def test_oversized_body_is_413(gw: Any, http: httpx.Client) -> None:
+    big = b'{"model": "odd", "messages": [], "x": "' + b"a" * 300_000 + b'"}'
+    _assert_openai_error(http.post(gw.base_url + "/chat/completions", content=big), 413, "request_too_large")
+
+    def chunks() -> Iterator[bytes]:  # chunked: no Content-Length to check up front
+        for _ in range(300):
+            yield b"a" * 1000
+
+    _assert_openai_error(http.post(gw.base_url + "/chat/completions", content=chunks()), 413, "request_too_large")
+
+
+# ----------------------------------------------------------------------- upstream answers
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("key", ["null", "list", "nochoices", "emptychoices", "choicesnull", "choicesstr",
+                                 "msgnull", "choiceints", "numcontent"])
+def test_odd_upstream_answers_are_relayed_with_a_report(gw: Any, http: httpx.Client, key: str, stream: bool) -> None:
+    r = _chat(http, gw, f"{key} what is 2+2?", stream=stream)
+    assert r.status_code == 200, r.text
+    if stream:  # the odd server sends its JSON as one SSE frame: relayed, never a 500
+        assert r.text.startswith("data: ") and "Traceback" not in r.text
+        return
+    body = r.json()
+    assert body["veracity"]["status"] in ("skipped", "passed", "failed")
+    assert r.headers["x-veracity-status"] == body["veracity"]["status"]
+
+
+def test_list_content_is_verified(gw: Any, http: httpx.Client) -> None:
+    body = _chat(http, gw, "list what is 2+2?").json()
+    assert body["choices"][0]["message"]["content"] == [{"type": "text", "text": "2 + 2 = 5"}]
+    assert body["veracity"]["status"] == "failed"
+
+
+@pytest.mark.parametrize("key", ["nonjson", "jsonarray"])
+def test_upstream_body_that_is_not_a_json_object_is_502(gw: Any, http: httpx.Client, key: str) -> None:
+    _assert_openai_error(_chat(http, gw, key), 502, "upstream_bad_response")
+
+
+def test_lone_surrogate_in_an_upstream_answer_is_not_lost(gw: Any, http: httpx.Client) -> None:
+    """Fault: orjson refuses ``"\\ud800"`` (valid JSON, RFC 8259 section 8.2), so the answer
+    became a 502 ``upstream_bad_response``. Now it reaches the client and is verified."""
+    r = _chat(http, gw, "surrogate")
+    assert r.status_code == 200, r.text
+    body = json.loads(r.content)
+    assert body["choices"][0]["message"]["content"] == "2 + 2 = 4 \ud800 and 3 * 3 = 10"
+    outcomes = {c["claim"].replace(" ", ""): c["outcome"] for c in body["veracity"]["checks"]}
+    assert outcomes.get("3*3=10") == "fail" and outcomes.get("2+2=4") == "pass"
+
+
+def test_zero_width_and_bidi_controls_do_not_hide_a_wrong_sum(gw: Any, http: httpx.Client) -> None:
+    """Fault (a miss): "2\u200b+\u200b2 = 5" was not seen as a claim at all; the arithmetic
+    normaliser now drops invisible format characters (spans still point at the original)."""
+    body = _chat(http, gw, "zerowidth").json()
+    assert body["choices"][0]["message"]["content"].endswith("\x00")  # relayed byte for byte
+    assert body["veracity"]["status"] == "failed"
+
+
+def test_ten_thousand_code_fences_are_bounded(gw: Any, http: httpx.Client) -> None:
+    """Fault: tiers 1-2 of the code verifier ran on the event loop, ~1.5 ms per block: an
+    answer of 10,000 fences stalled every request for ~15 s and overran the deadline. Now
+    the first ``MAX_BLOCKS`` are checked and the rest get one ``unknown`` check."""
+    from verifiers.code import MAX_BLOCKS
+
+    body = _chat(http, gw, "fences").json()
+    assert len(body["choices"][0]["message"]["content"]) == len("```python\nx = 1\n```\n") * 10_000
+    checks = [c for c in body["veracity"]["checks"] if c["verifier"] == "code"]
+    rest = [c for c in checks if c["evidence"].get("reason") == "too many code blocks"]
+    assert len(rest) == 1 and rest[0]["outcome"] == "unknown"
+    assert rest[0]["evidence"]["unchecked_blocks"] == 10_000 - MAX_BLOCKS
+    assert len(checks) <= MAX_BLOCKS + 1
+
+
+def test_made_up_model_names_do_not_grow_the_metrics(gw: Any, http: httpx.Client) -> None:
+    long_name = "m" + "x" * 300
+    assert http.post(gw.base_url + "/chat/completions",
+                     json={"model": long_name, "messages": [{"role": "user", "content": "hi"}]}).status_code == 200
+    assert long_name not in gw.metrics()
+
+
+def test_gateway_still_serves_and_logged_no_traceback(gw: Any, http: httpx.Client) -> None:
+    assert http.get(gw.url + "/healthz").status_code == 200
+    assert "Traceback" not in gw.log() and UPSTREAM_KEY not in gw.log()
+
+
+# ------------------------------------------------------------------------- in-process
+
+
+def test_model_label_is_bounded() -> None:
+    from proxy import metrics
+
+    metrics.observe_request("/test", "breaker-known", 200, 0.001, 0.0001, None, 0.0)
+    assert metrics.model_label("breaker-known", 404) == "breaker-known"   # known names keep their label
+    assert metrics.model_label("breaker-404-name", 404) == "_other"       # a rejected name never gets one
+    assert metrics.model_label("y" * 500) == "_other"
+    names = [f"breaker-{i}" for i in range(metrics.MAX_MODEL_LABELS + 10)]
+    labels = {metrics.model_label(n) for n in names}
+    assert "_other" in labels and len(labels) <= metrics.MAX_MODEL_LABELS + 1
+
+
+def test_upstream_json_codec_round_trips_what_orjson_refuses() -> None:
+    from proxy.upstream import dumps, loads
+
+    assert loads(b'{"a": "\\ud800x"}') == {"a": "\ud800x"}
+    assert json.loads(dumps({"a": "\ud800x", "n": 10**30})) == {"a": "\ud800x", "n": 10**30}
+    for bad in (b"nope", b'{"a": "\\ud800", "b": NaN}', b'{"a": "\\u12"}'):
+        with pytest.raises(ValueError):
+            loads(bad)
+
+
+def test_code_acheck_parses_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from verifiers import code
+
+    seen: list[int] = []
+    real = code.plan
+
+    def spy(*a: Any, **kw: Any) -> Any:
+        seen.append(threading.get_ident())
+        return real(*a, **kw)
+
+    monkeypatch.setattr(code, "plan", spy)
+    checks = asyncio.run(code.acheck("```python\nprint(1)\n```", sandbox="none"))
+    assert checks and all(isinstance(c, Check) for c in checks)
+    assert seen and seen[0] != threading.get_ident()
+
+
+def test_citations_acheck_extracts_long_answers_off_the_event_loop(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    from verifiers.citations import verify as cverify
+
+    seen: list[int] = []
+    real = cverify.extract
+
+    def spy(text: str) -> Any:
+        seen.append(threading.get_ident())
+        return real(text)
+
+    monkeypatch.setattr(cverify, "extract", spy)
+    answer = "".join(f"{i + 1}. Smith, J., & Doe, A. (2020). A made-up title number {i}. Journal of Things, "
+                     "12(3), 45-67.\n" for i in range(300))
+    sources = {"use": ["local"], "local_index": {"path": str(tmp_path / "idx.sqlite3"), "authoritative": False}}
+    checks = cverify.check(answer, sources=sources, deadline=5.0)
+    assert seen and seen[0] != threading.get_ident()
+    assert checks and all(c.outcome in ("unknown", "fail", "pass", "error") for c in checks)
+
+
+PATHOLOGICAL = {
+    "digits": "1" * 100_000,
+    "digits_equation": "1" * 50_000 + " = " + "2" * 49_997,
+    "spaces": "1 " + " " * 100_000 + "= 2",
+    "parens": "(" * 50_000 + ")" * 50_000,
+    "stars": "2" + "*" * 100_000 + "2 = 4",
+    "brackets": "[" * 50_000 + "]" * 50_000,
+    "plus_chain": "1+" * 50_000 + "1 = 3",
+    "latex_nested": "$" + "\\frac{" * 3000 + "1" + "}{2}" * 3000 + "$ = 1",
+    "sqrt_nested": "\\(" + "\\sqrt{" * 5000 + "4" + "}" * 5000 + "\\)",
+    "backticks": "`" * 100_000,
+    "unclosed_fence": "```python\n" + "x = (" * 20_000,
+    "doi_run": "doi:10." + "1" * 100_000,
+    "quotes": '"' * 100_000,
+    "author_year": "Smith, " * 14_000 + "(2020)",
+    "nul": "\x00" * 100_000,
+    "power_tower": "9^9^9^9 = 1 and 2^100000 = 5 and 1e999999 * 1e999999 = 1",
+    "bibtex": "@article{" + "{" * 30_000 + "}" * 30_000,
+}
+
+
+@pytest.mark.parametrize("text,claim,outcome", [
+    ("2\u200b+\u200b2 = 5", "2\u200b+\u200b2 = 5", "fail"), ("2+2 = \u202e5\u202c", "2+2 = \u202e5", "fail"),
+    ("\ufeff3 * 4 = 12", "3 * 4 = 12", "pass"), ("２＋２＝５", "２＋２＝５", "fail"), ("１２×３＝３６", "１２×３＝３６", "pass"),
+    ("答案是３，４＋５＝９", "４＋５＝９", "pass"), ("1\u00ad000 + 1 = 1001", "1\u00ad000 + 1 = 1001", "pass"),
+])
+def test_arithmetic_sees_through_invisible_and_fullwidth_characters(text: str, claim: str, outcome: str) -> None:
+    from verifiers import arithmetic
+
+    checks = arithmetic.check(text)
+    assert [(c.claim, c.outcome) for c in checks] == [(claim, outcome)]
+    s, e = checks[0].span
+    assert text[s:e] == claim  # the span points at the original text
+
+
+@pytest.mark.parametrize("name", sorted(PATHOLOGICAL))
+def test_verifiers_survive_pathological_text(name: str, tmp_path: Path) -> None:
+    """Every verifier returns checks (never raises) on 100 kB of backtracking bait; their
+    times are in bench/results/breaker.md (no timed assertion here)."""
+    from verifiers import arithmetic, code
+    from verifiers.citations import check as ccheck
+
+    text = PATHOLOGICAL[name]
+    for checks in (arithmetic.check(text), code.check(text, sandbox="none"),
+                   ccheck(text, sources={"use": ["local"], "local_index": {"path": str(tmp_path / "i.sqlite3")}})):
+        assert isinstance(checks, list) and all(isinstance(c, Check) for c in checks)
+        assert all(c.outcome in ("pass", "fail", "unknown", "error") for c in checks)
+    assert not any(c.outcome == "fail" for c in arithmetic.check(text) if name in ("digits", "nul", "backticks"))
