@@ -34,7 +34,7 @@ from proxy.auth import Authenticator, Principal
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
 from proxy.log import add_secrets, get_logger, info_enabled
-from proxy.upstream import BoundUpstream, OpenAIUpstream, Timing, Upstreams, dumps, loads
+from proxy.upstream import BoundUpstream, OpenAIUpstream, Timing, Upstreams, dumps, loads, loads_strict
 
 log = get_logger("veracity")
 
@@ -201,7 +201,7 @@ def _parse_json_object(raw: bytes, encoding: str | None = None) -> dict[str, Any
         raise GatewayError(415, f"Content-Encoding {encoding.strip()[:40]!r} is not supported; send the JSON body "
                            "uncompressed.", code="unsupported_content_encoding")
     try:
-        body = loads(raw)
+        body = loads_strict(raw)
     except ValueError:
         raise GatewayError(400, "We could not parse the JSON body of your request. The body must be a "
                            "JSON object.", code="invalid_json") from None

@@ -65,6 +65,11 @@ class AuditLog:
     def write(self, record: dict[str, Any]) -> None:
         try:
             line = json.dumps(record, ensure_ascii=False, default=str)
+            if not line.isascii():
+                try:
+                    line.encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate from model text: escape, keep the record
+                    line = json.dumps(record, default=str)
             with self._lock:
                 if self._db is not None:
                     self._db.execute("INSERT INTO audit VALUES (?,?,?,?,?,?,?)",

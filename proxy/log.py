@@ -69,7 +69,12 @@ try:
     import orjson as _orjson
 
     def _dumps(obj: Any) -> str:
-        return _orjson.dumps(obj, default=str).decode()
+        try:
+            return _orjson.dumps(obj, default=str).decode()
+        except TypeError:  # a lone surrogate in model text, an int beyond 64 bits: never lose the line
+            import json as _json
+
+            return _json.dumps(obj, default=str)
 except ImportError:  # pragma: no cover
     import json as _json
 

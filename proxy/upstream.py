@@ -63,12 +63,15 @@ try:  # orjson is ~3-5x faster on completion-sized bodies; stdlib json is the fa
                 return json.loads(text, parse_constant=_no_constant)
             except (ValueError, UnicodeDecodeError):
                 raise exc from None
+    #: strict parser for client request bodies: a lone surrogate is refused (400), as it
+    #: could not be written to logs, audit files or metric labels as UTF-8
+    loads_strict = _orjson.loads
 except ImportError:  # pragma: no cover - exercised only without orjson
     def dumps(obj: Any) -> bytes:
         """JSON bytes (compact, UTF-8)."""
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
-    loads = json.loads
+    loads = loads_strict = json.loads
 
 #: response headers relayed from the upstream to the client (lower-case prefixes)
 _RELAY_PREFIXES = ("x-ratelimit-", "retry-after", "openai-")

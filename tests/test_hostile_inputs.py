@@ -127,13 +127,15 @@ def gw(upstream: ThreadingHTTPServer, gateway_factory: Any, tmp_path_factory: py
         "risk: {threshold: 0.0}\n"
         "on_failure: annotate\n"
         "budgets: {request: {extra_calls: 2, extra_tokens: 8000, deadline_ms: 20000}}\n"
-        "audit: {enabled: false}\n"
+        "audit: {enabled: true, include_text: true}\n"
         "overridable: [on_failure, risk.threshold]\n")
     return gateway_factory({
         "upstreams": [{"name": "odd", "models": ["*"], "base_url": f"http://127.0.0.1:{upstream.server_address[1]}/v1",
                        "api_key": UPSTREAM_KEY}],
         "policies": {"dir": str(pol)},
         "limits": {"max_body_bytes": 262144, "read_timeout_s": 60},
+        "logging": {"log_content": True},  # prompt/answer text in the log line: every sink sees model text
+        "verification": {"audit": str(pol / "audit.jsonl")},
     })
 
 
@@ -235,6 +237,8 @@ def test_veracity_routes_are_never_forwarded(gw: Any, http: httpx.Client, upstre
     b'{"model": "odd", "messages": [{"role": "user", "content": "\xff\xfe"}]}',
     b'{"model": "odd", "messages": [], "temperature": NaN}',
     b'{"model": "odd", "messages": [], "temperature": Infinity}',
+    b'{"model": "odd\\ud800", "messages": []}',  # lone surrogates cannot be logged/labelled as UTF-8
+    b'{"model": "odd", "messages": [{"role": "user", "content": "\\udfff 2 + 2 = 5"}]}',
 ])
 def test_bodies_that_are_not_a_json_object(gw: Any, http: httpx.Client, raw: bytes) -> None:
     for url in (gw.base_url + "/chat/completions", gw.base_url + "/veracity/verify"):
@@ -350,6 +354,15 @@ def test_lone_surrogate_in_an_upstream_answer_is_not_lost(gw: Any, http: httpx.C
     assert body["choices"][0]["message"]["content"] == "2 + 2 = 4 \ud800 and 3 * 3 = 10"
     outcomes = {c["claim"].replace(" ", ""): c["outcome"] for c in body["veracity"]["checks"]}
     assert outcomes.get("3*3=10") == "fail" and outcomes.get("2+2=4") == "pass"
+    # the log line (log_content: true) and the audit record (include_text) were written too
+    rid = r.headers["x-request-id"]
+    line = [rec for rec in gw.log_records() if rec.get("request_id") == rid and rec.get("event") == "request"]
+    assert line and line[0]["status"] == 200 and line[0]["choices"][0]["message"]["content"].startswith("2 + 2 = 4 \ud800")
+    import yaml
+
+    audit = yaml.safe_load((gw.log_path.parent / "veracity.yaml").read_text())["verification"]["audit"]
+    records = [json.loads(x) for x in Path(audit).read_text().splitlines()]
+    assert any(rec.get("request_id") == rid for rec in records)
 
 
 def test_zero_width_and_bidi_controls_do_not_hide_a_wrong_sum(gw: Any, http: httpx.Client) -> None:
