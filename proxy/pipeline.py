@@ -251,8 +251,9 @@ def _resolve_policy(config: GatewayConfig, principal: Principal, headers: Mappin
     try:
         return resolve(rt.policies, grant, headers.get("x-veracity-policy"), overrides)
     except PolicyError as exc:
-        etype = "permission_error" if exc.status == 403 else "invalid_request_error"
-        raise GatewayError(exc.status, str(exc), type=etype, code="veracity_policy", param=exc.param) from None
+        etype = ("permission_error" if exc.status == 403 else "server_error" if exc.status >= 500
+                 else "invalid_request_error")
+        raise GatewayError(exc.status, str(exc), type=etype, code=exc.code, param=exc.param) from None
 
 
 async def _plan(ctx: RequestContext, body: dict[str, Any]) -> _Plan:
@@ -262,6 +263,10 @@ async def _plan(ctx: RequestContext, body: dict[str, Any]) -> _Plan:
     rt = runtime.get(ctx.config)
     skip = None
     b = policy.budgets
+    if policy.sentinel.mode == "off" and not policy.verifiers.enabled():
+        # checks off (see chat_completion): no extra tokens can be spent, nothing to budget
+        return _Plan(policy=policy, body=forwarded, question=None, budget=RequestBudget.from_policy(b.request),
+                     skip_reason=None, t0=time.perf_counter())
     if b.key_daily.extra_tokens is not None or b.key_daily.cost_usd is not None or \
             b.team_daily.extra_tokens is not None or b.team_daily.cost_usd is not None:
         try:

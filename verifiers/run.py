@@ -223,7 +223,10 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
         if deadline_s is not None:
             timeout = min(timeout, deadline_s)
         jobs.append(_one(name, adapter, answer, question, opts, timeout, durations))
-    results = await asyncio.gather(*jobs) if jobs else []
+    if len(jobs) == 1:  # the common case: no gather (one Task and its callbacks less)
+        results = [await jobs[0]]
+    else:
+        results = await asyncio.gather(*jobs) if jobs else []
     checks = [c for part in results for c in part]
     report = Report(status=status_of(checks), checks=checks)  # type: ignore[arg-type]
     if not checks:
