@@ -141,12 +141,17 @@ def correction_body(body: dict[str, Any], draft: dict[str, Any], report: Report,
     parameters unless ``model`` is given), followed by the draft as an assistant turn and the
     evidence prompt as a user turn. Always non-streaming, one choice."""
     new = {k: v for k, v in body.items() if k not in ("stream", "stream_options", "n", "veracity")}
-    msgs = list(copy.deepcopy(body.get("messages") or []))
+    client_msgs = body.get("messages")
+    # a malformed `messages` (a string, a number) was the upstream's to reject; never split a
+    # string into characters or raise here: the round then carries the draft and the evidence
+    msgs = list(copy.deepcopy(client_msgs)) if isinstance(client_msgs, list) else []
     msg = {}
     try:
         msg = draft["choices"][0]["message"]
     except (KeyError, IndexError, TypeError):
         pass
+    if not isinstance(msg, dict):
+        msg = {}
     msgs.append({"role": "assistant", "content": completion_text(draft) or msg.get("content") or ""})
     msgs.append({"role": "user", "content": evidence_prompt(report)})
     new["messages"] = msgs

@@ -75,10 +75,15 @@ def should_inject(body: dict[str, Any], mode: str, when: str = "always",
     Never when ``mode`` is ``off``; when the client's ``tool_choice`` is ``none``, ``required``
     or forces one of its own functions (injecting would change what the client asked for);
     when the request uses the legacy ``functions`` field; when ``when`` is ``multi_part`` and
-    the question is not multi-part.
+    the question is not multi-part; when ``messages`` is not a list or ``tools`` is neither
+    absent nor a list (a malformed body goes upstream unchanged, for the upstream to reject).
     """
     if mode not in ("offered", "forced"):
         return False, "sentinel off"
+    if not isinstance(body.get("messages"), list):
+        return False, "malformed request: messages is not a list"  # forwarded as sent; the upstream judges it
+    if body.get("tools") is not None and not isinstance(body.get("tools"), list):
+        return False, "malformed request: tools is not a list"
     tc = body.get("tool_choice")
     if tc == "none":
         return False, "client tool_choice none"

@@ -128,7 +128,7 @@ def gw(upstream: ThreadingHTTPServer, gateway_factory: Any, tmp_path_factory: py
         "on_failure: annotate\n"
         "budgets: {request: {extra_calls: 2, extra_tokens: 8000, deadline_ms: 20000}}\n"
         "audit: {enabled: true, include_text: true}\n"
-        "overridable: [on_failure, risk.threshold]\n")
+        "overridable: [on_failure, risk.threshold, sentinel]\n")
     return gateway_factory({
         "upstreams": [{"name": "odd", "models": ["*"], "base_url": f"http://127.0.0.1:{upstream.server_address[1]}/v1",
                        "api_key": UPSTREAM_KEY}],
@@ -296,6 +296,74 @@ def test_malformed_messages_are_forwarded_not_crashed_on(gw: Any, http: httpx.Cl
     r = http.post(gw.base_url + "/chat/completions", json={"model": "odd", "messages": messages})
     assert r.status_code == 200, r.text
     assert "veracity" in r.json() and len(upstream.seen) == 1
+
+
+SENTINEL_ON = {"sentinel": {"mode": "offered", "when": "always"}}
+
+
+@pytest.mark.parametrize("fields", [
+    {"tools": 5}, {"tools": "x"}, {"tools": {"a": 1}}, {"messages": 5}, {"messages": "do a and b"},
+    {"messages": {"role": "user"}}, {"tools": [5, None]}, {"tool_choice": 5},
+])
+def test_sentinel_leaves_malformed_tools_and_messages_to_the_upstream(gw: Any, http: httpx.Client, upstream: Any,
+                                                                       fields: dict[str, Any]) -> None:
+    """Fault: with the sentinel on, ``"tools": 5`` or ``"messages": 5`` raised TypeError in
+    ``sentinel.inject`` (a 500 for a client mistake) and ``"messages": "text"`` was turned
+    into a list of characters. Now such a body is forwarded as sent (the upstream judges it)."""
+    upstream.seen.clear()
+    body = {"model": "odd", "messages": [{"role": "user", "content": "do a and b"}], "veracity": SENTINEL_ON, **fields}
+    r = http.post(gw.base_url + "/chat/completions", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["veracity"]["sentinel"]["injected"] in (False, True)
+    assert len(upstream.seen) >= 1
+
+
+def test_sentinel_fuzzed_bodies_never_raise() -> None:
+    from proxy import sentinel
+
+    values = {"messages": ["hi", None, 5, [], ["x"], [{"role": 5}], [{"role": "system", "content": None}]],
+              "tools": [None, "x", 5, [], [5], [{"type": "function", "function": None}], {"a": 1}],
+              "tool_choice": [None, "none", "auto", "required", 5, {"type": "function", "function": None}, []]}
+    for msgs in values["messages"]:
+        for tools in values["tools"]:
+            for tc in values["tool_choice"]:
+                body = {"model": "m", "messages": msgs, "tools": tools, "tool_choice": tc}
+                ok, why = sentinel.should_inject(body, "forced")
+                if ok:
+                    new = sentinel.inject(body)
+                    assert isinstance(new["messages"], list) and new["messages"][1:] == msgs
+                else:
+                    assert why
+
+
+@pytest.mark.parametrize("messages", [5, "2 + 2?", {"role": "user"}, None, [5, "x"]])
+@pytest.mark.parametrize("message", [{"content": "2 + 2 = 5"}, "2 + 2 = 5", None])
+def test_correction_round_survives_malformed_messages(messages: Any, message: Any) -> None:
+    """Fault: ``correction_body`` did ``list(messages)``: a number raised TypeError outside the
+    loop's error handling (a 500) and a string became a list of characters."""
+    from proxy import correction
+    from verifiers._types import Report
+
+    failed = Report(status="failed", checks=[Check(verifier="arithmetic", claim="2 + 2 = 5", outcome="fail")])
+    sent: list[dict[str, Any]] = []
+
+    async def complete(req: dict[str, Any]) -> dict[str, Any]:
+        sent.append(req)
+        return {"choices": [{"message": {"role": "assistant", "content": "2 + 2 = 4"}}]}
+
+    async def verify(text: str) -> Report:
+        return Report(status="passed") if "= 4" in text else failed
+
+    draft = {"choices": [{"message": message}]}
+    result = asyncio.run(correction.correct({"model": "m", "messages": messages}, draft, complete=complete,
+                                            verify=verify, max_rounds=1, initial_report=failed))
+    assert result.stop_reason == "passed" and len(sent) == 1
+    msgs = sent[0]["messages"]
+    assert all(isinstance(m, (dict, int, str)) for m in msgs) and msgs[-1]["role"] == "user"
+    if isinstance(messages, list):
+        assert msgs[:-2] == messages
+    else:
+        assert len(msgs) == 2
 
 
 def test_request_id_header_injection_is_replaced(gw: Any, http: httpx.Client) -> None:
