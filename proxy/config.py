@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator,
+                      model_validator)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -133,11 +134,22 @@ class LimitsConfig(_Strict):
     connect_retries: int = Field(2, ge=0, le=10)
 
 
-class LoggingConfig(_Strict):
-    """``log_content``: include prompt and answer text in request log lines (off by default)."""
+#: Log levels ``logging.level`` accepts: the stdlib ``logging`` level names that
+#: :func:`proxy.log.configure` and uvicorn's ``log_level`` both understand.
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
-    level: str = "info"
+
+class LoggingConfig(_Strict):
+    """``level``: one of :data:`LogLevel` (case-insensitive). ``log_content``: include prompt
+    and answer text in request log lines (off by default)."""
+
+    level: LogLevel = "info"
     log_content: bool = False
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _lower(cls, v: Any) -> Any:
+        return v.lower() if isinstance(v, str) else v
 
 
 class GatewayConfig(BaseModel):
@@ -155,6 +167,8 @@ class GatewayConfig(BaseModel):
     #: how the config came to be: "file", "env" (OPENAI_API_KEY), "demo"
     mode: Literal["file", "env", "demo"] = "file"
     source: str | None = None
+    #: 1-based line of every field path in the source file (set by :func:`parse_config`)
+    _lines: dict[tuple, int] = PrivateAttr(default_factory=dict)
 
     @field_validator("upstreams")
     @classmethod
@@ -186,9 +200,11 @@ _ENV_RE = re.compile(r"\$\$\{|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 def interpolate(text: str, env: dict[str, str] | None = None) -> str:
     """Replace ``${NAME}`` / ``${NAME:-default}`` in ``text``; ``$${`` yields a literal ``${``.
 
-    Raises KeyError(name) for a variable that is unset and has no default.
+    Raises KeyError(name, ...) naming every variable that is unset and has no default, in
+    order of appearance (``exc.args``).
     """
     env = os.environ if env is None else env
+    missing: list[str] = []
 
     def sub(m: re.Match[str]) -> str:
         if m.group(0) == "$${":
@@ -198,9 +214,14 @@ def interpolate(text: str, env: dict[str, str] | None = None) -> str:
             return env[name]
         if default is not None:
             return default
-        raise KeyError(name)
+        if name not in missing:
+            missing.append(name)
+        return ""
 
-    return _ENV_RE.sub(sub, text)
+    out = _ENV_RE.sub(sub, text)
+    if missing:
+        raise KeyError(*missing)
+    return out
 
 
 def _to_data(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, marks: dict[tuple, int],
@@ -220,8 +241,9 @@ def _to_data(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, marks: dict[
         try:
             value = interpolate(value, env)
         except KeyError as exc:
-            errors.append(f"{fname}:{marks[path]}: {_dotted(path)}: environment variable "
-                          f"{exc.args[0]} is not set (use ${{{exc.args[0]}:-default}} for a default)")
+            for name in exc.args:
+                errors.append(f"{fname}:{marks[path]}: {_dotted(path)}: environment variable "
+                              f"{name} is not set (use ${{{name}:-default}} for a default)")
     return value
 
 
@@ -270,17 +292,65 @@ def parse_config(text: str, *, filename: str = "<config>", env: dict[str, str] |
             lines.append(f"{filename}:{line or '?'}: {_dotted(loc)}: {msg}")
         raise ConfigError("\n".join(lines)) from None
     cfg.source = filename
+    cfg._lines = marks
     return cfg
 
 
-def load_config(path: str | os.PathLike[str], *, env: dict[str, str] | None = None) -> GatewayConfig:
-    """Read, interpolate and validate a config file. Raises :class:`ConfigError`."""
+def policies_dir(cfg: GatewayConfig, env: dict[str, str] | None = None) -> Path:
+    """The policy folder the gateway will read for ``cfg``: ``policies.dir`` (relative to the
+    working directory, as :class:`proxy.policy.PolicyStore` opens it), else
+    ``$VERACITY_POLICIES``, else the shipped ``policies/`` folder."""
+    section = cfg.policies if isinstance(cfg.policies, dict) else {}
+    d = section.get("dir")
+    if isinstance(d, str) and d:
+        return Path(d)
+    env = os.environ if env is None else env
+    if env.get("VERACITY_POLICIES"):
+        return Path(env["VERACITY_POLICIES"])
+    from proxy.policy import default_policies_dir
+
+    return default_policies_dir()
+
+
+def key_policy_problems(cfg: GatewayConfig, env: dict[str, str] | None = None) -> list[str]:
+    """``file:line: keys.N.policy: unknown policy 'x' (known: ...)`` for every virtual key whose
+    policy is not in the policy store of :func:`policies_dir` (the built-in ``default`` always
+    exists). Empty when every key's policy is known. A policy file that does not validate does
+    not count as known (``veracity policy check`` tells why)."""
+    if not cfg.keys:
+        return []
+    from proxy.policy import PolicyStore
+
+    known = set(PolicyStore(policies_dir(cfg, env), check_interval_s=3600).names()) | {"default"}
+    out = []
+    for i, k in enumerate(cfg.keys):
+        if k.policy in known:
+            continue
+        marks = cfg._lines
+        line = marks.get(("keys", i, "policy")) or marks.get(("keys", i)) or "?"
+        out.append(f"{cfg.source or '<config>'}:{line}: keys.{i}.policy: unknown policy {k.policy!r} "
+                   f"(known: {', '.join(sorted(known))}; policy folder {policies_dir(cfg, env)})")
+    return out
+
+
+def load_config(path: str | os.PathLike[str], *, env: dict[str, str] | None = None,
+                check_policies: bool = True) -> GatewayConfig:
+    """Read, interpolate and validate a config file. Raises :class:`ConfigError`.
+
+    ``check_policies``: also check that every virtual key names a policy that exists in the
+    policy folder (:func:`key_policy_problems`), so a typo fails ``veracity config check``
+    and start-up instead of every request of that key."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read config: {exc.strerror or exc}") from None
-    return parse_config(text, filename=str(p), env=env)
+    cfg = parse_config(text, filename=str(p), env=env)
+    if check_policies:
+        problems = key_policy_problems(cfg, env)
+        if problems:
+            raise ConfigError("\n".join(problems))
+    return cfg
 
 
 def default_config(env: dict[str, str] | None = None) -> GatewayConfig:

@@ -28,7 +28,8 @@ only be lowered, never raised.
 
 :class:`PolicyStore` loads a folder of policy files and reloads a file when its mtime changes
 (checked at most once per ``check_interval_s``), so edits apply without a restart; a file that
-no longer validates keeps its last good version and the error is kept in ``store.errors``.
+no longer validates keeps its last good version, the error is kept in ``store.errors`` and
+logged once as a warning (``policy_invalid``, naming the file and the problem).
 """
 
 from __future__ import annotations
@@ -38,10 +39,12 @@ import threading
 from dataclasses import dataclass
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from proxy.log import get_logger
 
 __all__ = [
     "Policy", "PolicyError", "PolicyStore", "KeyGrant", "check_file", "load_file",
@@ -53,10 +56,14 @@ class PolicyError(Exception):
     """A policy that cannot be loaded, found, or overridden. ``str()`` is user-facing;
     ``param`` names the offending field (OpenAI error ``param``) when there is one."""
 
-    def __init__(self, message: str, param: str | None = None, status: int = 400):
+    def __init__(self, message: str, param: str | None = None, status: int = 400,
+                 code: str = "veracity_policy"):
         super().__init__(message)
         self.param = param
         self.status = status
+        #: OpenAI error ``code``: ``veracity_policy`` (the request's choice or override),
+        #: ``veracity_config`` (status 500: the gateway's own config names a missing policy)
+        self.code = code
 
 
 class _Strict(BaseModel):
@@ -198,6 +205,26 @@ class AuditPolicy(_Strict):
 OnFailure = Literal["annotate", "correct", "block", "observe"]
 
 
+def _field_path(path: str) -> str:
+    """Check that the dotted ``overridable`` entry names a real :class:`Policy` field
+    (``on_failure``, ``sentinel.mode``, ``verifiers.code.sandbox.limits.memory`` -- keys below a
+    free-form dict field such as ``options``/``limits``/``sources`` are not checked). Raises
+    ValueError listing the valid names at the first part that does not exist."""
+    model: Any = Policy
+    parts = path.split(".") if isinstance(path, str) else []
+    for i, part in enumerate(parts):
+        fields = model.model_fields
+        if part not in fields:
+            where = ".".join(parts[:i]) or "policy"
+            raise ValueError(f"{path!r} is not a policy field ({where} has: {', '.join(fields)})")
+        ann = fields[part].annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        else:  # a leaf, or a free-form dict: nothing below to check
+            break
+    return path
+
+
 class Policy(_Strict):
     """One policy. ``on_failure``: ``annotate`` (answer + report), ``correct`` (run the
     correction loop, then annotate), ``block`` (correction loop, then an OpenAI-shaped error
@@ -216,7 +243,7 @@ class Policy(_Strict):
     audit: AuditPolicy = Field(default_factory=AuditPolicy)
     #: dotted field paths a request's ``veracity`` object may override ("streaming" covers
     #: "streaming.mode"); budgets and round limits may always be lowered.
-    overridable: list[str] = Field(default_factory=list)
+    overridable: list[Annotated[str, AfterValidator(_field_path)]] = Field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------ loading
@@ -299,6 +326,9 @@ def default_policies_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "policies"
 
 
+_log = get_logger("veracity.policy")
+
+
 class PolicyStore:
     """The policies of a folder (``*.yaml``/``*.yml``), by name, reloaded on change.
 
@@ -349,6 +379,9 @@ class PolicyStore:
                 try:
                     pol = load_file(p)
                 except PolicyError as exc:
+                    if self.errors.get(key) != str(exc):  # once per distinct error, not per re-scan
+                        _log.warning("policy_invalid", file=key, error=str(exc),
+                                     kept=("the last good version" if old is not None else "none (not loaded)"))
                     self.errors[key] = str(exc)
                     if old is not None:  # keep the last good version, but note the mtime
                         self._by_path[key] = (st.st_mtime, st.st_size, old[2])
@@ -481,4 +514,15 @@ def resolve(store: PolicyStore, grant: KeyGrant, header: str | None = None,
             raise PolicyError(f"this key may not choose policy {wanted!r}", param="x-veracity-policy",
                               status=403)
         name = wanted
-    return apply_overrides(store.get(name), overrides)
+    try:
+        policy = store.get(name)
+    except PolicyError as exc:
+        if name != grant.policy:  # the client's choice (header / veracity.policy): its error
+            raise
+        # the key's own policy is missing (file deleted or broken since start-up): the
+        # gateway's config is wrong, not the request
+        raise PolicyError(f"Veracity is misconfigured: the policy {name!r} of key "
+                          f"{grant.key_id!r} does not exist ({exc}); fix keys[].policy in the "
+                          "config or restore the policy file", param=None, status=500,
+                          code="veracity_config") from None
+    return apply_overrides(policy, overrides)
