@@ -63,7 +63,8 @@ class CorrectionResult:
     draft's checks, with ``status`` (``passed`` | ``corrected`` | ``failed`` | ``skipped``),
     ``rounds`` and ``cost``. ``state``: the final state. ``stop_reason``: ``passed``,
     ``max_rounds``, ``oscillation``, ``budget:<what>``, ``deadline``, ``upstream_error``,
-    ``no_text``, or ``not_failed``. ``history``: every state visited.
+    ``no_text``, ``not_failed``, or ``not_attempted`` (checks failed but ``max_rounds`` was 0:
+    no correction was tried; state ``VERIFICATION_FAILED``). ``history``: every state visited.
     """
 
     completion: dict[str, Any]
@@ -210,6 +211,8 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
     first_failed = [c.to_dict() for c in report.failed_checks]
 
     history.append(State.VERIFICATION_FAILED)
+    if max_rounds <= 0:  # the policy (annotate) or the request (n > 1) allows no correction
+        return finish(draft, report, State.VERIFICATION_FAILED, "not_attempted", "failed")
     best = (draft, report)
     prev_sig = failure_signature(report)
     current, current_report = draft, report
