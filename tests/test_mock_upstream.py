@@ -414,8 +414,20 @@ def test_demo_script_answers_the_four_demo_kinds():
     with MockUpstream(DEMO_SCRIPT) as m:
         c = openai.OpenAI(base_url=m.base_url, api_key="k", max_retries=0)
         assert "391" in ask(c, "What is 17 * 23?").choices[0].message.content
+        # wrong on every first ask (not only the first request), right when the gateway's
+        # correction prompt (proxy.correction.evidence_prompt) asks again
         first, second = (ask(c, "What is 1234 * 5678?").choices[0].message.content for _ in range(2))
-        assert "7,006,552" in first and "7,006,652" in second
+        assert "7,006,552" in first and "7,006,552" in second
+        from proxy.correction import evidence_prompt
+        from verifiers._types import Check, Report
+
+        failed = Report(checks=[Check("arithmetic", "1234 × 5678 = 7,006,552", "fail",
+                                      expected="7006652", found="7006552")])
+        fixed = c.chat.completions.create(model="mock-model", messages=[
+            {"role": "user", "content": "What is 1234 * 5678?"},
+            {"role": "assistant", "content": first},
+            {"role": "user", "content": evidence_prompt(failed)}]).choices[0].message.content
+        assert "7,006,652" in fixed and "7,006,552" not in fixed
         assert "```python" in ask(c, "Write a Python function for Fibonacci").choices[0].message.content
         refs = ask(c, "Give me references on transformers").choices[0].message.content
         assert "arXiv:1706.03762" in refs and "doi:" in refs
