@@ -99,6 +99,7 @@ class Report:
     budget, checks off; ``reason`` says which), ``error`` (verification itself broke).
     ``risk``: the risk score dict (``score`` 0..1, ``signals``, ``verifiers``).
     ``rounds``: one dict per correction round.
+    In :meth:`to_dict`, ``cost.ms`` and ``extra["durations_ms"]`` values are rounded to 0.1 ms.
     """
 
     status: ReportStatus = "skipped"
@@ -121,9 +122,14 @@ class Report:
             "checks": [c.to_dict() for c in self.checks],
             "rounds": self.rounds,
             # not asdict(): it deep-copies every value, ~10 us on the gateway's hot path
-            "cost": {"tokens": self.cost.tokens, "upstream_calls": self.cost.upstream_calls, "ms": self.cost.ms},
+            # ms rounded to 0.1: sub-0.1 ms digits are timer noise, not information
+            "cost": {"tokens": self.cost.tokens, "upstream_calls": self.cost.upstream_calls,
+                     "ms": round(self.cost.ms, 1)},
         }
         if self.reason:
             d["reason"] = self.reason
         d.update(self.extra)
+        durations = d.get("durations_ms")
+        if type(durations) is dict:
+            d["durations_ms"] = {k: round(v, 1) if isinstance(v, float) else v for k, v in durations.items()}
         return d
