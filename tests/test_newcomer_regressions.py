@@ -1,0 +1,231 @@
+"""Regressions a newcomer hit trying the README on a clean clone: each test failed before its fix.
+
+1. a virtual key naming a policy that does not exist; ``logging.level: loud`` accepted;
+2. demo mode corrected only the first ``1234*5678`` request;
+3. ``overridable: [nonsense.field]`` passed ``veracity policy check``;
+4. ``on_failure: annotate`` reported ``MAX_RETRY_EXCEEDED``/``max_rounds`` with no round run;
+5. a policy file broken while the gateway runs was kept silently;
+6. only the first missing ``${VAR}`` of a value was reported;
+8. ``cost.ms`` and ``durations_ms`` were unrounded floats.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from proxy.config import ConfigError, hash_key, load_config, parse_config
+from proxy.policy import KeyGrant, PolicyError, PolicyStore, check_file, resolve
+from verifiers._types import Check, Cost, Report
+
+ROOT = Path(__file__).resolve().parent.parent
+
+KEYED = """\
+upstreams:
+  - name: a
+    base_url: http://127.0.0.1:9/v1
+policies:
+  dir: {pdir}
+keys:
+  - name: good
+    hash: {h1}
+    policy: mine
+  - name: typo
+    hash: {h2}
+    policy: nosuchpolicy
+"""
+
+
+def _keyed_config(tmp_path: Path, second_policy: str = "nosuchpolicy") -> Path:
+    pdir = tmp_path / "pol"
+    pdir.mkdir(exist_ok=True)
+    (pdir / "mine.yaml").write_text("on_failure: annotate\n")
+    p = tmp_path / "veracity.yaml"
+    p.write_text(KEYED.format(pdir=pdir, h1=hash_key("vk-1"), h2=hash_key("vk-2"))
+                 .replace("nosuchpolicy", second_policy))
+    return p
+
+
+# ----------------------------------------------------------------------------- 1. key policies
+
+
+def test_load_config_rejects_a_key_with_an_unknown_policy(tmp_path: Path) -> None:
+    p = _keyed_config(tmp_path)
+    with pytest.raises(ConfigError) as ei:
+        load_config(p)
+    msg = str(ei.value)
+    assert msg.startswith(f"{p}:12: keys.1.policy: unknown policy 'nosuchpolicy' (known: default, mine")
+    assert "keys.0" not in msg  # the key naming an existing policy is fine
+    ok = _keyed_config(tmp_path, second_policy="default")  # the built-in default always exists
+    assert [k.policy for k in load_config(ok).keys] == ["mine", "default"]
+
+
+def test_config_check_and_serve_exit_2_on_unknown_key_policy(tmp_path: Path) -> None:
+    p = _keyed_config(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("VERACITY_CONFIG", "OPENAI_API_KEY")}
+    env["PYTHONPATH"] = str(ROOT)
+    check = subprocess.run([sys.executable, "-m", "proxy", "config", "check", str(p)], capture_output=True,
+                           text=True, cwd=tmp_path, env=env, timeout=60)
+    assert check.returncode == 2, check.stdout
+    assert f"{p}:12: keys.1.policy: unknown policy 'nosuchpolicy'" in check.stderr
+    serve = subprocess.run([sys.executable, "-m", "proxy", "serve", "--config", str(p), "--port", "0"],
+                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert serve.returncode == 2 and "unknown policy 'nosuchpolicy'" in serve.stderr
+
+
+def test_key_policy_checked_against_veracity_policies_env(tmp_path: Path) -> None:
+    pdir = tmp_path / "envpol"
+    pdir.mkdir()
+    (pdir / "research.yaml").write_text("name: research\n")
+    text = f"keys:\n  - hash: {hash_key('vk')}\n    policy: research\n"
+    p = tmp_path / "v.yaml"
+    p.write_text(text)
+    assert load_config(p, env={"VERACITY_POLICIES": str(pdir)}).keys[0].policy == "research"
+    with pytest.raises(ConfigError, match=r":3: keys.0.policy: unknown policy 'research'"):
+        load_config(p, env={"VERACITY_POLICIES": str(tmp_path / "empty")})
+
+
+def test_logging_level_is_validated() -> None:
+    with pytest.raises(ConfigError) as ei:
+        parse_config("logging:\n  level: loud\n")
+    assert "<config>:2: logging.level:" in str(ei.value) and "'debug'" in str(ei.value)
+    assert parse_config("logging: {level: WARNING}\n").logging.level == "warning"
+
+
+def test_deleted_key_policy_is_a_config_error_not_a_header_error(tmp_path: Path) -> None:
+    (tmp_path / "gone.yaml").write_text("on_failure: annotate\n")
+    store = PolicyStore(tmp_path, check_interval_s=0)
+    grant = KeyGrant(policy="gone", key_id="alice")
+    assert resolve(store, grant).name == "gone"
+    (tmp_path / "gone.yaml").unlink()
+    with pytest.raises(PolicyError) as ei:
+        resolve(store, grant)
+    assert ei.value.status == 500 and ei.value.code == "veracity_config" and ei.value.param is None
+    assert "'gone'" in str(ei.value) and "'alice'" in str(ei.value)
+    # a policy the *client* asked for by header is still the client's 400
+    with pytest.raises(PolicyError) as ei:
+        resolve(store, KeyGrant(policy="default", allow_policy_header=True), header="nope")
+    assert ei.value.status == 400 and ei.value.param == "x-veracity-policy"
+
+
+def test_pipeline_maps_missing_key_policy_to_500_server_error(tmp_path: Path) -> None:
+    from proxy.auth import Principal
+    from proxy.config import GatewayConfig
+    from proxy.errors import GatewayError
+    from proxy.pipeline import _resolve_policy
+
+    cfg = GatewayConfig(policies={"dir": str(tmp_path), "check_interval_s": 0})
+    principal = Principal(key_name="alice", team="t", policy="nosuchpolicy", allow_policy_header=False)
+    with pytest.raises(GatewayError) as ei:
+        _resolve_policy(cfg, principal, {}, None)
+    err = ei.value
+    assert (err.status, err.type, err.code, err.param) == (500, "server_error", "veracity_config", None)
+    assert "nosuchpolicy" in err.message
+
+
+# ----------------------------------------------------------------------------- 2. demo script
+
+
+def test_demo_mode_corrects_every_wrong_arithmetic_request(gateway_factory) -> None:
+    openai = pytest.importorskip("openai")
+    gw = gateway_factory(None)  # no config, no OPENAI_API_KEY: demo mode (README's Python example)
+    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-demo", max_retries=0, timeout=60)
+    for _ in range(3):
+        resp = client.chat.completions.create(model="mock-model",
+                                              messages=[{"role": "user", "content": "What is 1234*5678?"}])
+        rep = resp.model_extra["veracity"]
+        assert rep["status"] == "corrected", rep
+        assert "7,006,652" in resp.choices[0].message.content
+        assert "sorry" not in resp.choices[0].message.content.lower()
+        assert "right, I made an error" not in resp.choices[0].message.content
+
+
+# ----------------------------------------------------------------------------- 3. overridable
+
+
+def test_overridable_paths_must_name_policy_fields(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text("on_failure: annotate\noverridable:\n  - on_failure\n  - nonsense.field\n  - sentinel.mood\n"
+                 "  - verifiers.code.sandbox.limits.memory\n")
+    errs = check_file(p)
+    assert len(errs) == 2, errs
+    assert errs[0].startswith(f"{p}:4: overridable.1:") and "'nonsense.field' is not a policy field" in errs[0]
+    assert errs[1].startswith(f"{p}:5: overridable.2:") and "sentinel has: mode, when, max_rounds" in errs[1]
+    p.write_text("overridable: [on_failure, streaming, sentinel.mode, verifiers.code.options.x]\n")
+    assert check_file(p) == []
+
+
+# ----------------------------------------------------------------------------- 4. not attempted
+
+
+def test_no_correction_by_policy_reports_not_attempted() -> None:
+    from proxy.correction import State, correct
+
+    failed = Report(status="failed", checks=[Check("arithmetic", "2+2=5", "fail", expected=4, found=5)])
+    calls: list[dict] = []
+
+    async def complete(body: dict) -> dict:  # must not be called
+        calls.append(body)
+        return {}
+
+    async def verify(text: str) -> Report:
+        return failed
+
+    draft = {"choices": [{"message": {"role": "assistant", "content": "2+2=5"}}]}
+    res = asyncio.run(correct({"messages": []}, draft, complete=complete, verify=verify, max_rounds=0,
+                              initial_report=failed))
+    assert calls == [] and res.completion is draft
+    assert res.stop_reason == "not_attempted" and res.state is State.VERIFICATION_FAILED
+    assert res.report.to_dict()["correction"] == {"state": "VERIFICATION_FAILED", "stop_reason": "not_attempted"}
+    assert res.report.status == "failed" and res.report.rounds == []
+
+
+# ----------------------------------------------------------------------------- 5. broken policy
+
+
+def test_broken_policy_edit_logs_a_warning_once(tmp_path: Path) -> None:
+    f = tmp_path / "live.yaml"
+    f.write_text("on_failure: annotate\n")
+    store = PolicyStore(tmp_path, check_interval_s=0)
+    assert store.get("live").on_failure == "annotate"
+    time.sleep(0.01)
+    f.write_text("on_failure: explode\n")
+    os.utime(f, (time.time() + 5, time.time() + 5))  # a distinct mtime even on coarse clocks
+    with capture_logs() as logs:
+        assert store.get("live").on_failure == "annotate"  # last good version kept
+        store.refresh(force=True)  # same broken file: no second warning
+    warnings = [e for e in logs if e["event"] == "policy_invalid"]
+    assert len(warnings) == 1, logs
+    assert warnings[0]["log_level"] == "warning" and warnings[0]["file"] == str(f)
+    assert "on_failure" in warnings[0]["error"] and warnings[0]["kept"] == "the last good version"
+
+
+# ----------------------------------------------------------------------------- 6. every ${VAR}
+
+
+def test_every_missing_env_var_is_reported() -> None:
+    text = "upstreams:\n  - name: a\n    base_url: http://${HOST}:${PORT}/v1\n    api_key: ${KEY}\n"
+    with pytest.raises(ConfigError) as ei:
+        parse_config(text, env={})
+    lines = str(ei.value).splitlines()
+    assert [ln.split("environment variable ")[1].split()[0] for ln in lines] == ["HOST", "PORT", "KEY"]
+    assert lines[1].startswith("<config>:3: upstreams.0.base_url:")
+
+
+# ----------------------------------------------------------------------------- 8. rounded ms
+
+
+def test_report_ms_fields_rounded_to_a_tenth() -> None:
+    rep = Report(status="passed", cost=Cost(ms=53.963606000252184),
+                 extra={"durations_ms": {"arithmetic": 12.3456789, "code": 0.04}})
+    d = rep.to_dict()
+    assert d["cost"]["ms"] == 54.0
+    assert d["durations_ms"] == {"arithmetic": 12.3, "code": 0.0}
+    assert rep.cost.ms == 53.963606000252184  # the record keeps full precision (metrics)
