@@ -270,11 +270,14 @@ class _ChoiceState:
         self.extra: dict[str, Any] = {}
 
     def add(self, choice: dict[str, Any]) -> None:
-        delta = choice.get("delta") or {}
+        delta = choice.get("delta")
+        if not isinstance(delta, dict):  # malformed upstream chunk: nothing to merge
+            delta = {}
         for key, value in delta.items():
             if key == "tool_calls":
-                for call_delta in value or ():
-                    self._add_call(call_delta)
+                for call_delta in value if isinstance(value, list) else ():
+                    if isinstance(call_delta, dict):
+                        self._add_call(call_delta)
             elif key == "role":
                 if value is not None:
                     self.message["role"] = value
@@ -283,7 +286,7 @@ class _ChoiceState:
         if choice.get("finish_reason") is not None:
             self.finish_reason = choice["finish_reason"]
         lp = choice.get("logprobs")
-        if lp is not None:
+        if isinstance(lp, dict):
             if self.logprobs is None:
                 self.logprobs = {}
             for k, v in lp.items():
@@ -299,7 +302,9 @@ class _ChoiceState:
                 self.extra.setdefault(key, None)
 
     def _add_call(self, delta: dict[str, Any]) -> None:
-        idx = delta.get("index", len(self.by_index))
+        idx = delta.get("index")
+        if not isinstance(idx, int):  # missing or malformed: a new call
+            idx = len(self.by_index)
         call_id = delta.get("id")
         call = self.by_index.get(idx)
         if call is None or (call_id and call.get("id") and call_id != call["id"]):
@@ -358,6 +363,8 @@ def assemble(
     choices: dict[int, _ChoiceState] = {}
     seen = 0
     for chunk in chunks:
+        if not isinstance(chunk, dict):
+            continue
         seen += 1
         for key, value in chunk.items():
             if key in _TOP_KNOWN or key in _STREAM_ONLY_FIELDS:
@@ -366,8 +373,17 @@ def assemble(
                 top[key] = value
         if chunk.get("usage") is not None:
             usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
+        raw_choices = chunk.get("choices")
+        for choice in raw_choices if isinstance(raw_choices, list) else ():
+            # malformed pieces of an upstream chunk (a choice that is not an object, an index
+            # that is not an integer) are skipped: never a crash mid-stream
+            if not isinstance(choice, dict):
+                continue
             idx = choice.get("index", 0)
+            if idx is None:
+                idx = 0
+            if not isinstance(idx, int):
+                continue
             state = choices.get(idx)
             if state is None:
                 state = choices[idx] = _ChoiceState(idx)
@@ -411,7 +427,10 @@ def _content_deltas(
     When the tokens spell the content exactly, deltas follow token boundaries (grouping
     tokens up to ``size`` characters) so each delta carries its own tokens, as OpenAI does.
     Otherwise fixed ``size`` pieces, all tokens on the first delta."""
-    if logprob_tokens and "".join(str(t.get("token", "")) for t in logprob_tokens) == text:
+    if not isinstance(logprob_tokens, list):  # malformed logprobs: no per-token alignment
+        logprob_tokens = None
+    if logprob_tokens and all(isinstance(t, dict) and isinstance(t.get("token"), str) for t in logprob_tokens) \
+            and "".join(t["token"] for t in logprob_tokens) == text:
         out: list[tuple[str, list[dict[str, Any]] | None]] = []
         buf, toks = "", []
         for tok in logprob_tokens:
@@ -463,8 +482,10 @@ def to_chunks(
         base.setdefault(key, None)
 
     per_choice: list[list[dict[str, Any]]] = []
-    for choice in completion.get("choices") or ():
-        per_choice.append(_choice_deltas(choice, chunk_size))
+    raw_choices = completion.get("choices")
+    for choice in raw_choices if isinstance(raw_choices, list) else ():
+        if isinstance(choice, dict):  # a malformed choice cannot be streamed: skipped
+            per_choice.append(_choice_deltas(choice, chunk_size))
 
     chunks: list[dict[str, Any]] = []
     longest = max((len(p) for p in per_choice), default=0)
@@ -486,10 +507,13 @@ def to_chunks(
 
 def _choice_deltas(choice: dict[str, Any], size: int) -> list[dict[str, Any]]:
     idx = choice.get("index", 0)
-    message = choice.get("message") or {}
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        message = {}
     content = message.get("content")
     refusal = message.get("refusal")
-    calls = message.get("tool_calls") or []
+    calls = message.get("tool_calls")
+    calls = [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
     logprobs = choice.get("logprobs")
     lp_content = logprobs.get("content") if isinstance(logprobs, dict) else None
     lp_refusal = logprobs.get("refusal") if isinstance(logprobs, dict) else None
@@ -517,8 +541,11 @@ def _choice_deltas(choice: dict[str, Any], size: int) -> list[dict[str, Any]]:
             lp = {"content": None, "refusal": toks} if toks is not None else None
             out.append(mk({"refusal": text}, lp))
     for call_index, call in enumerate(calls):
-        fn = call.get("function") or {}
+        fn = call.get("function")
+        fn = fn if isinstance(fn, dict) else {}
         args = fn.get("arguments") or ""
+        if not isinstance(args, str):  # arguments are a JSON string on the wire
+            args = json.dumps(args)
         head: dict[str, Any] = {"index": call_index}
         head.update({k: v for k, v in call.items() if k != "function"})
         head.setdefault("type", "function")

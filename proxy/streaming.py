@@ -81,4 +81,9 @@ def report_frame(completion: dict[str, Any] | None, report: dict[str, Any], mode
         "choices": [],
         "veracity": report,
     }
-    return b"data: " + json.dumps(chunk, separators=(",", ":"), ensure_ascii=False, default=str).encode() + b"\n\n"
+    text = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate quoted from model text: ASCII escapes instead
+        data = json.dumps(chunk, separators=(",", ":"), default=str).encode()
+    return b"data: " + data + b"\n\n"

@@ -61,6 +61,23 @@ REPLIES: dict[str, bytes] = {
     "zerowidth": json.dumps(_completion("2\u200b+\u200b2 = \u202e5\u202c; 1 + 1 = 2\x00")).encode(),
     "fences": json.dumps(_completion("```python\nx = 1\n```\n" * 10_000)).encode(),
 }
+#: first word -> the SSE frames of a stream answer (malformed chunks among good ones)
+STREAMS: dict[str, list[Any]] = {
+    "badchunks": [
+        {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]},
+        {"id": "c1", "choices": [{"index": "0", "delta": "x"}]},
+        {"id": "c1", "choices": [{"index": 0, "delta": {"content": "2 + 2 = 5", "tool_calls": 5},
+                                  "logprobs": {"content": 3}}]},
+        {"id": "c1", "choices": True}, 5, [1, 2], {"id": "c1", "choices": [None, 7]},
+        {"id": "c1", "choices": [{"index": 0, "delta": {"tool_calls": [None, {"index": [1], "function": "x"}]}}]},
+        {"id": "c1", "choices": [{"index": 0, "delta": {}, "logprobs": {"content": [5, {"token": 3}]},
+                                  "finish_reason": "stop"}]},
+    ],
+}
+STREAMS["surrogatechunks"] = [
+    {"id": "c2", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "3 * 3 = 10 \ud800"}}]},
+    {"id": "c2", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+]
 NOT_JSON = {"nonjson": b"<html>hello</html>", "jsonarray": b"[1, 2, 3]"}
 
 
@@ -90,6 +107,9 @@ class _Handler(BaseHTTPRequestHandler):
         if key in NOT_JSON:
             return self._send(200, NOT_JSON[key], "text/html")
         reply = REPLIES.get(key, json.dumps(_completion("ok")).encode())
+        if body.get("stream") is True and key in STREAMS:
+            frames = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in STREAMS[key])
+            return self._send(200, frames + b"data: [DONE]\n\n", "text/event-stream")
         if body.get("stream") is True:  # the same object as one SSE frame, then [DONE]
             return self._send(200, b"data: " + reply + b"\n\ndata: [DONE]\n\n", "text/event-stream")
         self._send(200, reply)
@@ -128,7 +148,7 @@ def gw(upstream: ThreadingHTTPServer, gateway_factory: Any, tmp_path_factory: py
         "on_failure: annotate\n"
         "budgets: {request: {extra_calls: 2, extra_tokens: 8000, deadline_ms: 20000}}\n"
         "audit: {enabled: true, include_text: true}\n"
-        "overridable: [on_failure, risk.threshold, sentinel]\n")
+        "overridable: [on_failure, risk.threshold, sentinel, streaming]\n")
     return gateway_factory({
         "upstreams": [{"name": "odd", "models": ["*"], "base_url": f"http://127.0.0.1:{upstream.server_address[1]}/v1",
                        "api_key": UPSTREAM_KEY}],
@@ -402,6 +422,34 @@ def test_odd_upstream_answers_are_relayed_with_a_report(gw: Any, http: httpx.Cli
     assert r.headers["x-veracity-status"] == body["veracity"]["status"]
 
 
+@pytest.mark.parametrize("mode", ["passthrough", "buffer"])
+def test_malformed_stream_chunks_end_in_a_report_not_a_broken_stream(gw: Any, http: httpx.Client, mode: str) -> None:
+    """Fault: ``sse.assemble`` raised on a chunk whose ``choices`` is not a list, a ``delta``
+    that is a string, ``tool_calls: 5``, non-list logprobs...: after relaying, the gateway's
+    stream broke off (no report, no ``[DONE]``). Now malformed pieces are skipped, the good
+    text is verified and the stream ends normally."""
+    r = _chat(http, gw, "badchunks 2+2?", stream=True, veracity={"streaming": {"mode": mode}})
+    _assert_stream_reports_failure(r, "2 + 2 = 5")
+
+
+@pytest.mark.parametrize("mode", ["passthrough", "buffer"])
+def test_lone_surrogate_in_a_streamed_answer(gw: Any, http: httpx.Client, mode: str) -> None:
+    r = _chat(http, gw, "surrogatechunks", stream=True, veracity={"streaming": {"mode": mode}})
+    _assert_stream_reports_failure(r, "3 * 3 = 10")
+    text = "".join(json.loads(f[6:])["choices"][0]["delta"].get("content") or "" for f in r.text.split("\n\n")
+                   if f.startswith("data: {") and '"delta"' in f)
+    assert text == "3 * 3 = 10 \ud800"
+
+
+def _assert_stream_reports_failure(r: httpx.Response, claim: str) -> None:
+    assert r.status_code == 200
+    frames = [f[6:] for f in r.text.split("\n\n") if f.startswith("data: ")]
+    assert frames[-1] == "[DONE]", r.text[-500:]
+    report = [json.loads(f)["veracity"] for f in frames[:-1] if '"veracity"' in f]
+    assert report and report[-1]["status"] == "failed"
+    assert any(c["claim"] == claim and c["outcome"] == "fail" for c in report[-1]["checks"])
+
+
 def test_list_content_is_verified(gw: Any, http: httpx.Client) -> None:
     body = _chat(http, gw, "list what is 2+2?").json()
     assert body["choices"][0]["message"]["content"] == [{"type": "text", "text": "2 + 2 = 5"}]
@@ -577,3 +625,41 @@ def test_verifiers_survive_pathological_text(name: str, tmp_path: Path) -> None:
         assert isinstance(checks, list) and all(isinstance(c, Check) for c in checks)
         assert all(c.outcome in ("pass", "fail", "unknown", "error") for c in checks)
     assert not any(c.outcome == "fail" for c in arithmetic.check(text) if name in ("digits", "nul", "backticks"))
+
+
+def test_sse_assembler_and_inverse_never_raise_on_fuzzed_chunks() -> None:
+    """Seeded fuzz of ``sse.assemble`` and ``sse.completion_frames`` (the buffer mode's
+    re-streaming) with wrong types at every level; only ``IncompleteStream`` may be raised."""
+    import random
+
+    from proxy.sse import IncompleteStream, assemble
+    from proxy.streaming import completion_frames, report_frame
+
+    rnd = random.Random(7)
+    junk = [None, 0, -1, "x", "", [], {}, [None], [1], {"a": 1}, True, 1.5, [{"index": "a"}]]
+
+    def pick(*extra: Any) -> Any:
+        return rnd.choice(junk + list(extra))
+
+    def chunk() -> Any:
+        call = {"index": pick(0, 1), "id": pick("c"), "type": pick("function"),
+                "function": pick({"name": pick("f"), "arguments": pick('{"a"', "1}")})}
+        delta = {k: pick("text") for k in ("role", "content", "refusal", "reasoning_content") if rnd.random() < 0.5}
+        if rnd.random() < 0.4:
+            delta["tool_calls"] = pick([call], [call, call])
+        choice = {"index": pick(0, 0, 1), "delta": pick(delta, delta), "finish_reason": pick(None, "stop"),
+                  "logprobs": pick({"content": pick([{"token": pick("ab"), "logprob": pick(-0.1)}])})}
+        return pick({"id": pick("x"), "choices": pick([choice], [choice, choice]), "usage": pick({"total_tokens": 3})})
+
+    for _ in range(3000):
+        chunks = [chunk() for _ in range(rnd.randint(0, 4))]
+        for strict in (True, False):
+            try:
+                completion = assemble(chunks, done=rnd.random() < 0.8, strict=strict)
+            except IncompleteStream as exc:
+                completion = exc.partial
+            if isinstance(completion, dict):
+                assert isinstance(completion_frames(completion, usage=True), list)
+                assert report_frame(completion, {"status": "passed"}, "m").startswith(b"data: ")
+    frame = report_frame({}, {"checks": [{"claim": "Smith (2020). A title \ud800"}]}, "m")  # quoted model text
+    assert json.loads(frame[6:])["veracity"]["checks"][0]["claim"].endswith("\ud800")
