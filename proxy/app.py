@@ -33,7 +33,7 @@ from proxy import metrics, pipeline
 from proxy.auth import Authenticator, Principal
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
-from proxy.log import add_secrets, get_logger, info_enabled
+from proxy.log import add_secrets, get_logger, info_enabled, scrub_secrets
 from proxy.upstream import BoundUpstream, OpenAIUpstream, Timing, Upstreams, dumps, loads, loads_strict
 
 log = get_logger("veracity")
@@ -481,6 +481,14 @@ async def passthrough(request: Request) -> Response:
     headers = {k: v for k, v in resp.headers.items() if k.lower() not in _DROP_RESPONSE_HEADERS}
     headers["x-request-id"] = rid
     metrics.REQUESTS.labels("/v1/*", "_passthrough", str(resp.status)).inc()
+    if resp.status >= 400:  # error bodies are small: read, and never relay the upstream's key in one
+        try:
+            err = scrub_secrets(await resp.content.read(1 << 20))
+        except Exception:  # noqa: BLE001 - connection lost while reading the error
+            err = b""
+        finally:
+            resp.close()
+        return Response(err, resp.status, headers=headers, media_type=resp.headers.get("content-type"))
 
     async def body() -> AsyncIterator[bytes]:
         try:

@@ -31,6 +31,19 @@ def add_secrets(values: list[str]) -> None:
             _secrets.append(v)
 
 
+def scrub_secrets(data: bytes) -> bytes:
+    """``data`` (an upstream's response body relayed to a client) with every registered secret
+    replaced by ``[REDACTED]``: an upstream that echoes the request's key in its error message
+    must not hand the gateway's upstream key to the client. Key-shaped strings that are not
+    registered secrets are left alone (the client's own key in pass-through auth, OpenAI's
+    masked ``sk-...abcd``)."""
+    for s in _secrets:
+        b = s.encode()
+        if b in data:
+            data = data.replace(b, b"[REDACTED]")
+    return data
+
+
 def redact(text: str) -> str:
     """``text`` with registered secrets and key-shaped substrings replaced by ``[REDACTED]``."""
     for s in _secrets:

@@ -32,6 +32,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 
 from proxy.config import GatewayConfig, UpstreamConfig
 from proxy.errors import UpstreamError
+from proxy.log import scrub_secrets
 
 def _no_constant(name: str) -> Any:
     """``NaN``/``Infinity`` are not JSON (RFC 8259 section 6); the stdlib would accept them."""
@@ -350,6 +351,8 @@ class OpenAIUpstream:
             body = None
         finally:
             resp.release()
+        if body:
+            body = scrub_secrets(body)  # an upstream may echo the key it was sent
         return UpstreamError(resp.status, f"upstream {self.name!r} answered HTTP {resp.status}",
                              reason=f"http_{resp.status}", body=body, headers=relay_headers(resp.headers))
 

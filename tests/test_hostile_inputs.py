@@ -106,6 +106,10 @@ class _Handler(BaseHTTPRequestHandler):
         key = last.split()[0] if isinstance(last, str) and last.strip() else ""
         if key in NOT_JSON:
             return self._send(200, NOT_JSON[key], "text/html")
+        if key == "echo401" or self.path.endswith("/embeddings"):  # a careless upstream echoes the key
+            echo = {"error": {"message": f"Incorrect API key provided: {self.headers.get('authorization')}",
+                              "type": "invalid_request_error", "param": None, "code": "invalid_api_key"}}
+            return self._send(401, json.dumps(echo).encode())
         reply = REPLIES.get(key, json.dumps(_completion("ok")).encode())
         if body.get("stream") is True and key in STREAMS:
             frames = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in STREAMS[key])
@@ -509,6 +513,18 @@ def test_made_up_model_names_do_not_grow_the_metrics(gw: Any, http: httpx.Client
     assert http.post(gw.base_url + "/chat/completions",
                      json={"model": long_name, "messages": [{"role": "user", "content": "hi"}]}).status_code == 200
     assert long_name not in gw.metrics()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_upstream_echoing_its_key_in_an_error_does_not_leak_it(gw: Any, http: httpx.Client, stream: bool) -> None:
+    """Fault: an upstream error body is relayed unchanged, so an upstream that echoes the
+    Authorization header handed the gateway's upstream key to the client. Registered secrets
+    are now replaced by ``[REDACTED]`` in relayed error bodies (chat and pass-through)."""
+    r = _chat(http, gw, "echo401", stream=stream)
+    err = _assert_openai_error(r, 401, "invalid_api_key")
+    assert UPSTREAM_KEY not in r.text and "[REDACTED]" in err["message"]
+    r = http.post(gw.base_url + "/embeddings", json={"model": "odd", "input": "x"})
+    assert r.status_code == 401 and UPSTREAM_KEY not in r.text and "[REDACTED]" in r.text
 
 
 def test_gateway_still_serves_and_logged_no_traceback(gw: Any, http: httpx.Client) -> None:
