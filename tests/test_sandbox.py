@@ -225,6 +225,7 @@ def test_sockets_loopback_and_outside(box, gateway):
     port = gateway.server_address[1]
     before = _Hit.hits
     res = run_hostile(box, gateway, f"""
+import socket
 for host, port in [('127.0.0.1', {port}), ('1.1.1.1', 53), ('10.0.0.1', 80)]:
     s = socket.socket()
     s.settimeout(2)
@@ -286,7 +287,10 @@ def test_gateway_keeps_serving_during_concurrent_bombs(box, gateway):
 
     async def main():
         ticks = 0
-        runs = asyncio.gather(*[box.arun(f"# {t}\n{b}", limits=LIM) for t, b in zip(tokens, bodies)])
+        # a longer wall clock than LIM: on a loaded 2-core CI machine three concurrent bombs
+        # must still give the memory bomb time to reach its limit before the timeout
+        lim = LIM.with_(timeout_s=8)
+        runs = asyncio.gather(*[box.arun(f"# {t}\n{b}", limits=lim) for t, b in zip(tokens, bodies)])
         alive_during = None
         while not runs.done():
             await asyncio.sleep(0.05)
