@@ -21,12 +21,15 @@ if docker image inspect "$TAG" >/dev/null 2>&1 && [ -z "${FORCE:-}" ]; then
     mkdir -p "$ROOTFS_DIR"
     cid=$(docker create "$TAG" true)
     docker export "$cid" | tar -C "$ROOTFS_DIR" -x
+    chmod 0755 "$ROOTFS_DIR"
     docker rm "$cid" >/dev/null
     echo "exported $TAG to $ROOTFS_DIR"
   fi
   exit 0
 fi
 DIR="$(mktemp -d /tmp/veracity-rootfs.XXXXXX)"
+# mktemp makes it 0700: the root of the tree must be traversable by the sandbox user (65534)
+chmod 0755 "$DIR"
 trap 'rm -rf "$DIR"' EXIT
 start=$(date +%s)
 debootstrap --variant=minbase \
