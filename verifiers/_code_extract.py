@@ -47,6 +47,7 @@ def fenced_blocks(text: str) -> list[Block]:
     """All fenced blocks of ``text`` in order (unterminated last fence runs to the end)."""
     blocks: list[Block] = []
     pos = 0
+    counted, line_no = 0, 1  # line numbers counted incrementally: one pass over the text, not one per block
     while True:
         m = _FENCE.search(text, pos)
         if not m:
@@ -59,7 +60,9 @@ def fenced_blocks(text: str) -> list[Block]:
         body_end, end = (c.start(), c.end()) if c else (len(text), len(text))
         raw = text[body_start:body_end] if body_start <= body_end else ""
         lang = info.split()[0].lower().strip("{}.") if info else ""
-        line = text.count("\n", 0, body_start) + 1
+        line_no += text.count("\n", counted, body_start)
+        counted = max(counted, body_start)
+        line = line_no
         blocks.append(Block(index=len(blocks), lang=lang, raw=raw, code=raw, span=(m.start(), end), line=line))
         pos = max(end, m.end() + 1)
     for i, b in enumerate(blocks):
