@@ -48,9 +48,17 @@ class VerificationSettings(BaseModel):
     audit: str | None = None
 
 
+#: Background verifications (observe mode) running at once per process. Past it a new one
+#: is dropped (``dropped`` += 1, ``veracity_budget_exhausted_total{scope="background"}``): a
+#: burst of observed traffic must not pile up unbounded work and memory; observe mode only
+#: feeds metrics and audit, so shedding it never changes an answer.
+MAX_BACKGROUND_TASKS = 256
+
+
 class VerificationRuntime:
     """What the pipeline needs across requests. ``spawn(coro)`` runs background work
-    (observe mode, passthrough verification) and keeps a reference until it finishes."""
+    (observe mode, passthrough verification) and keeps a reference until it finishes; at most
+    :data:`MAX_BACKGROUND_TASKS` at once (the coroutine is closed unrun past it)."""
 
     def __init__(self, policies: PoliciesSettings, settings: VerificationSettings):
         self.policies = PolicyStore(policies.dir, check_interval_s=policies.check_interval_s)
@@ -59,6 +67,7 @@ class VerificationRuntime:
         audit_path = settings.audit or os.environ.get("VERACITY_AUDIT") or None
         self.audit = AuditLog.open(audit_path) if audit_path else None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.dropped = 0
         start_warm_up()
         # the price table (~100 ms of JSON) loads off the request path too
         threading.Thread(target=lambda: self.daily.prices, name="veracity-prices", daemon=True).start()
@@ -69,7 +78,14 @@ class VerificationRuntime:
         that spent extra tokens need it, and the warm-up thread loads it early)."""
         return self.daily.prices
 
-    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+    def spawn(self, coro: Any) -> asyncio.Task[Any] | None:
+        if len(self._tasks) >= MAX_BACKGROUND_TASKS:
+            coro.close()
+            self.dropped += 1
+            from proxy.verification_metrics import BUDGET_EXHAUSTED
+
+            BUDGET_EXHAUSTED.labels("background").inc()
+            return None
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

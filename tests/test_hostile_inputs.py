@@ -714,3 +714,28 @@ def test_code_block_line_numbers_with_thousands_of_fences() -> None:
     assert len(blocks) == 3000
     assert [b.line for b in blocks] == [3 + 3 * i for i in range(3000)]  # the body's first line
     assert all(b.code == "x = 1\n" or b.code == "x = 1" for b in blocks)
+
+
+def test_background_verifications_are_bounded(tmp_path: Path) -> None:
+    """A burst of observe-mode requests spawned one background verification each, without
+    limit. Past ``MAX_BACKGROUND_TASKS`` new ones are dropped (closed, never run, counted)."""
+    from proxy import runtime
+
+    rt = runtime.VerificationRuntime(runtime.PoliciesSettings(dir=str(tmp_path)), runtime.VerificationSettings())
+    ran: list[int] = []
+
+    async def job(i: int, gate: asyncio.Event) -> None:
+        await gate.wait()
+        ran.append(i)
+
+    async def burst() -> None:
+        gate = asyncio.Event()
+        coros = [job(i, gate) for i in range(runtime.MAX_BACKGROUND_TASKS + 50)]
+        tasks = [rt.spawn(c) for c in coros]
+        assert sum(t is None for t in tasks) == 50 and rt.dropped == 50
+        assert all(c.cr_frame is None for c, t in zip(coros, tasks) if t is None)  # closed, not leaked
+        gate.set()
+        await rt.drain()
+
+    asyncio.run(burst())
+    assert sorted(ran) == list(range(runtime.MAX_BACKGROUND_TASKS))
