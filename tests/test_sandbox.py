@@ -150,7 +150,9 @@ def test_fork_bomb(box, gateway):
 
 
 def test_memory_bomb(box, gateway):
-    res = run_hostile(box, gateway, "x = []\nwhile True:\n    x.append(bytearray(16 * 1024 * 1024))\n")
+    # 8 s wall: on a loaded machine the allocation loop must reach the limit before the clock
+    res = run_hostile(box, gateway, "x = []\nwhile True:\n    x.append(bytearray(16 * 1024 * 1024))\n",
+                      LIM.with_(timeout_s=8))
     assert res.killed_by == "memory"
 
 
