@@ -739,3 +739,17 @@ def test_background_verifications_are_bounded(tmp_path: Path) -> None:
 
     asyncio.run(burst())
     assert sorted(ran) == list(range(runtime.MAX_BACKGROUND_TASKS))
+
+
+def test_risk_scoring_of_a_huge_answer_scans_a_bounded_prefix() -> None:
+    """A 10 MB answer cost ~0.4 s of event-loop time in ``risk.score``; signals now come from
+    the first ``MAX_SCAN_CHARS`` (what the verifiers read), ``length`` from the whole answer."""
+    from verifiers import risk
+
+    head = "The total is 12 * 4 = 48 dollars. " * 100
+    huge = head + "x" * 10_000_000
+    r_huge, r_head = risk.score(None, huge), risk.score(None, head + "x" * (risk.MAX_SCAN_CHARS - len(head)))
+    assert r_huge.signals["length"] == len(huge)
+    assert {k: v for k, v in r_huge.signals.items() if k != "length"} == \
+        {k: v for k, v in r_head.signals.items() if k != "length"}
+    assert r_huge.verifiers == r_head.verifiers == ["arithmetic"]
