@@ -96,6 +96,11 @@ def failure_signature(report: Report) -> frozenset[tuple[str, str, str]]:
                      for c in report.failed_checks)
 
 
+#: Failed checks described in one correction prompt; the rest are only counted (an answer
+#: with 3,000 wrong references made a prompt of ~1 MB, paid as prompt tokens).
+EVIDENCE_MAX_CHECKS = 20
+
+
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
     text = text.strip()
@@ -129,8 +134,10 @@ def evidence_prompt(report: Report) -> str:
     failed = report.failed_checks
     lines = [f"Automatic verification found {len(failed)} error(s) in your previous answer. "
              "Evidence from the verification tools:", ""]
-    for i, c in enumerate(failed, 1):
+    for i, c in enumerate(failed[:EVIDENCE_MAX_CHECKS], 1):
         lines.extend(_evidence_lines(i, c))
+    if len(failed) > EVIDENCE_MAX_CHECKS:  # an answer with thousands of wrong claims: a bounded prompt
+        lines.append(f"... and {len(failed) - EVIDENCE_MAX_CHECKS} more error(s) like these, not listed.")
     lines += ["", "Fix these errors and give your complete corrected answer to the original request. "
               "Keep everything that was correct. Answer directly, without mentioning this verification."]
     return "\n".join(lines)

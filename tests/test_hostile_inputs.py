@@ -753,3 +753,15 @@ def test_risk_scoring_of_a_huge_answer_scans_a_bounded_prefix() -> None:
     assert {k: v for k, v in r_huge.signals.items() if k != "length"} == \
         {k: v for k, v in r_head.signals.items() if k != "length"}
     assert r_huge.verifiers == r_head.verifiers == ["arithmetic"]
+
+
+def test_correction_prompt_is_bounded_for_thousands_of_failed_checks() -> None:
+    from proxy import correction
+    from verifiers._types import Report
+
+    checks = [Check(verifier="arithmetic", claim=f"{i} + 1 = {i + 2}", outcome="fail", expected=str(i + 1),
+                    found=str(i + 2), note="off by one") for i in range(3000)]
+    prompt = correction.evidence_prompt(Report(status="failed", checks=checks))
+    assert "3000 error(s)" in prompt and "2980 more" in prompt
+    assert "19 + 1 = 21" in prompt and "20 + 1 = 22" not in prompt
+    assert len(prompt) < 10_000
