@@ -765,3 +765,16 @@ def test_correction_prompt_is_bounded_for_thousands_of_failed_checks() -> None:
     assert "3000 error(s)" in prompt and "2980 more" in prompt
     assert "19 + 1 = 21" in prompt and "20 + 1 = 22" not in prompt
     assert len(prompt) < 10_000
+
+
+def test_citations_looked_up_per_answer_are_bounded(tmp_path: Path) -> None:
+    from verifiers.citations import verify as cverify
+
+    answer = "".join(f"{i + 1}. Smith, J., & Doe, A. (2020). A made-up title number {i}. Journal of Things, "
+                     "12(3), 45-67.\n" for i in range(cverify.MAX_CLAIMS + 40))
+    sources = {"use": ["local"], "local_index": {"path": str(tmp_path / "idx.sqlite3"), "authoritative": False}}
+    checks = cverify.check(answer, sources=sources, deadline=10.0)
+    assert len(checks) == cverify.MAX_CLAIMS + 1
+    last = checks[-1]
+    assert last.outcome == "unknown" and last.evidence == {"reason": "too many references", "unchecked": 40}
+    assert answer[last.span[0]:].startswith(f"{cverify.MAX_CLAIMS + 1}. Smith")
