@@ -798,3 +798,19 @@ def test_thousands_of_stated_outputs_in_one_block() -> None:
     answer = "```python\n" + "".join(f"print({i})  # Output: {i}\n" for i in range(3000)) + "```"
     checks = code.check(answer, sandbox="none")
     assert len(checks) == 3001 and all(c.outcome in ("unknown", "pass") for c in checks)
+
+
+def test_thousands_of_undefined_names_in_one_block() -> None:
+    """Fault: each undefined name ran difflib against every known name (and re-sorted them):
+    1,000 ``def fi(): return gi()`` took 2.4 s. Near-miss search now stops after
+    ``NEAR_MISS_LOOKUPS`` names; the rest are context names (``unknown``), never failures."""
+    from verifiers import code
+    from verifiers._code_static import NEAR_MISS_LOOKUPS
+
+    src = "def greet():\n    pritn('hi')\n" + "".join(f"def f{i}():\n    return g{i}()\n" for i in range(1000))
+    checks = code.check(f"```python\n{src}```", sandbox="none")
+    assert checks[0].outcome == "fail" and "pritn" in checks[0].note  # the first near-miss still caught
+    src = "".join(f"def f{i}():\n    return g{i}()\n" for i in range(1000)) + "x = lenght([1])\n"
+    checks = code.check(f"```python\n{src}```", sandbox="none")
+    assert not any(c.outcome == "fail" for c in checks)  # past the lookup budget: not judged
+    assert NEAR_MISS_LOOKUPS < 1000
