@@ -540,8 +540,14 @@ def _intext_citations(text: str) -> list[tuple[tuple[int, int], str, int, bool]]
                 s = inner_start + pos
                 found.append(((s, s + len(item)), im.group(1), int(im.group(2)), "et al" in item))
             pos += len(item) + 1
+    # parenthetical spans are disjoint and in text order: bisect instead of scanning them all
+    # per narrative match (4,000 "Smith et al. (2001)" took 2.5 s); earlier narrative matches
+    # cannot contain a later one (finditer matches do not overlap)
+    paren = [span for span, *_ in found]
+    paren_starts = [a for a, _ in paren]
     for m in _INTEXT_NARR_RE.finditer(text):
-        if any(a <= m.start() < b for (a, b), *_ in found):
+        i = bisect.bisect_right(paren_starts, m.start()) - 1
+        if i >= 0 and m.start() < paren[i][1]:
             continue
         if m.group(1) in {"In", "The", "See", "And", "For", "Table", "Figure", "Section", "Eq", "Vol"}:
             continue
