@@ -826,3 +826,16 @@ def test_thousands_of_author_year_citations() -> None:
     narrative = [c for c in claims if c.raw.startswith("Smith")]
     assert len(narrative) == 2000 and len(claims) == 6000
     assert narrative[5].year == 1905 and narrative[5].et_al
+
+
+def test_thousands_of_quoted_titles_without_sentence_ends() -> None:
+    """Fault: the end of each quoted title's sentence was searched to the end of the text
+    (quadratic when the text has no ". " and no newline). Now within 400 characters; a
+    citation in the same sentence is still linked to the title."""
+    from verifiers.citations import extract
+
+    text = " ".join(f"*A Title Here Number {i}* (2020)" for i in range(3000))
+    assert len([c for c in extract(text) if c.kind == "title"]) > 1000
+    linked = extract('As shown in "Attention Is All You Need Again" by Vaswani et al. (2017), it works. Next.')
+    title = [c for c in linked if c.kind == "title"][0]
+    assert title.year == 2017 and title.authors == ["Vaswani"]

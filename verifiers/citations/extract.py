@@ -708,8 +708,12 @@ def extract(text: str) -> list[CitationClaim]:
             # attach an author-year citation from the same sentence
             ends = [e.end() for e in _SENT_END.finditer(text, max(0, m.start() - 400), m.start())]
             sent_a = max([text.rfind("\n", 0, m.start()) + 1] + ends)
-            sent_b_candidates = [x for x in (text.find(". ", m.end()), text.find("\n", m.end())) if x != -1]
-            sent_b = min(sent_b_candidates) if sent_b_candidates else len(text)
+            # the sentence end is looked for within 400 characters (as its start above): an
+            # unbounded find per quoted title was quadratic on text without ". " or newlines
+            horizon = min(len(text), m.end() + 400)
+            sent_b_candidates = [x for x in (text.find(". ", m.end(), horizon), text.find("\n", m.end(), horizon))
+                                 if x != -1]
+            sent_b = min(sent_b_candidates) if sent_b_candidates else horizon
             for k, (span, surname, year, et_al) in enumerate(unlinked):
                 if sent_a <= span[0] <= sent_b:
                     c.authors, c.et_al, c.year = [surname], True if et_al else False, year
