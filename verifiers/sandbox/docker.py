@@ -243,22 +243,7 @@ class DockerSandbox(Sandbox):
         try:
             stream = api.exec_start(eid, stream=True, demux=True)
 
-            def pump() -> None:
-                try:
-                    for out, err in stream:
-                        if out:
-                            cap.add(out, "stdout")
-                        if err:
-                            cap.add(err, "stderr")
-                        if cap.exceeded:
-                            done.set()
-                except Exception:  # noqa: BLE001
-                    pass
-                finally:
-                    done.set()
-
-            reader = threading.Thread(target=pump, daemon=True, name="veracity-docker-exec")
-            reader.start()
+            reader = _start_pump(stream, cap, done, "veracity-docker-exec")
             if not done.wait(limits.timeout_s):
                 timed_out = True
             if not (timed_out or cap.exceeded):
@@ -326,24 +311,7 @@ class DockerSandbox(Sandbox):
 
             done = threading.Event()
 
-            def pump() -> None:
-                # Signals at EOF/broken stream or at the output cap, but keeps draining after the
-                # cap: dockerd blocks (kill included) while an attached client stops reading.
-                try:
-                    for out, err in stream:
-                        if out:
-                            cap.add(out, "stdout")
-                        if err:
-                            cap.add(err, "stderr")
-                        if cap.exceeded:
-                            done.set()
-                except Exception:  # noqa: BLE001 - the stream breaks when we kill the container
-                    pass
-                finally:
-                    done.set()
-
-            reader = threading.Thread(target=pump, daemon=True, name="veracity-docker-attach")
-            reader.start()
+            reader = _start_pump(stream, cap, done, "veracity-docker-attach")
             api.start(cid)
             t0 = time.monotonic()
             deadline = t0 + limits.timeout_s
@@ -392,3 +360,28 @@ def _close_pools() -> None:
             box.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _start_pump(stream: Any, cap: Any, done: threading.Event, name: str) -> threading.Thread:
+    """Start a daemon thread that copies a demuxed docker stream (``(stdout, stderr)`` byte
+    pairs) into ``cap`` and sets ``done`` at EOF, on a broken stream (we kill the container) or
+    when the output cap is exceeded. It keeps draining after the cap: dockerd blocks (kill
+    included) while an attached client stops reading."""
+
+    def pump() -> None:
+        try:
+            for out, err in stream:
+                if out:
+                    cap.add(out, "stdout")
+                if err:
+                    cap.add(err, "stderr")
+                if cap.exceeded:
+                    done.set()
+        except Exception:  # noqa: BLE001 - the stream breaks when the container is killed
+            pass
+        finally:
+            done.set()
+
+    reader = threading.Thread(target=pump, daemon=True, name=name)
+    reader.start()
+    return reader
