@@ -207,7 +207,29 @@ def _parse_json_object(raw: bytes, encoding: str | None = None) -> dict[str, Any
                            "JSON object.", code="invalid_json") from None
     if not isinstance(body, dict):
         raise GatewayError(400, "The request body must be a JSON object.", code="invalid_json")
+    # cheap pre-check (C-speed counts) before walking the tree: only bodies with many brackets
+    if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and _deeper_than(body, MAX_JSON_DEPTH):
+        raise GatewayError(400, f"The JSON body is nested more than {MAX_JSON_DEPTH} levels deep.",
+                           code="invalid_json")
     return body
+
+
+#: Deepest JSON nesting accepted in a request body: orjson serialises at most 255 levels, so a
+#: deeper body (which orjson still parses, up to 1024) could not be forwarded and broke
+#: recursive steps (policy overrides: RecursionError, a 500).
+MAX_JSON_DEPTH = 255
+
+
+def _deeper_than(obj: Any, limit: int) -> bool:
+    """True when ``obj`` nests dicts/lists more than ``limit`` levels (iterative walk)."""
+    stack = [(obj, 1)]
+    while stack:
+        o, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = o.values() if isinstance(o, dict) else o
+        stack.extend((v, depth + 1) for v in children if isinstance(v, (dict, list)))
+    return False
 
 
 def _check_stream_flag(value: Any) -> None:

@@ -270,6 +270,25 @@ def test_bodies_that_are_not_a_json_object(gw: Any, http: httpx.Client, raw: byt
         _assert_openai_error(r, 400, "invalid_json")
 
 
+@pytest.mark.parametrize("depth,status", [(200, 200), (256, 400), (1000, 400)])
+def test_deeply_nested_bodies(gw: Any, http: httpx.Client, depth: int, status: int) -> None:
+    """Fault: orjson parses up to 1,024 levels but serialises only 255: a ``veracity`` object
+    nested 1,000 deep raised RecursionError in the override walk (500). Bodies deeper than
+    255 levels are now a 400 ``invalid_json``; 200 levels still go through."""
+    nested = b'{"a":' * depth + b"1" + b"}" * depth
+    for url, body in ((gw.base_url + "/chat/completions",
+                       b'{"model": "odd", "messages": [{"role": "user", "content": "hi"}], "metadata_x": '
+                       + nested[5:-1] + b"}" if depth < 250 else
+                       b'{"model": "odd", "messages": [], "veracity": ' + nested + b"}"),
+                      (gw.base_url + "/veracity/verify", b'{"answer": "2 + 2 = 4", "extra": ' + nested + b"}")):
+        r = http.post(url, content=body, headers={"content-type": "application/json"})
+        if status == 200:
+            assert r.status_code == 200, r.text
+        else:
+            err = _assert_openai_error(r, 400, "invalid_json")
+            assert "nested" in err["message"]
+
+
 @pytest.mark.parametrize("model", [5, "", None, ["odd"], {"a": 1}])
 def test_model_of_the_wrong_type(gw: Any, http: httpx.Client, model: Any) -> None:
     r = http.post(gw.base_url + "/chat/completions", json={"model": model, "messages": []})
