@@ -84,6 +84,10 @@ def should_inject(body: dict[str, Any], mode: str, when: str = "always",
         return False, "malformed request: messages is not a list"  # forwarded as sent; the upstream judges it
     if body.get("tools") is not None and not isinstance(body.get("tools"), list):
         return False, "malformed request: tools is not a list"
+    if any(_is_ours_tool(t) for t in body.get("tools") or ()):
+        # the client's own tool has our name: injecting would duplicate it and intercepting
+        # would swallow the client's calls
+        return False, f"client defines a tool named {TOOL_NAME}"
     tc = body.get("tool_choice")
     if tc == "none":
         return False, "client tool_choice none"

@@ -361,6 +361,15 @@ def test_sentinel_leaves_malformed_tools_and_messages_to_the_upstream(gw: Any, h
     assert len(upstream.seen) >= 1
 
 
+def test_sentinel_never_shadows_a_client_tool_with_its_name() -> None:
+    from proxy import sentinel
+
+    client_tool = {"type": "function", "function": {"name": sentinel.TOOL_NAME, "parameters": {"type": "object"}}}
+    body = {"model": "m", "messages": [{"role": "user", "content": "do a and b"}], "tools": [client_tool]}
+    ok, why = sentinel.should_inject(body, "forced")
+    assert not ok and sentinel.TOOL_NAME in why
+
+
 def test_sentinel_fuzzed_bodies_never_raise() -> None:
     from proxy import sentinel
 
