@@ -48,6 +48,10 @@ CASES = {
     "NUL": "\x00" * N,
     "bibtex braces": "@article{" + "{" * 30000 + "}" * 30000,
     "<< x30000": "<<" * 30000 + "1=1>>",
+    "4,000 '# Output:' lines": "```python\n" + "".join(f"print({i})  # Output: {i}\n" for i in range(4000)) + "```",
+    "1,500 undefined names": "```python\n" + "".join(f"def f{i}():\n    return g{i}()\n" for i in range(1500)) + "```",
+    "4,000 'Smith et al. (y)'": " ".join(f"Smith et al. ({1900 + i % 100}) showed" for i in range(4000)),
+    "4,000 *titles* no '. '": " ".join(f"*A Title Here {i}* (2020)" for i in range(4000)),
 }
 
 
@@ -99,10 +103,15 @@ def main() -> int:
     lines = ["# Verifiers on hostile text (~100 kB each)", "",
              f"`python bench/hostile_bench.py` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
              f"{os.cpu_count()} cores, shared machine). Wall time of one call in a fresh fork; "
-             "**bold** above 1 s. Baseline: a benign answer of the same size.", "",
+             "**bold** above 1 s. Baseline: a benign 40 kB answer (prose arithmetic, 5 code blocks, 50 references).", "",
              "| input | size | arithmetic | code (sandbox none) | citations (local index) |",
              "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
+    lines += ["", "Before the fixes in this run's commits (same inputs, same machine): 10,000 fences "
+              "~15 s of event-loop time in the gateway; 5,000 `# Output:` lines 177 s (code); 1,000 "
+              "undefined names 2.4 s (code); 4,000 reference lines 3.7 s (citation extraction alone); "
+              "4,000 narrative author-year citations 2.5 s (extraction). Each was a per-item scan of "
+              "everything seen before (quadratic); see tests/test_hostile_inputs.py for the cases."]
     Path(args.out).write_text("\n".join(lines) + "\n")
     return 0
 
