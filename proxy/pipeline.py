@@ -130,7 +130,7 @@ async def chat_completion(ctx: RequestContext, body: dict[str, Any]) -> Pipeline
     """Non-stream chat completion (see the module doc for the steps). Raises UpstreamError
     for a failed first upstream call and GatewayError for a policy the key may not use."""
     plan = await _plan(ctx, body)
-    if plan.policy.sentinel.mode == "off" and not plan.policy.verifiers.enabled():
+    if plan.checks_off:
         # checks off: nothing can be verified, corrected, charged or audited -> forward only
         draft = await ctx.upstream.complete(plan.body)
         report = Report(status="skipped", reason="no verifier enabled", extra={"policy": plan.policy.name})
@@ -214,6 +214,7 @@ class _Plan:
     skip_reason: str | None         # set when a daily budget is exhausted
     t0: float
     sentinel_on: bool = False
+    checks_off: bool = False        # no verifier enabled and the sentinel off: forward only
     sentinel_info: dict[str, Any] | None = None
     usage: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "completion": 0})
 
@@ -266,7 +267,7 @@ async def _plan(ctx: RequestContext, body: dict[str, Any]) -> _Plan:
     if policy.sentinel.mode == "off" and not policy.verifiers.enabled():
         # checks off (see chat_completion): no extra tokens can be spent, nothing to budget
         return _Plan(policy=policy, body=forwarded, question=None, budget=RequestBudget.from_policy(b.request),
-                     skip_reason=None, t0=time.perf_counter())
+                     skip_reason=None, t0=time.perf_counter(), checks_off=True)
     if b.key_daily.extra_tokens is not None or b.key_daily.cost_usd is not None or \
             b.team_daily.extra_tokens is not None or b.team_daily.cost_usd is not None:
         try:
