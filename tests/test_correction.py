@@ -167,3 +167,19 @@ def test_correction_body_drops_stream_and_n():
     body = dict(BODY, n=3, veracity={"on_failure": "correct"})
     out = correction_body(body, completion("a"), Report(checks=[]))
     assert "n" not in out and "veracity" not in out and "stream" not in out
+
+
+def test_evidence_for_a_question_example_allows_the_model_to_dispute_the_example():
+    # A failed check whose expected value comes from the user's example (the code verifier's
+    # evidence origin "question") must not push the model to bend correct code to a wrong example.
+    from proxy.correction import evidence_prompt
+    from verifiers import Check, Report
+
+    from_question = Check(verifier="code", claim="median([-10, 4, 6, 1000, 10, 20]) -> 15.0", outcome="fail",
+                          expected="15.0", found="8.0", evidence={"tier": 3, "origin": "question"})
+    from_answer = Check(verifier="code", claim="assert f(2) == 4", outcome="fail",
+                        expected="4", found="5", evidence={"tier": 3, "origin": "answer"})
+    text = evidence_prompt(Report(status="failed", checks=[from_question, from_answer]))
+    first, second = text.split("\n2. ")
+    assert "example given in the question" in first and "keep the code and say why" in first
+    assert "example given in the question" not in second
