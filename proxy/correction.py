@@ -124,12 +124,13 @@ def _evidence_lines(i: int, c: Check) -> list[str]:
         lines.append(f"   your answer stated: {_short(c.found)}")
     if c.note:
         lines.append(f"   analysis: {_short(c.note)}")
-    if ev.get("origin") == "question":
-        # The expected value comes from the user's own example, which can itself be wrong
+    if ev.get("origin") in ("question", "docstring"):
+        # The expected value comes from the user's own example (often copied into the answer's
+        # docstring), which can itself be wrong
         # (HumanEval/47 and /116 state examples their reference solutions contradict): the model
         # must not bend correct code to match a wrong example.
-        lines.append("   note: this expected value is the example given in the question; if that "
-                     "example is itself wrong, keep the code and say why instead of changing it")
+        lines.append("   note: this expected value is an example given in the question or a docstring; "
+                     "if that example is itself wrong, keep the code and say why instead of changing it")
     return lines
 
 

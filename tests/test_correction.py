@@ -183,3 +183,6 @@ def test_evidence_for_a_question_example_allows_the_model_to_dispute_the_example
     first, second = text.split("\n2. ")
     assert "example given in the question" in first and "keep the code and say why" in first
     assert "example given in the question" not in second
+    docstring = Check(verifier="code", claim="sort_array([1, 5, 2, 3, 4])", outcome="fail",
+                      expected="[1, 2, 3, 4, 5]", found="[1, 2, 4, 3, 5]", evidence={"tier": 3, "origin": "docstring"})
+    assert "keep the code and say why" in evidence_prompt(Report(status="failed", checks=[docstring]))
