@@ -171,29 +171,6 @@ async def _receive_body(receive: Any, headers: Any, limit: int) -> bytes:
         msg = await receive()
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The request body, or 413 once it exceeds ``limit`` bytes (checked against
-    ``Content-Length`` first, then while reading chunked bodies)."""
-    cl = request.headers.get("content-length")
-    if cl is not None:
-        try:
-            n = int(cl)
-        except ValueError:
-            raise GatewayError(400, "Invalid Content-Length header.", code="invalid_request") from None
-        if n > limit:
-            raise GatewayError(413, f"Request body is {n} bytes; the limit is {limit} bytes.",
-                               code="request_too_large")
-        return await request.body()
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise GatewayError(413, f"Request body exceeds the limit of {limit} bytes.", code="request_too_large")
-        parts.append(chunk)
-    return b"".join(parts)
-
-
 def _parse_json_object(raw: bytes, encoding: str | None = None) -> dict[str, Any]:
     """The body as a JSON object, else GatewayError 400 ``invalid_json``; a compressed body
     (``Content-Encoding`` other than ``identity``: ``encoding``) is 415, not a parse error."""
@@ -297,7 +274,7 @@ async def chat_completions(request: Request) -> Response:
 
 async def handle_chat_completions(state: GatewayState, request: Request) -> Response:
     """``POST /v1/chat/completions`` from a Starlette ``Request``: see :func:`_chat`."""
-    out = await _chat(state, request.headers, lambda limit: _read_body(request, limit))
+    out = await _chat(state, request.headers, lambda limit: _receive_body(request.receive, request.headers, limit))
     return out.response() if isinstance(out, _Reply) else out
 
 
@@ -476,7 +453,7 @@ async def passthrough(request: Request) -> Response:
                                    code="method_not_allowed", headers={"allow": "POST"})
             raise GatewayError(404, f"Unknown request URL: {request.method} {path[:200]}.", code="unknown_url")
         principal = state.auth.authenticate(request.headers.get("authorization"))
-        raw = await _read_body(request, state.max_body)
+        raw = await _receive_body(request.receive, request.headers, state.max_body)
         model = None
         if raw and "json" in request.headers.get("content-type", ""):
             try:
@@ -532,7 +509,7 @@ async def veracity_verify(request: Request) -> Response:
     rid = _request_id(request.headers)
     try:
         principal = state.auth.authenticate(request.headers.get("authorization"))
-        body = _parse_json_object(await _read_body(request, state.max_body), request.headers.get("content-encoding"))
+        body = _parse_json_object(await _receive_body(request.receive, request.headers, state.max_body), request.headers.get("content-encoding"))
         out = await pipeline.verify_request(state.cfg, principal, request.headers, body, rid)
     except GatewayError as exc:
         return _error_response(exc, rid)

@@ -363,8 +363,7 @@ class OpenAIUpstream:
         headers; 502 connect failure / non-JSON answer / connection lost; 504 timeout.
         """
         data = dumps(body)
-        t0 = time.perf_counter()
-        try:
+        with _UpstreamCall(self.name, timing):
             resp = await self._post(self.chat_url, data, self.headers(auth))
             if resp.status >= 400:
                 raise await self._error_from(resp)
@@ -372,15 +371,6 @@ class OpenAIUpstream:
                 raw = await resp.read()
             finally:
                 resp.release()
-        except UpstreamError:
-            raise
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout") from None
-        except aiohttp.ClientError:
-            raise UpstreamError(502, f"connection to upstream {self.name!r} was lost", reason="disconnect") from None
-        finally:
-            timing.upstream_s += time.perf_counter() - t0
-            timing.upstream_calls += 1
         try:
             out = loads(raw)
         except ValueError:
@@ -394,20 +384,10 @@ class OpenAIUpstream:
         """POST ``/chat/completions`` with ``stream: true`` and check the status. Raises
         :class:`UpstreamError` (as :meth:`complete`) before any byte is relayed."""
         data = dumps(body)
-        t0 = time.perf_counter()
-        try:
+        with _UpstreamCall(self.name, timing):
             resp = await self._post(self.chat_url, data, self.headers(auth))
             if resp.status >= 400:
                 raise await self._error_from(resp)
-        except UpstreamError:
-            raise
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout") from None
-        except aiohttp.ClientError:
-            raise UpstreamError(502, f"connection to upstream {self.name!r} was lost", reason="disconnect") from None
-        finally:
-            timing.upstream_s += time.perf_counter() - t0
-            timing.upstream_calls += 1
         ctype = resp.headers.get("Content-Type", "")
         if "text/event-stream" not in ctype:
             resp.close()
@@ -633,3 +613,29 @@ class Upstreams:
 
     async def close(self) -> None:
         await self.session.close()
+
+
+class _UpstreamCall:
+    """Context of one upstream HTTP call: adds its wall time and count to ``timing`` and maps
+    transport failures to :class:`UpstreamError` (timeouts -> 504 ``timeout``; a lost or refused
+    connection after connect retries -> 502 ``disconnect``). An ``UpstreamError`` raised inside
+    passes unchanged. A class, not ``contextlib.contextmanager``: it is on the hot path."""
+
+    __slots__ = ("name", "timing", "t0")
+
+    def __init__(self, name: str, timing: "Timing") -> None:
+        self.name, self.timing = name, timing
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+        self.timing.upstream_s += time.perf_counter() - self.t0
+        self.timing.upstream_calls += 1
+        if exc_type is None or issubclass(exc_type, UpstreamError):
+            return False
+        if issubclass(exc_type, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+            raise UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout") from None
+        if issubclass(exc_type, aiohttp.ClientError):
+            raise UpstreamError(502, f"connection to upstream {self.name!r} was lost", reason="disconnect") from None
+        return False
