@@ -9,7 +9,22 @@ import ast
 import doctest
 import re
 import textwrap
+import threading
 from dataclasses import dataclass, field
+
+
+#: CPython 3.11 builds the Python AST objects with a recursion-depth counter that is not
+#: thread-safe: two threads in ``ast.parse`` at once can fail with "SystemError: AST constructor
+#: recursion depth mismatch" (python/cpython#106905, fixed in later releases). The gateway parses
+#: answers in worker threads, so every parse of ours goes through this lock.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_python(source: str, mode: str = "exec") -> ast.AST:
+    """``ast.parse(source, mode=mode)`` serialised across threads (see ``_PARSE_LOCK``).
+    Raises what ``ast.parse`` raises (SyntaxError, ValueError, RecursionError, MemoryError)."""
+    with _PARSE_LOCK:
+        return ast.parse(source, mode=mode)
 
 PYTHON_LANGS = {"python", "py", "python3", "py3", "ipython", "jupyter", "pycon", "python-repl", "pyi", "sage"}
 OUTPUT_LANGS = {"text", "txt", "output", "console", "plaintext", "out", "stdout", "shell-session"}
@@ -117,7 +132,7 @@ def classify(blocks: list[Block]) -> None:
                 continue
             code = prepare_code(b.raw)
             try:
-                tree = ast.parse(code)
+                tree = parse_python(code)
             except (SyntaxError, ValueError, RecursionError, MemoryError):
                 b.kind = "output" if b.lang else "other"
                 continue
@@ -130,7 +145,7 @@ def classify(blocks: list[Block]) -> None:
             continue
         b.code = prepare_code(b.raw)
         try:
-            b.tree = ast.parse(b.code)
+            b.tree = parse_python(b.code)
         except SyntaxError as exc:
             b.syntax_error = exc
         except (ValueError, RecursionError, MemoryError) as exc:  # NUL bytes, absurd nesting
@@ -223,7 +238,7 @@ def literal_prefix(text: str) -> str | None:
         if rest and not re.match(r"^([.,;:]|#|\(|//|because|since|as\b|which\b)", rest):
             continue
         try:
-            tree = ast.parse(head.strip(), mode="eval")
+            tree = parse_python(head.strip(), mode="eval")
             ast.literal_eval(tree)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
@@ -247,7 +262,7 @@ def _question_want(want: str) -> str | None:
 
 def _literal_args(call: str) -> bool:
     try:
-        node = ast.parse(call.strip(), mode="eval").body
+        node = parse_python(call.strip(), mode="eval").body
     except SyntaxError:
         return False
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):

@@ -55,6 +55,7 @@ from verifiers._code_extract import (
     comment_outputs,
     docstring_examples,
     fenced_blocks,
+    parse_python,
     presented_as_failing,
     prose_outputs,
     question_examples,
@@ -174,7 +175,7 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
         if b.kind == "pycon":
             for ex in session_examples(b):
                 try:
-                    names |= defined_names(ast.parse(ex.source))
+                    names |= defined_names(parse_python(ex.source))
                 except SyntaxError:
                     pass
 
