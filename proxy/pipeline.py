@@ -341,11 +341,8 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
             vmetrics.EXTRA_TOKENS.labels("sentinel_schema").inc(schema)
     t_verify = time.perf_counter()
     text = completion_text(draft)
-    if plan.skip_reason:
-        report = Report(status="skipped", reason=plan.skip_reason)
-    elif not text:
-        report = Report(status="skipped", reason="no answer text to verify (tool calls or empty)")
-    else:
+    report = _skipped(plan, text)
+    if report is None:
         async def verify(t: str) -> Report:
             rep = await verify_text(policy, plan.question, t, plan.budget)
             vmetrics.observe_checks(rep, model=ctx.model, team=ctx.team)  # every draft's checks count
@@ -375,6 +372,16 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
     if report.risk is None and text and policy.verifiers.enabled():
         report.risk = risk_mod.score(plan.question, text).to_dict()
     return draft, report
+
+
+def _skipped(plan: _Plan, text: str) -> Report | None:
+    """The ``skipped`` report when this answer is not verified (a plan-level reason such as low
+    risk or budget, or no answer text: tool calls only / empty), else ``None``."""
+    if plan.skip_reason:
+        return Report(status="skipped", reason=plan.skip_reason)
+    if not text:
+        return Report(status="skipped", reason="no answer text to verify (tool calls or empty)")
+    return None
 
 
 async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report,
@@ -535,11 +542,8 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
     parsed = parse_stream(b"".join(parts + ([usage_frame] if usage_frame else [])))
     completion = assemble(parsed.chunks, done=True, strict=False) if parsed.chunks else {}
     text = completion_text(completion)
-    if plan.skip_reason:
-        final = Report(status="skipped", reason=plan.skip_reason)
-    elif not text:
-        final = Report(status="skipped", reason="no answer text to verify (tool calls or empty)")
-    else:
+    final = _skipped(plan, text)
+    if final is None:
         t0 = time.perf_counter()
         plan.start_verification()
         final = await verify_text(plan.policy, plan.question, text, plan.budget)
