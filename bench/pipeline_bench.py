@@ -111,7 +111,6 @@ def overhead_bench(n: int) -> dict[str, float]:
     from proxy import runtime
     from proxy.config import GatewayConfig, UpstreamConfig
     from proxy.log import configure
-    from verifiers._types import Report
 
     content = {"text": LOW}
 
@@ -131,11 +130,7 @@ def overhead_bench(n: int) -> dict[str, float]:
 
     real = app_mod.pipeline.chat_completion
 
-    async def bare(ctx, body):  # noqa: ANN001, ANN202
-        draft = await ctx.upstream.complete(body)
-        report = Report(status="skipped", reason="no verification configured")
-        draft["veracity"] = report.to_dict()
-        return app_mod.pipeline.PipelineResult(response=draft, report=report, headers=ctx.upstream.headers)
+    from gateway_inproc import _bare_pipeline as bare  # the gateway core with no verification
 
     async def drive(asgi, policy: bytes, n: int) -> float:  # noqa: ANN001
         body = b'{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hello there"}]}'
