@@ -32,6 +32,7 @@ Retracted works keep their status (citing them is not a hallucination) but the n
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 import weakref
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ from verifiers.citations.match import (
 )
 from verifiers.citations.records import CitationClaim, Record
 from verifiers.citations.sources import NETWORK_SOURCES, SourceResult
-from verifiers.citations.sources._base import _RateLimiter
+from verifiers.citations.sources._base import CACHE_ONLY, _RateLimiter
 from verifiers.citations.sources.local_index import LocalIndex
 
 #: Check.confidence per (status, outcome): for pass it is the framework's authenticity; for
@@ -166,18 +167,42 @@ class _Query:
 
 
 def _queries(claim: CitationClaim, sources: dict[str, Any]) -> list[tuple[_Query, Any]]:
-    out = []
+    """``(query, factory)`` pairs; ``factory()`` makes the lookup coroutine (called once per phase)."""
+    out: list[tuple[_Query, Any]] = []
     for name, src in sources.items():
         if claim.doi:
-            out.append((_Query(name, "doi", True), src.lookup_doi(claim.doi)))
+            out.append((_Query(name, "doi", True), functools.partial(src.lookup_doi, claim.doi)))
         if claim.arxiv_id and hasattr(src, "lookup_arxiv"):
-            out.append((_Query(name, "arxiv", True), src.lookup_arxiv(claim.arxiv_id)))
+            out.append((_Query(name, "arxiv", True), functools.partial(src.lookup_arxiv, claim.arxiv_id)))
         if claim.isbn and hasattr(src, "lookup_isbn"):
-            out.append((_Query(name, "isbn", True), src.lookup_isbn(claim.isbn)))
+            out.append((_Query(name, "isbn", True), functools.partial(src.lookup_isbn, claim.isbn)))
         if claim.title:
             first = [claim.people[0].surname] if claim.people else None
-            out.append((_Query(name, "search", False), src.search(claim.title, first, claim.year)))
+            out.append((_Query(name, "search", False), functools.partial(src.search, claim.title, first, claim.year)))
     return out
+
+
+def _confident(claim: CitationClaim, comps: list[Comparison]) -> bool:
+    """Early exit: the best candidate VERIFIES the claim, the stated identifier (if any) was
+    confirmed, and nothing conflicts."""
+    b = _best(comps)
+    id_ok = not (claim.doi or claim.arxiv_id) or any(c.via_identifier and c.status == VERIFIED for c in comps)
+    return b is not None and b.status == VERIFIED and id_ok and not any(c.status == CONFLICT for c in comps)
+
+
+async def _from_cache(claim: CitationClaim, queries: list[tuple[_Query, Any]]) -> list[tuple[_Query, SourceResult | None]]:
+    """Phase 0: every query answered from the cache alone (``None`` = not cached, ask the source).
+
+    Without this phase a cached DOI answer and an uncached title search raced: the search went
+    out on every repeat of the same answer and was cancelled by the early exit before its
+    result could be cached (seen as a flaky cache test in CI).
+    """
+    token = CACHE_ONLY.set(True)
+    try:
+        got = await asyncio.gather(*(_none_safe(f()) for _, f in queries))
+    finally:
+        CACHE_ONLY.reset(token)
+    return [(q, r) for (q, _), r in zip(queries, got)]
 
 
 def _best(comps: list[Comparison]) -> Comparison | None:
@@ -203,13 +228,19 @@ def _enough_to_judge(claim: CitationClaim) -> bool:
 
 async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, deadline_at: float) -> Check:
     loop = asyncio.get_running_loop()
-    pending: dict[asyncio.Task, _Query] = {}
-    for q, coro in _queries(claim, rt.sources):
-        if coro is None:
-            continue
-        pending[asyncio.ensure_future(_none_safe(coro))] = q
     results: list[tuple[_Query, SourceResult]] = []
     comps: list[Comparison] = []
+    ask: list[tuple[_Query, Any]] = []
+    queries = _queries(claim, rt.sources)
+    for (q, res), (_, factory) in zip(await _from_cache(claim, queries), queries):
+        if res is None:
+            ask.append((q, factory))
+            continue
+        results.append((q, res))
+        comps.extend(compare(claim, rec, via_identifier=q.via_identifier) for rec in res.records)
+    if _confident(claim, comps):
+        return _decide(claim, results, comps, True, shared)
+    pending: dict[asyncio.Task, _Query] = {asyncio.ensure_future(_none_safe(f())): q for q, f in ask}
     early = False
     try:
         while pending:
@@ -227,9 +258,7 @@ async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, dea
                 results.append((q, res))
                 for rec in res.records:
                     comps.append(compare(claim, rec, via_identifier=q.via_identifier))
-            b = _best(comps)
-            id_ok = not (claim.doi or claim.arxiv_id) or any(c.via_identifier and c.status == VERIFIED for c in comps)
-            if b is not None and b.status == VERIFIED and id_ok and not any(c.status == CONFLICT for c in comps):
+            if _confident(claim, comps):
                 early = True
                 break
     finally:

@@ -18,6 +18,7 @@ Only ``found`` and ``not_found`` are definitive; the others make that source's s
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,10 @@ from verifiers.citations.config import SourceSettings
 from verifiers.citations.records import Record
 
 DEFINITIVE = ("found", "not_found")
+
+#: True while :func:`verifiers.citations.verify` consults the cache alone: :meth:`HttpSource.cached`
+#: then answers ``None`` on a miss instead of asking the source.
+CACHE_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("veracity_citations_cache_only", default=False)
 
 
 @dataclass(slots=True)
@@ -142,12 +147,17 @@ class HttpSource:
                     raise
         raise last or _Retryable("no attempt made")  # pragma: no cover
 
-    async def cached(self, op: str, arg: str, fn) -> SourceResult:
-        """Run ``fn()`` unless a definitive answer for ``(op, arg)`` is cached; map failures."""
+    async def cached(self, op: str, arg: str, fn) -> SourceResult | None:
+        """Run ``fn()`` unless a definitive answer for ``(op, arg)`` is cached; map failures.
+
+        Under :data:`CACHE_ONLY` a miss returns ``None`` without asking the source.
+        """
         key = f"{self.name}|{op}|{arg}"
         hit = await self.cache.get(key)
         if hit is not None:
             return SourceResult.from_cache(self.name, hit)
+        if CACHE_ONLY.get():
+            return None
         try:
             res = await fn()
         except _Retryable as exc:
