@@ -15,10 +15,13 @@ The sequence (DESIGN.md "The path of one request"), in :func:`chat_completion`:
    ``none``/``required``/forces its own tool).
 3. ``upstream.complete``; 4. ``sentinel.settle`` (``verify_result`` calls intercepted).
 5-7. ``correction.correct``: risk score -> verifiers (only those the risk triggers and the
-   policy enables) -> evidence-based correction rounds within budget and deadline.
+   policy enables) -> evidence-based correction rounds within budget and deadline. With
+   several choices (``n > 1``) each choice is verified and corrected on its own, concurrently,
+   within the one request budget (:func:`_verify_choices`, :mod:`proxy.choices`).
 8. ``on_failure``: ``annotate`` / ``correct`` return the answer with the report, ``block``
-   returns an OpenAI-shaped 422 error carrying the report, ``observe`` answers at once and
-   verifies in the background.
+   returns an OpenAI-shaped 422 error carrying the report (with several choices: withholds
+   only the failing ones, 422 when all fail), ``observe`` answers at once and verifies in the
+   background.
 Side effects: metrics (:mod:`proxy.verification_metrics`), daily budget charge, audit record.
 
 Streaming (:func:`chat_completion_stream`): ``buffer`` holds the stream (keep-alive comments),
@@ -426,9 +429,8 @@ async def _verify_choices(ctx: RequestContext, plan: _Plan, draft: dict[str, Any
         return await verify(text)
 
     reports = list(await asyncio.gather(*(first(t) for t in texts)))
-    body = {k: v for k, v in plan.body.items() if k != "n"}
-    results = await asyncio.gather(*(
-        _verify_one(ctx, plan, body, single, text, complete, rounds, report=rep)
+    results = await asyncio.gather(*(  # correction_body() asks for one choice (drops `n`)
+        _verify_one(ctx, plan, plan.body, single, text, complete, rounds, report=rep)
         for (_, single), text, rep in zip(parts, texts, reports)))
     final = []
     for (index, single), (answer, rep) in zip(parts, results):
