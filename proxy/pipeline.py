@@ -415,8 +415,9 @@ async def _verify_choices(ctx: RequestContext, plan: _Plan, draft: dict[str, Any
     its own (a one-choice correction call with that choice's draft and evidence), concurrently,
     and put the corrected text back at the same ``index``. The request budget (calls, tokens,
     deadline) is shared by all choices; ``rounds`` bounds each choice's loop (the loops run side
-    by side, so the request waits for at most ``rounds`` round trips). Choices that failed get
-    the budget in ``index`` order. Returns the completion and a :class:`choices.ChoicesReport`."""
+    by side, so the request waits for at most ``rounds`` round trips). When the budget runs
+    short, the first correction calls go to the failing choices in ``index`` order (each loop
+    charges its call before its first await, :func:`proxy.correction.correct`). Returns the completion and a :class:`choices.ChoicesReport`."""
     if plan.skip_reason:
         return draft, Report(status="skipped", reason=plan.skip_reason)
     parts = choices.split(draft)
