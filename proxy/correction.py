@@ -207,7 +207,9 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         complete: async upstream call ``(request body) -> chat.completion dict``; may raise.
         verify: async ``(answer text) -> Report`` (risk + verifiers).
         max_rounds: correction rounds allowed (0 = verify only).
-        budget: the request budget (extra calls/tokens, deadline); None = unlimited.
+        budget: the request budget (extra calls/tokens, deadline); None = unlimited. Each
+            correction call is charged before it is made, so several loops may share one
+            budget (the choices of an ``n > 1`` response) without overspending its calls.
         correction_model: model for the correction calls (policy ``correction.model``).
         initial_report: the draft's report when already computed (skips the first verify).
 
