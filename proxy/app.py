@@ -607,6 +607,174 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     return FastPath(app, state)  # type: ignore[return-value]
 
 
+class LeanLane:
+    """The lean lane of ``POST /v1/chat/completions``: the common request whose answer nobody
+    needs to look at, served with the least Python work, and the same client-visible result as
+    :func:`_chat` (same body bytes, headers in the same order, ``veracity`` report, metrics
+    and log line; tests/test_gateway_lean.py compares the two).
+
+    Taken when all of these hold (else the request goes to :func:`_chat`, with the body
+    already read handed over): no repeated request header, no ``content-encoding`` or
+    ``x-veracity-policy`` header, a ``content-length`` within ``limits.max_body_bytes`` and
+    the whole body in one ASGI message; the body a JSON object (shallower than
+    :data:`MAX_JSON_DEPTH`) with a non-empty string ``model``, ``stream`` absent/null/false
+    and no ``veracity`` object; the caller authenticated and the model routed to an
+    OpenAI-compatible upstream (cached per ``(Authorization, model)``); the key's policy
+    :func:`proxy.pipeline.forwards_only` (decided once per policy object; policies are
+    still looked up per request, so an edited policy file takes effect as before); and
+    ``logging.log_content`` off. Then: one upstream call (:meth:`OpenAIUpstream.complete`),
+    the ``skipped`` report added, the reply sent as two ASGI messages. Upstream errors,
+    streams, litellm upstreams, verification: all on the normal path.
+    """
+
+    #: most cached ``(Authorization, model)`` routes and policies (a bound, not a working-set size)
+    MAX_CACHED = 4096
+
+    def __init__(self, state: GatewayState) -> None:
+        self.state = state
+        self.enabled = not state.log_content
+        #: (Authorization header bytes or None, model) -> (principal, upstream)
+        self._routes: dict[tuple[bytes | None, str], tuple[Principal, OpenAIUpstream]] = {}
+        #: id(policy) -> (policy, forwards only?, its report dict)
+        self._policies: dict[int, tuple[Any, bool, dict[str, Any]]] = {}
+
+    def _route(self, auth: bytes | None, model: str) -> tuple[Principal, OpenAIUpstream] | None:
+        """Authenticate + route once per ``(auth, model)``; None: not for this lane (an error
+        the normal path reports, or a non-OpenAI upstream). Only successes are cached."""
+        key = (auth, model)
+        hit = self._routes.get(key)
+        if hit is not None:
+            return hit
+        state = self.state
+        if state.upstreams is None:
+            return None
+        try:
+            principal = state.auth.authenticate(auth.decode("latin-1") if auth is not None else None)
+            up = _route(state, principal, model)
+        except GatewayError:
+            return None
+        if not isinstance(up, OpenAIUpstream):
+            return None
+        hit = (principal, up)
+        if len(self._routes) < self.MAX_CACHED:
+            self._routes[key] = hit
+        return hit
+
+    def _policy(self, principal: Principal) -> tuple[Any, bool, dict[str, Any]] | None:
+        """The key's policy (looked up per request: files reload on change) with its cached
+        lane verdict; None when it cannot be resolved (the normal path reports why)."""
+        try:
+            policy = pipeline.runtime.get(self.state.cfg).policies.get(principal.policy)
+        except Exception:  # noqa: BLE001 - misconfiguration / missing policy: _chat's error
+            return None
+        hit = self._policies.get(id(policy))
+        if hit is None or hit[0] is not policy:
+            lean = pipeline.forwards_only(policy)
+            hit = (policy, lean, pipeline.checks_off_report(policy).to_dict() if lean else {})
+            if len(self._policies) >= self.MAX_CACHED:
+                self._policies.clear()
+            self._policies[id(policy)] = hit
+        return hit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        timing = Timing()
+        state = self.state
+        raw_headers = scope["headers"]
+        h = dict(raw_headers)
+        cl = h.get(b"content-length")
+        names = b"".join(h)
+        if (len(h) != len(raw_headers) or cl is None or b"content-encoding" in h
+                or b"x-veracity-policy" in h or names != names.lower()):
+            return await self._normal(scope, receive, send, None)
+        try:
+            n = int(cl)
+        except ValueError:
+            n = -1
+        if not 0 <= n <= state.max_body:
+            return await self._normal(scope, receive, send, None)
+        msg = await receive()
+        raw = msg.get("body", b"")
+        if msg["type"] != "http.request" or msg.get("more_body", False) or len(raw) > state.max_body:
+            return await self._normal(scope, _replay(msg, receive), send, None)
+        try:
+            body = loads_strict(raw)
+        except ValueError:
+            return await self._normal(scope, receive, send, raw)
+        if type(body) is not dict or "veracity" in body:
+            return await self._normal(scope, receive, send, raw)
+        model = body.get("model")
+        stream = body.get("stream")
+        if (type(model) is not str or not model or (stream is not None and stream is not False)
+                or raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH):
+            return await self._normal(scope, receive, send, raw)
+        routed = self._route(h.get(b"authorization"), model)
+        if routed is None:
+            return await self._normal(scope, receive, send, raw)
+        principal, up = routed
+        pol = self._policy(principal)
+        if pol is None or not pol[1]:
+            return await self._normal(scope, receive, send, raw)
+        rid_b = h.get(b"x-request-id")
+        rid = rid_b.decode("latin-1") if rid_b else ""
+        if not (rid and _RID_RE.match(rid)):
+            rid = _request_ids.next()
+        # from here on: what _chat + pipeline.chat_completion do for a checks-off policy
+        metrics.IN_FLIGHT.inc()
+        fields: dict[str, Any] = {"policy": pol[0].name}
+        status = 500
+        vstatus: str | None = None
+        try:
+            out, relayed = await up.complete(body, auth=principal.upstream_auth, timing=timing)
+            fields["veracity_checks"] = 0
+            out["veracity"] = pol[2]  # the report dict: serialised at once, never mutated
+            payload = dumps(out)
+            status, vstatus = 200, "skipped"
+            reply = _Reply(payload, 200, {**relayed, "x-request-id": rid, "x-veracity-status": "skipped",
+                                          "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}"})
+        except UpstreamError as exc:
+            status = exc.status
+            fields["error_code"] = exc.code
+            metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
+            reply = _upstream_error_reply(exc, rid, timing)
+        except Exception as exc:  # noqa: BLE001 - the catch-all, as in _chat
+            fields["error_code"] = "internal_error"
+            fields["exception"] = type(exc).__name__
+            log.error("unhandled error", request_id=rid, exception=type(exc).__name__, message=str(exc)[:500])
+            reply = _error_reply(GatewayError(500, "The gateway hit an internal error; see its logs "
+                                              f"(request id {rid}).", type="server_error",
+                                              code="internal_error"), rid, timing)
+        finally:
+            _finish(state, route=CHAT_ROUTE, model=model, status=status, timing=timing, rid=rid,
+                    principal=principal, upstream=up.name, stream=False, veracity_status=vstatus, fields=fields)
+        await reply.send(send)
+
+    async def _normal(self, scope: dict[str, Any], receive: Any, send: Any, raw: bytes | None) -> None:
+        """:func:`_chat` for a request this lane does not take; ``raw``: the body when it was
+        already read (its size already checked against the limit)."""
+        headers = _scope_headers(scope)
+        if raw is None:
+            out = await _chat(self.state, headers, lambda limit: _receive_body(receive, headers, limit))
+        else:
+            async def read(limit: int) -> bytes:
+                return raw
+            out = await _chat(self.state, headers, read)
+        if isinstance(out, _Reply):
+            await out.send(send)
+        else:
+            await out(scope, receive, send)
+
+
+def _replay(first: dict[str, Any], receive: Any) -> Any:
+    """An ASGI ``receive`` that returns ``first`` (a message already received) once, then
+    defers to ``receive``."""
+    pending = [first]
+
+    async def again() -> dict[str, Any]:
+        return pending.pop() if pending else await receive()
+
+    return again
+
+
 class FastPath:
     """ASGI wrapper: ``POST /v1/chat/completions`` goes straight to the handler, skipping the
     FastAPI/Starlette middleware and routing layers (the handler catches every exception
@@ -616,9 +784,13 @@ class FastPath:
     def __init__(self, app: FastAPI, state: GatewayState) -> None:
         self.app = app
         self.state = state
+        self.lean = LeanLane(state)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] == CHAT_ROUTE and scope["method"] == "POST":
+            if self.lean.enabled:
+                await self.lean(scope, receive, send)
+                return
             headers = _scope_headers(scope)
             out = await _chat(self.state, headers, lambda limit: _receive_body(receive, headers, limit))
             if isinstance(out, _Reply):

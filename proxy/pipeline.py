@@ -137,7 +137,7 @@ async def chat_completion(ctx: RequestContext, body: dict[str, Any]) -> Pipeline
     if plan.checks_off:
         # checks off: nothing can be verified, corrected, charged or audited -> forward only
         draft = await ctx.upstream.complete(plan.body)
-        report = Report(status="skipped", reason="no verifier enabled", extra={"policy": plan.policy.name})
+        report = checks_off_report(plan.policy)
         ctx.log["veracity_checks"] = 0
         return _respond(ctx, plan, draft, report)
     if plan.policy.on_failure == "observe":
@@ -269,7 +269,7 @@ async def _plan(ctx: RequestContext, body: dict[str, Any]) -> _Plan:
     rt = runtime.get(ctx.config)
     skip = None
     b = policy.budgets
-    if policy.sentinel.mode == "off" and not policy.verifiers.enabled():
+    if forwards_only(policy):
         # checks off (see chat_completion): no extra tokens can be spent, nothing to budget
         return _Plan(policy=policy, body=forwarded, question=None, budget=RequestBudget.from_policy(b.request),
                      skip_reason=None, t0=time.perf_counter(), checks_off=True)
@@ -285,6 +285,20 @@ async def _plan(ctx: RequestContext, body: dict[str, Any]) -> _Plan:
             vmetrics.BUDGET_EXHAUSTED.labels("key" if skip.startswith("key") else "team").inc()
     return _Plan(policy=policy, body=forwarded, question=last_user_text(forwarded.get("messages")),
                  budget=RequestBudget.from_policy(b.request), skip_reason=skip, t0=time.perf_counter())
+
+
+def forwards_only(policy: Policy) -> bool:
+    """True when ``policy`` verifies nothing ("checks off": every verifier disabled and the
+    sentinel off): a non-stream answer is then forwarded with the ``skipped`` report
+    :func:`checks_off_report` and nothing else happens (no risk score, sentinel, correction,
+    budget check or charge, audit record; see :func:`chat_completion`). Cached per policy
+    object by the app's lean lane (:class:`proxy.app.LeanLane`)."""
+    return policy.sentinel.mode == "off" and not policy.verifiers.enabled()
+
+
+def checks_off_report(policy: Policy) -> Report:
+    """The report of an answer forwarded under a :func:`forwards_only` policy."""
+    return Report(status="skipped", reason="no verifier enabled", extra={"policy": policy.name})
 
 
 def _inject_sentinel(plan: _Plan, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
