@@ -8,7 +8,10 @@ affected by other load on a shared machine), best of ``--repeat`` x N requests, 
 * ``core``: :class:`proxy.app.FastPath` with :mod:`proxy.pipeline` replaced by a bare forward
   + ``skipped`` report: the gateway core alone, without policy resolution or verification;
 * ``off``: FastPath (what ``veracity serve`` runs) with bench/policies_off (every check off),
-  the answer of bench/gateway_bench.py (a worked multiplication, risk 0.70);
+  the answer of bench/gateway_bench.py (a worked multiplication, risk 0.70); with ``--mock``
+  this takes :class:`proxy.app.LeanLane` (the fake upstream is not an ``OpenAIUpstream``, so
+  without ``--mock`` it does not);
+* ``off_normal``: the same with the lean lane switched off (the normal path, for A/B);
 * ``default_low``: the shipped default policy, a low-risk answer ("Mock reply to: ..."): what
   issue 6's "added latency when the risk score is low" floor is about;
 * ``default_risky``: the shipped default policy, the benchmark's worked multiplication: the
@@ -56,7 +59,7 @@ BODY = json.dumps({"model": "mock-model", "messages": [
     {"role": "user", "content": "What is 17 * 23? Show your work."}], "temperature": 0}).encode()
 POLICIES = {"off": ROOT / "bench" / "policies_off", "default": ROOT / "policies"}
 #: scenario -> (policy folder, answer)
-SCENARIOS = {"core": ("off", RISKY), "off": ("off", RISKY), "default_low": ("default", LOW),
+SCENARIOS = {"core": ("off", RISKY), "off": ("off", RISKY), "off_normal": ("off", RISKY), "default_low": ("default", LOW),
              "default_risky": ("default", RISKY), "fastapi": ("default", LOW)}
 
 
@@ -165,6 +168,7 @@ async def scenario(name: str, n: int, repeat: int, mock_url: str | None, profile
     else:
         state.upstreams = FakeUpstreams(FakeUpstream(cfg.upstreams[0], content))
     app_mod.pipeline.chat_completion = _bare_pipeline if name == "core" else _real_pipeline
+    fast.lean.enabled = name not in ("core", "off_normal")  # core: the normal path, bare pipeline
     asgi = fast.app if name == "fastapi" else fast
     try:
         best = min([await drive(asgi, n) for _ in range(repeat)])
