@@ -12,6 +12,8 @@ affected by other load on a shared machine), best of ``--repeat`` x N requests, 
   this takes :class:`proxy.app.LeanLane` (the fake upstream is not an ``OpenAIUpstream``, so
   without ``--mock`` it does not);
 * ``off_normal``: the same with the lean lane switched off (the normal path, for A/B);
+* ``floor`` (``--mock`` only): bench/floor_proxy.py's ASGI app (bare relay, no feature) against
+  the same mock: the reference Veracity's lean lane is measured against;
 * ``default_low``: the shipped default policy, a low-risk answer ("Mock reply to: ..."): what
   issue 6's "added latency when the risk score is low" floor is about;
 * ``default_risky``: the shipped default policy, the benchmark's worked multiplication: the
@@ -59,7 +61,7 @@ BODY = json.dumps({"model": "mock-model", "messages": [
     {"role": "user", "content": "What is 17 * 23? Show your work."}], "temperature": 0}).encode()
 POLICIES = {"off": ROOT / "bench" / "policies_off", "default": ROOT / "policies"}
 #: scenario -> (policy folder, answer)
-SCENARIOS = {"core": ("off", RISKY), "off": ("off", RISKY), "off_normal": ("off", RISKY), "default_low": ("default", LOW),
+SCENARIOS = {"core": ("off", RISKY), "off": ("off", RISKY), "off_normal": ("off", RISKY), "floor": ("off", RISKY), "default_low": ("default", LOW),
              "default_risky": ("default", RISKY), "fastapi": ("default", LOW)}
 
 
@@ -154,7 +156,37 @@ def start_mock(content: str, workdir: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("mock upstream did not start")
 
 
+async def _floor(n: int, repeat: int, mock_url: str) -> float:
+    """bench/floor_proxy.py's app, its lifespan driven by hand, timed like the gateway."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from floor_proxy import make_app
+
+    app = make_app(mock_url.rstrip("/"))
+    inbox: asyncio.Queue = asyncio.Queue()
+    started = asyncio.Event()
+
+    async def lreceive():  # noqa: ANN202
+        return await inbox.get()
+
+    async def lsend(msg):  # noqa: ANN001, ANN202
+        if msg["type"] == "lifespan.startup.complete":
+            started.set()
+
+    life = asyncio.create_task(app({"type": "lifespan"}, lreceive, lsend))
+    await inbox.put({"type": "lifespan.startup"})
+    await started.wait()
+    try:
+        return min([await drive(app, n) for _ in range(repeat)])
+    finally:
+        await inbox.put({"type": "lifespan.shutdown"})
+        await life
+
+
 async def scenario(name: str, n: int, repeat: int, mock_url: str | None, profile: bool) -> float:
+    if name == "floor":
+        if not mock_url:
+            raise SystemExit("the floor scenario needs --mock")
+        return await _floor(n, repeat, mock_url)
     policy, content = SCENARIOS[name]
     cfg = GatewayConfig(upstreams=[UpstreamConfig(name="m", base_url=mock_url or "http://127.0.0.1:9/v1",
                                                   models=["*"])],

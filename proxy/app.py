@@ -257,7 +257,7 @@ def _finish(state: GatewayState, *, route: str, model: str, status: int, timing:
     duration = timing.elapsed()
     overhead = max(0.0, duration - timing.upstream_s) if "overhead_s" not in fields else fields.pop("overhead_s")
     metrics.observe_request(route, model, status, duration, overhead, upstream, timing.upstream_s)
-    metrics.IN_FLIGHT.dec()
+    metrics.request_finished()
     if not info_enabled():  # the request line is an info line: skip building it
         return
     log.info("request", request_id=rid, pid=state.pid, route=route, model=model, upstream=upstream, status=status,
@@ -296,7 +296,7 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any) -> _Reply | R
     Returns a :class:`_Reply` (JSON answers and errors) or a ``StreamingResponse``."""
     timing = Timing()
     rid = _request_id(headers)
-    metrics.IN_FLIGHT.inc()
+    metrics.request_started()
     model_label = "_unknown"
     status = 500
     principal: Principal | None = None
@@ -719,18 +719,18 @@ class LeanLane:
         if not (rid and _RID_RE.match(rid)):
             rid = _request_ids.next()
         # from here on: what _chat + pipeline.chat_completion do for a checks-off policy
-        metrics.IN_FLIGHT.inc()
+        metrics.request_started()
         fields: dict[str, Any] = {"policy": pol[0].name}
         status = 500
         vstatus: str | None = None
+        reply: _Reply | None = None
         try:
             out, relayed = await up.complete(body, auth=principal.upstream_auth, timing=timing)
             fields["veracity_checks"] = 0
             out["veracity"] = pol[2]  # the report dict: serialised at once, never mutated
             payload = dumps(out)
             status, vstatus = 200, "skipped"
-            reply = _Reply(payload, 200, {**relayed, "x-request-id": rid, "x-veracity-status": "skipped",
-                                          "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}"})
+            overhead = f"{timing.overhead() * 1000:.3f}"
         except UpstreamError as exc:
             status = exc.status
             fields["error_code"] = exc.code
@@ -746,7 +746,17 @@ class LeanLane:
         finally:
             _finish(state, route=CHAT_ROUTE, model=model, status=status, timing=timing, rid=rid,
                     principal=principal, upstream=up.name, stream=False, veracity_status=vstatus, fields=fields)
-        await reply.send(send)
+        if reply is not None:
+            await reply.send(send)
+            return
+        # the header list _Reply.send builds for {**relayed, x-request-id, x-veracity-status,
+        # x-veracity-overhead-ms} (relayed names are lower-case already), without the dict
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in relayed.items()]
+        raw += ((b"x-request-id", rid.encode("latin-1")), (b"x-veracity-status", b"skipped"),
+                (b"x-veracity-overhead-ms", overhead.encode()), (b"content-length", str(len(payload)).encode()),
+                (b"content-type", b"application/json"))
+        await send({"type": "http.response.start", "status": 200, "headers": raw})
+        await send({"type": "http.response.body", "body": payload})
 
     async def _normal(self, scope: dict[str, Any], receive: Any, send: Any, raw: bytes | None) -> None:
         """:func:`_chat` for a request this lane does not take; ``raw``: the body when it was

@@ -57,6 +57,32 @@ IN_FLIGHT = Gauge("veracity_in_flight_requests", "Requests being processed now."
                   multiprocess_mode="livesum")
 UPSTREAM_ERRORS = Counter("veracity_upstream_errors_total", "Failed upstream calls by reason.", ["reason"])
 
+#: requests in flight in this process, as a plain int: one process serves them on one event-loop
+#: thread, so no lock is needed. In single-process mode the gauge reads it at scrape time
+#: (``Gauge.set_function``); multiprocess mode needs the gauge's own value (written to its
+#: file), so there :func:`request_started` / :func:`request_finished` move the gauge itself.
+_in_flight = [0]
+
+
+def request_started() -> None:
+    """One more request in flight (pair with :func:`request_finished`)."""
+    if MULTIPROCESS:
+        IN_FLIGHT.inc()
+    else:
+        _in_flight[0] += 1
+
+
+def request_finished() -> None:
+    """One request fewer in flight."""
+    if MULTIPROCESS:
+        IN_FLIGHT.dec()
+    else:
+        _in_flight[0] -= 1
+
+
+if not MULTIPROCESS:
+    IN_FLIGHT.set_function(lambda: float(_in_flight[0]))
+
 
 _children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
 
