@@ -15,6 +15,10 @@ request recording off), three targets measured one after the other with the same
   to compare with ``veracity`` (checks off);
 * ``floor`` (reference) -- bench/floor_proxy.py, a ~60-line raw-ASGI uvicorn + aiohttp
   pass-through without any gateway feature: the cost of one more Python hop on this stack;
+* ``floor_heavy`` (optional, diagnostic) -- the same floor app in a process that first loads
+  and warms Veracity's modules (``--veracity-heap``): does process size alone cost time?
+* ``floor_session`` (optional, diagnostic) -- the floor app with Veracity's aiohttp session
+  options and timeout (``--veracity-session``);
 * ``litellm``  -- ``litellm --config bench/litellm_config.yaml`` from bench/.venv-litellm
   (``pip install 'litellm[proxy]==1.108.7'``, offline env as in shared/BENCH-NOTES.md).
 
@@ -222,16 +226,18 @@ def start_veracity(workdir: Path, mock: Server, config: Path, name: str = "verac
     return Server(name, proc, url, log)
 
 
-def start_floor(workdir: Path, mock: Server) -> Server | str:
-    """bench/floor_proxy.py: the minimal uvicorn + aiohttp pass-through (reference row)."""
+def start_floor(workdir: Path, mock: Server, name: str = "floor") -> Server | str:
+    """bench/floor_proxy.py: the minimal uvicorn + aiohttp pass-through (reference row);
+    ``floor_heavy``: the same app in a process that first loads Veracity's modules."""
     port = free_port()
-    proc, log = _spawn("floor", [PY, str(BENCH / "floor_proxy.py"), "--upstream", mock.url + "/v1",
-                                 "--port", str(port)], dict(os.environ), workdir)
+    extra = {"floor_heavy": ["--veracity-heap"], "floor_session": ["--veracity-session"]}.get(name, [])
+    proc, log = _spawn(name, [PY, str(BENCH / "floor_proxy.py"), "--upstream", mock.url + "/v1",
+                              "--port", str(port), *extra], dict(os.environ), workdir)
     url = f"http://127.0.0.1:{port}"
-    if not _wait_ready(url + "/healthz", proc, 30):
-        Server("floor", proc, url, log).stop()
+    if not _wait_ready(url + "/healthz", proc, 60):
+        Server(name, proc, url, log).stop()
         return f"did not start (see {log})"
-    return Server("floor", proc, url, log)
+    return Server(name, proc, url, log)
 
 
 def start_litellm(workdir: Path, mock: Server, litellm_bin: Path = LITELLM_BIN) -> Server | str:
@@ -495,7 +501,7 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--targets", default="direct,floor,veracity,litellm",
-                   help="comma list of direct, floor, veracity, veracity_default, veracity_default_low, litellm "
+                   help="comma list of direct, floor, veracity, veracity_default, veracity_default_low, floor_heavy, floor_session, litellm "
                         "(direct is always measured: every added number subtracts it)")
     p.add_argument("--skip-litellm", action="store_true", help="drop litellm from --targets")
     p.add_argument("--litellm-bin", type=Path, default=LITELLM_BIN,
@@ -560,13 +566,14 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 servers["veracity_default_low"] = v
                 endpoints["veracity_default_low"] = (v.url + "/v1/chat/completions", "Bearer sk-bench", low_body_file)
-        if "floor" in targets:
-            fl = start_floor(workdir, mock)
-            if isinstance(fl, str):
-                skipped["floor"] = fl
-            else:
-                servers["floor"] = fl
-                endpoints["floor"] = (fl.url + "/v1/chat/completions", "Bearer sk-bench", body_file)
+        for fname in ("floor", "floor_heavy", "floor_session"):
+            if fname in targets:
+                fl = start_floor(workdir, mock, fname)
+                if isinstance(fl, str):
+                    skipped[fname] = fl
+                else:
+                    servers[fname] = fl
+                    endpoints[fname] = (fl.url + "/v1/chat/completions", "Bearer sk-bench", body_file)
         if "litellm" in targets:
             lt = start_litellm(workdir, mock, args.litellm_bin)
             if isinstance(lt, str):
@@ -593,7 +600,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name:20s} c={c:<3d} round {rep + 1}: {run.rps:9,.0f} req/s  p50 {run.p50_ms:8.3f} ms  "
                           f"p99 {run.p99_ms:8.3f} ms  cpu {run.cpu_us:6.0f} us/req  errors {run.errors}  "
                           f"load {_load()}", flush=True)
-        for name in ("veracity", "veracity_default", "veracity_default_low", "floor", "litellm"):
+        for name in ("veracity", "veracity_default", "veracity_default_low", "floor", "floor_heavy", "floor_session", "litellm"):
             if name in endpoints:
                 # Top up the Veracity targets so RSS is read after >= --min-requests requests;
                 # the reference rows are read after whatever they served.
