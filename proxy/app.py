@@ -348,6 +348,10 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any) -> _Reply | R
         fields["error_code"] = exc.code
         metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
         return _upstream_error_reply(exc, rid, timing)
+    except asyncio.CancelledError:  # the client went away (see _DisconnectWatch)
+        status = 499
+        fields["client_disconnected"] = True
+        raise
     except Exception as exc:  # noqa: BLE001 - the catch-all: never a stack trace to the client
         status = 500
         fields["error_code"] = "internal_error"
@@ -602,6 +606,74 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     return FastPath(app, state)  # type: ignore[return-value]
 
 
+#: How long a chat request may run before the gateway starts watching for the client's
+#: ``http.disconnect`` (seconds). Requests answered sooner (cached or tiny upstream answers,
+#: benchmarks) pay only a timer, no task; slower ones (real model calls, verification) are
+#: cancelled within this delay of the client going away.
+DISCONNECT_WATCH_AFTER_S = 0.05
+
+
+class _DisconnectWatch:
+    """Cancel a chat request's task when its client disconnects before the response starts.
+
+    Until the response starts, nothing reads ASGI ``receive`` after the body, so a client
+    that gives up while the gateway waits for the upstream (non-stream, or before a stream's
+    first event) or runs correction rounds would go unnoticed until the upstream answered,
+    and the upstream would keep generating (and billing) tokens. :meth:`read_body` reads the
+    body and then arms a timer (:data:`DISCONNECT_WATCH_AFTER_S`); when it fires, a task
+    awaits ``receive()`` and, on ``http.disconnect``, cancels the request's task: the
+    ``CancelledError`` unwinds the pipeline, which closes the upstream connection (aiohttp
+    closes a response whose read is cancelled) and stops verification and corrections.
+    :meth:`stop` (called before the response starts; Starlette's ``StreamingResponse``
+    watches ``receive`` itself afterwards) disarms it. ``fired``: this watch cancelled the
+    task (ASGI spec: https://asgi.readthedocs.io/en/latest/specs/www.html#disconnect-receive-event).
+    """
+
+    __slots__ = ("receive", "headers", "task", "timer", "watcher", "fired", "stopped")
+
+    def __init__(self, receive: Any, headers: dict[str, str]) -> None:
+        self.receive = receive
+        self.headers = headers
+        self.task: asyncio.Task[Any] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.watcher: asyncio.Task[Any] | None = None
+        self.fired = False
+        self.stopped = False
+
+    async def read_body(self, limit: int) -> bytes:
+        """The request body (see :func:`_receive_body`); then start the watch's timer."""
+        body = await _receive_body(self.receive, self.headers, limit)
+        if not self.stopped:
+            self.task = asyncio.current_task()
+            self.timer = asyncio.get_running_loop().call_later(DISCONNECT_WATCH_AFTER_S, self._start)
+        return body
+
+    def _start(self) -> None:
+        self.timer = None
+        if not self.stopped:
+            self.watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while not self.stopped:
+            msg = await self.receive()
+            if msg.get("type") == "http.disconnect":
+                if not self.stopped and self.task is not None:
+                    self.fired = True
+                    self.task.cancel()
+                return
+
+    def stop(self) -> None:
+        """Disarm (idempotent): cancel the timer and the watching task."""
+        self.stopped = True
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.watcher is not None:
+            if not self.watcher.done():
+                self.watcher.cancel()
+            self.watcher = None
+
+
 class FastPath:
     """ASGI wrapper: ``POST /v1/chat/completions`` goes straight to the handler, skipping the
     FastAPI/Starlette middleware and routing layers (the handler catches every exception
@@ -614,12 +686,22 @@ class FastPath:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] == CHAT_ROUTE and scope["method"] == "POST":
-            headers = _scope_headers(scope)
-            out = await _chat(self.state, headers, lambda limit: _receive_body(receive, headers, limit))
-            if isinstance(out, _Reply):
-                await out.send(send)
-            else:
-                await out(scope, receive, send)
+            watch = _DisconnectWatch(receive, _scope_headers(scope))
+            try:
+                out = await _chat(self.state, watch.headers, watch.read_body)
+                watch.stop()  # from here on the response (StreamingResponse) watches receive()
+                if isinstance(out, _Reply):
+                    await out.send(send)
+                else:
+                    await out(scope, receive, send)
+            except asyncio.CancelledError:
+                if watch.fired:  # our own cancel: the client is gone, there is no one to answer
+                    task = asyncio.current_task()
+                    if task is not None and task.uncancel() == 0:
+                        return
+                raise
+            finally:
+                watch.stop()
             return
         await self.app(scope, receive, send)
 
