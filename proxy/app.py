@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import unquote
 
+import aiohttp
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
@@ -34,7 +35,16 @@ from proxy.auth import Authenticator, Principal
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
 from proxy.log import add_secrets, get_logger, info_enabled, scrub_secrets
-from proxy.upstream import BoundUpstream, OpenAIUpstream, Timing, Upstreams, dumps, loads, loads_strict
+from proxy.upstream import (
+    ERROR_BODY_LIMIT,
+    BoundUpstream,
+    OpenAIUpstream,
+    Timing,
+    Upstreams,
+    dumps,
+    loads,
+    loads_strict,
+)
 
 log = get_logger("veracity")
 
@@ -485,25 +495,47 @@ async def passthrough(request: Request) -> Response:
     headers["x-request-id"] = rid
     metrics.REQUESTS.labels("/v1/*", "_passthrough", str(resp.status)).inc()
     if resp.status >= 400:  # error bodies are small: read, and never relay the upstream's key in one
-        try:
-            err = scrub_secrets(await resp.content.read(1 << 20))
-        except Exception:  # noqa: BLE001 - connection lost while reading the error
-            err = b""
+        ctype = resp.headers.get("content-type")
+        try:  # the whole body: one read() may return only what has arrived so far
+            err = scrub_secrets(await up.read_capped(resp, min(up.max_response_bytes, ERROR_BODY_LIMIT)))
+        except (UpstreamError, aiohttp.ClientError, asyncio.TimeoutError):  # too large, or lost: our own error
+            err = UpstreamError(resp.status, f"upstream {up.name!r} answered HTTP {resp.status}",
+                                reason=f"http_{resp.status}").response_body()
+            ctype = _JSON
         finally:
             resp.close()
-        return Response(err, resp.status, headers=headers, media_type=resp.headers.get("content-type"))
+        return Response(err, resp.status, headers=headers, media_type=ctype)
+    length = resp.content_length
+    if length is not None and length > up.max_response_bytes:
+        exc = up.too_large_error(resp)
+        metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
+        return _upstream_error_response(exc, rid, timing)
 
     async def body() -> AsyncIterator[bytes]:
+        limit, size = up.max_response_bytes, 0
         try:
             async for chunk in resp.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise up.too_large_error(resp)
                 yield chunk
-        except Exception:  # noqa: BLE001 - mid-body failure: end the response
-            metrics.UPSTREAM_ERRORS.labels("disconnect").inc()
+        except Exception as exc:  # mid-body failure: abort, never end a cut body as if complete
+            reason = exc.reason if isinstance(exc, UpstreamError) else "disconnect"
+            metrics.UPSTREAM_ERRORS.labels(reason).inc()
+            raise UpstreamBodyError(f"upstream {up.name!r} body failed mid-way ({reason}); the client "
+                                    "connection is aborted") from None
         finally:
             resp.close()
 
     return StreamingResponse(body(), status_code=resp.status, headers=headers,
                              media_type=resp.headers.get("content-type"))
+
+
+class UpstreamBodyError(Exception):
+    """A pass-through answer failed after its status line went out (connection lost, body over
+    ``limits.max_response_bytes``): raised out of the response so that the server aborts the
+    client connection (the client sees a cut body, e.g. an unterminated chunked encoding)
+    instead of a shorter body presented as complete."""
 
 
 async def veracity_verify(request: Request) -> Response:

@@ -402,7 +402,9 @@ class OpenAIUpstream:
             raise _connect_error(exc, self.name) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _too_large(self, resp: aiohttp.ClientResponse) -> UpstreamError:
+    def too_large_error(self, resp: aiohttp.ClientResponse) -> UpstreamError:
+        """Close ``resp`` (the rest of the answer is never read) and return the 502 ``too_large``
+        :class:`UpstreamError` for an answer over ``max_response_bytes``."""
         resp.close()  # drop the connection: the rest of the answer is never read
         return UpstreamError(502, f"upstream {self.name!r} sent an answer larger than limits.max_response_bytes "
                              f"({self.max_response_bytes} bytes)", reason="too_large")
@@ -417,14 +419,14 @@ class OpenAIUpstream:
         length = resp.content_length
         if length is not None:
             if length > limit:
-                raise self._too_large(resp)
+                raise self.too_large_error(resp)
             return await resp.read()
         parts: list[bytes] = []
         size = 0
         async for chunk in resp.content.iter_any():
             size += len(chunk)
             if size > limit:
-                raise self._too_large(resp)
+                raise self.too_large_error(resp)
             parts.append(chunk)
         return b"".join(parts)
 
@@ -487,7 +489,7 @@ class OpenAIUpstream:
             async for chunk in resp.content.iter_any():
                 size += len(chunk)
                 if size > limit:
-                    raise self._too_large(resp)
+                    raise self.too_large_error(resp)
                 yield chunk
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
             resp.close()

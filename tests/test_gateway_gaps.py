@@ -30,7 +30,7 @@ from proxy.mock_upstream import MockUpstream
 
 UPSTREAM_KEY = "sk-proj-" + secrets.token_urlsafe(36)  # key-shaped: must never reach a client
 BIG = 2**70                                             # 1180591620717411303424: beyond 64 bits
-LIMIT = 64 * 1024                                       # limits.max_response_bytes of the gateway
+LIMIT = 1024 * 1024                                     # limits.max_response_bytes of the gateway
 NEVER_MS = 600_000                                      # "slow": the upstream answers after 10 min
 EVIDENCE = "Automatic verification found"               # start of the correction prompt
 WRONG = "With annual compounding the total is 5000 * 1.06^4 = $6,200.00."
@@ -49,9 +49,17 @@ SCRIPT: dict[str, Any] = {
          "reply": {"content": "this stream fails halfway through", "fault": "error_mid_stream",
                    "error": f"Incorrect API key provided: {UPSTREAM_KEY}.", "stream": {"chunk_size": 4}}},
         {"name": "huge", "match": {"last_user": "^huge"},
-         "reply": {"content": "x" * (4 * LIMIT), "stream": {"chunk_size": 1024, "delay_ms": 20}}},
+         "reply": {"content": "x" * (4 * LIMIT), "stream": {"chunk_size": 16384, "delay_ms": 20}}},
         {"name": "huge-event", "match": {"last_user": "^one-huge-event"},
-         "reply": {"content": "y" * (2 * LIMIT), "stream": {"chunk_size": 0}}},
+         "reply": {"content": "small", "extra": {"pad": "y" * (2 * LIMIT)}}},  # on every chunk: the first too
+        # pass-through routes (/v1/embeddings, /v1/completions)
+        {"name": "emb-error", "match": {"path": "/v1/embeddings", "model": "gpt-4o-big-error"},
+         "reply": {"status": 400, "error": {"error": {"message": "bad input " + "z" * (LIMIT // 2),
+                                                      "type": "invalid_request_error", "param": "input",
+                                                      "code": None}}}},
+        {"name": "emb", "match": {"path": "/v1/embeddings"}, "reply": {}},
+        {"name": "legacy-huge", "match": {"path": "/v1/completions"},
+         "reply": {"content": "w" * (4 * LIMIT), "stream": {"chunk_size": 16384}}},
         {"name": "big-int", "match": {"last_user": "^big-int"},
          "reply": {"content": "big", "extra": {"vendor_counter": BIG, "vendor_negative": -BIG}}},
     ],
@@ -252,3 +260,37 @@ def test_integers_beyond_64_bits_cross_unchanged(gw: Any, mock: Any, policy: str
     assert data["vendor_counter"] == BIG and data["vendor_negative"] == -BIG
     assert isinstance(data["vendor_counter"], int)
     assert b"1180591620717411303424" in raw.http_response.content
+
+
+# --------------------------------------------------------------------------- 5. pass-through routes
+
+
+def test_passthrough_error_body_is_relayed_whole(gw: Any) -> None:
+    """A 512 kB error body arrives in several reads: the client gets all of it, as JSON."""
+    with pytest.raises(openai.BadRequestError) as ei:
+        _client(gw).embeddings.create(model="gpt-4o-big-error", input="hi")
+    body = ei.value.body
+    assert isinstance(body, dict), "the error body was cut"
+    assert body["message"] == "bad input " + "z" * (LIMIT // 2) and body["param"] == "input"
+
+
+def test_passthrough_answer_over_the_cap_is_a_502(gw: Any) -> None:
+    with pytest.raises(openai.APIStatusError) as ei:  # 64 inputs x 4096 dimensions: ~5 MB of floats
+        _client(gw).embeddings.create(model="gpt-4o", input=[f"text {i}" for i in range(64)], dimensions=4096,
+                                      encoding_format="float")
+    assert ei.value.status_code == 502 and ei.value.body["code"] == "upstream_response_too_large"
+    small = _client(gw).embeddings.create(model="gpt-4o", input="hi", encoding_format="float")
+    assert len(small.data[0].embedding) == 8  # a normal answer still passes
+
+
+def test_passthrough_stream_over_the_cap_is_cut_not_ended_cleanly(gw: Any) -> None:
+    """A chunked pass-through body that fails mid-way must not end as if complete: the client
+    connection is aborted, so the client sees an incomplete body."""
+    got = b""
+    with pytest.raises(httpx.RemoteProtocolError):
+        with httpx.stream("POST", gw.base_url + "/completions", trust_env=False, timeout=60,
+                          json={"model": "gpt-4o", "prompt": "hi", "stream": True}) as r:
+            assert r.status_code == 200
+            for part in r.iter_raw():
+                got += part
+    assert 0 < len(got) <= LIMIT and b"data: [DONE]" not in got
