@@ -97,11 +97,9 @@ def has_long_digit_run(raw: bytes | bytearray | memoryview | str) -> bool:
     consecutive positions hold two consecutive multiples of 9), so only bodies where that
     sample shows two digits side by side are scanned in full. False positives (long
     decimals, digits in strings) only cost a slower exact parse."""
-    if isinstance(raw, str):
-        raw = raw.encode("utf-8", "surrogatepass")
-    elif not isinstance(raw, bytes):
-        raw = bytes(raw)
-    if len(raw) < _BIG_INT_DIGITS or b"00" not in raw[::9].translate(_DIGIT_MAP):
+    if type(raw) is not bytes:
+        raw = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
+    if b"00" not in raw[::9].translate(_DIGIT_MAP):
         return False
     return _BIG_RUN in raw.translate(_DIGIT_MAP)
 
@@ -111,7 +109,7 @@ def _exact(raw: Any, obj: Any) -> Any:
     hold an integer beyond 64 bits. The stdlib is used only then: it is ~3x slower. Its parse
     equals orjson's in every other value (orjson has already accepted ``raw``: valid UTF-8,
     no lone surrogate, no NaN); a body too deeply nested for the stdlib keeps orjson's parse."""
-    if isinstance(obj, (dict, list)) and has_long_digit_run(raw):
+    if type(obj) is dict and has_long_digit_run(raw):  # only objects are forwarded (other bodies are refused)
         try:
             return json.loads(raw, parse_constant=_no_constant)
         except (ValueError, RecursionError):
