@@ -523,6 +523,8 @@ async def passthrough(request: Request) -> Response:
         except Exception as exc:  # mid-body failure: abort, never end a cut body as if complete
             reason = exc.reason if isinstance(exc, UpstreamError) else "disconnect"
             metrics.UPSTREAM_ERRORS.labels(reason).inc()
+            log.warning("pass-through answer cut: client connection aborted", request_id=rid, path=path[:200],
+                        upstream=up.name, reason=reason)
             raise UpstreamBodyError(f"upstream {up.name!r} body failed mid-way ({reason}); the client "
                                     "connection is aborted") from None
         finally:
@@ -581,6 +583,8 @@ async def _http_exception(request: Request, exc: StarletteHTTPException) -> Resp
 
 
 async def _unhandled(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, UpstreamBodyError):  # logged where raised; the response had started
+        return Response(b"", 502)
     log.error("unhandled error", path=request.url.path, exception=type(exc).__name__)
     return Response(dumps(error_body("The gateway hit an internal error.", type="server_error",
                                      code="internal_error")), 500, media_type=_JSON)
@@ -788,7 +792,12 @@ class FastPath:
             finally:
                 watch.stop()
             return
-        await self.app(scope, receive, send)
+        try:
+            await self.app(scope, receive, send)
+        except UpstreamBodyError:
+            # a pass-through body failed after its status line: returning with the response
+            # incomplete makes the server close the client connection (one log line of its own)
+            return
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.app, name)
