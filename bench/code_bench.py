@@ -10,6 +10,7 @@ solutions flagged, check kinds, and per-answer latency of ``verifiers.code.check
 p95) per backend, next to the bare sandbox round trip of ``print(1)``.
 
     .venv/bin/python bench/code_bench.py [--backends docker,docker-warm,bwrap] [--limit N] [--out bench/results/code.md]
+    .venv/bin/python bench/code_bench.py --seccomp-overhead 200   # bwrap with vs without the filter
 
 Env: ``VERACITY_CASES`` (default ``<repo>/../shared/cases``), ``DOCKER_HOST``,
 ``VERACITY_SANDBOX_IMAGE``, ``VERACITY_SANDBOX_ROOTFS``.
@@ -202,12 +203,96 @@ def summarize(res: dict, rows: list[dict]) -> dict:
             "n_checks": n_checks, "outcomes": outcomes, "example_checks": ex_checks}
 
 
+SECCOMP_SECTION = "## bwrap seccomp filter overhead"
+SECCOMP_PROGRAMS = {
+    "`print(1)`": "print(1)",
+    "syscall-heavy (2,000 `os.stat` + 50 file writes + 4 threads)": (
+        "import os, threading\nfor _ in range(2000):\n    os.stat('/tmp')\n"
+        "for i in range(50):\n    open(f'/tmp/f{i}', 'w').write('x' * 1000)\n"
+        "ts = [threading.Thread(target=sum, args=(range(10000),)) for _ in range(4)]\n"
+        "[t.start() for t in ts]; [t.join() for t in ts]"),
+}
+
+
+def seccomp_overhead(n: int) -> str:
+    """Markdown section: bwrap runs with vs without the seccomp filter, interleaved pairs in one
+    process (same rootfs, same limits), so machine load hits both alike. Returns the section."""
+    from verifiers.sandbox import seccomp
+
+    seccomp._reset_for_tests()
+    t = time.perf_counter()
+    bpf = seccomp.filter_bpf()
+    compile_ms = (time.perf_counter() - t) * 1000
+    if bpf is None:
+        return f"{SECCOMP_SECTION}\n\nnot measured: {seccomp.unavailable_reason()}\n"
+    on = sandbox.get("bwrap", seccomp=True)
+    off = sandbox.get("bwrap", seccomp=False)
+    for b in (on, off):
+        if b.unavailable_reason():
+            return f"{SECCOMP_SECTION}\n\nnot measured: {b.unavailable_reason()}\n"
+    rows = []
+    for label, prog in SECCOMP_PROGRAMS.items():
+        for b in (on, off):  # warm the page cache
+            assert b.run(prog).ok
+        a, z, d = [], [], []
+        for i in range(n):
+            pair = (on, off) if i % 2 == 0 else (off, on)  # alternate the order within a pair
+            got = {}
+            for b in pair:
+                res = b.run(prog)
+                assert res.ok, res.stderr
+                got[b is on] = res.duration_s * 1000
+            a.append(got[True])
+            z.append(got[False])
+            d.append(got[True] - got[False])
+        q1, _, q3 = statistics.quantiles(d, n=4)
+        rows.append(f"| {label} | {n} | {statistics.median(z):.1f} | {statistics.median(a):.1f} | "
+                    f"{statistics.median(d):+.2f} | {q1:+.1f} .. {q3:+.1f} | "
+                    f"{statistics.median(a) / statistics.median(z):.3f} |")
+    return "\n".join([
+        SECCOMP_SECTION, "",
+        f"`.venv/bin/python bench/code_bench.py --seccomp-overhead {n}`: wall time of one `Sandbox.run` "
+        f"(bwrap, rootfs `{on.rootfs or 'host /usr'}`), with and without the filter "
+        f"({len(bpf) // 8} BPF instructions, {seccomp.description()}), {n} interleaved pairs. "
+        f"Compiling the filter (once per process, includes importing pyseccomp): {compile_ms:.0f} ms.",
+        "",
+        "| program | pairs | no filter median ms | filter median ms | median of paired differences ms "
+        "| differences IQR ms | ratio of medians |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *rows, "",
+        f"Load average while measuring: {' / '.join(f'{x:.1f}' for x in os.getloadavg())} (1/5/15 min) on "
+        f"{os.cpu_count()} cores; the interquartile range of the paired differences shows how much of "
+        "the median difference is noise.", "",
+    ])
+
+
+def _replace_section(path: Path, section: str) -> None:
+    """Put ``section`` (starting with its ``## `` title) into ``path``, replacing the old one."""
+    text = path.read_text() if path.exists() else ""
+    title = section.split("\n", 1)[0]
+    if title in text:
+        head, rest = text.split(title, 1)
+        nxt = rest.find("\n## ")
+        text = head + section + (rest[nxt + 1:] if nxt >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    path.write_text(text)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--backends", default="docker,docker-warm,bwrap")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "code.md"))
+    ap.add_argument("--seccomp-overhead", type=int, default=0, metavar="PAIRS",
+                    help="only measure bwrap with vs without the seccomp filter (PAIRS interleaved runs "
+                         "per program) and update that section of --out")
     args = ap.parse_args()
+    if args.seccomp_overhead:
+        section = seccomp_overhead(args.seccomp_overhead)
+        _replace_section(Path(args.out), section)
+        print(section)
+        return 0
     if not DATA.exists():
         print(f"no data at {DATA}", file=sys.stderr)
         return 2

@@ -40,7 +40,13 @@ Not denied on purpose: NUMA policy calls (``mbind``, ``get/set_mempolicy``; Flat
 them, but OpenBLAS/NumPy builds may probe them and a failure must not look like a bug in the
 answer), ``prctl`` and ``seccomp`` itself (a program may only tighten its own filter).
 
-:func:`filter_bpf` compiles once per process (~1 ms) and caches the bytes; when libseccomp or
+Cost: since Linux 5.11 the kernel caches, per syscall number, filters whose answer does not
+depend on the arguments (``seccomp: cache result of seccomp filters``), so every allowed call
+except ``clone``/``socket``/``ioctl``/``personality`` skips the BPF program entirely; those four
+walk a binary tree (libseccomp's ``SCMP_FLTATR_CTL_OPTIMIZE=2``). Measured per run in
+``bench/results/code.md`` ("bwrap seccomp filter overhead").
+
+:func:`filter_bpf` compiles once per process (~1 ms plus importing the binding) and caches the bytes; when libseccomp or
 the binding is missing it returns ``None`` and :func:`unavailable_reason` says why, and the
 bwrap backend runs without a filter and reports ``seccomp: "none (...)"``.
 """
@@ -112,6 +118,10 @@ def _build() -> tuple[bytes, int]:
     import pyseccomp as sc
 
     f = sc.SyscallFilter(sc.ALLOW)
+    try:  # libseccomp >= 2.5: binary tree over syscall numbers instead of a linear chain
+        f.set_attr(sc.Attr.CTL_OPTIMIZE, 2)
+    except Exception:  # noqa: BLE001 - older library: the linear filter is still correct
+        pass
     rules = 0
 
     def add(action: int, name: str, *args) -> None:
