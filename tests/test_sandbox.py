@@ -17,6 +17,7 @@ import errno
 import http.server
 import json
 import os
+import sys
 import threading
 import time
 import urllib.request
@@ -392,7 +393,7 @@ def test_the_filter_makes_the_difference():
     filtered = _backend("bwrap")
     _require_filter(filtered)
     plain = sandbox.get("bwrap", LIM, seccomp=False)
-    assert plain.isolation()["seccomp"].startswith("none") and not plain.filtered
+    assert plain.isolation()["seccomp"].startswith("no seccomp") and not plain.filtered
     before = json.loads(plain.run(_probe_program(probes)).stdout)
     after = json.loads(filtered.run(_probe_program(probes)).stdout)
     # unshare(0) is a no-op; an AF_INET socket can be created in an empty network namespace;
@@ -446,6 +447,27 @@ print(json.dumps(out))
     if any(v[0] != 1 for v in plain.values()):
         pytest.skip(f"this kernel refuses unprivileged user namespaces here: {plain}")
     assert run("load", str(tmp_path / "f.bpf")) == {k: [-1, errno.EPERM] for k in plain}
+
+
+@pytest.mark.bwrap
+def test_without_libseccomp_bwrap_still_runs_and_says_so(monkeypatch):
+    """libseccomp's binding missing at run time: bwrap runs unfiltered, every result says so,
+    and auto still prefers it to no sandbox at all."""
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # `import pyseccomp` raises ImportError
+    seccomp._reset_for_tests()
+    try:
+        box = _backend("bwrap")
+        assert seccomp.filter_bpf() is None and not box.filtered
+        res = box.run("print(6 * 7)")
+        assert res.ok and res.stdout == "42\n"
+        assert res.extra["seccomp"].startswith("no seccomp filter (libseccomp unavailable (ImportError")
+        monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/veracity.sock")
+        auto = sandbox.get("auto", LIM)
+        assert auto.name == "bwrap" and not auto.filtered
+    finally:
+        monkeypatch.undo()
+        seccomp._reset_for_tests()
+    assert seccomp.filter_bpf() is not None or os.environ.get("VERACITY_CI") != "1"
 
 
 def test_numpy_pandas_sympy_threads_and_processes_run_under_the_filter(box):

@@ -330,7 +330,7 @@ def _sandbox_evidence(res: Result | None) -> dict:
     if res is None:
         return {}
     ev = {"sandbox": res.backend, "duration_ms": round(res.duration_s * 1000, 1), "killed_by": res.killed_by}
-    # how strongly the run was isolated: "none (...)" = no syscall filter (Sandbox.isolation())
+    # how strongly the run was isolated: "no seccomp filter (...)" when unfiltered (Sandbox.isolation())
     if "seccomp" in res.extra:
         ev["seccomp"] = res.extra["seccomp"]
     if "memory" in res.extra:

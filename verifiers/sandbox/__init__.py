@@ -17,7 +17,7 @@ Backends (``get(name)``):
   uts, cgroup), read-only system binds (or a read-only root file system from
   ``VERACITY_SANDBOX_ROOTFS``), tmpfs ``/tmp``, uid 65534, rlimits for address space, CPU
   seconds, processes and file size, and a libseccomp deny-list filter
-  (:mod:`verifiers.sandbox.seccomp`; skipped, and reported as ``"none (...)"``, when libseccomp
+  (:mod:`verifiers.sandbox.seccomp`; skipped, and reported as ``"no seccomp filter (...)"``, when libseccomp
   is missing). Weaker than docker: no cgroup memory accounting, and a deny list rather than
   docker's allow list.
 - ``none``: never executes; :meth:`Sandbox.run` raises :class:`SandboxUnavailable`, so callers
@@ -182,17 +182,17 @@ class Sandbox(abc.ABC):
     def isolation(self) -> dict[str, str]:
         """How strongly this backend isolates, for reports: ``{"seccomp": ..., "memory": ...}``.
 
-        ``seccomp`` names the syscall filter in force (a value starting with ``"none"`` means
+        ``seccomp`` names the syscall filter in force (a value starting with ``"no seccomp"`` means
         the program sees the kernel's whole syscall surface, with the reason); ``memory`` names
         what bounds memory (cgroup accounting or ``RLIMIT_AS``). Every :class:`Result` of an
         executing backend carries the same keys in ``extra``.
         """
-        return {"seccomp": "none (does not execute code)", "memory": "none (does not execute code)"}
+        return {"seccomp": "no seccomp filter (does not execute code)", "memory": "none (does not execute code)"}
 
     @property
     def filtered(self) -> bool:
         """True when runs have a seccomp filter (see :meth:`isolation`)."""
-        return not self.isolation()["seccomp"].startswith("none")
+        return not self.isolation()["seccomp"].startswith("no seccomp")
 
     def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> Result:
         """Run the Python program ``code`` (source text) with ``stdin`` as its standard input.

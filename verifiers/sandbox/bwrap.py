@@ -13,7 +13,7 @@ Each run is ``bwrap --unshare-all --die-with-parent --new-session ... python3 -I
   with libseccomp): no ptrace, mounts, namespaces, keyring, bpf, perf, io_uring, userfaultfd,
   module/kexec loading, sockets other than AF_UNIX, ... When libseccomp or its binding is
   missing the run still happens without a filter, and every result says so
-  (``Result.extra["seccomp"] == "none (...)"``);
+  (``Result.extra["seccomp"] == "no seccomp filter (...)"``);
 - rlimits (set by the bootstrap *inside* the sandbox): ``RLIMIT_AS`` (memory), ``RLIMIT_CPU``,
   ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``, ``RLIMIT_CORE``.
 
@@ -89,9 +89,9 @@ class BwrapSandbox(Sandbox):
     def isolation(self) -> dict[str, str]:
         """``{"seccomp": ..., "memory": ...}`` (see :meth:`Sandbox.isolation`)."""
         if not self._want_seccomp:
-            sc = "none (turned off for this sandbox)"
+            sc = "no seccomp filter (turned off for this sandbox)"
         elif self._seccomp_reason is not None:
-            sc = f"none ({self._seccomp_reason})"
+            sc = f"no seccomp filter ({self._seccomp_reason})"
         else:
             sc = _seccomp.description()
         return {"seccomp": sc, "memory": "RLIMIT_AS (address space per process; no cgroup)"}
@@ -259,11 +259,9 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _cpus() -> int:
-    """CPUs this process (and so the sandbox it starts) may run on."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """CPUs the sandbox could run on at most: all of the machine's (an upper bound is what
+    classify() needs; the program may widen its own affinity within its cpuset)."""
+    return max(1, os.cpu_count() or 1)
 
 
 def _minor() -> str:

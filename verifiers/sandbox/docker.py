@@ -63,7 +63,7 @@ class DockerSandbox(Sandbox):
         self.warm = int(os.environ.get("VERACITY_SANDBOX_WARM", "0") or 0) if warm is None else int(warm)
         self._client: Any = None
         self._reason: str | None | bool = False  # False = not probed yet
-        self._seccomp = "none (engine not probed)"
+        self._seccomp = "no seccomp filter (engine not probed)"
         self._lock = threading.Lock()
         self._idle: "queue.Queue[str]" = queue.Queue()
         self._idle_ids: set[str] = set()
@@ -106,9 +106,9 @@ class DockerSandbox(Sandbox):
             opts = []
         prof = next((o for o in opts if o.startswith("name=seccomp")), None)
         if prof is None:
-            self._seccomp = "none (the Docker engine reports no seccomp support)"
+            self._seccomp = "no seccomp filter (the Docker engine reports no seccomp support)"
         elif "profile=unconfined" in prof:
-            self._seccomp = "none (the Docker engine runs containers unconfined)"
+            self._seccomp = "no seccomp filter (the Docker engine runs containers unconfined)"
         else:
             self._seccomp = f"Docker engine profile ({prof.split('profile=', 1)[-1]}; allow list)"
         return None
@@ -117,7 +117,7 @@ class DockerSandbox(Sandbox):
         """``{"seccomp": ..., "memory": ...}`` (see :meth:`Sandbox.isolation`); the seccomp
         entry comes from the engine's ``SecurityOptions`` (``docker info``)."""
         if self.unavailable_reason() is not None:
-            return {"seccomp": "none (engine not reachable)", "memory": "none (engine not reachable)"}
+            return {"seccomp": "no seccomp filter (engine not reachable)", "memory": "none (engine not reachable)"}
         return {"seccomp": self._seccomp, "memory": "cgroup memory + swap limit (OOM kill)"}
 
     def close(self) -> None:

@@ -40,15 +40,16 @@ Not denied on purpose: NUMA policy calls (``mbind``, ``get/set_mempolicy``; Flat
 them, but OpenBLAS/NumPy builds may probe them and a failure must not look like a bug in the
 answer), ``prctl`` and ``seccomp`` itself (a program may only tighten its own filter).
 
-Cost: since Linux 5.11 the kernel caches, per syscall number, filters whose answer does not
-depend on the arguments (``seccomp: cache result of seccomp filters``), so every allowed call
-except ``clone``/``socket``/``ioctl``/``personality`` skips the BPF program entirely; those four
-walk a binary tree (libseccomp's ``SCMP_FLTATR_CTL_OPTIMIZE=2``). Measured per run in
-``bench/results/code.md`` ("bwrap seccomp filter overhead").
+Cost: every syscall of a filtered process takes the kernel's slower seccomp entry path; since
+Linux 5.11 calls whose answer does not depend on the arguments are answered from a per-syscall
+cache (``seccomp: cache result of seccomp filters``), the argument-dependent four (``clone``,
+``socket``, ``ioctl``, ``personality``) walk a binary tree (libseccomp's
+``SCMP_FLTATR_CTL_OPTIMIZE=2``). Measured per call and per run in ``bench/results/code.md``
+("bwrap seccomp filter overhead").
 
 :func:`filter_bpf` compiles once per process (~1 ms plus importing the binding) and caches the bytes; when libseccomp or
 the binding is missing it returns ``None`` and :func:`unavailable_reason` says why, and the
-bwrap backend runs without a filter and reports ``seccomp: "none (...)"``.
+bwrap backend runs without a filter and reports ``seccomp: "no seccomp filter (...)"``.
 """
 
 from __future__ import annotations
@@ -196,10 +197,10 @@ def unavailable_reason() -> str | None:
 
 
 def description() -> str:
-    """One line for reports: ``"bwrap filter (libseccomp, N rules, deny list)"`` or
-    ``"none (<reason>)"``."""
+    """One line for reports: ``"libseccomp deny list (N rules)"`` or
+    ``"no seccomp filter (<reason>)"``."""
     if filter_bpf() is None:
-        return f"none ({unavailable_reason()})"
+        return f"no seccomp filter ({unavailable_reason()})"
     return f"libseccomp deny list ({_CACHE['rules']} rules)"
 
 
