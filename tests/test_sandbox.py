@@ -529,11 +529,15 @@ def test_concurrency_cap_queues_runs(box):
     cap = sandbox.max_concurrency()
     n = cap + 2
 
+    # a generous wall limit: on a loaded CI machine a cold `docker run` alone can take seconds, and
+    # this test is about queueing, not about the timeout (which has its own tests)
+    lim = Limits(timeout_s=60, cpu_s=10, memory_mb=256, pids=32, output_bytes=64 * 1024)
+
     async def main():
-        return await asyncio.gather(*[box.arun("import time\ntime.sleep(1.0)") for _ in range(n)])
+        return await asyncio.gather(*[box.arun("import time\ntime.sleep(1.0)", limits=lim) for _ in range(n)])
 
     results = asyncio.run(main())
-    assert all(r.ok for r in results)
+    assert all(r.ok for r in results), [(r.killed_by, r.exit_code, r.stderr[-200:]) for r in results if not r.ok]
     assert sum(r.queued_s > 0.5 for r in results) >= n - cap
 
 
