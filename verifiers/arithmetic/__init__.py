@@ -11,9 +11,12 @@ Entry points
     model text; an internal fault gives one ``error`` check.
 
 ``equivalent(a, b) -> Check``
-    Whether two formulas are equal: SymPy expansion/cancellation first, then evaluation at
-    random points. ``pass`` = equivalent, ``fail`` = not equivalent (with a counterexample),
-    ``unknown`` = could not decide.
+    Whether two formulas are equal: SymPy expansion/cancellation (symbols without assumptions)
+    and, always, evaluation at sample points that are negative, near zero, fractional, ordinary
+    and large (points where a side is undefined, or both are non-real, are skipped; real on one
+    side and non-real on the other is a difference). ``pass`` = equivalent, ``fail`` = not
+    equivalent (with a counterexample), ``unknown`` = could not decide, or the two paths
+    disagreed (see ``_equivalent``).
 
 Accepted syntax
 ---------------
