@@ -123,3 +123,34 @@ def test_no_false_alarm_on_look_alikes(text: str) -> None:
 def test_dozen_in_a_sum_is_not_decided() -> None:
     (c,) = check("2 dozen + 6 = 30 rolls")
     assert c.outcome == "unknown" and "dozen" in c.note
+
+
+# --- a result followed by a rate unit written with "/" ("= $700/week") --------------------------------
+
+
+@pytest.mark.parametrize(
+    "right,wrong",
+    [
+        # GSM8K reference #17 (notes stripped)
+        ("Jill makes per week teaching: $20/hour * 35 hours/week = $700/week",
+         "Jill makes per week teaching: $20/hour * 35 hours/week = $750/week"),
+        # GSM8K reference #614 (notes stripped)
+        ("20 gallons/load * $0.15/gallon = $3.00/load", "20 gallons/load * $0.15/gallon = $3.50/load"),
+    ],
+)
+def test_result_with_a_slash_rate_unit_is_checked(right: str, wrong: str) -> None:
+    assert one(right).outcome == "pass"
+    assert one(wrong).outcome == "fail"
+
+
+def test_wrong_results_with_slash_units_from_real_answers_are_found() -> None:
+    # GSM8K example solutions #62 (6b_verification) and #1241 (175b_verification), both wrong
+    c = one("5% of $200000/year is $200000 x .05 = $100/year")
+    assert c.outcome == "fail" and c.expected == "10000"
+    c = one("So, Rose's profit is $1/3 - $2.4/12 = $0.4/egg.")
+    assert c.outcome == "fail"
+
+
+@pytest.mark.parametrize("text", ["2 + 2 = 8/x", "We met on 3 + 1 = 4/5/2020.", "10 / 2 = 5/a"])
+def test_slash_after_a_result_still_glues_other_things(text: str) -> None:
+    assert not [c for c in check(text) if c.outcome == "fail"], check(text)

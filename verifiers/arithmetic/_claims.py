@@ -144,12 +144,17 @@ def _sticky_before(text: str, s: int) -> bool:
     return c in _STICKY and s >= 2 and text[s - 2].isalnum()
 
 
+_PER_WORD = re.compile(r"/[a-z]{2,}(?![\w(^/])")
+
+
 def _sticky_after(text: str, e: int) -> bool:
     if e >= len(text):
         return False
     c = text[e]
     if c.isdigit():
         return True
+    if c == "/" and _PER_WORD.match(text, e):
+        return False  # "= $0.4/egg": a rate's unit, as in "= $0.4 per egg"
     if c == "," and e >= 1 and text[e - 1].isdigit() and text[e + 1 : e + 2].isdigit():
         return True
     return c in _STICKY and e + 1 < len(text) and text[e + 1].isalnum()
