@@ -114,6 +114,10 @@ def test_rate_with_a_wrong_product_fails() -> None:
         "a dozen eggs * $2 = $24",  # "a dozen" is a number only in a definition
         "4 dozen eggs * $2 = $96",  # $2 per egg: a dozen counted as 12
         "72 months / 12 months = 6 years",
+        # "is" between two durations that compare rather than convert (a false alarm on main too)
+        "His 2 hours is 30 minutes more than hers.",
+        "Her 2 years is 4 months more than his.",
+        "He is 5 years older, so 10 years is 2 decades ago.",
     ],
 )
 def test_no_false_alarm_on_look_alikes(text: str) -> None:

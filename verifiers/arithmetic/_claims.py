@@ -225,6 +225,9 @@ def rtoks_of(toks: list[Token]) -> list[Token]:
     return toks[k + 1 :] or toks[-1:]
 
 
+_COMPARATIVE = re.compile(
+    r"[ \t]*(?:more|less|longer|shorter|fewer|ago|later|earlier|older|younger|before|after|than|late|early|"
+    r"faster|slower|over|under|left|remaining|extra|behind|ahead|too|apart|from|since|until)\b", re.I)
 _LABEL = re.compile(r"([A-Za-z][A-Za-z' ]{0,60}?)[ \t]*$")
 _BETWEEN = re.compile(r"\s*(?:\([^()\d]{0,40}\))?[\s.,;:!]*(?:(?:so|thus|therefore|then|hence|and)\b[\s,]*)?", re.I)
 
@@ -562,11 +565,13 @@ class ClaimFinder:
                 if conv is None:
                     return
                 values = [conv]
-        v = _judge_candidates(values, rlit, rsign, approx)
         span = self.span(toks)
         tail = _UNIT_TAIL.match(self.original, span[1])
         if tail:
             span = (span[0], tail.end())
+        if soft and _COMPARATIVE.match(self.original, span[1]):
+            return  # "his 2 hours is 30 minutes more than hers": a comparison, not a conversion
+        v = _judge_candidates(values, rlit, rsign, approx)
         found = self.original[self.span(rtoks_of(toks))[0] : span[1]].strip()
         expected = f"{v.expected} {names[1]}".strip()
         evidence = {
