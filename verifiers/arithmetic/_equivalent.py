@@ -5,7 +5,8 @@
    Symbols carry no assumptions (SymPy's default: complex), so a symbolic verdict holds for
    negative and fractional values too (``sqrt(4x^2)`` is *not* simplified to ``2x``).
 2. Symbolic: ``cancel(expand(a - b)) == 0`` proves equality; a nonzero constant difference
-   proves inequality (skipped when a power is too large to expand cheaply).
+   proves inequality (skipped when the expansion would exceed ``MAX_EXPANDED_TERMS`` terms or
+   an exponent ``MAX_SYMBOLIC_EXPONENT``: SymPy's time grows with the expansion).
 3. Numeric: both trees are evaluated with mpmath (60 significant digits, principal branches,
    the same conventions as SymPy) at rational points drawn, per symbol, from five regions in
    turn: negative [-3.5, -0.5], near zero ±[0.001, 0.1], fractional [0.1, 0.9], ordinary
@@ -28,6 +29,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import zlib
 from fractions import Fraction
@@ -115,6 +117,36 @@ def _to_sympy(node: tuple) -> Any:
         }[node[1]]
         return f(arg)
     raise _TooBig(kind)
+
+
+MAX_EXPANDED_TERMS = 300
+
+
+def _terms(node: tuple) -> int:
+    """An upper bound on the number of terms of the expanded tree (capped just above
+    ``MAX_EXPANDED_TERMS``): SymPy's expand/cancel time grows with it ((a+b+c+d)^12 has 455
+    terms and takes seconds), so a larger tree is left to the numeric test."""
+    cap = MAX_EXPANDED_TERMS + 1
+    kind = node[0]
+    if kind in ("num", "var", "const", "func", "fact"):
+        return 1
+    if kind in ("neg", "pct"):
+        return _terms(node[1])
+    if kind == "bin":
+        a, b = _terms(node[2]), _terms(node[3])
+        return min(cap, a + b if node[1] in "+-" else a * b)
+    if kind == "pow":
+        base = _terms(node[1])
+        exp = node[2]
+        if exp[0] != "num" or exp[1].value.denominator != 1:
+            return base
+        n = abs(exp[1].value.numerator)
+        if base == 1:
+            return 1
+        if n > MAX_SYMBOLIC_EXPONENT:
+            return cap
+        return min(cap, math.comb(base + n - 1, n))  # monomials of degree n in ``base`` terms
+    return cap
 
 
 class _Undefined(Exception):
@@ -369,6 +401,9 @@ def equivalent(a: str, b: str) -> Check:
     symbolic: str | None = None
     try:
         import sympy
+
+        if _terms(na) + _terms(nb) > MAX_EXPANDED_TERMS:
+            raise _TooBig("too many terms to expand")
 
         diff = sympy.cancel(sympy.expand(_to_sympy(na) - _to_sympy(nb)))
         if diff == 0:
