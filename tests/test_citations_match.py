@@ -141,6 +141,9 @@ def test_hyphenation_inside_a_word_is_the_same_title():
     assert titles_equal("BERT: Pre-training of Deep Bidirectional Transformers", "BERT: Pretraining of deep bidirectional transformers")
     assert titles_equal("Self-Supervised Learning", "Selfsupervised learning")
     assert titles_equal("Vision-Language Models: A Survey", "Vision-language models")  # subtitle dropped
+    # a real HALLMARK entry's BibTeX braces next to a hyphen (dev_public aaefe29933ae)
+    assert titles_equal("Flash{A}ttention: Fast and Memory-Efficient Exact Attention with {IO}-Awareness",
+                        "FlashAttention: Fast and Memory-Efficient Exact Attention with IO-Awareness")
     # a hyphen turned into a space or moved is not the same title (HALLMARK near-miss perturbations)
     assert not titles_equal("Schema Variable Structured Extraction", "Schema-Variable Structured Extraction")
     assert not titles_equal("Unified Multimodal Chain of-Thought", "Unified Multimodal Chain-of-Thought")

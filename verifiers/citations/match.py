@@ -95,7 +95,7 @@ _HYPHENS = re.compile(r"(?<=\w)[-\u2010\u2011](?=\w)")
 def _orth(t: str) -> str:
     """:func:`_light` with word-internal hyphens deleted instead of spaced: "pre-training" and
     "pretraining" give the same string, "Schema-Variable" and "Schema Variable" do not."""
-    return _light(_HYPHENS.sub("", fold(t)))
+    return _light(_HYPHENS.sub("", re.sub(r"[\\{}$^_]", "", fold(t))))
 
 
 def titles_equal(a: str | None, b: str | None) -> bool:
