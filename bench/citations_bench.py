@@ -433,6 +433,24 @@ def report(results: dict, ext: dict, refx: dict | None, styles, secs: float, var
             sts = ", ".join(f"{k} {c}" for k, c in by_st.most_common())
             L.append(f"| {v} | {n} | {pct(by_out['pass'] / n)} | {pct(by_out['fail'] / n)} | {pct(by_out['unknown'] / n)} | {sts} |")
         L.append("")
+        if "full" in results:
+            lab = Counter((r["status"], r["label"]) for r in results["full"]["rows"])
+            for cnt in variants.values():
+                for (st, _), k in cnt.items():
+                    lab[(st, "VALID")] += k
+            L += ["Calibration with both populations (`full` labelled renderings + the imperfection table above, "
+                  "whose citations are all correct): how often each status is right, against its confidence "
+                  "(authenticity for the passing statuses, 1 - authenticity for the failing ones).", "",
+                  "| status | confidence | n | VALID | HALLUCINATED | right |", "|---|---|---|---|---|---|"]
+            from verifiers.citations.match import STATUS_AUTHENTICITY
+            for st in ("VERIFIED", "PARTIALLY_VERIFIED", "LIKELY_HALLUCINATION", "CONFLICT", "NOT_FOUND"):
+                v, h = lab[(st, "VALID")], lab[(st, "HALLUCINATED")]
+                if not v + h:
+                    continue
+                passing = st in ("VERIFIED", "PARTIALLY_VERIFIED")
+                conf = STATUS_AUTHENTICITY[st] if passing else round(1 - STATUS_AUTHENTICITY[st], 2)
+                L.append(f"| {st} | {conf:.2f} | {v + h} | {v} | {h} | {pct((v if passing else h) / (v + h))} |")
+            L.append("")
     L += ["## Extraction accuracy (fields recovered vs the record, all labelled entries)", "",
           "| style | entry found | title | first author | year | venue | doi |", "|---|---|---|---|---|---|---|"]
     for st, d in ext.items():
@@ -444,6 +462,10 @@ def report(results: dict, ext: dict, refx: dict | None, styles, secs: float, var
         for st, d in refx.items():
             L.append(f"| {st} | {pct(d['title'])} | {pct(d['first_author'])} | {pct(d['year'])} | {pct(d.get('venue', 0))} |")
     return "\n".join(L) + "\n"
+
+
+#: Heading of the hand-written before/after log at the end of the results file (kept on re-runs).
+HISTORY = "## History (hand-written, kept when the benchmark is re-run)"
 
 
 def main(argv=None) -> int:
@@ -469,8 +491,11 @@ def main(argv=None) -> int:
     ext = extraction_accuracy(labelled, styles)
     refx = refextract_accuracy(labelled)
     md = report(results, ext, refx, styles, time.time() - t0, variants, hidden, loo)
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(md)
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and HISTORY in out.read_text():  # the hand-written before/after log is kept
+        md += "\n" + HISTORY + out.read_text().split(HISTORY, 1)[1]
+    out.write_text(md)
     if a.dump:
         with open(a.dump, "w") as fh:
             for v, res in results.items():

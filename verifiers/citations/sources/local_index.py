@@ -13,7 +13,9 @@ Built by :func:`build_index` (CLI: ``veracity index build FILE... --db PATH``) f
 
 Lookups are local and synchronous (sub-millisecond): by DOI, by arXiv ID, and by title through
 FTS5 (``bm25`` ranking over folded title tokens; CJK titles indexed per character), re-ranked
-with the matcher's title similarity.
+with the matcher's title similarity. The ``doi_prefix`` table (records per canonical venue and DOI
+registrant prefix) backs :meth:`LocalIndex.foreign_doi_prefix`, the offline evidence against a
+made-up DOI on a real work.
 """
 
 from __future__ import annotations
