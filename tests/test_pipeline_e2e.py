@@ -439,6 +439,10 @@ def test_cli_verify_and_policy_check(tmp_path, env):
 
 def test_verification_metrics_exposed_with_issue_names(env):
     ask(env, "correct", ci_question("compound"))  # at least one check, correction and risk observation
+    # and one sentinel call of its own (in random order no sentinel test may have run before)
+    q = "[case:sentinel] Please answer both:\n1. What is the capital of France?\n2. What is the capital of Spain?"
+    client(env, "sentinel").chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": q}],
+                                                     tools=[WEATHER_TOOL])
     text = env["gw"].metrics()
     for name in ("veracity_checks_total", "veracity_hallucinations_total", "veracity_corrections_total",
                  "veracity_sentinel_calls_total", "veracity_verification_duration_seconds",
