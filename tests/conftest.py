@@ -81,6 +81,7 @@ class Gateway:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.log()}")
             time.sleep(0.05)
+        self.stop()  # the caller never gets this Gateway to clean up: do not leave the process running
         raise RuntimeError(f"gateway not ready:\n{self.log()}")
 
     def wait_workers(self, n: int, timeout: float = 120.0) -> None:
