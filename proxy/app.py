@@ -602,6 +602,11 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     return FastPath(app, state)  # type: ignore[return-value]
 
 
+#: paths served as chat completions: clients configured with the bare host as ``base_url``
+#: post to ``/chat/completions`` (a 404 before; as LiteLLM, serve both), some add a slash
+_CHAT_PATHS = frozenset({CHAT_ROUTE, CHAT_ROUTE + "/", "/chat/completions", "/chat/completions/"})
+
+
 class FastPath:
     """ASGI wrapper: ``POST /v1/chat/completions`` goes straight to the handler, skipping the
     FastAPI/Starlette middleware and routing layers (the handler catches every exception
@@ -613,7 +618,7 @@ class FastPath:
         self.state = state
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] == CHAT_ROUTE and scope["method"] == "POST":
+        if scope["type"] == "http" and scope["path"] in _CHAT_PATHS and scope["method"] == "POST":
             headers = _scope_headers(scope)
             out = await _chat(self.state, headers, lambda limit: _receive_body(receive, headers, limit))
             if isinstance(out, _Reply):

@@ -1044,3 +1044,21 @@ def test_parse_args_of_hostile_verify_result_calls() -> None:
         args = sentinel._parse_args({"function": {"name": "verify_result", "arguments": raw}})
         assert args["is_ready"] is False and set(args) == {"task_goal", "actual_result", "missing_items",
                                                            "errors_found", "is_ready"}
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/v1/chat/completions/", "/chat/completions/"])
+def test_chat_completions_without_v1_or_with_a_trailing_slash(gw: Any, http: httpx.Client, path: str) -> None:
+    """Fault (a common misconfiguration, e.g. BadgerHobbs/OpenAI-API-Gateway#1): a client
+    whose ``base_url`` is the bare host posts to ``/chat/completions`` and got a 404. These
+    paths are now the chat completions route, verification included."""
+    r = http.post(gw.url + path, json={"model": "odd", "messages": [{"role": "user", "content": "list 2+2?"}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["veracity"]["status"] == "failed"
+
+
+def test_openai_sdk_with_the_bare_host_as_base_url(gw: Any) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=gw.url, api_key="sk-test", max_retries=0)
+    r = client.chat.completions.create(model="odd", messages=[{"role": "user", "content": "list 2+2?"}])
+    assert r.model_extra["veracity"]["status"] == "failed"
