@@ -25,10 +25,18 @@ connection count), requests/s, and each gateway's RSS after the runs (>= 10k req
 script tops up with extra load if fewer were sent). Floors from issue 2: added p50 <= 0.5 ms at
 1 connection, req/s >= 10x LiteLLM at 32 connections, RSS <= 120 MB.
 
+Repeats: ``--repeat`` interleaved rounds per point (every target once per round, so a burst of
+foreign load hits all of them alike); the table gives medians with min-max ranges, and "added"
+numbers are paired per round (target minus ``direct`` of the same round). CPU microseconds per
+request come from /proc (user + system of the target's own processes). On a shared machine,
+``--rt PRIO`` runs everything under SCHED_FIFO (root only) so that other jobs do not preempt the
+measured processes; the report says whether it was used, with the load average at start and end.
+
 Usage::
 
     .venv/bin/python bench/gateway_bench.py                # writes bench/results/gateway.md
-    .venv/bin/python bench/gateway_bench.py --targets direct,veracity --duration 5
+    .venv/bin/python bench/gateway_bench.py --skip-litellm --targets direct,floor,veracity --conns 1
+    .venv/bin/python bench/gateway_bench.py --litellm-bin /path/to/.venv-litellm/bin/litellm --rt 10
 
 Needs ``wrk`` (``apt-get install -y wrk``). A target whose server cannot start is reported as
 such and the others still run. Absolute numbers depend on the machine; quote ratios.
@@ -43,6 +51,7 @@ import platform
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -225,15 +234,15 @@ def start_floor(workdir: Path, mock: Server) -> Server | str:
     return Server("floor", proc, url, log)
 
 
-def start_litellm(workdir: Path, mock: Server) -> Server | str:
-    if not LITELLM_BIN.exists():
+def start_litellm(workdir: Path, mock: Server, litellm_bin: Path = LITELLM_BIN) -> Server | str:
+    if not litellm_bin.exists():
         return (f"not installed: python3 -m venv {BENCH}/.venv-litellm && "
                 f"{BENCH}/.venv-litellm/bin/pip install 'litellm[proxy]==1.108.7'")
     port = free_port()
     env = dict(os.environ, BENCH_MOCK_BASE_URL=mock.url + "/v1", LITELLM_LOCAL_MODEL_COST_MAP="True",
                LITELLM_DONT_SHOW_FEEDBACK_BOX="True", HF_HUB_OFFLINE="1", LITELLM_LOG="ERROR")
     env.pop("OPENAI_API_KEY", None)
-    proc, log = _spawn("litellm", [str(LITELLM_BIN), "--config", str(BENCH / "litellm_config.yaml"),
+    proc, log = _spawn("litellm", [str(litellm_bin), "--config", str(BENCH / "litellm_config.yaml"),
                                    "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"], env, workdir)
     url = f"http://127.0.0.1:{port}"
     auth = {"Authorization": f"Bearer {LITELLM_MASTER_KEY}"}
@@ -258,6 +267,63 @@ class Run:
     errors: int
     cpu_us: float = float("nan")   # CPU of the target's own process(es) per request, microseconds
     raw: dict = field(default_factory=dict)
+    round: int = 0
+
+
+@dataclass
+class Point:
+    """All repeats of one (target, conns) point: medians and spreads. ``added`` holds, per
+    round, this target's p50/p99 minus ``direct``'s in the same round (paired, so a burst of
+    foreign load that hits one round shifts both)."""
+
+    target: str
+    conns: int
+    runs: list[Run]
+    added_p50: list[float] = field(default_factory=list)
+    added_p99: list[float] = field(default_factory=list)
+
+    @staticmethod
+    def _med(xs: list[float]) -> float:
+        return statistics.median(xs) if xs else float("nan")
+
+    @property
+    def p50_ms(self) -> float:
+        return self._med([r.p50_ms for r in self.runs])
+
+    @property
+    def p99_ms(self) -> float:
+        return self._med([r.p99_ms for r in self.runs])
+
+    @property
+    def rps(self) -> float:
+        return self._med([r.rps for r in self.runs])
+
+    @property
+    def cpu_us(self) -> float:
+        return self._med([r.cpu_us for r in self.runs])
+
+    @property
+    def errors(self) -> int:
+        return sum(r.errors for r in self.runs)
+
+    @property
+    def requests(self) -> int:
+        return sum(r.requests for r in self.runs)
+
+    def spread(self, attr: str) -> str:
+        xs = [getattr(r, attr) for r in self.runs]
+        return f"{min(xs):,.3f}-{max(xs):,.3f}" if attr.endswith("ms") else f"{min(xs):,.0f}-{max(xs):,.0f}"
+
+    @property
+    def added_p50_med(self) -> float:
+        return self._med(self.added_p50)
+
+    @property
+    def added_p99_med(self) -> float:
+        return self._med(self.added_p99)
+
+    def added_spread(self) -> str:
+        return f"{min(self.added_p50):.3f}-{max(self.added_p50):.3f}" if self.added_p50 else "-"
 
 
 def wrk(url: str, conns: int, seconds: float, body_file: Path, auth: str) -> dict:
@@ -302,7 +368,14 @@ def check_answer(url: str, auth: str, body_file: Path) -> str:
 # --------------------------------------------------------------------------- report
 
 
-def machine_note() -> str:
+def _load() -> str:
+    try:
+        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def machine_note(load_start: str) -> str:
     cpu = "unknown CPU"
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -311,43 +384,64 @@ def machine_note() -> str:
                 break
     except OSError:
         pass
-    try:
-        load = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        load = "?"
     return (f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, Python "
-            f"{platform.python_version()}; load average at the end {load}. The load generator (wrk -t1), "
-            f"the gateway and the mock upstream share these cores, and other engineers' jobs may have "
-            f"been running on the machine too: quote ratios from one run, not absolute numbers.")
+            f"{platform.python_version()}; load average (1/5/15 min) {load_start} at the start, {_load()} at the "
+            f"end. The load generator (wrk -t1), the gateway and the mock upstream share these cores, and other "
+            f"engineers' jobs may have been running on the machine too: quote ratios from one run, not absolute "
+            f"numbers.")
+
+
+def aggregate(runs: list[Run]) -> list[Point]:
+    """Group runs by (target, conns) in first-seen order; pair each with ``direct``'s run of
+    the same round for the added latency."""
+    points: dict[tuple[str, int], Point] = {}
+    for r in runs:
+        points.setdefault((r.target, r.conns), Point(r.target, r.conns, [])).runs.append(r)
+    direct = {(r.conns, r.round): r for r in runs if r.target == "direct"}
+    for pt in points.values():
+        if pt.target == "direct":
+            continue
+        for r in pt.runs:
+            d = direct.get((r.conns, r.round))
+            if d:
+                pt.added_p50.append(r.p50_ms - d.p50_ms)
+                pt.added_p99.append(r.p99_ms - d.p99_ms)
+    return list(points.values())
 
 
 def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str, str], args: argparse.Namespace,
-           started: str) -> str:
-    by = {(r.target, r.conns): r for r in runs}
+           started: str, load_start: str) -> str:
+    points = aggregate(runs)
+    by = {(p.target, p.conns): p for p in points}
+    sched = ("every process of the run (wrk, the mock, the targets) under SCHED_FIFO priority "
+             f"{args.rt} (`--rt {args.rt}`), so that other jobs on the machine do not preempt them"
+             if args.rt else "normal scheduling (no `--rt`)")
     lines = [
         "# Gateway overhead benchmark",
         "",
-        f"Run {started} by `bench/gateway_bench.py` ({args.repeat} interleaved runs of {args.duration:g} s per point,",
-        "each after a 2 s warm-up; the table shows the median run by p50;",
-        "load generator: wrk -t1 with keep-alive, POST through `bench/wrk_post.lua`; one non-stream chat",
-        "completion, ~0.9 kB response; the same mock upstream process serves all targets).",
+        f"Run {started} by `bench/gateway_bench.py` ({args.repeat} interleaved rounds of {args.duration:g} s per "
+        "point, each after a 2 s warm-up; load generator: wrk -t1 with keep-alive, POST through "
+        "`bench/wrk_post.lua`; one non-stream chat completion, ~0.9 kB response; the same mock upstream process "
+        f"serves all targets; {sched}).",
         "",
-        machine_note(),
+        machine_note(load_start),
         "",
-        "`CPU us/req`: user+system CPU of the target's own process(es) (the mock for `direct`) per",
-        "request during the measured run, from /proc -- less sensitive to a busy machine than latency.",
+        "Each cell is the median over the rounds; `range` columns give min-max over the rounds. `added p50` is,",
+        "per round, the target's p50 minus `direct`'s p50 in the same round, then the median of those. `CPU us/req`:",
+        "user+system CPU of the target's own process(es) (the mock for `direct`) per request during the measured",
+        "run, from /proc -- less sensitive to a busy machine than latency.",
         "",
-        "| target | conns | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms | CPU us/req | errors |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| target | conns | req/s | p50 ms | p50 range | p99 ms | added p50 ms | added p50 range | added p99 ms "
+        "| CPU us/req | CPU range | errors |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for r in runs:
-        base = by.get(("direct", r.conns))
-        if r.target != "direct" and base:
-            a50, a99 = f"{r.p50_ms - base.p50_ms:.3f}", f"{r.p99_ms - base.p99_ms:.3f}"
+    for p in points:
+        if p.target != "direct" and p.added_p50:
+            a50, a50r, a99 = f"{p.added_p50_med:.3f}", p.added_spread(), f"{p.added_p99_med:.3f}"
         else:
-            a50 = a99 = "-"
-        lines.append(f"| {r.target} | {r.conns} | {r.rps:,.0f} | {r.p50_ms:.3f} | {r.p99_ms:.3f} | {a50} | {a99} "
-                     f"| {r.cpu_us:,.0f} | {r.errors} |")
+            a50 = a50r = a99 = "-"
+        lines.append(f"| {p.target} | {p.conns} | {p.rps:,.0f} | {p.p50_ms:.3f} | {p.spread('p50_ms')} | "
+                     f"{p.p99_ms:.3f} | {a50} | {a50r} | {a99} | {p.cpu_us:,.0f} | {p.spread('cpu_us')} | {p.errors} |")
     lines += ["", "| gateway | RSS after the runs (MiB) | requests it served |", "| --- | ---: | ---: |"]
     for name, (mb, n) in rss.items():
         lines.append(f"| {name} | {mb:.1f} | {n:,} |")
@@ -356,15 +450,17 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
     lines += ["", "## Floors (issue 2)", ""]
     v1, d1 = by.get(("veracity", 1)), by.get(("direct", 1))
     v32, l32 = by.get(("veracity", 32)), by.get(("litellm", 32))
-    if v1 and d1:
-        added = v1.p50_ms - d1.p50_ms
-        lines.append(f"- added p50 at 1 connection: {added:.3f} ms (floor 0.5 ms): {'met' if added <= 0.5 else 'MISSED'}")
+    if v1 and d1 and v1.added_p50:
+        added = v1.added_p50_med
+        lines.append(f"- added p50 at 1 connection: {added:.3f} ms (rounds: {v1.added_spread()}; floor 0.5 ms): "
+                     f"{'met' if added <= 0.5 else 'MISSED'}")
     f1 = by.get(("floor", 1))
-    if v1 and f1:
-        lines.append(f"- for reference, the floor proxy adds {f1.p50_ms - d1.p50_ms:.3f} ms p50 at 1 connection "
-                     f"in the same run; Veracity's own share above it: {v1.p50_ms - f1.p50_ms:.3f} ms p50, "
-                     f"CPU {v1.cpu_us:,.0f} vs {f1.cpu_us:,.0f} us/request ({v1.cpu_us / f1.cpu_us:.2f}x)"
-                     if d1 else "")
+    if v1 and f1 and f1.added_p50 and v1.added_p50:
+        own = [a - b for a, b in zip(v1.added_p50, f1.added_p50)]
+        lines.append(f"- for reference, the floor proxy adds {f1.added_p50_med:.3f} ms p50 at 1 connection in the "
+                     f"same run (rounds: {f1.added_spread()}); Veracity minus floor per round: median "
+                     f"{statistics.median(own):.3f} ms ({min(own):.3f} to {max(own):.3f}); CPU {v1.cpu_us:,.0f} vs "
+                     f"{f1.cpu_us:,.0f} us/request ({v1.cpu_us / f1.cpu_us:.2f}x)")
     if v32 and l32:
         ratio = v32.rps / l32.rps if l32.rps else float("inf")
         lines.append(f"- req/s at 32 connections: Veracity {v32.rps:,.0f} vs LiteLLM {l32.rps:,.0f} = {ratio:.1f}x "
@@ -375,7 +471,7 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
                      f"{'met' if mb <= 120 else 'MISSED'}")
     if "litellm" in rss:
         lines.append(f"- LiteLLM proxy RSS for comparison: {rss['litellm'][0]:.1f} MiB")
-    low1, low32 = by.get(("veracity_default_low", 1)), by.get(("veracity_default", 1))
+    low1, risky1 = by.get(("veracity_default_low", 1)), by.get(("veracity_default", 1))
     if low1 and v1:
         lines += ["", "## Floor (issue 6): added latency when the risk score is low", ""]
         d = low1.p50_ms - v1.p50_ms
@@ -387,21 +483,29 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
             if a and b:
                 lines.append(f"- at {c} connections: {a.rps:,.0f} vs {b.rps:,.0f} req/s, CPU {a.cpu_us:,.0f} vs "
                              f"{b.cpu_us:,.0f} us/request")
-        if low32:
-            lines.append(f"- a risky answer (default policy, arithmetic verified): CPU {low32.cpu_us:,.0f} us/request "
+        if risky1:
+            lines.append(f"- a risky answer (default policy, arithmetic verified): CPU {risky1.cpu_us:,.0f} us/request "
                          f"at 1 connection: the price of verification, not of the pass-through")
-    lines += ["", "Reproduce: `.venv/bin/python bench/gateway_bench.py` (needs `wrk`; LiteLLM in "
-              "`bench/.venv-litellm`, see the script's docstring).", ""]
+    cmd = " ".join(["bench/gateway_bench.py", *sys.argv[1:]]) if sys.argv[1:] else "bench/gateway_bench.py"
+    lines += ["", f"Reproduce: `.venv/bin/python {cmd}` (needs `wrk`; LiteLLM in `bench/.venv-litellm` or "
+              "`--litellm-bin`, see the script's docstring).", ""]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--targets", default="direct,floor,veracity,litellm",
-                   help="comma list of direct, floor, veracity, veracity_default, veracity_default_low, litellm")
-    p.add_argument("--conns", default="1,32")
-    p.add_argument("--duration", type=float, default=10.0, help="seconds per measured point")
-    p.add_argument("--repeat", type=int, default=3, help="runs per point (interleaved); the median run is reported")
+                   help="comma list of direct, floor, veracity, veracity_default, veracity_default_low, litellm "
+                        "(direct is always measured: every added number subtracts it)")
+    p.add_argument("--skip-litellm", action="store_true", help="drop litellm from --targets")
+    p.add_argument("--litellm-bin", type=Path, default=LITELLM_BIN,
+                   help="the litellm proxy executable (default bench/.venv-litellm/bin/litellm; missing: skipped)")
+    p.add_argument("--conns", default="1,32", help="comma list of connection counts (points)")
+    p.add_argument("--duration", type=float, default=10.0, help="seconds per measured run")
+    p.add_argument("--repeat", type=int, default=5, help="interleaved rounds per point (medians and spreads)")
+    p.add_argument("--rt", type=int, default=0, metavar="PRIO",
+                   help="run wrk, the mock and every target under SCHED_FIFO with this priority (1-99; needs "
+                        "root): other jobs on a shared machine then do not preempt them. 0 = off (default)")
     p.add_argument("--min-requests", type=int, default=10_000, help="load each gateway at least this much before RSS")
     p.add_argument("--veracity-config", type=Path, default=BENCH / "veracity_bench.yaml")
     p.add_argument("--out", type=Path, default=BENCH / "results" / "gateway.md")
@@ -409,9 +513,18 @@ def main(argv: list[str] | None = None) -> int:
     if not shutil.which("wrk"):
         print("wrk not found: apt-get install -y wrk", file=sys.stderr)
         return 2
-    targets = [t for t in args.targets.split(",") if t]
+    targets = [t for t in args.targets.split(",") if t and not (args.skip_litellm and t == "litellm")]
+    if "direct" not in targets:
+        targets.insert(0, "direct")
     conns = [int(c) for c in args.conns.split(",")]
+    if args.rt:  # inherited by every process started below
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(args.rt))
+        except (PermissionError, OSError) as exc:
+            print(f"--rt {args.rt}: cannot set SCHED_FIFO ({exc}); run as root or drop --rt", file=sys.stderr)
+            return 2
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load_start = _load()
     workdir = Path(tempfile.mkdtemp(prefix="veracity-bench-"))
     body_file = workdir / "body.json"
     body_file.write_text(json.dumps(REQUEST_BODY))
@@ -455,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
                 servers["floor"] = fl
                 endpoints["floor"] = (fl.url + "/v1/chat/completions", "Bearer sk-bench", body_file)
         if "litellm" in targets:
-            lt = start_litellm(workdir, mock)
+            lt = start_litellm(workdir, mock, args.litellm_bin)
             if isinstance(lt, str):
                 skipped["litellm"] = lt
             else:
@@ -470,23 +583,23 @@ def main(argv: list[str] | None = None) -> int:
                 skipped[name] = f"wrong answer through the target: {problem}"
                 del endpoints[name]
         for c in conns:
-            reps: dict[str, list[Run]] = {}
             for rep in range(args.repeat):  # interleaved, so a burst of foreign load hits all targets alike
                 for name, (url, auth, bfile) in endpoints.items():
                     srv = servers["mock" if name == "direct" else name]
                     run = measure(name, url, c, args.duration, bfile, auth, srv)
-                    reps.setdefault(name, []).append(run)
+                    run.round = rep
+                    runs.append(run)
                     served[name] = served.get(name, 0) + run.requests
-                    print(f"{name:16s} c={c:<3d} rep {rep + 1}: {run.rps:9,.0f} req/s  p50 {run.p50_ms:8.3f} ms  "
-                          f"p99 {run.p99_ms:8.3f} ms  cpu {run.cpu_us:6.0f} us/req  errors {run.errors}", flush=True)
-            for name, rs in reps.items():
-                runs.append(sorted(rs, key=lambda r: r.p50_ms)[len(rs) // 2])  # the median run by p50
+                    print(f"{name:20s} c={c:<3d} round {rep + 1}: {run.rps:9,.0f} req/s  p50 {run.p50_ms:8.3f} ms  "
+                          f"p99 {run.p99_ms:8.3f} ms  cpu {run.cpu_us:6.0f} us/req  errors {run.errors}  "
+                          f"load {_load()}", flush=True)
         for name in ("veracity", "veracity_default", "veracity_default_low", "floor", "litellm"):
             if name in endpoints:
                 # Top up the Veracity targets so RSS is read after >= --min-requests requests;
                 # the reference rows are read after whatever they served.
                 while name.startswith("veracity") and served[name] < args.min_requests:
-                    r = wrk(endpoints[name][0], 32, 5, endpoints[name][2], endpoints[name][1])
+                    # under --rt, 32 busy connections would hold both cores away from everyone else
+                    r = wrk(endpoints[name][0], 4 if args.rt else 32, 5, endpoints[name][2], endpoints[name][1])
                     served[name] += r["requests"]
                 rss[name] = (servers[name].rss_mb(), served[name])
         rss_mock = servers["mock"].rss_mb()
@@ -495,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for srv in servers.values():
             srv.stop()
-    text = render(runs, rss, skipped, args, started)
+    text = render(runs, rss, skipped, args, started, load_start)
     if args.out.exists():  # keep the hand-written analysis below the marker across re-runs
         old = args.out.read_text()
         if NOTES_MARKER in old:

@@ -22,7 +22,7 @@ own CPU is not: it is another process). ``--profile SCENARIO`` prints a cProfile
 scenario measured with a CPU clock (``time.process_time``; wall-clock profiles charge the
 time spent waiting to be scheduled on a busy machine to whatever line was running).
 
-    .venv/bin/python bench/gateway_inproc.py [N] [--mock] [--profile default_risky]
+    .venv/bin/python bench/gateway_inproc.py [N] [--mock] [--profile default_risky] [--loop asyncio]
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import uvloop
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -190,6 +192,8 @@ def main() -> None:
     p.add_argument("--scenarios", default="core,off,default_low,default_risky")
     p.add_argument("--fastapi", action="store_true", help="also the full FastAPI stack (default_low)")
     p.add_argument("--profile", default="", help="print a CPU-clock cProfile of this scenario (stderr)")
+    p.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop",
+                   help="event loop (default uvloop, as `veracity serve` runs)")
     a = p.parse_args()
     names = a.scenarios.split(",") + (["fastapi"] if a.fastapi else [])
     if a.profile and a.profile not in names:
@@ -209,13 +213,14 @@ def main() -> None:
                     if content not in mocks:
                         mocks[content] = start_mock(content, Path(tmp))
                     url = mocks[content][1]
-                res[name] = asyncio.run(scenario(name, a.n, a.repeat, url, profile=name == a.profile))
+                coro = scenario(name, a.n, a.repeat, url, profile=name == a.profile)
+                res[name] = uvloop.run(coro) if a.loop == "uvloop" else asyncio.run(coro)
         finally:
             for proc, _ in mocks.values():
                 proc.terminate()
                 proc.wait(10)
     sys.stdout = sys.__stdout__
-    where = "real aiohttp calls to a mock subprocess" if a.mock else "instant fake upstream"
+    where = ("real aiohttp calls to a mock subprocess" if a.mock else "instant fake upstream") + f", {a.loop}"
     print(f"gateway CPU us per request, best of {a.repeat} x {a.n} ({where}):")
     for name, us in res.items():
         print(f"  {name:14s} {us:8.1f}")

@@ -35,7 +35,7 @@ from verifiers._types import Check, Report
 from proxy.budget import RequestBudget, usage_tokens
 
 __all__ = ["State", "CorrectionResult", "correct", "evidence_prompt", "failure_signature",
-           "completion_text"]
+           "completion_text", "choice_text"]
 
 Complete = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 Verify = Callable[[str], Awaitable[Report]]
@@ -76,9 +76,18 @@ class CorrectionResult:
 
 def completion_text(completion: Any) -> str | None:
     """``choices[0].message.content`` as text, or None when there is none (tool calls only,
-    refusal, malformed)."""
+    refusal, malformed). Other choices (``n > 1``): :func:`choice_text` on each."""
     try:
-        content = completion["choices"][0]["message"].get("content")
+        return choice_text(completion["choices"][0])
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def choice_text(choice: Any) -> str | None:
+    """One choice's ``message.content`` as text (a string, or the ``text`` parts of a content
+    list joined by newlines), or None when there is none (tool calls only, refusal, malformed)."""
+    try:
+        content = choice["message"].get("content")
     except (KeyError, IndexError, TypeError, AttributeError):
         return None
     if isinstance(content, str):
@@ -198,7 +207,9 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         complete: async upstream call ``(request body) -> chat.completion dict``; may raise.
         verify: async ``(answer text) -> Report`` (risk + verifiers).
         max_rounds: correction rounds allowed (0 = verify only).
-        budget: the request budget (extra calls/tokens, deadline); None = unlimited.
+        budget: the request budget (extra calls/tokens, deadline); None = unlimited. Each
+            correction call is charged before it is made, so several loops may share one
+            budget (the choices of an ``n > 1`` response) without overspending its calls.
         correction_model: model for the correction calls (policy ``correction.model``).
         initial_report: the draft's report when already computed (skips the first verify).
 
@@ -225,7 +236,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
     first_failed = [c.to_dict() for c in report.failed_checks]
 
     history.append(State.VERIFICATION_FAILED)
-    if max_rounds <= 0:  # the policy (annotate) or the request (n > 1) allows no correction
+    if max_rounds <= 0:  # the policy (annotate) allows no correction
         return finish(draft, report, State.VERIFICATION_FAILED, "not_attempted", "failed")
     best = (draft, report)
     prev_sig = failure_signature(report)
@@ -236,6 +247,11 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
             return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, reason, "failed")
         history.append(State.CORRECTING)
         t0 = time.perf_counter()
+        extra_calls += 1
+        if budget is not None:
+            # the call is charged before it is made: loops correcting several choices of one
+            # response at once share the budget, and must not all pass allow_call() first
+            budget.charge(0)
         req = correction_body(body, current, current_report, correction_model)
         try:
             if budget is not None:
@@ -243,23 +259,16 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
             else:
                 new = await complete(req)
         except asyncio.TimeoutError:
-            extra_calls += 1
-            if budget is not None:
-                budget.charge(0)
             rounds.append({"round": n, "state": State.CORRECTING.value, "error": "deadline"})
             return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "deadline", "failed")
         except Exception as exc:  # upstream failure: keep the best draft, say why
-            extra_calls += 1
-            if budget is not None:
-                budget.charge(0)
             rounds.append({"round": n, "state": State.CORRECTING.value,
                            "error": f"upstream: {type(exc).__name__}"})
             return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "upstream_error", "failed")
         tokens = usage_tokens(new)
         extra_tokens += tokens
-        extra_calls += 1
         if budget is not None:
-            budget.charge(tokens)
+            budget.charge(tokens, calls=0)
         new_text = completion_text(new)
         if not new_text:
             rounds.append({"round": n, "state": State.CORRECTING.value, "error": "no text in correction",

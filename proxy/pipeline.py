@@ -15,10 +15,13 @@ The sequence (DESIGN.md "The path of one request"), in :func:`chat_completion`:
    ``none``/``required``/forces its own tool).
 3. ``upstream.complete``; 4. ``sentinel.settle`` (``verify_result`` calls intercepted).
 5-7. ``correction.correct``: risk score -> verifiers (only those the risk triggers and the
-   policy enables) -> evidence-based correction rounds within budget and deadline.
+   policy enables) -> evidence-based correction rounds within budget and deadline. With
+   several choices (``n > 1``) each choice is verified and corrected on its own, concurrently,
+   within the one request budget (:func:`_verify_choices`, :mod:`proxy.choices`).
 8. ``on_failure``: ``annotate`` / ``correct`` return the answer with the report, ``block``
-   returns an OpenAI-shaped 422 error carrying the report, ``observe`` answers at once and
-   verifies in the background.
+   returns an OpenAI-shaped 422 error carrying the report (with several choices: withholds
+   only the failing ones, 422 when all fail), ``observe`` answers at once and verifies in the
+   background.
 Side effects: metrics (:mod:`proxy.verification_metrics`), daily budget charge, audit record.
 
 Streaming (:func:`chat_completion_stream`): ``buffer`` holds the stream (keep-alive comments),
@@ -43,6 +46,7 @@ Contract for the steps:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import json
@@ -51,13 +55,13 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy import metrics, runtime, sentinel
+from proxy import choices, metrics, runtime, sentinel
 from proxy import verification_metrics as vmetrics
 from proxy.audit import make_record
 from proxy.auth import Principal
 from proxy.budget import RequestBudget
 from proxy.config import GatewayConfig
-from proxy.correction import completion_text, correct
+from proxy.correction import choice_text, completion_text, correct
 from proxy.errors import GatewayError, UpstreamError, error_body, sse_error_event
 from proxy.policy import KeyGrant, Policy, PolicyError, resolve
 from proxy.sse import IncompleteStream, assemble, parse_stream
@@ -144,6 +148,7 @@ async def chat_completion(ctx: RequestContext, body: dict[str, Any]) -> Pipeline
     draft = await ctx.upstream.complete(request)
     plan.start_verification()
     completion, report = await _verify_and_correct(ctx, plan, request, draft)
+    completion, _ = _block(plan, completion, report)  # before the audit record, which says what was withheld
     await _finish(ctx, plan, completion, report, checks_seen=True)
     return _respond(ctx, plan, completion, report)
 
@@ -341,27 +346,15 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
             vmetrics.EXTRA_TOKENS.labels("sentinel_schema").inc(schema)
     t_verify = time.perf_counter()
     text = completion_text(draft)
-    report = _skipped(plan, text)
-    if report is None:
-        async def verify(t: str) -> Report:
-            rep = await verify_text(policy, plan.question, t, plan.budget)
-            vmetrics.observe_checks(rep, model=ctx.model, team=ctx.team)  # every draft's checks count
-            return rep
-
-        report = await verify(text)
-        if report.failed_checks:  # the correction loop only when something failed
-            n = plan.body.get("n")
-            rounds = policy.correction.max_rounds if policy.on_failure in ("correct", "block") else 0
-            if isinstance(n, int) and n > 1:
-                rounds = 0  # a correction answers with one choice; never drop the client's others
-            result = await correct(plan.body, draft, complete=complete, verify=verify, max_rounds=rounds,
-                                   budget=plan.budget, correction_model=policy.correction.model,
-                                   initial_report=report)
-            draft, report = result.completion, result.report
-            if result.stop_reason.startswith("budget") or result.stop_reason == "deadline":
-                report.reason = f"correction stopped: {result.stop_reason}"
-                vmetrics.BUDGET_EXHAUSTED.labels("request").inc()
-            vmetrics.EXTRA_TOKENS.labels("correction").inc(report.cost.tokens)
+    rounds = policy.correction.max_rounds if policy.on_failure in ("correct", "block") else 0
+    if len(choices.choice_list(draft)) > 1:  # n > 1: every choice on its own (proxy/choices.py)
+        text = None
+        draft, report = await _verify_choices(ctx, plan, draft, complete, rounds)
+    else:
+        report = _skipped(plan, text)
+        if report is None:
+            draft, report = await _verify_one(ctx, plan, plan.body, draft, text, complete, rounds)
+            _correction_metrics([report])
     report.extra["policy"] = policy.name
     if plan.sentinel_info is not None:
         report.extra["sentinel"] = plan.sentinel_info
@@ -372,6 +365,81 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
     if report.risk is None and text and policy.verifiers.enabled():
         report.risk = risk_mod.score(plan.question, text).to_dict()
     return draft, report
+
+
+def _verifier(ctx: RequestContext, plan: _Plan):
+    """``verify(text) -> Report`` for the correction loop: :func:`verify_text` within the
+    request budget; every draft's checks are counted in the metrics (each choice's, each round's)."""
+    async def verify(t: str) -> Report:
+        rep = await verify_text(plan.policy, plan.question, t, plan.budget)
+        vmetrics.observe_checks(rep, model=ctx.model, team=ctx.team)
+        return rep
+    return verify
+
+
+async def _verify_one(ctx: RequestContext, plan: _Plan, body: dict[str, Any], draft: dict[str, Any],
+                      text: str, complete, rounds: int,
+                      report: Report | None = None) -> tuple[dict[str, Any], Report]:
+    """Verify one choice's ``text`` (unless ``report`` is given) and, when a check failed, run
+    the correction loop with up to ``rounds`` rounds on ``draft`` (a one-choice completion).
+    Returns the answer to send and its report."""
+    verify = _verifier(ctx, plan)
+    if report is None:
+        report = await verify(text)
+    if not report.failed_checks:  # the correction loop only when something failed
+        return draft, report
+    result = await correct(body, draft, complete=complete, verify=verify, max_rounds=rounds,
+                           budget=plan.budget, correction_model=plan.policy.correction.model,
+                           initial_report=report)
+    draft, report = result.completion, result.report
+    if result.stop_reason.startswith("budget") or result.stop_reason == "deadline":
+        report.reason = f"correction stopped: {result.stop_reason}"
+        report.extra["budget_stop"] = True  # read (and removed) by the caller's metrics
+    return draft, report
+
+
+def _correction_metrics(reports: list[Report]) -> None:
+    """Request-level metrics of the correction loops of one response (one report per choice):
+    one ``veracity_budget_exhausted_total{scope="request"}`` when any loop was cut by the
+    budget or deadline, and the loops' tokens in ``veracity_extra_tokens_total{kind="correction"}``."""
+    if any([r.extra.pop("budget_stop", False) for r in reports]):
+        vmetrics.BUDGET_EXHAUSTED.labels("request").inc()
+    corrected = [r for r in reports if "correction" in r.extra]
+    if corrected:
+        vmetrics.EXTRA_TOKENS.labels("correction").inc(sum(r.cost.tokens for r in corrected))
+
+
+async def _verify_choices(ctx: RequestContext, plan: _Plan, draft: dict[str, Any], complete,
+                          rounds: int) -> tuple[dict[str, Any], Report]:
+    """``n > 1``: verify every choice's text concurrently, then correct each failing choice on
+    its own (a one-choice correction call with that choice's draft and evidence), concurrently,
+    and put the corrected text back at the same ``index``. The request budget (calls, tokens,
+    deadline) is shared by all choices; ``rounds`` bounds each choice's loop (the loops run side
+    by side, so the request waits for at most ``rounds`` round trips). When the budget runs
+    short, the first correction calls go to the failing choices in ``index`` order (each loop
+    charges its call before its first await, :func:`proxy.correction.correct`). Returns the completion and a :class:`choices.ChoicesReport`."""
+    if plan.skip_reason:
+        return draft, Report(status="skipped", reason=plan.skip_reason)
+    parts = choices.split(draft)
+    verify = _verifier(ctx, plan)
+    texts = [choice_text(single["choices"][0]) for _, single in parts]
+
+    async def first(text: str | None) -> Report:
+        if not text:
+            return Report(status="skipped", reason="no answer text to verify (tool calls or empty)")
+        return await verify(text)
+
+    reports = list(await asyncio.gather(*(first(t) for t in texts)))
+    results = await asyncio.gather(*(  # correction_body() asks for one choice (drops `n`)
+        _verify_one(ctx, plan, plan.body, single, text, complete, rounds, report=rep)
+        for (_, single), text, rep in zip(parts, texts, reports)))
+    final = []
+    for (index, single), (answer, rep) in zip(parts, results):
+        if answer is not single:
+            draft = choices.put_back(draft, index, answer)
+        final.append((index, rep))
+    _correction_metrics([rep for _, rep in final])
+    return draft, choices.combine(final)
 
 
 def _skipped(plan: _Plan, text: str) -> Report | None:
@@ -401,8 +469,17 @@ async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], 
     if rt.audit is not None and plan.policy.audit.enabled and verified:
         rt.audit.write(make_record(request_id=ctx.request_id, team=ctx.team, key=ctx.principal.key_name,
                                    model=ctx.model, policy=plan.policy.name, report=report.to_dict(),
-                                   prompt=plan.body.get("messages"), answer=completion_text(completion),
+                                   prompt=plan.body.get("messages"), answer=_answer_text(completion),
                                    include_text=plan.policy.audit.include_text))
+
+
+def _answer_text(completion: dict[str, Any]) -> str | list[str | None] | None:
+    """The answer text for the audit record: choice 0's text, or with several choices
+    (``n > 1``) a list of every choice's text in order (None for a choice without text)."""
+    several = choices.choice_list(completion)
+    if len(several) > 1:
+        return [choice_text(c) for c in several]
+    return completion_text(completion)
 
 
 def _risk_header(report: Report | None) -> dict[str, str]:
@@ -420,9 +497,23 @@ def _blocked_body(report: Report) -> dict[str, Any]:
     return body
 
 
+def _block(plan: _Plan, completion: dict[str, Any], report: Report) -> tuple[dict[str, Any], bool]:
+    """``on_failure: block``: ``(completion to send, block the whole response?)``. A failed
+    one-choice answer blocks the response (HTTP 422); with several choices only the failing
+    ones are withheld (:func:`choices.withhold`), and the response is blocked when every
+    choice failed."""
+    if plan.policy.on_failure != "block" or report.status != "failed":
+        return completion, False
+    entries = report.extra.get("choices")
+    if not entries or all(e.get("status") == "failed" for e in entries):
+        return completion, True
+    return choices.withhold(completion, report)[0], False
+
+
 def _respond(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report) -> PipelineResult:
     headers = {**ctx.upstream.headers, **_risk_header(report)}
-    if plan.policy.on_failure == "block" and report.status == "failed":
+    completion, blocked = _block(plan, completion, report)
+    if blocked:
         return PipelineResult(response=_blocked_body(report), report=report, headers=headers, status_code=422)
     completion["veracity"] = report.to_dict()
     return PipelineResult(response=completion, report=report, headers=headers)
@@ -430,15 +521,38 @@ def _respond(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], repor
 
 def _observe_in_background(ctx: RequestContext, plan: _Plan, draft: dict[str, Any]) -> Report:
     """Observe mode: start verification in the background; return the report for the reply."""
-    text = completion_text(draft)
-    if text and not plan.skip_reason:
-        runtime.get(ctx.config).spawn(_observe_job(ctx, plan, draft, text))
+    if _has_text(draft) and not plan.skip_reason:
+        runtime.get(ctx.config).spawn(_observe_job(ctx, plan, draft))
     return Report(status="skipped", reason="observe: verified in the background for metrics and audit")
 
 
-async def _observe_job(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], text: str) -> None:
+def _has_text(completion: dict[str, Any]) -> bool:
+    """True when some choice has answer text (tool calls only / empty: nothing to verify)."""
+    return any(choice_text(c) for c in choices.choice_list(completion))
+
+
+async def _verify_only(plan: _Plan, completion: dict[str, Any]) -> Report:
+    """Verify every choice of ``completion`` without correcting it (passthrough streams,
+    observe): :func:`verify_text` on choice 0, or with several choices on each choice
+    concurrently, combined by :func:`choices.combine`. A choice without text is ``skipped``."""
+    parts = choices.split(completion)
+    if len(parts) <= 1:
+        return _skipped(plan, completion_text(completion)) or await verify_text(
+            plan.policy, plan.question, completion_text(completion) or "", plan.budget)
+    if plan.skip_reason:
+        return Report(status="skipped", reason=plan.skip_reason)
+
+    async def one(single: dict[str, Any]) -> Report:
+        text = completion_text(single)
+        return _skipped(plan, text) or await verify_text(plan.policy, plan.question, text or "", plan.budget)
+
+    reports = await asyncio.gather(*(one(single) for _, single in parts))
+    return choices.combine([(index, rep) for (index, _), rep in zip(parts, reports)])
+
+
+async def _observe_job(ctx: RequestContext, plan: _Plan, completion: dict[str, Any]) -> None:
     try:
-        report = await verify_text(plan.policy, plan.question, text, plan.budget)
+        report = await _verify_only(plan, completion)
         report.extra["policy"] = plan.policy.name
         report.extra["observe"] = True
         await _finish(ctx, plan, completion, report)
@@ -485,9 +599,10 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
             return [err]
         plan.start_verification()
         completion, final = await _verify_and_correct(ctx, plan, request, draft)
+        completion, blocked = _block(plan, completion, final)
         await _finish(ctx, plan, completion, final, checks_seen=True)
         _update(report, final)
-        if plan.policy.on_failure == "block" and final.status == "failed":
+        if blocked:
             return [b"data: " + json.dumps(_blocked_body(final), default=str).encode() + b"\n\n"]
         frames = completion_frames(completion, usage=include_usage(plan.body))
         return frames + [report_frame(completion, final.to_dict(), ctx.model), DONE_FRAME]
@@ -541,12 +656,11 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
         return
     parsed = parse_stream(b"".join(parts + ([usage_frame] if usage_frame else [])))
     completion = assemble(parsed.chunks, done=True, strict=False) if parsed.chunks else {}
-    text = completion_text(completion)
-    final = _skipped(plan, text)
+    final = _skipped(plan, completion_text(completion)) if len(choices.choice_list(completion)) <= 1 else None
     if final is None:
         t0 = time.perf_counter()
         plan.start_verification()
-        final = await verify_text(plan.policy, plan.question, text, plan.budget)
+        final = await _verify_only(plan, completion)
         final.cost.ms = (time.perf_counter() - t0) * 1000.0
         if final.status == "failed":
             final.reason = "passthrough: the answer was already sent; failed checks are reported, not corrected"
@@ -573,9 +687,8 @@ async def _observe_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStre
     parsed = parse_stream(b"".join(parts))
     if parsed.done and parsed.chunks:
         completion = assemble(parsed.chunks, done=True, strict=False)
-        text = completion_text(completion)
-        if text:
-            runtime.get(ctx.config).spawn(_observe_job(ctx, plan, completion, text))
+        if _has_text(completion):
+            runtime.get(ctx.config).spawn(_observe_job(ctx, plan, completion))
 
 
 async def relay(ctx: RequestContext, stream: UpstreamStream) -> AsyncIterator[bytes]:

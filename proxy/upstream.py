@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
+from yarl import URL
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from proxy.config import GatewayConfig, UpstreamConfig
@@ -332,7 +333,8 @@ class OpenAIUpstream:
         self.config = config
         self.session = session
         self.base_url = (config.base_url or "").rstrip("/")
-        self.chat_url = self.base_url + "/chat/completions"
+        #: parsed once (a ``str`` would be parsed into a ``yarl.URL`` by aiohttp on every call)
+        self.chat_url = URL(self.base_url + "/chat/completions")
         self.connect_retries = connect_retries
         self.timeout = aiohttp.ClientTimeout(
             total=None,
@@ -352,7 +354,7 @@ class OpenAIUpstream:
             return {**self._base_headers, "Authorization": auth}
         return self._base_headers
 
-    async def _post(self, url: str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+    async def _post(self, url: URL | str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
         """POST with connect-only retries. Returns an open response (caller releases it)."""
         try:
             return await self.session.post(url, data=data, headers=headers, timeout=self.timeout)

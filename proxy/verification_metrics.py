@@ -17,6 +17,11 @@ Defined in the default registry next to ``proxy/metrics.py``'s, so ``GET /metric
 them (and prometheus-client's multiprocess mode aggregates them the same way). ``model`` and
 ``team`` label values come from routed model names and configured teams, so cardinality is
 bounded by the config. :func:`observe_report` records one finished report.
+
+Responses with several choices (``n > 1``) count per verified choice: each choice's checks
+(``veracity_checks_total``, ``veracity_hallucinations_total``), risk score and correction loop;
+the request-level metrics (``veracity_verification_duration_seconds{verifier="total"}``, the
+sentinel, ``veracity_budget_exhausted_total``) once per request.
 """
 
 from __future__ import annotations
@@ -55,8 +60,13 @@ def observe_checks(report: Any, *, model: str, team: str) -> None:
         _child(CHECKS, c.verifier, c.outcome).inc()
         if c.outcome == "fail":
             HALLUCINATIONS.labels(c.verifier, model_label(model), team).inc()
-    for name, ms in (report.extra.get("durations_ms") or {}).items():
-        _child(VERIFICATION_DURATION, name).observe(ms / 1000.0)
+    per_choice = report.extra.get("choices")
+    runs = ([e.get("durations_ms") for e in per_choice if isinstance(e, dict)] if isinstance(per_choice, list)
+            else [report.extra.get("durations_ms")])  # n > 1: each choice's run, not their sum
+    for durations in runs:
+        for name, ms in (durations or {}).items():
+            if isinstance(ms, (int, float)):
+                _child(VERIFICATION_DURATION, name).observe(ms / 1000.0)
 
 
 _CHILDREN: dict[tuple[Any, ...], Any] = {}
@@ -79,17 +89,28 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -
     False because :func:`observe_checks` already saw each run), the risk score, the whole
     verification time (``verifier="total"``; only when something was verified: a ``skipped``
     report without checks -- low risk, checks off, over budget -- adds no duration sample),
-    correction and sentinel outcomes."""
+    correction and sentinel outcomes. A multi-choice report (``extra["choices"]``, see
+    :mod:`proxy.choices`) adds one risk sample and one correction outcome per choice."""
     if checks:
         observe_checks(report, model=model, team=team)
-    if report.risk and isinstance(report.risk.get("score"), (int, float)):
-        RISK_SCORE.observe(float(report.risk["score"]))
     if report.cost.ms and (report.checks or report.status != "skipped"):  # nothing verified: no duration
         _child(VERIFICATION_DURATION, "total").observe(report.cost.ms / 1000.0)
-    corr = report.extra.get("correction")
-    if corr and report.rounds:
-        outcome = "corrected" if report.status == "corrected" else corr.get("stop_reason", "failed")
-        CORRECTIONS.labels(str(outcome).split(":")[0]).inc()
+    per_choice = report.extra.get("choices")
+    if isinstance(per_choice, list):  # n > 1 (proxy/choices.py): risk and correction per choice
+        for entry in per_choice:
+            if isinstance(entry, dict):
+                _observe_answer(entry.get("risk"), entry.get("status"), entry.get("correction"), entry.get("rounds"))
+    else:
+        _observe_answer(report.risk, report.status, report.extra.get("correction"), report.rounds)
     sent = report.extra.get("sentinel")
     if sent and sent.get("injected"):
         SENTINEL_CALLS.labels(sent.get("result", "not_called")).inc()
+
+
+def _observe_answer(risk: Any, status: Any, correction: Any, rounds: Any) -> None:
+    """The risk score and correction outcome of one verified answer (one choice)."""
+    if isinstance(risk, dict) and isinstance(risk.get("score"), (int, float)):
+        RISK_SCORE.observe(float(risk["score"]))
+    if isinstance(correction, dict) and rounds:
+        outcome = "corrected" if status == "corrected" else correction.get("stop_reason", "failed")
+        CORRECTIONS.labels(str(outcome).split(":")[0]).inc()

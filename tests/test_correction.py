@@ -186,3 +186,14 @@ def test_evidence_for_a_question_example_allows_the_model_to_dispute_the_example
     docstring = Check(verifier="code", claim="sort_array([1, 5, 2, 3, 4])", outcome="fail",
                       expected="[1, 2, 3, 4, 5]", found="[1, 2, 4, 3, 5]", evidence={"tier": 3, "origin": "docstring"})
     assert "keep the code and say why" in evidence_prompt(Report(status="failed", checks=[docstring]))
+
+
+async def test_concurrent_loops_share_one_request_budget():
+    # two choices of one response corrected side by side (n > 1): the calls are charged before
+    # they are made, so extra_calls=1 allows exactly one call between them, however they interleave
+    up = Upstream(f"The total is ${RIGHT:,.2f}.", f"The total is ${RIGHT:,.2f}.", delay=0.01)
+    budget = RequestBudget(extra_calls=1, extra_tokens=10_000, deadline_ms=10_000)
+    results = await asyncio.gather(*(correct(BODY, completion(f"The total is ${d}."), complete=up, verify=verify,
+                                             budget=budget) for d in (1, 2)))
+    assert len(up.bodies) == 1 and budget.calls == 1
+    assert sorted(r.stop_reason for r in results) == ["budget:extra_calls", "passed"]
