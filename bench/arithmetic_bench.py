@@ -17,7 +17,10 @@ Measures, against the floors of issue 3:
   4. p95 time per answer over all of the above (floor: <= 20 ms).
 
 Run: ``.venv/bin/python bench/arithmetic_bench.py`` (prints the numbers and writes
-``bench/results/arithmetic.md``). ``tests/test_arithmetic_cases.py`` runs the same code in CI.
+``bench/results/arithmetic.md``; notes below its marker line are kept).
+``--compare-with /path/to/other/checkout`` runs that checkout's verifier side by side with this
+one on every answer (before/after: flags added or gone on answers labelled correct and
+incorrect, claims decided, p95 ratio) and prints it (copy it below the notes marker). ``tests/test_arithmetic_cases.py`` runs the same code in CI.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from verifiers.arithmetic import check, warm_up  # noqa: E402
+from verifiers.arithmetic._normalize import NUMBER_WORDS  # noqa: E402
 
 NOTE = re.compile(r"<<([^<>]*)>>")
 SYSTEMS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
@@ -46,6 +50,7 @@ SYSTEMS = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verifica
 FLOOR_REFERENCE_FLAGS = 1
 FLOOR_PROCESSBENCH_FALSE_ALARM = 0.01
 FLOOR_P95_MS = 20.0
+NOTES_MARKER = "<!-- notes below are kept by bench/arithmetic_bench.py -->"
 
 
 def cases_dir() -> Path:
@@ -159,6 +164,7 @@ class Results:
     first_call_ms: float = 0.0
     baseline_ms: list[float] = field(default_factory=list)
     non_math: dict[str, Any] = field(default_factory=dict)
+    forms: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (data set, claim form, outcome) -> n
 
     @property
     def p95_ms(self) -> float:
@@ -166,11 +172,31 @@ class Results:
         return t[min(len(t) - 1, int(0.95 * len(t)))] if t else 0.0
 
 
-def _timed(res: Results, answer: str, question: str | None) -> list[Any]:
+def _timed(res: Results, answer: str, question: str | None, tag: str | None = None) -> list[Any]:
     t0 = time.perf_counter()
     out = check(answer, question)
     res.times_ms.append((time.perf_counter() - t0) * 1000)
+    if tag is not None:
+        for c in out:
+            if c.outcome in ("pass", "fail"):
+                res.forms[(tag, _form(c), c.outcome)] = res.forms.get((tag, _form(c), c.outcome), 0) + 1
     return out
+
+
+def _form(c: Any) -> str:
+    """The claim form of a decided check, for the per-form table: the evidence kind, with unit
+    conversions split into calendar, dozen and other, and sentences with number words apart."""
+    kind = c.evidence.get("kind", "?")
+    if kind == "unit_conversion":
+        expr = c.evidence.get("expression", "")
+        if "dozen" in expr:
+            return "unit_conversion (dozen)"
+        if any(w in expr for w in ("month", "year", "decade", "century")):
+            return "unit_conversion (calendar)"
+        return "unit_conversion"
+    if kind == "natural_language" and re.search(r"\b(?:" + "|".join(NUMBER_WORDS) + r")\b", c.claim, re.I):
+        return "natural_language (number words)"
+    return kind
 
 
 def run_reference(res: Results, base: Path) -> None:
@@ -181,7 +207,7 @@ def run_reference(res: Results, base: Path) -> None:
         checks = 0
         for i, r in enumerate(rows):
             answer = r["answer"] if mode == "kept" else NOTE.sub("", r["answer"])
-            cs = _timed(res, answer, r["question"])
+            cs = _timed(res, answer, r["question"], tag="GSM8K references" if mode == "stripped" else None)
             checks += sum(1 for c in cs if c.outcome in ("pass", "fail"))
             fails = [c for c in cs if c.outcome == "fail"]
             errors = [c for c in cs if c.outcome == "error"]
@@ -228,8 +254,8 @@ def run_model_solutions(res: Results, base: Path, model_text: bool = True) -> No
             if not model_text:
                 continue
             stripped = NOTE.sub("", sol)
-            cs2 = _timed(res, stripped, r["question"])
             key = "correct" if r[sysname]["is_correct"] else "incorrect"
+            cs2 = _timed(res, stripped, r["question"], tag=f"GPT-3 {key}")
             text_flags[key + "_total"] += 1
             text_flags[key] += any(c.outcome == "fail" for c in cs2)
     res.notes = {"disagreeing": gt_bad, "agreeing": gt_good, "not_simple": gt_none, "found": found,
@@ -252,7 +278,7 @@ def run_processbench(res: Results, base: Path) -> None:
         for s in steps:
             starts.append(pos)
             pos += len(s) + 2
-        cs = _timed(res, text, d["problem"])
+        cs = _timed(res, text, d["problem"], tag="ProcessBench " + ("correct" if d["label"] == -1 else "erroneous"))
         fail_steps = sorted({_step_of(c.span[0], starts) for c in cs if c.outcome == "fail" and c.span})
         if d["label"] == -1:
             if fail_steps:
@@ -379,6 +405,16 @@ def report(res: Results) -> str:
     for mode in ("kept", "stripped"):
         for f in ref[mode]["flagged"]:
             lines.append(f"- notes {mode}, answer #{f['index']}: {f['claims']} (stated {f['found']}, computed {f['expected']})")
+    lines += ["", "## Checks decided per claim form (pass / fail)", "",
+              "GSM8K references with notes stripped, GPT-3 solutions with notes stripped (by final-answer "
+              "label), ProcessBench GSM8K (by label). A fail on a correct-labelled answer is either a false "
+              "alarm or a wrong line in an answer whose final number is right (see the sections below).", ""]
+    tags = ["GSM8K references", "GPT-3 correct", "GPT-3 incorrect", "ProcessBench correct", "ProcessBench erroneous"]
+    forms = sorted({f for (_, f, _) in res.forms})
+    lines += ["| claim form | " + " | ".join(tags) + " |", "| --- |" + " --- |" * len(tags)]
+    for f in forms:
+        cells = [f"{res.forms.get((t, f, 'pass'), 0)} / {res.forms.get((t, f, 'fail'), 0)}" for t in tags]
+        lines.append(f"| {f} | " + " | ".join(cells) + " |")
     lines += ["", "## ProcessBench false alarms", ""]
     for f in pb["false_alarm_list"]:
         lines.append(f"- {f['id']} step {f['steps']}: {f['claims']}")
@@ -404,17 +440,106 @@ def floors_broken(res: Results) -> list[str]:
     return out
 
 
+def _load_other(root: Path) -> Any:
+    """The arithmetic verifier of another checkout (``root/verifiers/arithmetic``), imported
+    under the name ``arith_other`` from a temporary copy whose own imports are renamed, so the
+    two versions run side by side in one process."""
+    import importlib
+    import shutil
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="arith_other_"))
+    pkg = tmp / "arith_other"
+    shutil.copytree(root / "verifiers" / "arithmetic", pkg)
+    for f in pkg.glob("*.py"):
+        f.write_text(f.read_text(encoding="utf-8").replace("verifiers.arithmetic", "arith_other"), encoding="utf-8")
+    sys.path.insert(0, str(tmp))
+    return importlib.import_module("arith_other")
+
+
+def compare(other_root: Path, base: Path | None = None) -> dict[str, Any]:
+    """Before/after on every answer of the case files: this tree's ``check`` against the one
+    in ``other_root`` (e.g. a main checkout), alternating which runs first. Returns the flags
+    each adds on answers labelled correct (GSM8K references, GPT-3 ``is_correct``, ProcessBench
+    label -1) and incorrect, the claims decided by each, and the p95 ratio (same process, same
+    load)."""
+    base = base or cases_dir()
+    other = _load_other(other_root)
+    other.warm_up()
+    warm_up()
+    items: list[tuple[str, str, bool, str]] = []  # (name, answer, labelled correct, question)
+    for i, r in enumerate(_jsonl(base / "test.jsonl")):
+        items.append((f"GSM8K reference #{i} (notes kept)", r["answer"], True, r["question"]))
+        items.append((f"GSM8K reference #{i} (notes stripped)", NOTE.sub("", r["answer"]), True, r["question"]))
+    for i, r in enumerate(_jsonl(base / "example_model_solutions.jsonl")):
+        for sysname in SYSTEMS:
+            items.append((f"GPT-3 #{i} {sysname}", NOTE.sub("", r[sysname]["solution"]), bool(r[sysname]["is_correct"]),
+                          r["question"]))
+    for d in json.loads((base / "processbench_gsm8k.json").read_text(encoding="utf-8")):
+        items.append((f"ProcessBench {d['id']}", "\n\n".join(d["steps"]), d["label"] == -1, d["problem"]))
+    times: dict[str, list[float]] = {"this": [], "other": []}
+    out: dict[str, Any] = {"answers": len(items), "new_flags_correct": [], "new_flags_incorrect": [],
+                           "gone_flags_correct": [], "gone_flags_incorrect": [], "decided": {"this": 0, "other": 0}}
+    for k, (name, answer, ok, q) in enumerate(items):
+        got: dict[str, set[str]] = {}
+        for who in (("this", "other") if k % 2 == 0 else ("other", "this")):
+            fn = check if who == "this" else other.check
+            t0 = time.perf_counter()
+            cs = fn(answer, q)
+            times[who].append((time.perf_counter() - t0) * 1000)
+            got[who] = {c.claim for c in cs if c.outcome == "fail"}
+            out["decided"][who] += sum(1 for c in cs if c.outcome in ("pass", "fail"))
+        label = "correct" if ok else "incorrect"
+        for claim in sorted(got["this"] - got["other"]):
+            out[f"new_flags_{label}"].append(f"{name}: {claim}")
+        for claim in sorted(got["other"] - got["this"]):
+            out[f"gone_flags_{label}"].append(f"{name}: {claim}")
+
+    def p95(x: list[float]) -> float:
+        x = sorted(x)
+        return x[int(0.95 * (len(x) - 1))]
+
+    out["p95_ms"] = {"this": p95(times["this"]), "other": p95(times["other"])}
+    out["p95_ratio"] = out["p95_ms"]["this"] / max(1e-9, out["p95_ms"]["other"])
+    return out
+
+
+def compare_report(cmp: dict[str, Any], other_root: Path) -> str:
+    lines = [f"## Before / after: this tree against `{other_root}`", "",
+             f"{cmp['answers']} answers, both verifiers in one process, alternating order.", "",
+             "| measure | result |", "| --- | --- |",
+             f"| new flags on answers labelled correct | {len(cmp['new_flags_correct'])} |",
+             f"| flags gone on answers labelled correct | {len(cmp['gone_flags_correct'])} |",
+             f"| new flags on answers labelled incorrect | {len(cmp['new_flags_incorrect'])} |",
+             f"| flags gone on answers labelled incorrect | {len(cmp['gone_flags_incorrect'])} |",
+             f"| claims decided (pass or fail), before -> after | {cmp['decided']['other']} -> {cmp['decided']['this']} |",
+             f"| p95 per answer, before / after (same run) | {cmp['p95_ms']['other']:.2f} / {cmp['p95_ms']['this']:.2f} ms "
+             f"({cmp['p95_ratio']:.2f}x) |", ""]
+    for key in ("new_flags_correct", "gone_flags_correct", "new_flags_incorrect", "gone_flags_incorrect"):
+        if cmp[key]:
+            lines += [f"{key.replace('_', ' ')}:", ""] + [f"- {x}" for x in cmp[key]] + [""]
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     base = cases_dir()
     if not base.is_dir():
         print(f"no case files at {base} (set VERACITY_CASES)", file=sys.stderr)
         return 2
+    if len(sys.argv) == 3 and sys.argv[1] == "--compare-with":
+        print(compare_report(compare(Path(sys.argv[2]), base), Path(sys.argv[2])))
+        return 0
     res = run_all(base)
     text = report(res)
     print(text)
     out = ROOT / "bench" / "results" / "arithmetic.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text, encoding="utf-8")
+    notes = ""
+    if out.is_file():  # hand-written notes below the marker survive a rerun
+        old = out.read_text(encoding="utf-8")
+        if NOTES_MARKER in old:
+            notes = "\n" + old[old.index(NOTES_MARKER):]
+    out.write_text(text + notes, encoding="utf-8")
     return 1 if floors_broken(res) else 0
 
 

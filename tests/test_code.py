@@ -306,3 +306,57 @@ def test_programs_reading_stdin_run_on_the_questions_io_examples(box):
 def test_string_case_differences_are_real_mismatches(box):
     checks = code.check(fence("def shout(s):\n    return s.capitalize()\n\nshout('abc')  # -> 'ABC'"), sandbox=box)
     assert outcomes(checks) == ["pass", "fail"]
+
+
+# --- the bwrap sandbox's seccomp filter seen through the verifier ------------------------------
+
+@pytest.fixture(scope="module")
+def bwrap_box():
+    b = sandbox.get("bwrap", FAST)
+    reason = b.unavailable_reason()
+    if reason is not None:
+        if os.environ.get("VERACITY_CI") == "1" or "bwrap" in os.environ.get("VERACITY_REQUIRE_SANDBOX", ""):
+            pytest.fail(f"bwrap required but unavailable: {reason}")
+        pytest.skip(f"bwrap unavailable: {reason}")
+    return b
+
+
+@pytest.mark.bwrap
+def test_denied_syscall_is_the_programs_own_error(bwrap_box):
+    """ptrace refused by the filter surfaces as the program's PermissionError (evidence names
+    the filter), not as a verifier or sandbox crash."""
+    if not bwrap_box.filtered and os.environ.get("VERACITY_CI") != "1":
+        pytest.skip(bwrap_box.isolation()["seccomp"])
+    answer = fence("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                   "if libc.ptrace(0, 0, None, None) != 0:  # PTRACE_TRACEME\n"
+                   "    e = ctypes.get_errno()\n    raise PermissionError(e, os.strerror(e))\nprint('traced')")
+    [c] = code.check(answer, sandbox=bwrap_box)
+    assert c.evidence["exception"]["type"] == "PermissionError"
+    assert "Operation not permitted" in c.evidence["exception"]["message"]
+    assert c.evidence["seccomp"].startswith("libseccomp deny list")
+    assert c.outcome == "unknown"  # a permission problem is the environment's, never a false alarm
+
+
+@pytest.mark.bwrap
+def test_network_code_under_the_filter_stays_unknown(bwrap_box):
+    """The filter refuses AF_INET sockets (EAFNOSUPPORT): network code is still `unknown`."""
+    answer = fence("import socket\ns = socket.create_connection(('example.com', 80), timeout=2)\nprint(s)")
+    [c] = code.check(answer, sandbox=bwrap_box)
+    assert c.outcome == "unknown"
+    assert c.evidence["exception"]["type"] in ("OSError", "gaierror")
+
+
+@pytest.mark.bwrap
+def test_self_kill_is_reported_as_a_signal_not_a_limit(bwrap_box):
+    [c] = code.check(fence("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)"), sandbox=bwrap_box)
+    assert c.outcome == "unknown" and c.evidence["killed_by"] == "none"
+    assert "killed by SIGKILL" in c.note and "not a sandbox limit" in c.note
+
+
+@pytest.mark.bwrap
+def test_evidence_says_when_there_is_no_seccomp_filter(bwrap_box):
+    plain = sandbox.get("bwrap", FAST, seccomp=False)
+    checks = code.check(fence("print(6 * 7)  # Output: 42"), sandbox=plain)
+    assert outcomes(checks) == ["pass", "pass"]
+    for c in checks:
+        assert c.evidence["seccomp"].startswith("no seccomp") and c.evidence["memory_limit"].startswith("RLIMIT_AS")

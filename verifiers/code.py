@@ -43,6 +43,7 @@ import ast
 import asyncio
 import difflib
 import re
+import signal
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -328,7 +329,27 @@ def _classify_error(p: _Plan, err: dict) -> tuple[str, str]:
 def _sandbox_evidence(res: Result | None) -> dict:
     if res is None:
         return {}
-    return {"sandbox": res.backend, "duration_ms": round(res.duration_s * 1000, 1), "killed_by": res.killed_by}
+    ev = {"sandbox": res.backend, "duration_ms": round(res.duration_s * 1000, 1), "killed_by": res.killed_by}
+    # how strongly the run was isolated: "no seccomp filter (...)" when unfiltered (Sandbox.isolation())
+    if "seccomp" in res.extra:
+        ev["seccomp"] = res.extra["seccomp"]
+    if "memory" in res.extra:
+        ev["memory_limit"] = res.extra["memory"]
+    return ev
+
+
+def _ended_early(code: int | None) -> str:
+    """Why a run stopped without finishing, from its exit code (128+N / -N = signal N)."""
+    sig = code - 128 if code is not None and code > 128 else (-code if code is not None and code < 0 else None)
+    if sig is None:
+        return f"the sandbox run ended early (exit code {code})"
+    try:
+        name = signal.Signals(sig).name
+    except ValueError:
+        name = f"signal {sig}"
+    if sig == signal.SIGSYS:
+        return f"the program made a system call the sandbox forbids (killed by {name}, exit code {code})"
+    return f"the program was killed by {name} before finishing (exit code {code}; not a sandbox limit)"
 
 
 def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> list[Check]:
@@ -345,7 +366,7 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
         why = {"timeout": f"did not finish within the sandbox limits ({res.killed_by}); may be long-running",
                "memory": "ran out of sandbox memory", "output": "printed more than the sandbox keeps"}[res.killed_by]
     elif not any(r.get("kind") == "done" for r in recs) and not any(r.get("kind") == "halt" for r in recs):
-        why = f"the sandbox run ended early (exit code {res.exit_code})"
+        why = _ended_early(res.exit_code)
     else:
         why = "not reached"
     blocks = {r["index"]: r for r in recs if r.get("kind") == "block"}

@@ -11,9 +11,12 @@ Entry points
     model text; an internal fault gives one ``error`` check.
 
 ``equivalent(a, b) -> Check``
-    Whether two formulas are equal: SymPy expansion/cancellation first, then evaluation at
-    random points. ``pass`` = equivalent, ``fail`` = not equivalent (with a counterexample),
-    ``unknown`` = could not decide.
+    Whether two formulas are equal: SymPy expansion/cancellation (symbols without assumptions)
+    and, always, evaluation at sample points that are negative, near zero, fractional, ordinary
+    and large (points where a side is undefined, or both are non-real, are skipped; real on one
+    side and non-real on the other is a difference). ``pass`` = equivalent, ``fail`` = not
+    equivalent (with a counterexample), ``unknown`` = could not decide, or the two paths
+    disagreed (see ``_equivalent``).
 
 Accepted syntax
 ---------------
@@ -26,7 +29,12 @@ Accepted syntax
 * GSM8K calculator notes ``<<48/2=24>>`` (checked on their own; removed from the prose);
 * sentences: "add 2 to 12, which equals 14", "multiply 4 and 3 to get 12", "12 divided by 4
   is 3", "the difference between 20 and 7 is 13", "twice 8 is 16", "3 plus 4 is 7";
-* unit conversions ``5 km = 3.11 miles``, ``72 °F is 22.2 °C`` (pint; whitelisted units);
+* number words as operands of a spoken operator ("three times 4 is 12", "Eight times four is
+  32"), dozens ("4 dozen = 48 eggs", "a dozen is 12");
+* unit conversions ``5 km = 3.11 miles``, ``72 °F is 22.2 °C`` (pint; whitelisted units),
+  ``90 minutes = 1.5 hours``, calendar durations ``2 years = 24 months``, ``1 year = 365 days``
+  (every calendar convention accepted, see ``_units``); rates whose units cancel are checked as
+  arithmetic (``2 years * 12 months per year = 24 months``);
 * the question/answer link: an arithmetic question ("4839+3948-45", "143287*534156=?",
   "what is 15% of 240?") and the answer's stated result ("The answer is 8739.").
 

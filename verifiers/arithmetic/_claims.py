@@ -40,8 +40,8 @@ from verifiers.arithmetic._expr import (
 )
 from verifiers.arithmetic._mapped import MappedText
 from verifiers.arithmetic._tokens import MULTIPLIER_WORDS, ParseError, Token, parse
-from verifiers.arithmetic._tolerance import equal_values, judge
-from verifiers.arithmetic._units import convert, money_unit, unit_info
+from verifiers.arithmetic._tolerance import Verdict, equal_values, judge
+from verifiers.arithmetic._units import calendar_candidates, convert, dozen_factor, money_unit, unit_info
 
 VERIFIER = "arithmetic"
 _STICKY = set(":/.-^_\\|")
@@ -53,6 +53,7 @@ class _Seg:
     approx: bool
     units: list[str]
     full: tuple | None = None
+    per_units: list[str] | None = None  # units after "/" or "per" (rate denominators)
     prefix: tuple | None = None
     prefix_toks: list[Token] | None = None
     suffix: tuple | None = None
@@ -63,7 +64,9 @@ class _Seg:
 def _make_seg(toks: list[Token]) -> _Seg:
     approx = False
     units: list[str] = []
+    per_units: list[str] = []
     clean: list[Token] = []
+    after_per = False
     for t in toks:
         if t.kind == "TILDE":
             if clean:
@@ -72,9 +75,13 @@ def _make_seg(toks: list[Token]) -> _Seg:
         elif t.kind == "UNIT":
             if t.text not in "()/":
                 units.append(t.text.lower())
+                if after_per:
+                    per_units.append(t.text.lower())
+            after_per = t.text == "/" or t.text.lower() == "per"
         else:
+            after_per = False
             clean.append(t)
-    seg = _Seg(toks=clean, approx=approx, units=units)
+    seg = _Seg(toks=clean, approx=approx, units=units, per_units=per_units)
     if not clean or len(clean) > MAX_NODES:
         seg.bad = True
         return seg
@@ -137,12 +144,17 @@ def _sticky_before(text: str, s: int) -> bool:
     return c in _STICKY and s >= 2 and text[s - 2].isalnum()
 
 
+_PER_WORD = re.compile(r"/[a-z]{2,}(?![\w(^/])")
+
+
 def _sticky_after(text: str, e: int) -> bool:
     if e >= len(text):
         return False
     c = text[e]
     if c.isdigit():
         return True
+    if c == "/" and _PER_WORD.match(text, e):
+        return False  # "= $0.4/egg": a rate's unit, as in "= $0.4 per egg"
     if c == "," and e >= 1 and text[e - 1].isdigit() and text[e + 1 : e + 2].isdigit():
         return True
     return c in _STICKY and e + 1 < len(text) and text[e + 1].isalnum()
@@ -157,9 +169,30 @@ def _phys(units: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+def _uncancelled(seg: _Seg, lit_unit: str | None = None) -> list[str]:
+    """The expression's unit words, less each rate denominator and one unit it cancels:
+    ``2 years * 12 months per year`` leaves ``months``; none when the stated value is in the
+    unit of a rate denominator (``lit_unit``)."""
+    units = list(seg.units)
+    if lit_unit is not None:
+        li = unit_info(lit_unit)
+        if li is not None and any((unit_info(d) or ("", ""))[0] == li[0] for d in seg.per_units or []):
+            return []  # "6 months / 4 months per year = 1.5 years": the result is in the rate's denominator
+    for d in seg.per_units or []:
+        if d in units:
+            units.remove(d)
+        di = unit_info(d)
+        for u in units:
+            if di is not None and unit_info(u) is not None and unit_info(u)[0] == di[0]:  # type: ignore[index]
+                units.remove(u)
+                break
+    return units
+
+
 def _units_conflict(expr_units: list[str], expr_money: set[str], lit: Any) -> bool:
     """True when the stated literal's unit differs from a unit of the same dimension on the
-    expression side (``2 * 30 minutes = 1 hour``), or cents meet dollars."""
+    expression side (``2 * 30 minutes = 1 hour``), or cents meet dollars. ``expr_units`` are
+    the units left after rates cancel (``_uncancelled``)."""
     lit_info = unit_info(lit.unit)
     if lit_info is not None:
         for name, dim in _phys(expr_units):
@@ -192,6 +225,9 @@ def rtoks_of(toks: list[Token]) -> list[Token]:
     return toks[k + 1 :] or toks[-1:]
 
 
+_COMPARATIVE = re.compile(
+    r"[ \t]*(?:more|less|longer|shorter|fewer|ago|later|earlier|older|younger|before|after|than|late|early|"
+    r"faster|slower|over|under|left|remaining|extra|behind|ahead|too|apart|from|since|until)\b", re.I)
 _LABEL = re.compile(r"([A-Za-z][A-Za-z' ]{0,60}?)[ \t]*$")
 _BETWEEN = re.compile(r"\s*(?:\([^()\d]{0,40}\))?[\s.,;:!]*(?:(?:so|thus|therefore|then|hence|and)\b[\s,]*)?", re.I)
 
@@ -254,6 +290,42 @@ def _has_hundred_percent(node: tuple) -> bool:
     if node[0] == "num":
         return node[1].percent and node[1].value == 1
     return any(_has_hundred_percent(c) for c in node[1:] if isinstance(c, tuple))
+
+
+def _counts_dozens(expr_units: list[str], lit: Any) -> bool:
+    """The expression counts in dozens and the stated value does not."""
+    lit_info = unit_info(lit.unit)
+    return (lit_info is None or lit_info[0] != "dozen") and any(
+        (unit_info(u) or ("", ""))[0] == "dozen" for u in expr_units)
+
+
+def _product_only(node: tuple) -> bool:
+    """True for a tree of numbers joined by ``*`` and ``/`` only."""
+    if node[0] == "num":
+        return True
+    return node[0] == "bin" and node[1] in "*/" and _product_only(node[2]) and _product_only(node[3])
+
+
+def _judge_candidates(values: list[Any], lit: Any, sign: int, approx: bool) -> Verdict:
+    """Judge a stated value against one computed value, or against several (calendar
+    conventions): ``pass`` when it matches any, ``fail`` only when it is outside all of them
+    (beyond the tolerance of the lowest and the highest), ``unknown`` in between."""
+    verdicts = [judge(x, lit, sign=sign, approx=approx) for x in values]
+    if len(values) == 1:
+        return verdicts[0]
+    for v in verdicts:
+        if v.outcome == "pass":
+            return v
+    stated = sign * lit.value
+    lo, hi = min(values), max(values)
+    nearest = min(range(len(values)), key=lambda i: abs(Fraction(values[i]) - stated))
+    v = verdicts[nearest]
+    span = f"{verdicts[0].expected} .. {verdicts[-1].expected}"
+    if all(x.outcome == "fail" for x in verdicts) and not (lo <= stated <= hi):
+        v.expected = span
+        v.note = f"outside every calendar convention ({span})"
+        return v
+    return Verdict("unknown", v.rule, v.expected, v.tolerance, f"depends on the calendar convention ({span})", 0.5)
 
 
 class ClaimFinder:
@@ -383,11 +455,11 @@ class ClaimFinder:
                 lit, sign = literal_of(rn)
                 self._judge(node, value, lit, sign, approx, etoks + [sep] + rtoks, a, b)
                 return
-            self._conversion(ln, rn, a, b, toks, approx)
+            self._conversion(ln, rn, a, b, toks, approx, soft)
             return
         if r_lit:
             lit, sign = literal_of(rn)
-            if _units_conflict(a.units, _money_of(ltoks), lit):
+            if _units_conflict(_uncancelled(a, lit.unit), _money_of(ltoks), lit):
                 return
             n_before = len(self.checks)
             self._judge(ln, lv, lit, sign, approx, toks, a, b)
@@ -406,7 +478,7 @@ class ClaimFinder:
             lit, sign = literal_of(ln)
             if lit.unit or a.units or (_has_percent(rn) and not lit.percent) or _uses_value(rn, lit.value):
                 return  # "6 nephews = 96 cookies/6", "48 = 100% + 20%", "$80 = 25/100 x $80"
-            if _units_conflict(b.units, _money_of(rtoks), lit):
+            if _units_conflict(_uncancelled(b, lit.unit), _money_of(rtoks), lit):
                 return
             self._judge(rn, rv, lit, sign, approx, toks, b, a, reverse=True)
             return
@@ -435,6 +507,18 @@ class ClaimFinder:
     def _judge(self, node: tuple, value: Any, lit: Any, sign: int, approx: bool, toks: list[Token],
                expr_seg: _Seg, lit_seg: _Seg, reverse: bool = False) -> None:
         v = judge(value, lit, sign=sign, approx=approx, bounds=lambda: interval(node))
+        if v.outcome == "fail" and _counts_dozens(expr_seg.units, lit):
+            # "4 dozen eggs * $2 = $96": the writer may count a dozen as 12 of its items
+            # a product or quotient has just these readings; any other tree is left undecided
+            for other in (value * 12, value / 12):
+                v2 = judge(other, lit, sign=sign, approx=approx, bounds=None)
+                if v2.outcome == "pass":
+                    v = v2
+                    v.note = "a dozen counted as 12"
+                    break
+            else:
+                if not _product_only(node):
+                    v = Verdict("unknown", v.rule, v.expected, v.tolerance, "a dozen may be counted as 1 or as 12", 0.5)
         if v.outcome != "pass" and not lit.percent and _has_hundred_percent(node):
             # "32 / 96 * 100% = 33.333": the writer means the percentage number
             v2 = judge(value * 100, lit, sign=sign, approx=approx, bounds=None)
@@ -448,46 +532,69 @@ class ClaimFinder:
         self._emit(toks, v.outcome, v.expected, found, node, None, v.rule, v.tolerance, v.note, conf,
                    approx=approx, exact=value)
 
-    def _conversion(self, ln: tuple, rn: tuple, a: _Seg, b: _Seg, toks: list[Token], approx: bool) -> None:
+    def _conversion(self, ln: tuple, rn: tuple, a: _Seg, b: _Seg, toks: list[Token], approx: bool,
+                    soft: bool = False) -> None:
         llit, lsign = literal_of(ln)
         rlit, rsign = literal_of(rn)
         lu, ru = llit.unit, rlit.unit
-        if not lu or not ru or lu == ru:
-            return
-        li, ri = unit_info(lu), unit_info(ru)
-        if li is None or ri is None or li[1] != ri[1] or li[0] == ri[0]:
-            return
         first = a.toks[0] if a.toks else None
         if first is not None and first is self._run_first and self.before is not None and \
                 self.before.kind == "WORD" and self.before.text.lower() in _RATE_WORDS:
             return  # "7.5 hours a day for 6 days = 45 hours": a rate, not a conversion
-        conv = convert(lsign * llit.value, lu, ru)
-        if conv is None:
-            return
-        v = judge(conv, rlit, sign=rsign, approx=approx)
+        dozen = dozen_factor(lu, ru)
+        if dozen is not None:
+            if llit.value == rlit.value:
+                return  # "3 dozen = 3 cartons": a recount, not a conversion
+            dz_seg, count_unit = (a, ru) if dozen > 1 else (b, lu)
+            if soft and count_unit and count_unit not in dz_seg.units:
+                return  # "2 dozen is 2 boxes": "is" may name something else; "=" or the same noun only
+            values = [lsign * llit.value * dozen]
+            names = ("dozen", count_unit or "") if dozen > 1 else (lu or "", "dozen")
+        else:
+            if not lu or not ru or lu == ru:
+                return
+            li, ri = unit_info(lu), unit_info(ru)
+            if li is None or ri is None or li[1] != ri[1] or li[0] == ri[0]:
+                return
+            names = (li[0], ri[0])
+            cands = calendar_candidates(lsign * llit.value, lu, ru)
+            if cands is not None:
+                values = cands
+            else:
+                conv = convert(lsign * llit.value, lu, ru)
+                if conv is None:
+                    return
+                values = [conv]
         span = self.span(toks)
         tail = _UNIT_TAIL.match(self.original, span[1])
         if tail:
             span = (span[0], tail.end())
+        if soft and _COMPARATIVE.match(self.original, span[1]):
+            return  # "his 2 hours is 30 minutes more than hers": a comparison, not a conversion
+        v = _judge_candidates(values, rlit, rsign, approx)
         found = self.original[self.span(rtoks_of(toks))[0] : span[1]].strip()
+        expected = f"{v.expected} {names[1]}".strip()
+        evidence = {
+            "kind": "unit_conversion",
+            "expression": f"{format_value(lsign * llit.value)} {names[0]} -> {names[1]}".strip(),
+            "value": format_value(values[0]) if len(values) == 1 else
+            f"{format_value(values[0])} .. {format_value(values[-1])} (calendar conventions)",
+            "rule": v.rule,
+            "tolerance": v.tolerance,
+            "tool": "pint" if dozen is None and len(values) == 1 and calendar_candidates(
+                llit.value, lu or "", ru or "") is None else "exact factors",
+        }
         self.checks.append(
             Check(
                 verifier=VERIFIER,
                 claim=self.claim_text(span),
                 outcome=v.outcome,  # type: ignore[arg-type]
-                expected=f"{v.expected} {ri[0]}",
+                expected=expected,
                 found=found,
-                evidence={
-                    "kind": "unit_conversion",
-                    "expression": f"{format_value(lsign * llit.value)} {li[0]} -> {ri[0]}",
-                    "value": format_value(conv),
-                    "rule": v.rule,
-                    "tolerance": v.tolerance,
-                    "tool": "pint",
-                },
+                evidence=evidence,
                 confidence=v.confidence,
                 span=span,
-                note=v.note or ("" if v.outcome == "pass" else f"{found} should be {v.expected} {ri[0]}"),
+                note=v.note or ("" if v.outcome == "pass" else f"{found} should be {expected}"),
             )
         )
 

@@ -12,6 +12,8 @@ What it rewrites (each rule is a regular expression; nothing is evaluated):
   * sentence forms: "add A to B", "multiply A by B", "subtract A from B", "divide A by B",
     "the sum/product/quotient of A and B", "the difference between A and B", "twice A",
     "half of A", "A squared", "the square root of A";
+  * number words next to a spoken operator and another number ("three times 4", "eight
+    times four"), after a clause start or a connective only; "two dozen", "a dozen is";
   * result connectives ("is", "gives", "which equals", "to get", ...) -> a soft ``=`` marker
     (``SOFT_EQ``, or ``SOFT_APPROX`` when followed by "about"/"approximately"/"roughly").
 """
@@ -136,6 +138,83 @@ _PHRASES_KEYED = [(pat, pieces, key) for (pat, pieces), key in zip(_PHRASES, [
     "add", "multiply", "subtract", "divid", "sum", "product", "quotient", "difference", "square",
     "twice", "double", "triple", "half", "squared", "cubed"])]
 
+# --- number words -------------------------------------------------------------------------------
+# Written as digits only where they are operands of a spoken operator next to another number
+# ("three times 4 is 12", "Three times $2000 is $6000", "eight times four is 32"), or count
+# dozens ("two dozen", "a dozen is 12"). Elsewhere a number word stays prose ("one of them").
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+         "sixteen seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+NUMBER_WORDS: dict[str, int] = {w: i for i, w in enumerate(_ONES)}
+NUMBER_WORDS.update({w: 20 + 10 * i for i, w in enumerate(_TENS)})
+_NW = r"(?:(?:" + "|".join(_TENS) + r")(?:[- ](?:" + "|".join(_ONES[1:10]) + r"))?|" + "|".join(_ONES[::-1]) + r")"
+_SPOKEN_OP = r"(\s+(?:times|plus|minus|multiplied\s+by|divided\s+by)\s+)"
+_WORD_ARITH = _c(
+    r"(?<![\w$€£¥.,-])(?:(" + _NW + r")|([$€£¥]?\d[\d,]*(?:\.\d+)?))" + _SPOKEN_OP
+    + r"(?:(" + _NW + r")(?![\w-])(?!\s+(?:of|as|more|less|fewer|other|another|half)\b)|(?=[$€£¥]?\d))",
+    re.I,
+)
+_ANY_NUMBER_WORD = _c(r"\b(?:" + "|".join(_ONES + _TENS) + r")\b")
+# the word before a number word that makes it an operand, not a pronoun or an adjective
+_OPERAND_AFTER = frozenset("so then and thus therefore hence is was are were that's thats which because since or but "
+                           "gives makes equals get gets also now that".split())
+_PREV_WORD = _c(r"([A-Za-z']+)[ \t]*$")
+_DOZEN = _c(r"\b(?:(a)|(" + _NW + r"))([ \t]+dozens?\b)", re.I)
+_A_DOZEN_IS = _c(r"[ \t]*(?:=|is\b|equals\b|has\b|contains\b)", re.I)
+
+
+def number_word_value(word: str) -> int | None:
+    """0-99 for a number word (``seven``, ``twenty-four``, ``Twenty four``), else ``None``."""
+    parts = re.split(r"[- ]+", word.strip().lower())
+    if not parts or any(p not in NUMBER_WORDS for p in parts):
+        return None
+    if len(parts) == 1:
+        return NUMBER_WORDS[parts[0]]
+    if len(parts) == 2 and parts[0] in _TENS and 1 <= NUMBER_WORDS[parts[1]] <= 9:
+        return NUMBER_WORDS[parts[0]] + NUMBER_WORDS[parts[1]]
+    return None
+
+
+def _word_operand_ok(text: str, start: int) -> bool:
+    """A number word at ``start`` begins a clause (no word before it on the line, or a
+    connective like "so", "is", "and"): "each one times 4" is not "1 * 4"."""
+    line = text[max(0, text.rfind("\n", 0, start) + 1, start - 40) : start]
+    if not line.strip() or line.rstrip()[-1:] in ".,;:!?=(":
+        return True
+    m = _PREV_WORD.search(line)
+    return bool(m) and m.group(1).lower() in _OPERAND_AFTER
+
+
+def _word_arith(t: MappedText) -> MappedText:
+    text = t.text
+
+    def rep(m: re.Match[str]) -> list[str | int] | None:
+        left_w, right_w = m.group(1), m.group(4)
+        if left_w is None and right_w is None:
+            return None
+        if left_w is not None and not _word_operand_ok(text, m.start()):
+            return None
+        pieces: list[str | int] = [str(number_word_value(left_w)) if left_w else 2, 3]
+        if right_w:
+            pieces.append(str(number_word_value(right_w)))
+        return pieces
+
+    return t.sub(_WORD_ARITH, rep)
+
+
+def _dozen(t: MappedText) -> MappedText:
+    text = t.text
+
+    def rep(m: re.Match[str]) -> list[str | int] | None:
+        if m.group(1):  # "a dozen" only as a definition: "a dozen is 12"
+            if not _A_DOZEN_IS.match(text, m.end()):
+                return None
+            return ["1", 3]
+        return [str(number_word_value(m.group(2))), 3]  # "two dozen" is a quantity wherever it stands
+
+    return t.sub(_DOZEN, rep)
+
+
 _SOFT = _c(
     r"(?:,\s*)?\b(?:(?:which\s+)?(?:is\s+equal\s+to|equals)|which\s+(?:is|gives(?:\s+us)?|makes|comes\s+to)|to\s+get|(?:we|you|I)\s+get|"
     r"gives(?:\s+us)?|giving(?:\s+us)?|that\s+is|is|are|was|makes|yields|results\s+in|comes\s+to)"
@@ -193,6 +272,11 @@ def normalize(text: str | MappedText, *, soft: bool = True) -> MappedText:
     if "°" in lower or "deg" in lower or "fahrenheit" in lower or "celsius" in lower:
         for pat, rep in _DEG:
             t = t.sub(pat, [rep])
+    if "dozen" in lower:
+        t = _dozen(t)
+    if _ANY_WORD_OP.search(lower) and _ANY_NUMBER_WORD.search(lower):
+        t = _word_arith(t)
+        lower = t.text.lower()
     if _ANY_PHRASE.search(lower):
         for pat, pieces, key in _PHRASES_KEYED:
             if key in lower:

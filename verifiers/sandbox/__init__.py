@@ -16,12 +16,16 @@ Backends (``get(name)``):
 - ``bwrap``: bubblewrap namespaces on the host kernel: ``--unshare-all`` (user, pid, net, ipc,
   uts, cgroup), read-only system binds (or a read-only root file system from
   ``VERACITY_SANDBOX_ROOTFS``), tmpfs ``/tmp``, uid 65534, rlimits for address space, CPU
-  seconds, processes and file size. Weaker than docker: no cgroup memory accounting and the
-  host kernel's whole syscall surface (no seccomp filter).
+  seconds, processes and file size, and a libseccomp deny-list filter
+  (:mod:`verifiers.sandbox.seccomp`; skipped, and reported as ``"no seccomp filter (...)"``, when libseccomp
+  is missing). Weaker than docker: no cgroup memory accounting, and a deny list rather than
+  docker's allow list.
 - ``none``: never executes; :meth:`Sandbox.run` raises :class:`SandboxUnavailable`, so callers
   report tier-3 checks as ``unknown`` with the reason.
-- ``auto``: ``docker`` when its daemon answers and the image is present, else ``bwrap`` when
-  bubblewrap can create its namespaces, else ``none``.
+- ``auto``: prefers a backend with a seccomp filter: ``docker`` when its daemon answers, the
+  image is present and the engine applies seccomp; else ``bwrap`` when bubblewrap can create
+  its namespaces and the filter compiles; else whichever of the two runs at all (docker first);
+  else ``none``. :meth:`Sandbox.isolation` tells what was chosen.
 
 Untrusted code never runs unsandboxed: there is no "local" backend.
 
@@ -175,6 +179,21 @@ class Sandbox(abc.ABC):
     def unavailable_reason(self) -> str | None:
         """``None`` when usable, else why not (one line)."""
 
+    def isolation(self) -> dict[str, str]:
+        """How strongly this backend isolates, for reports: ``{"seccomp": ..., "memory": ...}``.
+
+        ``seccomp`` names the syscall filter in force (a value starting with ``"no seccomp"`` means
+        the program sees the kernel's whole syscall surface, with the reason); ``memory`` names
+        what bounds memory (cgroup accounting or ``RLIMIT_AS``). Every :class:`Result` of an
+        executing backend carries the same keys in ``extra``.
+        """
+        return {"seccomp": "no seccomp filter (does not execute code)", "memory": "none (does not execute code)"}
+
+    @property
+    def filtered(self) -> bool:
+        """True when runs have a seccomp filter (see :meth:`isolation`)."""
+        return not self.isolation()["seccomp"].startswith("no seccomp")
+
     def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> Result:
         """Run the Python program ``code`` (source text) with ``stdin`` as its standard input.
 
@@ -220,9 +239,10 @@ class Sandbox(abc.ABC):
 def get(backend: str = "auto", limits: Limits | None = None, **options: Any) -> Sandbox:
     """Return a sandbox backend by name: ``"docker"``, ``"bwrap"``, ``"none"`` or ``"auto"``.
 
-    ``options`` go to the backend (docker: ``image``, ``base_url``; bwrap: ``rootfs``,
-    ``python``). ``auto`` picks docker when its daemon answers and the image exists, else
-    bwrap when bubblewrap works, else ``none`` (whose reason lists why each was skipped).
+    ``options`` go to the backend (docker: ``image``, ``base_url``, ``warm``; bwrap:
+    ``rootfs``, ``python``, ``seccomp``). ``auto`` picks the first that runs with a seccomp
+    filter (docker, then bwrap), else the first that runs at all, else ``none`` (whose reason
+    lists why each was skipped).
     A named backend that cannot run is still returned: its ``available`` is False and
     ``run`` raises :class:`SandboxUnavailable` with the reason.
 
@@ -248,15 +268,17 @@ def get(backend: str = "auto", limits: Limits | None = None, **options: Any) -> 
         from verifiers.sandbox.none import NoSandbox
 
         dopts = {k: v for k, v in options.items() if k in ("image", "base_url", "warm")}
-        bopts = {k: v for k, v in options.items() if k in ("rootfs", "python")}
+        bopts = {k: v for k, v in options.items() if k in ("rootfs", "python", "seccomp")}
         d = DockerSandbox(limits, **dopts)
         d_reason = d.unavailable_reason()
-        if d_reason is None:
+        if d_reason is None and d.filtered:
             return d
-        d.close()
         b = BwrapSandbox(limits, **bopts)
         b_reason = b.unavailable_reason()
-        if b_reason is None:
+        if b_reason is None and (b.filtered or d_reason is not None):
+            d.close()
             return b
+        if d_reason is None:
+            return d  # docker without seccomp still beats bwrap without seccomp (cgroup memory)
         return NoSandbox(limits, reason=f"no sandbox available: docker: {d_reason}; bwrap: {b_reason}")
     raise ValueError(f"unknown sandbox backend {backend!r} (docker | bwrap | none | auto)")

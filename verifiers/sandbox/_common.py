@@ -108,14 +108,20 @@ class OutputCap:
         return (self.out.decode("utf-8", "replace"), self.err.decode("utf-8", "replace"))
 
 
-def classify(exit_code: int | None, stderr: str, *, timed_out: bool, output: bool, oom: bool) -> str:
+def classify(exit_code: int | None, stderr: str, *, timed_out: bool, output: bool, oom: bool,
+             cpu_s_max: float | None = None, cpu_s: float | None = None) -> str:
     """Map how a run ended to ``Result.killed_by``.
 
     Order: our wall-clock kill, the output cap, a memory kill (cgroup OOM, or Python's
-    ``MemoryError`` under ``RLIMIT_AS``), then the CPU rlimit (SIGXCPU, or the SIGKILL that
-    follows it when SIGXCPU is ignored). Inside the sandbox nothing else sends SIGKILL
-    besides the OOM killer (reported separately), so an unexplained SIGKILL is the CPU limit
-    (a program that SIGKILLs itself is misreported as ``timeout``).
+    ``MemoryError`` under ``RLIMIT_AS``), then the CPU rlimit: SIGXCPU at ``cpu_s`` CPU
+    seconds, or the SIGKILL at the hard limit ``cpu_s + 1`` when SIGXCPU is ignored.
+
+    ``cpu_s_max`` is an upper bound on the CPU seconds the program used, when the backend
+    knows one (bwrap: wall time x usable CPUs; docker: wall time, the container gets one CPU),
+    and ``cpu_s`` the limit. A SIGXCPU/SIGKILL the CPU rlimit cannot have sent (the program
+    used less than the limit) is the program's own doing (``os.kill(os.getpid(), 9)``) and
+    reports ``"none"``: the exit code then tells what happened. Without a bound an
+    unexplained SIGKILL/SIGXCPU still counts as the CPU limit.
     """
     if timed_out:
         return "timeout"
@@ -126,6 +132,10 @@ def classify(exit_code: int | None, stderr: str, *, timed_out: bool, output: boo
     last = stderr.rstrip().rsplit("\n", 1)[-1] if stderr else ""
     if last.startswith("MemoryError"):
         return "memory"
-    if exit_code in (-signal.SIGXCPU, 128 + signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGKILL):
-        return "timeout"
+    # 0.25 s of slack: rusage/quota accounting granularity (ticks, CFS periods of 100 ms).
+    known = cpu_s_max is not None and cpu_s is not None
+    if exit_code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
+        return "timeout" if not known or cpu_s_max >= cpu_s - 0.25 else "none"
+    if exit_code in (-signal.SIGKILL, 128 + signal.SIGKILL):
+        return "timeout" if not known or cpu_s_max >= cpu_s + 1 - 0.25 else "none"
     return "none"

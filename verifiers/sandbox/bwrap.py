@@ -9,6 +9,11 @@ Each run is ``bwrap --unshare-all --die-with-parent --new-session ... python3 -I
   whole read-only root (e.g. the CI image's debootstrap tree, which carries numpy/pandas/sympy);
   fresh ``/proc``, minimal ``/dev``, a tmpfs ``/tmp`` of ``Limits.tmp_mb`` MiB;
 - environment: cleared (``--clearenv``), then only ``_common.SANDBOX_ENV``;
+- seccomp: the deny-list filter of :mod:`verifiers.sandbox.seccomp` (``--seccomp FD``, compiled
+  with libseccomp): no ptrace, mounts, namespaces, keyring, bpf, perf, io_uring, userfaultfd,
+  module/kexec loading, sockets other than AF_UNIX, ... When libseccomp or its binding is
+  missing the run still happens without a filter, and every result says so
+  (``Result.extra["seccomp"] == "no seccomp filter (...)"``);
 - rlimits (set by the bootstrap *inside* the sandbox): ``RLIMIT_AS`` (memory), ``RLIMIT_CPU``,
   ``RLIMIT_NPROC``, ``RLIMIT_FSIZE``, ``RLIMIT_NOFILE``, ``RLIMIT_CORE``.
 
@@ -24,13 +29,15 @@ unprivileged user namespaces (``user.max_user_namespaces`` > 0).
 On timeout or output overflow the bwrap process is SIGKILLed; ``--die-with-parent`` then kills
 the sandbox's PID 1 and the kernel kills every process of the PID namespace, detached ones too.
 
-Isolation is weaker than the docker backend: the program talks to the host kernel directly
-(no seccomp filter), memory is bounded by address space rather than by cgroup accounting, and
-the tmpfs is only bounded by its size.
+Isolation is weaker than the docker backend: the program talks to the host kernel through a
+deny list (docker's default profile is an allow list), memory is bounded by address space
+rather than by cgroup accounting (``RLIMIT_AS`` counts mappings, not resident memory, and is
+per process), and the tmpfs is only bounded by its size.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import shutil
@@ -40,10 +47,11 @@ import threading
 import time
 
 from verifiers.sandbox import Limits, Result, Sandbox
+from verifiers.sandbox import seccomp as _seccomp
 from verifiers.sandbox._common import SANDBOX_ENV, OutputCap, boot_argv, classify, rlimits
 
 SANDBOX_UID = 65534
-_PROBE_CACHE: dict[tuple, str | None] = {}
+_PROBE_CACHE: dict[tuple, tuple[str | None, str | None]] = {}
 _PROBE_LOCK = threading.Lock()
 
 
@@ -56,15 +64,37 @@ class BwrapSandbox(Sandbox):
             it the host's ``/usr`` is bound read-only and the host interpreter is used.
         python: interpreter path *inside* the sandbox (env ``VERACITY_SANDBOX_PYTHON``,
             default ``/usr/bin/python3``).
+        seccomp: install the seccomp filter (default True; env ``VERACITY_SANDBOX_SECCOMP=0``
+            turns it off process-wide). Without libseccomp it is off regardless, and
+            :meth:`isolation` says why.
     """
 
     name = "bwrap"
 
-    def __init__(self, limits: Limits | None = None, *, rootfs: str | None = None, python: str | None = None) -> None:
+    def __init__(self, limits: Limits | None = None, *, rootfs: str | None = None, python: str | None = None,
+                 seccomp: bool = True) -> None:
         super().__init__(limits)
         self.rootfs = rootfs or os.environ.get("VERACITY_SANDBOX_ROOTFS") or None
         self.python = python or os.environ.get("VERACITY_SANDBOX_PYTHON") or "/usr/bin/python3"
         self.bwrap = shutil.which("bwrap")
+        self._want_seccomp = seccomp
+        self._seccomp_reason: str | None = None  # set when bwrap itself rejects the filter
+
+    # -- isolation -----------------------------------------------------------------------------
+    def _bpf(self) -> bytes | None:
+        if not self._want_seccomp or self._seccomp_reason is not None:
+            return None
+        return _seccomp.filter_bpf()
+
+    def isolation(self) -> dict[str, str]:
+        """``{"seccomp": ..., "memory": ...}`` (see :meth:`Sandbox.isolation`)."""
+        if not self._want_seccomp:
+            sc = "no seccomp filter (turned off for this sandbox)"
+        elif self._seccomp_reason is not None:
+            sc = f"no seccomp filter ({self._seccomp_reason})"
+        else:
+            sc = _seccomp.description()
+        return {"seccomp": sc, "memory": "RLIMIT_AS (address space per process; no cgroup)"}
 
     # -- availability --------------------------------------------------------------------------
     def unavailable_reason(self) -> str | None:
@@ -72,18 +102,28 @@ class BwrapSandbox(Sandbox):
             return "bubblewrap (bwrap) is not installed"
         if self.rootfs and not os.path.isdir(self.rootfs):
             return f"sandbox rootfs {self.rootfs!r} does not exist"
-        key = (self.bwrap, self.rootfs, self.python)
+        key = (self.bwrap, self.rootfs, self.python, self._bpf())
         with _PROBE_LOCK:
             if key not in _PROBE_CACHE:
-                _PROBE_CACHE[key] = self._probe()
-            return _PROBE_CACHE[key]
+                _PROBE_CACHE[key] = (self._probe(), self._seccomp_reason)
+            reason, self._seccomp_reason = _PROBE_CACHE[key]
+            return reason
 
     def _probe(self) -> str | None:
+        why = self._probe_once(self._bpf())
+        if why is not None and self._bpf() is not None and self._probe_once(None) is None:
+            # bubblewrap runs, but not with our filter (too old a bwrap?): run unfiltered, say so
+            self._seccomp_reason = f"bwrap rejected the filter: {why}"
+            return None
+        return why
+
+    def _probe_once(self, bpf: bytes | None) -> str | None:
         try:
-            proc = subprocess.run(
-                self._argv(Limits(), [self.python, "-I", "-c", "print('ok')"]),
-                capture_output=True, timeout=20, env={}, **self._drop_kwargs(),
-            )
+            with _filter_fd(bpf) as fds:
+                proc = subprocess.run(
+                    self._argv(Limits(), [self.python, "-I", "-c", "print('ok')"], fds[0] if fds else None),
+                    capture_output=True, timeout=20, env={}, pass_fds=fds, **self._drop_kwargs(),
+                )
         except (OSError, subprocess.SubprocessError) as exc:
             return f"bwrap failed to start: {exc}"
         if proc.returncode != 0 or proc.stdout.strip() != b"ok":
@@ -99,7 +139,7 @@ class BwrapSandbox(Sandbox):
             return {"user": SANDBOX_UID, "group": SANDBOX_UID, "extra_groups": []}
         return {}
 
-    def _argv(self, limits: Limits, command: list[str]) -> list[str]:
+    def _argv(self, limits: Limits, command: list[str], seccomp_fd: int | None = None) -> list[str]:
         a = [
             self.bwrap or "bwrap",
             "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
@@ -125,20 +165,23 @@ class BwrapSandbox(Sandbox):
             "--proc", "/proc", "--dev", "/dev",
             "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
             "--remount-ro", "/",  # the scaffold root bwrap builds is a writable tmpfs otherwise
-            "--chdir", "/tmp", "--",
+            "--chdir", "/tmp",
         ]
-        return a + command
+        if seccomp_fd is not None:
+            a += ["--seccomp", str(seccomp_fd)]
+        return a + ["--"] + command
 
     # -- run -----------------------------------------------------------------------------------
     def _run(self, code: str, stdin: str, limits: Limits) -> Result:
         cmd = boot_argv(self.python, code, stdin, rlimits(limits, address_space=True, nproc=True))
         cap = OutputCap(limits.output_bytes)
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            self._argv(limits, cmd), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, env={}, close_fds=True, start_new_session=True,
-            **self._drop_kwargs(),
-        )
+        with _filter_fd(self._bpf()) as fds:
+            proc = subprocess.Popen(
+                self._argv(limits, cmd, fds[0] if fds else None), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={}, close_fds=True,
+                start_new_session=True, pass_fds=fds, **self._drop_kwargs(),
+            )
         timed_out = False
         sel = selectors.DefaultSelector()
         try:
@@ -175,11 +218,36 @@ class BwrapSandbox(Sandbox):
             proc.stderr.close()
         duration = time.monotonic() - t0
         out, err = cap.text()
-        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=False)
         # bwrap forwards the program's status; death by signal N arrives as 128+N (as docker).
+        # The sandbox cannot use more CPU seconds than wall seconds x the CPUs it may run on
+        # (wait4's rusage does not help: bwrap exits without reaping the sandbox's init), which
+        # tells a CPU-rlimit kill from a program that killed itself early (classify()).
+        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=False,
+                             cpu_s_max=duration * _cpus(), cpu_s=limits.cpu_s)
+        extra = self.isolation()
         return Result(exit_code=None if timed_out or cap.exceeded else exit_code,
                       stdout=out, stderr=err, duration_s=duration, killed_by=killed_by,
-                      truncated=cap.exceeded)
+                      truncated=cap.exceeded, extra=extra)
+
+
+@contextlib.contextmanager
+def _filter_fd(bpf: bytes | None):
+    """Yield ``(read_fd,)`` of a pipe holding ``bpf`` (bwrap reads the program to EOF), or
+    ``()`` without a filter. The filter (~1 KB) fits the pipe buffer, so writing never blocks.
+    Our copy of the fd is closed on exit; the child keeps its own."""
+    if bpf is None:
+        yield ()
+        return
+    r, w = os.pipe()
+    try:
+        os.write(w, bpf)
+        os.close(w)
+        w = -1
+        yield (r,)
+    finally:
+        if w >= 0:
+            os.close(w)
+        os.close(r)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -188,6 +256,12 @@ def _kill(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _cpus() -> int:
+    """CPUs the sandbox could run on at most: all of the machine's (an upper bound is what
+    classify() needs; the program may widen its own affinity within its cpuset)."""
+    return max(1, os.cpu_count() or 1)
 
 
 def _minor() -> str:

@@ -63,6 +63,7 @@ class DockerSandbox(Sandbox):
         self.warm = int(os.environ.get("VERACITY_SANDBOX_WARM", "0") or 0) if warm is None else int(warm)
         self._client: Any = None
         self._reason: str | None | bool = False  # False = not probed yet
+        self._seccomp = "no seccomp filter (engine not probed)"
         self._lock = threading.Lock()
         self._idle: "queue.Queue[str]" = queue.Queue()
         self._idle_ids: set[str] = set()
@@ -99,7 +100,25 @@ class DockerSandbox(Sandbox):
             api.inspect_image(self.image)
         except Exception:  # noqa: BLE001
             return f"sandbox image {self.image!r} not found in the Docker engine"
+        try:
+            opts = api.info().get("SecurityOptions") or []
+        except Exception:  # noqa: BLE001
+            opts = []
+        prof = next((o for o in opts if o.startswith("name=seccomp")), None)
+        if prof is None:
+            self._seccomp = "no seccomp filter (the Docker engine reports no seccomp support)"
+        elif "profile=unconfined" in prof:
+            self._seccomp = "no seccomp filter (the Docker engine runs containers unconfined)"
+        else:
+            self._seccomp = f"Docker engine profile ({prof.split('profile=', 1)[-1]}; allow list)"
         return None
+
+    def isolation(self) -> dict[str, str]:
+        """``{"seccomp": ..., "memory": ...}`` (see :meth:`Sandbox.isolation`); the seccomp
+        entry comes from the engine's ``SecurityOptions`` (``docker info``)."""
+        if self.unavailable_reason() is not None:
+            return {"seccomp": "no seccomp filter (engine not reachable)", "memory": "none (engine not reachable)"}
+        return {"seccomp": self._seccomp, "memory": "cgroup memory + swap limit (OOM kill)"}
 
     def close(self) -> None:
         self._closed.set()
@@ -266,10 +285,13 @@ class DockerSandbox(Sandbox):
         # that fails: one CPU of quota means CPU seconds <= wall seconds, so a SIGKILL before
         # `cpu_s` wall seconds cannot be the CPU rlimit.
         oom = exit_code == 137 and (oom_kills > 0 if oom_kills is not None else duration < limits.cpu_s)
-        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom)
+        # One CPU of quota: CPU seconds <= wall seconds, so `duration` bounds the CPU used and
+        # a SIGKILL well before the CPU limit is the program's own (classify()).
+        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom,
+                             cpu_s_max=duration, cpu_s=limits.cpu_s)
         return Result(exit_code=exit_code, stdout=out, stderr=err, duration_s=duration,
                       killed_by=killed_by, truncated=cap.exceeded,  # type: ignore[arg-type]
-                      extra={"warm": True, "container": cid})
+                      extra={"warm": True, "container": cid, **self.isolation()})
 
     _OOM_PROBE = (
         "import re\n"
@@ -340,9 +362,12 @@ class DockerSandbox(Sandbox):
             if reader is not None:
                 reader.join(2.0)
         out, err = cap.text()
-        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom)
+        # State.OOMKilled for memory; one CPU of quota bounds CPU seconds by wall seconds.
+        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom,
+                             cpu_s_max=duration, cpu_s=limits.cpu_s)
         return Result(exit_code=exit_code, stdout=out, stderr=err, duration_s=duration,
-                      killed_by=killed_by, truncated=cap.exceeded, extra={"container": cid})  # type: ignore[arg-type]
+                      killed_by=killed_by, truncated=cap.exceeded,  # type: ignore[arg-type]
+                      extra={"container": cid, **self.isolation()})
 
 
 class _WarmGone(Exception):
