@@ -25,6 +25,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import unquote
 
+import aiohttp
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
@@ -35,7 +36,16 @@ from proxy.auth import Authenticator, Principal
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
 from proxy.log import add_secrets, get_logger, info_enabled, scrub_secrets
-from proxy.upstream import BoundUpstream, OpenAIUpstream, Timing, Upstreams, dumps, loads, loads_strict
+from proxy.upstream import (
+    ERROR_BODY_LIMIT,
+    BoundUpstream,
+    OpenAIUpstream,
+    Timing,
+    Upstreams,
+    dumps,
+    loads,
+    loads_strict,
+)
 
 log = get_logger("veracity")
 
@@ -57,6 +67,7 @@ class GatewayState:
         self.log_content = cfg.logging.log_content
         self.upstreams: Upstreams | None = None
         self.pid = os.getpid()
+        self.sweeper = _WatchSweeper()
 
 
 class _RequestIds:
@@ -349,6 +360,10 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any) -> _Reply | R
         fields["error_code"] = exc.code
         metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
         return _upstream_error_reply(exc, rid, timing)
+    except asyncio.CancelledError:  # the client went away (see _DisconnectWatch)
+        status = 499
+        fields["client_disconnected"] = True
+        raise
     except Exception as exc:  # noqa: BLE001 - the catch-all: never a stack trace to the client
         status = 500
         fields["error_code"] = "internal_error"
@@ -482,25 +497,49 @@ async def passthrough(request: Request) -> Response:
     headers["x-request-id"] = rid
     metrics.REQUESTS.labels("/v1/*", "_passthrough", str(resp.status)).inc()
     if resp.status >= 400:  # error bodies are small: read, and never relay the upstream's key in one
-        try:
-            err = scrub_secrets(await resp.content.read(1 << 20))
-        except Exception:  # noqa: BLE001 - connection lost while reading the error
-            err = b""
+        ctype = resp.headers.get("content-type")
+        try:  # the whole body: one read() may return only what has arrived so far
+            err = scrub_secrets(await up.read_capped(resp, min(up.max_response_bytes, ERROR_BODY_LIMIT)))
+        except (UpstreamError, aiohttp.ClientError, asyncio.TimeoutError):  # too large, or lost: our own error
+            err = UpstreamError(resp.status, f"upstream {up.name!r} answered HTTP {resp.status}",
+                                reason=f"http_{resp.status}").response_body()
+            ctype = _JSON
         finally:
             resp.close()
-        return Response(err, resp.status, headers=headers, media_type=resp.headers.get("content-type"))
+        return Response(err, resp.status, headers=headers, media_type=ctype)
+    length = resp.content_length
+    if length is not None and length > up.max_response_bytes:
+        exc = up.too_large_error(resp)
+        metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
+        return _upstream_error_response(exc, rid, timing)
 
     async def body() -> AsyncIterator[bytes]:
+        limit, size = up.max_response_bytes, 0
         try:
             async for chunk in resp.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise up.too_large_error(resp)
                 yield chunk
-        except Exception:  # noqa: BLE001 - mid-body failure: end the response
-            metrics.UPSTREAM_ERRORS.labels("disconnect").inc()
+        except Exception as exc:  # mid-body failure: abort, never end a cut body as if complete
+            reason = exc.reason if isinstance(exc, UpstreamError) else "disconnect"
+            metrics.UPSTREAM_ERRORS.labels(reason).inc()
+            log.warning("pass-through answer cut: client connection aborted", request_id=rid, path=path[:200],
+                        upstream=up.name, reason=reason)
+            raise UpstreamBodyError(f"upstream {up.name!r} body failed mid-way ({reason}); the client "
+                                    "connection is aborted") from None
         finally:
             resp.close()
 
     return StreamingResponse(body(), status_code=resp.status, headers=headers,
                              media_type=resp.headers.get("content-type"))
+
+
+class UpstreamBodyError(Exception):
+    """A pass-through answer failed after its status line went out (connection lost, body over
+    ``limits.max_response_bytes``): raised out of the response so that the server aborts the
+    client connection (the client sees a cut body, e.g. an unterminated chunked encoding)
+    instead of a shorter body presented as complete."""
 
 
 async def veracity_verify(request: Request) -> Response:
@@ -545,6 +584,8 @@ async def _http_exception(request: Request, exc: StarletteHTTPException) -> Resp
 
 
 async def _unhandled(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, UpstreamBodyError):  # logged where raised; the response had started
+        return Response(b"", 502)
     log.error("unhandled error", path=request.url.path, exception=type(exc).__name__)
     return Response(dumps(error_body("The gateway hit an internal error.", type="server_error",
                                      code="internal_error")), 500, media_type=_JSON)
@@ -590,6 +631,7 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
         try:
             yield
         finally:
+            await state.sweeper.close()
             await state.upstreams.close()
             metrics.mark_process_dead()
 
@@ -612,6 +654,124 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
 _CHAT_PATHS = frozenset({CHAT_ROUTE, CHAT_ROUTE + "/", "/chat/completions", "/chat/completions/"})
 
 
+#: How long a chat request may run before the gateway starts watching for the client's
+#: ``http.disconnect`` (seconds). Requests answered sooner (cached or tiny upstream answers,
+#: benchmarks) pay only a set insertion, no timer and no task; slower ones (real model calls,
+#: verification) are cancelled within about twice this delay of the client going away.
+DISCONNECT_WATCH_AFTER_S = 0.05
+
+
+class _DisconnectWatch:
+    """Cancel a chat request's task when its client disconnects before the response starts.
+
+    Until the response starts, nothing reads ASGI ``receive`` after the body, so a client
+    that gives up while the gateway waits for the upstream (non-stream, or before a stream's
+    first event) or runs correction rounds would go unnoticed until the upstream answered,
+    and the upstream would keep generating (and billing) tokens. :meth:`read_body` reads the
+    body and registers the watch with the process's :class:`_WatchSweeper`; a request still
+    running after :data:`DISCONNECT_WATCH_AFTER_S` gets a task that awaits ``receive()`` and,
+    on ``http.disconnect``, cancels the request's task: the ``CancelledError`` unwinds the
+    pipeline, which closes the upstream connection (aiohttp closes a response whose read is
+    cancelled) and stops verification and corrections. :meth:`stop` (called before the
+    response starts; Starlette's ``StreamingResponse`` watches ``receive`` itself afterwards)
+    disarms it. ``fired``: this watch cancelled the task.
+    ASGI spec: https://asgi.readthedocs.io/en/latest/specs/www.html#disconnect-receive-event
+    """
+
+    __slots__ = ("receive", "headers", "sweeper", "task", "armed_at", "watcher", "fired", "stopped")
+
+    def __init__(self, receive: Any, headers: dict[str, str], sweeper: "_WatchSweeper") -> None:
+        self.receive = receive
+        self.headers = headers
+        self.sweeper = sweeper
+        self.task: asyncio.Task[Any] | None = None
+        self.armed_at = 0.0
+        self.watcher: asyncio.Task[Any] | None = None
+        self.fired = False
+        self.stopped = False
+
+    async def read_body(self, limit: int) -> bytes:
+        """The request body (see :func:`_receive_body`); then arm the watch."""
+        body = await _receive_body(self.receive, self.headers, limit)
+        if not self.stopped:
+            self.task = asyncio.current_task()
+            self.sweeper.add(self)
+        return body
+
+    def start(self) -> None:
+        """Called by the sweeper once the request is slow: start awaiting ``receive()``."""
+        if not self.stopped:
+            self.watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while not self.stopped:
+            msg = await self.receive()
+            if msg.get("type") == "http.disconnect":
+                if not self.stopped and self.task is not None:
+                    self.fired = True
+                    self.task.cancel()
+                return
+            # after the body a server should answer receive() only with http.disconnect; one
+            # that repeats http.request (test harnesses do) is polled, never spun on
+            await asyncio.sleep(DISCONNECT_WATCH_AFTER_S)
+
+    def stop(self) -> None:
+        """Disarm (idempotent): leave the sweeper, cancel the watching task."""
+        if self.stopped:
+            return
+        self.stopped = True
+        self.sweeper.pending.discard(self)
+        if self.watcher is not None:
+            if not self.watcher.done():
+                self.watcher.cancel()
+            self.watcher = None
+
+
+class _WatchSweeper:
+    """One task per process that starts the :class:`_DisconnectWatch` of every chat request
+    running longer than :data:`DISCONNECT_WATCH_AFTER_S`. Cheaper on the hot path than a
+    timer per request (a set insertion and removal); it sleeps on an event while no request
+    is pending. Started lazily inside the running loop by the first request."""
+
+    def __init__(self) -> None:
+        self.pending: set[_DisconnectWatch] = set()
+        self.task: asyncio.Task[None] | None = None
+        self.wake: asyncio.Event | None = None
+
+    def add(self, watch: _DisconnectWatch) -> None:
+        loop = asyncio.get_running_loop()
+        watch.armed_at = loop.time()
+        self.pending.add(watch)
+        if self.task is None or self.task.done() or self.task.get_loop() is not loop:
+            self.wake = asyncio.Event()
+            self.task = loop.create_task(self._run())
+        elif not self.wake.is_set():  # type: ignore[union-attr]
+            self.wake.set()  # type: ignore[union-attr]
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        wake = self.wake
+        assert wake is not None
+        while True:
+            if not self.pending:
+                wake.clear()
+                await wake.wait()
+            await asyncio.sleep(DISCONNECT_WATCH_AFTER_S)
+            due = loop.time() - DISCONNECT_WATCH_AFTER_S
+            for watch in [w for w in self.pending if w.armed_at <= due]:
+                self.pending.discard(watch)
+                watch.start()
+
+    async def close(self) -> None:
+        """Stop the sweeper task (at shutdown)."""
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            try:
+                await self.task
+            except (asyncio.CancelledError, RuntimeError):
+                pass
+
+
 class FastPath:
     """ASGI wrapper: ``POST /v1/chat/completions`` goes straight to the handler, skipping the
     FastAPI/Starlette middleware and routing layers (the handler catches every exception
@@ -621,17 +781,33 @@ class FastPath:
     def __init__(self, app: FastAPI, state: GatewayState) -> None:
         self.app = app
         self.state = state
+        self.sweeper = state.sweeper
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] in _CHAT_PATHS and scope["method"] == "POST":
-            headers = _scope_headers(scope)
-            out = await _chat(self.state, headers, lambda limit: _receive_body(receive, headers, limit))
-            if isinstance(out, _Reply):
-                await out.send(send)
-            else:
-                await out(scope, receive, send)
+            watch = _DisconnectWatch(receive, _scope_headers(scope), self.sweeper)
+            try:
+                out = await _chat(self.state, watch.headers, watch.read_body)
+                watch.stop()  # from here on the response (StreamingResponse) watches receive()
+                if isinstance(out, _Reply):
+                    await out.send(send)
+                else:
+                    await out(scope, receive, send)
+            except asyncio.CancelledError:
+                if watch.fired:  # our own cancel: the client is gone, there is no one to answer
+                    task = asyncio.current_task()
+                    if task is not None and task.uncancel() == 0:
+                        return
+                raise
+            finally:
+                watch.stop()
             return
-        await self.app(scope, receive, send)
+        try:
+            await self.app(scope, receive, send)
+        except UpstreamBodyError:
+            # a pass-through body failed after its status line: returning with the response
+            # incomplete makes the server close the client connection (one log line of its own)
+            return
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.app, name)

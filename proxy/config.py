@@ -49,6 +49,10 @@ from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, Vali
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
+#: Largest upstream answer relayed (a non-stream body, or all bytes of one stream): 64 MiB,
+#: far above any chat completion (128k output tokens of text is ~0.5 MiB; with logprobs and
+#: n > 1, a few MiB) yet bounded, so a broken or hostile upstream cannot exhaust memory.
+DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 
 
 class ConfigError(Exception):
@@ -126,9 +130,12 @@ class KeyConfig(_Strict):
 
 
 class LimitsConfig(_Strict):
-    """Request and upstream limits. Seconds and bytes."""
+    """Request and upstream limits. Seconds and bytes. ``max_body_bytes``: largest client
+    request body (413 above); ``max_response_bytes``: largest upstream answer (a non-stream
+    body, or the sum of one stream's bytes; 502 ``upstream_response_too_large`` above)."""
 
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
+    max_response_bytes: int = Field(DEFAULT_MAX_RESPONSE_BYTES, gt=0)
     connect_timeout_s: float = Field(5.0, gt=0)
     read_timeout_s: float = Field(600.0, gt=0)
     connect_retries: int = Field(2, ge=0, le=10)

@@ -19,6 +19,7 @@ upstream answered with an HTTP error   same    the upstream's body, relayed unch
                                                (plus ``Retry-After``/rate-limit headers)
 upstream unreachable (connect failed)  502     upstream_error / upstream_connect_error
 upstream sent something unusable       502     upstream_error / upstream_bad_response
+upstream answer over the size limit    502     upstream_error / upstream_response_too_large
 upstream timed out                     504     upstream_error / upstream_timeout
 anything unexpected in the gateway     500     server_error / internal_error
 =====================================  ======  =======================================
@@ -64,7 +65,7 @@ class UpstreamError(Exception):
         headers: upstream response headers worth relaying (``Retry-After``, ``x-ratelimit-*``).
         reason: short label for ``veracity_upstream_errors_total{reason}``: ``http_<status>``,
             ``connect``, ``timeout``, ``disconnect`` (connection lost mid-response),
-            ``bad_response``.
+            ``bad_response``, ``too_large`` (answer over ``limits.max_response_bytes``).
         message: one line for logs and synthesized error bodies (never contains secrets).
     """
 
@@ -86,6 +87,7 @@ class UpstreamError(Exception):
             "disconnect": "upstream_disconnected",
             "bad_response": "upstream_bad_response",
             "truncated": "upstream_stream_truncated",
+            "too_large": "upstream_response_too_large",
         }.get(self.reason, "upstream_error")
 
     def response_body(self) -> bytes:

@@ -62,7 +62,16 @@ try:  # the gateway depends on orjson; keep the mock usable without it
         except TypeError:  # integers beyond 64 bits, lone surrogates: stdlib with ASCII escapes
             return json.dumps(obj, separators=(",", ":")).encode("ascii")
 
-    _loads = orjson.loads
+    def _loads(raw: bytes) -> Any:
+        """orjson's parse; the stdlib's when ``raw`` may hold an integer beyond 64 bits
+        (orjson would return a float: the recorded body must show what was sent)."""
+        obj = orjson.loads(raw)
+        if isinstance(obj, dict) and has_long_digit_run(raw):
+            try:
+                return json.loads(raw)
+            except (ValueError, RecursionError):
+                pass
+        return obj
 except ImportError:  # pragma: no cover
     def _dumps(obj: Any) -> bytes:
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
@@ -71,6 +80,7 @@ except ImportError:  # pragma: no cover
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from proxy.sse import DONE, encode_chunk, to_chunks
+from proxy.upstream import has_long_digit_run
 
 __all__ = [
     "Match",

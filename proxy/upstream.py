@@ -31,7 +31,7 @@ import aiohttp
 from yarl import URL
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from proxy.config import GatewayConfig, UpstreamConfig
+from proxy.config import DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, UpstreamConfig
 from proxy.errors import UpstreamError
 from proxy.log import scrub_secrets
 
@@ -77,11 +77,12 @@ try:  # orjson is ~3-5x faster on completion-sized bodies; stdlib json is the fa
     def loads(raw: bytes | str) -> Any:
         """Parse JSON; raises ValueError. A ``\\ud800``-style escape of a lone surrogate is
         valid JSON (RFC 8259 section 8.2) that orjson refuses: the stdlib parses it, so a
-        model answer with one odd character is not lost as an "unusable" response. A value
-        nested deeper than :data:`MAX_JSON_DEPTH` levels is refused (ValueError): it could not
-        be written back (orjson stops at 255 levels, the stdlib's recursion near 1,000)."""
+        model answer with one odd character is not lost as an "unusable" response. Integers
+        beyond 64 bits come back exact (see :func:`loads_strict`). A value nested deeper than
+        :data:`MAX_JSON_DEPTH` levels is refused (ValueError): it could not be written back
+        (orjson stops at 255 levels, the stdlib's recursion near 1,000)."""
         try:
-            out = _orjson.loads(raw)
+            obj = _orjson.loads(raw)
         except _orjson.JSONDecodeError as exc:
             text = raw if isinstance(raw, (bytes, bytearray, str)) else bytes(raw)
             if ("\\u" if isinstance(text, str) else b"\\u") not in text:
@@ -90,18 +91,65 @@ try:  # orjson is ~3-5x faster on completion-sized bodies; stdlib json is the fa
                 out = json.loads(text, parse_constant=_no_constant)
             except (ValueError, UnicodeDecodeError, RecursionError):
                 raise exc from None
+        else:
+            out = _exact(raw, obj)
         if _bracket_count(raw) > MAX_JSON_DEPTH and deeper_than(out, MAX_JSON_DEPTH):
             raise ValueError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
         return out
-    #: strict parser for client request bodies: a lone surrogate is refused (400), as it
-    #: could not be written to logs, audit files or metric labels as UTF-8
-    loads_strict = _orjson.loads
+
+    def loads_strict(raw: bytes | str) -> Any:
+        """Parse a client request body; raises ValueError. Stricter than :func:`loads`: a
+        lone surrogate is refused (400), as it could not be written to logs, audit files or
+        metric labels as UTF-8. orjson turns an integer beyond 64 bits into a float
+        (``2**70`` -> ``1.1805916207174113e+21``); a faithful proxy must not change a
+        client's or an upstream's numbers, so such a body is parsed again by the stdlib,
+        whose integers are exact (and :func:`dumps` writes them back exactly)."""
+        return _exact(raw, _orjson.loads(raw))
 except ImportError:  # pragma: no cover - exercised only without orjson
     def dumps(obj: Any) -> bytes:
         """JSON bytes (compact, UTF-8)."""
         return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
     loads = loads_strict = json.loads
+
+#: bytes.translate table: ASCII digit -> b"0", any other byte -> b" "
+_DIGIT_MAP = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
+#: orjson parses integers in [-2**63, 2**64 - 1] exactly; every integer outside that range
+#: has at least 19 digits (-9223372036854775809 has 19, 18446744073709551616 has 20)
+_BIG_INT_DIGITS = 19
+_BIG_RUN = b"0" * _BIG_INT_DIGITS
+
+
+def has_long_digit_run(raw: bytes | bytearray | memoryview | str) -> bool:
+    """True when ``raw`` holds 19 or more consecutive ASCII digits, i.e. it may hold an integer
+    that orjson cannot represent (it returns a float for it). Costs about 0.3 ns a byte on a
+    typical body: a run of 19 digits covers two adjacent bytes of ``raw[::9]`` (any 19
+    consecutive positions hold two consecutive multiples of 9), so only bodies where that
+    sample shows two digits side by side are scanned in full. False positives (long
+    decimals, digits in strings) only cost a slower exact parse."""
+    if type(raw) is not bytes:
+        raw = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
+    if b"00" not in raw[::9].translate(_DIGIT_MAP):
+        return False
+    return _BIG_RUN in raw.translate(_DIGIT_MAP)
+
+
+def _exact(raw: Any, obj: Any) -> Any:
+    """``obj`` (orjson's parse of ``raw``), or the stdlib's parse of ``raw`` when ``raw`` may
+    hold an integer beyond 64 bits. The stdlib is used only then: it is ~3x slower. Its parse
+    equals orjson's in every other value (orjson has already accepted ``raw``: valid UTF-8,
+    no lone surrogate, no NaN); a body too deeply nested for the stdlib keeps orjson's parse."""
+    if type(obj) is dict and has_long_digit_run(raw):  # only objects are forwarded (other bodies are refused)
+        try:
+            return json.loads(raw, parse_constant=_no_constant)
+        except (ValueError, RecursionError):
+            return obj
+    return obj
+
+
+#: Largest upstream *error* body relayed (bytes); a larger one is replaced by the gateway's own
+#: error object: error messages are short, and the body is held in memory to be scrubbed.
+ERROR_BODY_LIMIT = 1 << 20
 
 #: response headers relayed from the upstream to the client (lower-case prefixes)
 _RELAY_PREFIXES = ("x-ratelimit-", "retry-after", "openai-")
@@ -156,7 +204,9 @@ class SSERelay:
     ``json.loads("")`` them (``openai/_streaming.py``, ``SSEDecoder.decode``). CRLF is normalised.
 
     State: ``done`` (``data: [DONE]`` seen), ``finished`` (a ``finish_reason`` string seen),
-    ``errored`` (the upstream sent a ``data: {"error": ...}`` event).
+    ``errored`` (the upstream sent a ``data: {"error": ...}`` event). Error events (that
+    shape, or ``event: error``) are relayed with the configured upstream keys replaced by
+    ``[REDACTED]`` (:func:`proxy.log.scrub_secrets`), as upstream error bodies are.
     Event format: https://html.spec.whatwg.org/multipage/server-sent-events.html
     """
 
@@ -219,6 +269,9 @@ class SSERelay:
                 self.finished = True
             elif _ERROR_RE.match(data):
                 self.errored = True
+                framed = scrub_secrets(framed)  # an upstream may echo the key it was sent
+            elif event_line == b"event: error\n":
+                framed = scrub_secrets(framed)
             self.events += 1
             out.append(framed)
         return b"".join(out)
@@ -325,11 +378,15 @@ class OpenAIUpstream:
 
     Timeouts: ``sock_connect`` = ``connect_timeout_s``; ``sock_read`` = ``read_timeout_s``
     (the longest silence between two reads, so long streams are fine). No total timeout.
+    Size: an answer (non-stream body, or one stream's bytes in total) larger than
+    ``max_response_bytes`` is refused with a 502 ``too_large`` and its connection closed.
     """
 
     def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession, *,
-                 connect_timeout_s: float, read_timeout_s: float, connect_retries: int) -> None:
+                 connect_timeout_s: float, read_timeout_s: float, connect_retries: int,
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
         self.name = config.name
+        self.max_response_bytes = max_response_bytes
         self.config = config
         self.session = session
         self.base_url = (config.base_url or "").rstrip("/")
@@ -374,11 +431,39 @@ class OpenAIUpstream:
             raise _connect_error(exc, self.name) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def too_large_error(self, resp: aiohttp.ClientResponse) -> UpstreamError:
+        """Close ``resp`` (the rest of the answer is never read) and return the 502 ``too_large``
+        :class:`UpstreamError` for an answer over ``max_response_bytes``."""
+        resp.close()  # drop the connection: the rest of the answer is never read
+        return UpstreamError(502, f"upstream {self.name!r} sent an answer larger than limits.max_response_bytes "
+                             f"({self.max_response_bytes} bytes)", reason="too_large")
+
+    async def read_capped(self, resp: aiohttp.ClientResponse, limit: int | None = None) -> bytes:
+        """The whole body of ``resp``, at most ``limit`` bytes (default ``max_response_bytes``).
+        A ``Content-Length`` within the limit is read in one call (aiohttp reads exactly that
+        many bytes); a larger one, or a chunked body growing past the limit, closes the
+        connection and raises :class:`UpstreamError` 502 ``too_large``. Transport errors
+        propagate (aiohttp / asyncio exceptions). Does not release ``resp``."""
+        limit = self.max_response_bytes if limit is None else limit
+        length = resp.content_length
+        if length is not None:
+            if length > limit:
+                raise self.too_large_error(resp)
+            return await resp.read()
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in resp.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                raise self.too_large_error(resp)
+            parts.append(chunk)
+        return b"".join(parts)
+
     async def _error_from(self, resp: aiohttp.ClientResponse) -> UpstreamError:
         try:
-            body = await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError):
-            body = None
+            body: bytes | None = await self.read_capped(resp, min(self.max_response_bytes, ERROR_BODY_LIMIT))
+        except (aiohttp.ClientError, asyncio.TimeoutError, UpstreamError):
+            body = None  # lost, or too large to be an error message: the gateway writes its own
         finally:
             resp.release()
         if body:
@@ -398,7 +483,7 @@ class OpenAIUpstream:
             if resp.status >= 400:
                 raise await self._error_from(resp)
             try:
-                raw = await resp.read()
+                raw = await self.read_capped(resp)
             finally:
                 resp.release()
         try:
@@ -427,8 +512,13 @@ class OpenAIUpstream:
                               closer=resp.close)
 
     async def _chunks(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+        limit = self.max_response_bytes
+        size = 0
         try:
             async for chunk in resp.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise self.too_large_error(resp)
                 yield chunk
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
             resp.close()
@@ -608,7 +698,8 @@ class Upstreams:
             else:
                 self.all.append(OpenAIUpstream(u, session, connect_timeout_s=lim.connect_timeout_s,
                                                read_timeout_s=lim.read_timeout_s,
-                                               connect_retries=lim.connect_retries))
+                                               connect_retries=lim.connect_retries,
+                                               max_response_bytes=lim.max_response_bytes))
         self._cache: dict[str, Any] = {}
 
     @classmethod

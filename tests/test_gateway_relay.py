@@ -75,9 +75,11 @@ def test_nothing_after_done_and_unterminated_last_event() -> None:
 class _Resp:
     status = 200
     headers: dict[str, str] = {"x-request-id": "up-1", "x-ratelimit-remaining-requests": "9", "server": "x"}
+    BODY = b'{"id": "x", "choices": []}'
+    content_length = len(BODY)
 
     async def read(self) -> bytes:
-        return b'{"id": "x", "choices": []}'
+        return self.BODY
 
     def release(self) -> None:
         pass

@@ -88,21 +88,42 @@ def _light(t: str) -> str:
     return " ".join(re.sub(r"[^\w\u3400-\u9fff]+", " ", s).split())
 
 
+_HYPHENS = re.compile(r"(?<=\w)[-\u2010\u2011](?=\w)")
+
+
+@lru_cache(maxsize=65536)
+def _orth(t: str) -> str:
+    """:func:`_light` with word-internal hyphens deleted instead of spaced: "pre-training" and
+    "pretraining" give the same string, "Schema-Variable" and "Schema Variable" do not."""
+    return _light(_HYPHENS.sub("", re.sub(r"[\\{}$^_]", "", fold(t))))
+
+
 def titles_equal(a: str | None, b: str | None) -> bool:
-    """Same title up to case, accents, punctuation, hyphens/spaces and "&"/"and" — or one is the
-    other's main title with the subtitle (after ":") dropped. Stop words count here: "the risk
-    of" and "risk of" are different titles (a HALLMARK near-miss perturbation)."""
+    """Same title up to case, accents, punctuation, "&"/"and" and a hyphen inside a word
+    ("pre-training" = "pretraining") — or one is the other's main title with the subtitle (after
+    ":") dropped. Stop words count here: "the risk of" and "risk of" are different titles (a
+    HALLMARK near-miss perturbation); so does a hyphen turned into a space or a moved one
+    ("Schema Variable" for "Schema-Variable", "Chain of-Thought" for "Chain-of-Thought", both
+    HALLMARK near-miss perturbations): see :func:`hyphenation_only`."""
     if not a or not b:
         return False
-    la, lb = _light(a), _light(b)
-    if la == lb or la.replace(" ", "") == lb.replace(" ", ""):
+    oa, ob = _orth(a), _orth(b)
+    if oa == ob:
         return True
     for x, y in ((a, b), (b, a)):
         if ":" in x:
-            main = _light(x.split(":", 1)[0])
-            if len(main.split()) >= 3 and main == _light(y):
+            head = x.split(":", 1)[0]
+            if len(_light(head).split()) >= 3 and _orth(head) == _orth(y):
                 return True
     return False
+
+
+def hyphenation_only(a: str | None, b: str | None) -> bool:
+    """The titles differ only in hyphens and spaces between the same letters ("Schema Variable" /
+    "Schema-Variable", "data set" / "dataset"): the same words, but not :func:`titles_equal`."""
+    if not a or not b:
+        return False
+    return _light(a).replace(" ", "") == _light(b).replace(" ", "") and not titles_equal(a, b)
 
 
 _FUNCTION_WORDS = _STOP | {"towards", "toward", "through", "within", "without", "over", "under", "between", "about",
@@ -469,7 +490,10 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
             notes.append("title word(s) changed: " + ", ".join(f"'{x}' for '{y}'" for x, y in subst[:3]))
         elif not authors_bad and not venue_bad and not year_bad:
             status = PARTIALLY_VERIFIED
-            notes.append(f"title differs from the record's (similarity {t:.0f})")
+            if hyphenation_only(claim.title, record.title):
+                notes.append("title differs from the record's in hyphenation / spacing only")
+            else:
+                notes.append(f"title differs from the record's (similarity {t:.0f})")
         else:
             status = LIKELY_HALLUCINATION
     else:

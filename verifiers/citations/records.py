@@ -61,6 +61,43 @@ def normalize_doi(raw: str | None) -> str | None:
     return doi.lower() if "/" in doi else None
 
 
+#: DOI prefixes of repositories and preprint servers, under which a copy or a preprint of any work
+#: gets its own DOI (so a work legitimately has one of these *and* a publisher DOI), plus ACM
+#: Digital Library's 10.5555, which ACM prints on proceedings it hosts without registering them
+#: (NeurIPS, ICML...): such a DOI resolves nowhere yet is what a correct ACM export carries.
+#: Only ever used to *suppress* a fabricated-DOI flag. Sources: each service's own DOI pages;
+#: 10.64898 is bioRxiv/medRxiv's newer prefix, seen on the real bioRxiv records of
+#: shared/cases/citations/raw_crossdomain_valid.jsonl.
+REPOSITORY_DOI_PREFIXES: dict[str, str] = {
+    "10.48550": "arXiv", "10.1101": "bioRxiv/medRxiv", "10.64898": "bioRxiv/medRxiv", "10.5281": "Zenodo",
+    "10.6084": "figshare", "10.31219": "OSF Preprints", "10.31234": "PsyArXiv", "10.31235": "SocArXiv",
+    "10.2139": "SSRN", "10.21203": "Research Square", "10.20944": "Preprints.org", "10.36227": "TechRxiv",
+    "10.26434": "ChemRxiv", "10.22541": "Authorea", "10.13140": "ResearchGate", "10.5555": "ACM DL (unregistered)",
+}
+
+
+def doi_prefix(doi: str | None) -> str | None:
+    """The registrant prefix of a DOI (``"10.1609"`` for ``10.1609/aaai.v35i4.16381``), or None."""
+    if not doi or "/" not in doi:
+        return None
+    p = doi.split("/", 1)[0].lower()
+    return p if re.fullmatch(r"10\.\d{4,9}(?:\.\d+)*", p) else None
+
+
+def repository_doi(doi: str | None) -> str | None:
+    """Name of the repository / preprint server whose prefix ``doi`` has (see
+    :data:`REPOSITORY_DOI_PREFIXES`), or None."""
+    return REPOSITORY_DOI_PREFIXES.get(doi_prefix(doi) or "")
+
+
+def registered_doi(doi: str) -> str:
+    """The DOI as registered, for lookups: arXiv's DataCite DOIs carry no version
+    (``10.48550/arxiv.2602.12279v1`` -> ``10.48550/arxiv.2602.12279``; arXiv help "arXiv DOIs"),
+    though citations often append one. Other DOIs are returned unchanged."""
+    m = re.match(r"(10\.48550/arxiv\.)(.+?)v\d+$", doi, re.IGNORECASE)
+    return (m.group(1) + m.group(2)).lower() if m else doi
+
+
 def normalize_arxiv(raw: str | None) -> str | None:
     """arXiv identifier without version (``2010.11929``, ``hep-th/9901001``) or None.
 

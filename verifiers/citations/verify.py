@@ -55,7 +55,7 @@ from verifiers.citations.match import (
     compare,
     status_rank,
 )
-from verifiers.citations.records import CitationClaim, Record
+from verifiers.citations.records import CitationClaim, Record, registered_doi, repository_doi
 from verifiers.citations.sources import NETWORK_SOURCES, SourceResult
 from verifiers.citations.sources._base import CACHE_ONLY, _RateLimiter
 from verifiers.citations.sources.local_index import LocalIndex
@@ -172,7 +172,9 @@ def _queries(claim: CitationClaim, sources: dict[str, Any]) -> list[tuple[_Query
     for name, src in sources.items():
         if claim.doi:
             out.append((_Query(name, "doi", True), functools.partial(src.lookup_doi, claim.doi)))
-        if claim.arxiv_id and hasattr(src, "lookup_arxiv"):
+        if claim.arxiv_id and hasattr(src, "lookup_arxiv") and not (
+                name in ("openalex", "arxiv") and claim.doi and registered_doi(claim.doi) == f"10.48550/arxiv.{claim.arxiv_id}"):
+            # (for those two the arXiv DOI lookup above already is the arXiv ID lookup)
             out.append((_Query(name, "arxiv", True), functools.partial(src.lookup_arxiv, claim.arxiv_id)))
         if claim.isbn and hasattr(src, "lookup_isbn"):
             out.append((_Query(name, "isbn", True), functools.partial(src.lookup_isbn, claim.isbn)))
@@ -209,11 +211,6 @@ def _best(comps: list[Comparison]) -> Comparison | None:
     if not comps:
         return None
     return max(comps, key=lambda c: (status_rank(c.status), c.title, c.via_identifier))
-
-
-def _preprint_doi(doi: str) -> bool:
-    """DataCite DOIs of arXiv (10.48550) and bioRxiv/medRxiv (10.1101) preprints."""
-    return doi.startswith(("10.48550/", "10.1101/"))
 
 
 def _enough_to_judge(claim: CitationClaim) -> bool:
@@ -289,9 +286,12 @@ def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], co
     notes: list[str] = []
 
     # identifier lookups: did every source that was asked say definitively "no such identifier"?
+    # Only the registry's own "no" (no registration agency knows the DOI; arXiv has no such ID)
+    # shows the identifier is made up: Crossref, OpenAlex and S2 each miss real DOIs of other
+    # agencies (DataCite, mEDRA, JaLC...), so their 404s alone prove nothing.
     id_results = [(q, r) for q, r in results if q.via_identifier]
     id_missing = bool(id_results) and all(r.status == "not_found" for _, r in id_results)
-    id_missing_online = id_missing and any(q.source != "local" for q, _ in id_results)
+    id_missing_online = id_missing and any(r.registry for _, r in id_results)
 
     id_conflicts = [c for c in comps if c.via_identifier and c.status == CONFLICT]
     best = _best([c for c in comps if c.status != CONFLICT]) or _best(comps)
@@ -309,12 +309,19 @@ def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], co
         # a real work cited with an identifier that no registry knows (a fabricated DOI)
         status = CONFLICT
         notes.append(f"the stated {'DOI' if claim.doi else 'arXiv ID'} does not resolve, though the title matches a real work")
-    elif (title_ok and id_missing and claim.doi and best.record.doi and best.record.doi != claim.doi
-          and not _preprint_doi(claim.doi) and not _preprint_doi(best.record.doi)):
-        # offline: the library's record of this work carries another DOI (preprint DOIs excepted:
-        # a work legitimately has an arXiv/bioRxiv DOI and a publisher DOI)
+    elif (title_ok and id_missing and claim.doi and best.record.doi and best.record.source == "local"
+          and best.record.doi != claim.doi and not repository_doi(claim.doi) and not repository_doi(best.record.doi)):
+        # offline: the library's record of this work carries another DOI (repository and preprint
+        # DOIs excepted: a work legitimately has an arXiv/bioRxiv/Zenodo DOI and a publisher DOI).
+        # Online sources are partial (OpenAlex, S2): only a registry's "no" counts there.
         status = CONFLICT
         notes.append(f"stated DOI {claim.doi} differs from the record's {best.record.doi}")
+    elif (title_ok and id_missing and claim.doi and not best.record.doi and best.record.source == "local"
+          and shared.local is not None and (why := shared.local.foreign_doi_prefix(claim.doi, best.record.venue))):
+        # offline: the library's record of this work has no DOI, and the stated DOI's registrant
+        # publishes nothing the library knows, least of all this venue (LocalIndex.foreign_doi_prefix)
+        status = CONFLICT
+        notes.append(f"stated DOI {claim.doi}: " + why)
 
     if status == VERIFIED and (claim.doi or claim.arxiv_id) and not any(
             c.via_identifier and c.status == VERIFIED for c in comps):

@@ -11,8 +11,12 @@ Every source inherits :class:`HttpSource`, which
 * caches definitive answers (``found`` / ``not_found``) through :mod:`verifiers.citations.cache`.
 
 A source answers with a :class:`SourceResult`: ``found`` (records), ``not_found`` (the source
-says no such work: 404 or zero hits), ``error`` (bad status, malformed body) or ``timeout``.
-Only ``found`` and ``not_found`` are definitive; the others make that source's say ``unknown``.
+says no such work: 404 or zero hits), ``registered`` (the DOI exists — its registration agency
+says so — but this source holds no metadata for it, e.g. a DataCite DOI asked of Crossref),
+``error`` (bad status, malformed body) or ``timeout``. Only ``found`` and ``not_found`` are
+definitive; the others make that source's say ``unknown``. ``registry`` marks a ``not_found``
+from the identifier's registry itself (no registration agency knows the DOI; arXiv has no such
+ID): the only kind of "no" that can show an identifier is fabricated.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from verifiers.citations.config import SourceSettings
 from verifiers.citations.records import Record
 
 DEFINITIVE = ("found", "not_found")
+#: Statuses worth caching: the definitive ones and ``registered`` (a DOI does not stop existing).
+CACHEABLE = DEFINITIVE + ("registered",)
 
 #: True while :func:`verifiers.citations.verify` consults the cache alone: :meth:`HttpSource.cached`
 #: then answers ``None`` on a miss instead of asking the source.
@@ -46,17 +52,20 @@ class SourceResult:
     status: str
     records: list[Record] = field(default_factory=list)
     detail: str = ""
+    registry: bool = False
 
     @property
     def definitive(self) -> bool:
         return self.status in DEFINITIVE
 
     def to_cache(self) -> dict[str, Any]:
-        return {"status": self.status, "records": [r.to_dict() for r in self.records], "detail": self.detail}
+        return {"status": self.status, "records": [r.to_dict() for r in self.records], "detail": self.detail,
+                "registry": self.registry}
 
     @classmethod
     def from_cache(cls, source: str, d: dict[str, Any]) -> "SourceResult":
-        return cls(source, d["status"], [Record.from_dict(r) for r in d.get("records", [])], d.get("detail", "") + " (cached)")
+        return cls(source, d["status"], [Record.from_dict(r) for r in d.get("records", [])], d.get("detail", "") + " (cached)",
+                   bool(d.get("registry")))
 
 
 class _Retryable(Exception):
@@ -167,7 +176,7 @@ class HttpSource:
             return SourceResult(self.name, "error", [], f"bad response: {exc}"[:200])
         except (KeyError, TypeError, AttributeError, IndexError) as exc:
             return SourceResult(self.name, "error", [], f"unexpected response shape: {type(exc).__name__}")
-        if res.definitive:
+        if res is not None and res.status in CACHEABLE:
             await self.cache.set(key, res.to_cache())
         return res
 

@@ -67,7 +67,11 @@ class Arxiv(HttpSource):
         return SourceResult(self.name, "found" if recs else "not_found", recs)
 
     async def lookup_arxiv(self, arxiv_id: str) -> SourceResult:
-        return await self.cached("id", arxiv_id, lambda: self._query({"id_list": arxiv_id, "max_results": "1"}))
+        async def run() -> SourceResult:
+            res = await self._query({"id_list": arxiv_id, "max_results": "1"})
+            res.registry = res.status == "not_found"  # arXiv is the registry of its identifiers
+            return res
+        return await self.cached("id", arxiv_id, run)
 
     async def lookup_doi(self, doi: str) -> SourceResult | None:
         m = re.match(r"10\.48550/arxiv\.(.+)$", doi, re.IGNORECASE)

@@ -7,7 +7,13 @@ Endpoints used:
 * ``GET /works?query.bibliographic=...&rows=N`` -> ``{"message": {"items": [work, ...],
   "total-results": N}}``.
 
-Both carry ``mailto`` to join the "polite" pool. Work fields read: ``title[0]``, ``author[]``
+* ``GET /works/{doi}/agency`` -> ``{"message": {"DOI": ..., "agency": {"id": "datacite", "label":
+  "DataCite"}}}``, asked only after a 404 from ``/works/{doi}``: which registration agency holds
+  the DOI (Crossref, DataCite, mEDRA, JaLC...). A 404 there means no agency knows the DOI: only
+  then is the DOI reported ``not_found`` with ``registry=True``; a DOI held by another agency (or
+  by Crossref without a public record) is ``registered``: it exists, its metadata is elsewhere.
+
+All carry ``mailto`` to join the "polite" pool. Work fields read: ``title[0]``, ``author[]``
 (``family``/``given`` or ``name``), ``issued.date-parts`` (falling back to ``published-print``,
 ``published-online``, ``created``), ``container-title[0]``, ``DOI``, ``URL``. Retractions
 (api_format.md "Update"; Crossref's Retraction Watch integration): ``updated-by[]`` entries of
@@ -20,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifiers.citations.records import Record, normalize_doi
+from verifiers.citations.records import Record, normalize_doi, registered_doi
 from verifiers.citations.sources._base import HttpSource, SourceResult, quote_id
 
 _RETRACT_TYPES = {"retraction", "withdrawal", "removal", "partial_retraction"}
@@ -79,14 +85,28 @@ class Crossref(HttpSource):
         return {"mailto": self.mailto} if self.mailto else {}
 
     async def lookup_doi(self, doi: str) -> SourceResult:
+        doi = registered_doi(doi)
+
         async def run() -> SourceResult:
             r = await self.get(f"/works/{quote_id(doi)}", self._params())
             if r.status_code == 404:
-                return SourceResult(self.name, "not_found", [], "DOI not registered with Crossref")
+                return await self._agency(doi)
             if r.status_code != 200:
                 return self.bad_status(r)
             return SourceResult(self.name, "found", [work_to_record(self.json(r)["message"])])
         return await self.cached("doi", doi, run)
+
+    async def _agency(self, doi: str) -> SourceResult:
+        """After a 404 from ``/works/{doi}``: is the DOI registered anywhere (``/agency``)?"""
+        r = await self.get(f"/works/{quote_id(doi)}/agency", self._params())
+        if r.status_code == 404:
+            return SourceResult(self.name, "not_found", [], "DOI not registered with any registration agency",
+                                registry=True)
+        if r.status_code != 200:
+            return self.bad_status(r)
+        agency = self.json(r)["message"]["agency"]
+        label = str(agency.get("label") or agency.get("id") or "an agency")[:40]
+        return SourceResult(self.name, "registered", [], f"DOI registered with {label}; no Crossref metadata")
 
     async def search(self, title: str, authors: list[str] | None = None, year: int | None = None) -> SourceResult:
         q = " ".join([title] + (authors[:1] if authors else []) + ([str(year)] if year else []))

@@ -13,7 +13,9 @@ Built by :func:`build_index` (CLI: ``veracity index build FILE... --db PATH``) f
 
 Lookups are local and synchronous (sub-millisecond): by DOI, by arXiv ID, and by title through
 FTS5 (``bm25`` ranking over folded title tokens; CJK titles indexed per character), re-ranked
-with the matcher's title similarity.
+with the matcher's title similarity. The ``doi_prefix`` table (records per canonical venue and DOI
+registrant prefix) backs :meth:`LocalIndex.foreign_doi_prefix`, the offline evidence against a
+made-up DOI on a real work.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from verifiers.citations.match import normalize_title, title_similarity
-from verifiers.citations.records import Record, normalize_arxiv, normalize_doi, parse_year, split_bibtex_authors
+from verifiers.citations.match import PREPRINT_VENUES, canonical_venue, normalize_title, title_similarity
+from verifiers.citations.records import (Record, doi_prefix, normalize_arxiv, normalize_doi, parse_year, repository_doi,
+                                         split_bibtex_authors)
 from verifiers.citations.sources._base import SourceResult
 
 SCHEMA = """
@@ -41,7 +44,14 @@ CREATE INDEX IF NOT EXISTS records_arxiv ON records(arxiv_id);
 CREATE INDEX IF NOT EXISTS records_norm ON records(norm_title);
 CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(title, tokenize='unicode61 remove_diacritics 2');
 CREATE TABLE IF NOT EXISTS df(term TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS doi_prefix(venue TEXT NOT NULL, prefix TEXT NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY(venue, prefix)) WITHOUT ROWID;
 """
+
+#: A venue needs this many records in the library before its DOI practice (which registrant
+#: prefixes its records carry, or none) counts as evidence against a stated DOI. Judgment: the
+#: venues of shared/cases/citations hold 20-180 records each in the benchmark library.
+MIN_VENUE_RECORDS = 20
 
 _CJK = re.compile(r"([\u3400-\u9fff])")
 
@@ -153,6 +163,12 @@ def build_index(files: Iterable[str | os.PathLike[str]], db_path: str | os.PathL
     db = sqlite3.connect(str(db_path))
     try:
         db.executescript(SCHEMA)
+        if not db.execute("SELECT 1 FROM doi_prefix LIMIT 1").fetchone():  # an index built before the table
+            with db:
+                for venue, doi in db.execute("SELECT venue, doi FROM records").fetchall():
+                    db.execute("INSERT INTO doi_prefix(venue, prefix, n) VALUES (?, ?, 1) "
+                               "ON CONFLICT(venue, prefix) DO UPDATE SET n = n + 1",
+                               (canonical_venue(venue) or "", doi_prefix(doi) or ""))
         seen_doi = {r[0] for r in db.execute("SELECT doi FROM records WHERE doi IS NOT NULL")}
         seen_ty = {(r[0], r[1]) for r in db.execute("SELECT norm_title, year FROM records")}
         added = 0
@@ -176,6 +192,9 @@ def build_index(files: Iterable[str | os.PathLike[str]], db_path: str | os.PathL
                 db.execute("INSERT INTO records_fts(rowid, title) VALUES (?, ?)", (cur.lastrowid, fts))
                 for term in set(fts.split()):
                     db.execute("INSERT INTO df(term, n) VALUES (?, 1) ON CONFLICT(term) DO UPDATE SET n = n + 1", (term,))
+                db.execute("INSERT INTO doi_prefix(venue, prefix, n) VALUES (?, ?, 1) "
+                           "ON CONFLICT(venue, prefix) DO UPDATE SET n = n + 1",
+                           (canonical_venue(r.venue) or "", doi_prefix(r.doi) or ""))
                 if r.doi:
                     seen_doi.add(r.doi)
                 seen_ty.add((nt, r.year))
@@ -259,6 +278,46 @@ class LocalIndex:
                 uniq.append(r)
         uniq.sort(key=lambda r: title_similarity(title, r.title), reverse=True)
         return self._done(uniq[:k], "title match")
+
+    def _prefix_profile(self) -> tuple[dict[str, dict[str, int]], set[str]]:
+        """``({venue key: {DOI prefix or "": records}}, {every DOI prefix in the library})``,
+        read once from the ``doi_prefix`` table (an index built before it existed is scanned)."""
+        prof = getattr(self, "_profile", None)
+        if prof is None:
+            by_venue: dict[str, dict[str, int]] = {}
+            try:
+                rows = self._db().execute("SELECT venue, prefix, n FROM doi_prefix").fetchall()
+            except sqlite3.OperationalError:
+                acc: dict[tuple[str, str], int] = {}
+                for venue, doi in self._db().execute("SELECT venue, doi FROM records"):
+                    key = (canonical_venue(venue) or "", doi_prefix(doi) or "")
+                    acc[key] = acc.get(key, 0) + 1
+                rows = [(v, p, n) for (v, p), n in acc.items()]
+            for venue, prefix, n in rows:
+                by_venue.setdefault(venue, {})[prefix] = n
+            prof = self._profile = (by_venue, {p for d in by_venue.values() for p in d if p})
+        return prof
+
+    def foreign_doi_prefix(self, doi: str, venue: str | None) -> str | None:
+        """Offline evidence that ``doi`` was not issued for a work of ``venue`` (the venue of the
+        library's own record of the work, which carries no DOI): a one-line reason, or None.
+
+        The evidence: the library holds at least :data:`MIN_VENUE_RECORDS` records of that venue,
+        none with the DOI's registrant prefix, and no record at all with that prefix. None for
+        preprint venues and for repository / preprint prefixes (:func:`repository_doi`), where a
+        second, legitimate DOI is normal.
+        """
+        prefix, key = doi_prefix(doi), canonical_venue(venue)
+        if not prefix or not key or key in PREPRINT_VENUES or repository_doi(doi):
+            return None
+        by_venue, known = self._prefix_profile()
+        counts = by_venue.get(key) or {}
+        n = sum(counts.values())
+        if prefix in known or n < MIN_VENUE_RECORDS:
+            return None
+        used = sorted(counts.items(), key=lambda pk: -pk[1])
+        carry = ", ".join(f"{p + '/…' if p else 'no DOI'} ({k})" for p, k in used[:3])
+        return f"the library's {n} {venue} records carry {carry}; none of its records has prefix {prefix}"
 
     def _rare_tokens(self, words: list[str], k: int = 6) -> list[str]:
         """The ``k`` query words with the lowest document frequency (words absent from the index

@@ -3,20 +3,23 @@
 Endpoints used:
 
 * ``GET /works/doi:{doi}`` — a single work (external IDs in URN form, "Get a single work");
-  404 when unknown.
+  404 when unknown. Also the arXiv lookup: OpenAlex's external work IDs are DOI, MAG, PMID and
+  PMCID (no arXiv ID), and it holds arXiv preprints under arXiv's DataCite DOI
+  ``10.48550/arXiv.<id>``. OpenAlex does not hold every (recent) preprint, so a 404 for an arXiv
+  DOI abstains (``None``) instead of saying ``not_found``.
 * ``GET /works?search=...&per_page=N`` -> ``{"meta": {"count": N, ...}, "results": [work, ...]}``.
 
 ``mailto`` (polite pool) and the optional ``api_key`` go in the query string. Work fields read:
 ``title`` / ``display_name``, ``authorships[].author.display_name``, ``publication_year``,
-``primary_location.source.display_name``, ``doi`` (URL form), ``ids.arxiv`` when present,
-``is_retracted``, ``id``.
+``primary_location.source.display_name``, ``doi`` (URL form; a ``10.48550/arxiv.<id>`` DOI gives
+the arXiv ID), ``is_retracted``, ``id``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from verifiers.citations.records import Record, normalize_arxiv, normalize_doi
+from verifiers.citations.records import Record, normalize_arxiv, normalize_doi, registered_doi
 from verifiers.citations.sources._base import HttpSource, SourceResult, quote_id
 
 
@@ -27,11 +30,11 @@ def work_to_record(w: dict[str, Any]) -> Record:
     authors = [((a.get("author") or {}).get("display_name") or a.get("raw_author_name") or "")
                for a in w.get("authorships") or []]
     src = ((w.get("primary_location") or {}).get("source") or {})
-    ids = w.get("ids") or {}
+    doi = normalize_doi(w.get("doi") or "")
     retracted = bool(w.get("is_retracted"))
     return Record(title=w.get("title") or w.get("display_name") or "", authors=[a for a in authors if a],
-                  year=w.get("publication_year"), venue=src.get("display_name"), doi=normalize_doi(w.get("doi") or ""),
-                  arxiv_id=normalize_arxiv(ids.get("arxiv") or "") if ids.get("arxiv") else None,
+                  year=w.get("publication_year"), venue=src.get("display_name"), doi=doi,
+                  arxiv_id=normalize_arxiv(doi) if doi and doi.startswith("10.48550/arxiv.") else None,
                   url=w.get("id"), source="openalex", retracted=retracted,
                   retraction={"type": "retraction", "source": "openalex is_retracted"} if retracted else None)
 
@@ -49,7 +52,9 @@ class OpenAlex(HttpSource):
             p["api_key"] = self.s.api_key.get_secret_value()
         return p
 
-    async def lookup_doi(self, doi: str) -> SourceResult:
+    async def lookup_doi(self, doi: str) -> SourceResult | None:
+        doi = registered_doi(doi)
+
         async def run() -> SourceResult:
             r = await self.get(f"/works/doi:{quote_id(doi)}", self._params())
             if r.status_code == 404:
@@ -57,7 +62,14 @@ class OpenAlex(HttpSource):
             if r.status_code != 200:
                 return self.bad_status(r)
             return SourceResult(self.name, "found", [work_to_record(self.json(r))])
-        return await self.cached("doi", doi, run)
+        res = await self.cached("doi", doi, run)
+        if res is not None and res.status == "not_found" and doi.startswith("10.48550/"):
+            return None  # OpenAlex lacks many arXiv preprints: its 404 says nothing about the ID
+        return res
+
+    async def lookup_arxiv(self, arxiv_id: str) -> SourceResult | None:
+        """The arXiv preprint through its DataCite DOI ``10.48550/arXiv.<id>`` (see module doc)."""
+        return await self.lookup_doi(f"10.48550/arxiv.{arxiv_id}")
 
     async def search(self, title: str, authors: list[str] | None = None, year: int | None = None) -> SourceResult:
         async def run() -> SourceResult:
