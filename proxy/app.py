@@ -649,6 +649,11 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     return FastPath(app, state)  # type: ignore[return-value]
 
 
+#: paths served as chat completions: clients configured with the bare host as ``base_url``
+#: post to ``/chat/completions`` (a 404 before; as LiteLLM, serve both), some add a slash
+_CHAT_PATHS = frozenset({CHAT_ROUTE, CHAT_ROUTE + "/", "/chat/completions", "/chat/completions/"})
+
+
 #: How long a chat request may run before the gateway starts watching for the client's
 #: ``http.disconnect`` (seconds). Requests answered sooner (cached or tiny upstream answers,
 #: benchmarks) pay only a set insertion, no timer and no task; slower ones (real model calls,
@@ -1003,7 +1008,7 @@ class FastPath:
         self.lean = LeanLane(state)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "http" and scope["path"] == CHAT_ROUTE and scope["method"] == "POST":
+        if scope["type"] == "http" and scope["path"] in _CHAT_PATHS and scope["method"] == "POST":
             if self.lean.enabled:
                 await self.lean(scope, receive, send)
             else:

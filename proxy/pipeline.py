@@ -636,7 +636,7 @@ def _is_usage_frame(frame: bytes) -> bool:
         return False
     try:
         obj = json.loads(frame[frame.index(b"{"):])
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return False
     return isinstance(obj, dict) and obj.get("choices") == []
 
@@ -754,6 +754,9 @@ def verify_offline(path: str, *, policy: str = "default", policies_dir: str | No
     except (PolicyError, OSError) as exc:
         print(f"veracity: {exc}", file=sys.stderr)
         return 2
+    except UnicodeDecodeError as exc:  # a binary file, or another encoding than UTF-8
+        print(f"veracity: {path}: not UTF-8 text ({exc.reason} at byte {exc.start})", file=sys.stderr)
+        return 2
     items = _offline_items(raw, question)
     if not items:
         print("veracity: no answer found in the input", file=sys.stderr)
@@ -784,12 +787,14 @@ def _offline_items(raw: str, question: str | None) -> list[tuple[str | None, str
     text = raw.strip()
     try:
         data = json.loads(text)
+    except RecursionError:  # JSON nested ~1,000 levels deep: verify it as plain text
+        return [(question, raw)] if text else []
     except ValueError:
         data = None
         lines = [ln for ln in text.splitlines() if ln.strip()]
         try:
             parsed = [json.loads(ln) for ln in lines]
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         if parsed and all(isinstance(p, dict) for p in parsed):
             return [x for x in (item(p) for p in parsed) if x]

@@ -157,7 +157,8 @@ def _message(completion: Any) -> dict[str, Any]:
 
 def _split_calls(msg: dict[str, Any]) -> tuple[list[dict], list[dict]]:
     ours, theirs = [], []
-    for c in msg.get("tool_calls") or []:
+    calls = msg.get("tool_calls")
+    for c in calls if isinstance(calls, list) else ():  # an upstream's odd value is not ours to judge
         fn = c.get("function") if isinstance(c, dict) else None
         if isinstance(fn, dict) and fn.get("name") == TOOL_NAME:
             ours.append(c)
@@ -166,31 +167,61 @@ def _split_calls(msg: dict[str, Any]) -> tuple[list[dict], list[dict]]:
     return ours, theirs
 
 
+#: Bounds on what one ``verify_result`` call may put into the report and into the tool reply
+#: sent back upstream: items per list, characters per text field. A model's arguments are
+#: untrusted; without bounds 50,000 listed items came back in the report once per round.
+MAX_ITEMS = 50
+MAX_CHARS = 500
+#: characters of the tool reply that lists what is missing or wrong (sent back once per call)
+MAX_REPLY_CHARS = 4000
+
+
+def _clip(s: str) -> str:
+    return s if len(s) <= MAX_CHARS else s[:MAX_CHARS] + "..."
+
+
 def _parse_args(call: dict[str, Any]) -> dict[str, Any]:
-    """The call's arguments, normalised; malformed JSON counts as not ready."""
+    """The call's arguments, normalised and bounded (:data:`MAX_ITEMS`, :data:`MAX_CHARS`);
+    malformed JSON (also JSON nested too deep for the parser) counts as not ready."""
     raw = (call.get("function") or {}).get("arguments")
     try:
         args = json.loads(raw) if isinstance(raw, str) else (raw or {})
-    except (json.JSONDecodeError, TypeError):
+    except (ValueError, TypeError, RecursionError):
         return {"task_goal": "", "actual_result": "", "missing_items": [],
                 "errors_found": ["verify_result arguments were not valid JSON"], "is_ready": False}
     if not isinstance(args, dict):
         args = {}
 
+    def text(v: Any) -> str:
+        # only scalars: str() of a nested container is unbounded work and says nothing
+        return _clip(v if isinstance(v, str) else str(v)) if isinstance(v, (str, int, float)) else ""
+
     def strs(v: Any) -> list[str]:
-        if isinstance(v, list):
-            return [str(x) for x in v if str(x).strip()]
-        if isinstance(v, str) and v.strip():
-            return [v]
-        return []
+        if isinstance(v, str):
+            v = [v]
+        if not isinstance(v, list):
+            return []
+        if len(v) <= MAX_ITEMS:
+            return [t for t in (text(x).strip() for x in v) if t]
+        out = [t for t in (text(x).strip() for x in v[:MAX_ITEMS - 1]) if t]
+        return out + [f"... and {len(v) - MAX_ITEMS + 1} more"]
 
     return {
-        "task_goal": str(args.get("task_goal") or ""),
-        "actual_result": str(args.get("actual_result") or ""),
+        "task_goal": text(args.get("task_goal")),
+        "actual_result": text(args.get("actual_result")),
         "missing_items": strs(args.get("missing_items")),
         "errors_found": strs(args.get("errors_found")),
         "is_ready": args.get("is_ready") is True,
     }
+
+
+def _record(info: dict[str, Any], args_list: list[dict[str, Any]]) -> None:
+    """Add the parsed calls to the report record, at most :data:`MAX_ITEMS` per list (a
+    model may make many calls per turn, and up to ``max_rounds`` turns)."""
+    for key, items in (("calls", args_list),
+                       ("missing_items", [m for a in args_list for m in a["missing_items"]]),
+                       ("errors_found", [e for a in args_list for e in a["errors_found"]])):
+        info[key].extend(items[:max(0, MAX_ITEMS - len(info[key]))])
 
 
 def _ready(args: dict[str, Any]) -> bool:
@@ -208,7 +239,8 @@ def _instruction(args_list: list[dict[str, Any]]) -> str:
     if not missing and not errors:
         lines.append("You marked the answer as not ready: finish it.")
     lines.append("Then give the complete final answer.")
-    return "\n".join(lines)
+    out = "\n".join(lines)
+    return out if len(out) <= MAX_REPLY_CHARS else out[:MAX_REPLY_CHARS] + "...\nThen give the complete final answer."
 
 
 def strip_sentinel(completion: dict[str, Any]) -> dict[str, Any]:
@@ -217,7 +249,7 @@ def strip_sentinel(completion: dict[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(completion)
     for ch in out.get("choices") or []:
         msg = ch.get("message") if isinstance(ch, dict) else None
-        if not isinstance(msg, dict) or not msg.get("tool_calls"):
+        if not isinstance(msg, dict) or not msg.get("tool_calls") or not isinstance(msg["tool_calls"], list):
             continue
         _, theirs = _split_calls(msg)
         if theirs:
@@ -297,10 +329,7 @@ async def settle(body: dict[str, Any], draft: dict[str, Any], complete: Complete
             return SettleResult(strip_sentinel(current), info)
         info["called"] = True
         args_list = [_parse_args(c) for c in ours]
-        info["calls"].extend(args_list)
-        for a in args_list:
-            info["missing_items"].extend(a["missing_items"])
-            info["errors_found"].extend(a["errors_found"])
+        _record(info, args_list)
         ready = all(_ready(a) for a in args_list)
         if theirs:
             info["result"] = "mixed"
@@ -337,10 +366,7 @@ async def _forced(req_base: dict[str, Any], conv: list[dict[str, Any]], draft: d
     info["called"] = True
     info["rounds"] = 1
     args_list = [_parse_args(c) for c in ours]
-    info["calls"].extend(args_list)
-    for a in args_list:
-        info["missing_items"].extend(a["missing_items"])
-        info["errors_found"].extend(a["errors_found"])
+    _record(info, args_list)
     if all(_ready(a) for a in args_list):
         info["result"] = "forced_ready"
         return SettleResult(strip_sentinel(draft), info)   # the draft as is: no third call

@@ -200,7 +200,7 @@ def parse_stream(body: bytes | Iterable[bytes]) -> ParsedStream:
                 continue
             try:
                 obj = json.loads(data)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: nested ~1,000 levels deep
                 out.bad_data.append(data)
                 continue
             if not isinstance(obj, dict):

@@ -40,6 +40,29 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: Deepest JSON nesting the gateway parses and re-serialises (orjson writes at most 255 levels).
+MAX_JSON_DEPTH = 255
+
+
+def _bracket_count(raw: bytes | str) -> int:
+    """Opening brackets in ``raw`` (C-speed): an upper bound of its nesting depth."""
+    if isinstance(raw, str):
+        return raw.count("[") + raw.count("{")
+    return raw.count(b"[") + raw.count(b"{")
+
+
+def deeper_than(obj: Any, limit: int) -> bool:
+    """True when ``obj`` nests dicts/lists more than ``limit`` levels (iterative walk)."""
+    stack = [(obj, 1)]
+    while stack:
+        o, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = o.values() if isinstance(o, dict) else o
+        stack.extend((v, depth + 1) for v in children if isinstance(v, (dict, list)))
+    return False
+
+
 try:  # orjson is ~3-5x faster on completion-sized bodies; stdlib json is the fallback
     import orjson as _orjson
 
@@ -55,7 +78,9 @@ try:  # orjson is ~3-5x faster on completion-sized bodies; stdlib json is the fa
         """Parse JSON; raises ValueError. A ``\\ud800``-style escape of a lone surrogate is
         valid JSON (RFC 8259 section 8.2) that orjson refuses: the stdlib parses it, so a
         model answer with one odd character is not lost as an "unusable" response. Integers
-        beyond 64 bits come back exact (see :func:`loads_strict`)."""
+        beyond 64 bits come back exact (see :func:`loads_strict`). A value nested deeper than
+        :data:`MAX_JSON_DEPTH` levels is refused (ValueError): it could not be written back
+        (orjson stops at 255 levels, the stdlib's recursion near 1,000)."""
         try:
             obj = _orjson.loads(raw)
         except _orjson.JSONDecodeError as exc:
@@ -63,10 +88,14 @@ try:  # orjson is ~3-5x faster on completion-sized bodies; stdlib json is the fa
             if ("\\u" if isinstance(text, str) else b"\\u") not in text:
                 raise
             try:
-                return json.loads(text, parse_constant=_no_constant)
-            except (ValueError, UnicodeDecodeError):
+                out = json.loads(text, parse_constant=_no_constant)
+            except (ValueError, UnicodeDecodeError, RecursionError):
                 raise exc from None
-        return _exact(raw, obj)
+        else:
+            out = _exact(raw, obj)
+        if _bracket_count(raw) > MAX_JSON_DEPTH and deeper_than(out, MAX_JSON_DEPTH):
+            raise ValueError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+        return out
 
     def loads_strict(raw: bytes | str) -> Any:
         """Parse a client request body; raises ValueError. Stricter than :func:`loads`: a

@@ -25,6 +25,11 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 _RUNNING = re.compile(r"Uvicorn running on http://[\d.]+:(\d+)")
 
+# litellm (the `provider: litellm` upstream, the price-table test) fetches its model price map
+# from GitHub at import, with retries: no test may touch the internet, and on a machine without
+# it the retries cost seconds in every process that imports litellm (gateways inherit this).
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 
 class Gateway:
     """A running ``veracity serve`` subprocess."""
@@ -51,7 +56,7 @@ class Gateway:
         self.base_url = self.url + "/v1"
         self._wait_ready()
 
-    def _wait_port(self, timeout: float = 120.0) -> int:
+    def _wait_port(self, timeout: float = 240.0) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             m = _RUNNING.search(self.log())
@@ -63,16 +68,30 @@ class Gateway:
         self.stop()
         raise RuntimeError(f"gateway did not start:\n{self.log()}")
 
-    def _wait_ready(self, timeout: float = 30.0) -> None:
+    def _wait_ready(self, timeout: float = 120.0) -> None:
+        # generous: with --workers N the port is bound before the workers import the app and
+        # warm the verifiers up, which takes tens of seconds on a loaded CI machine
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                if httpx.get(self.url + "/readyz", timeout=2, trust_env=False).status_code == 200:
+                if httpx.get(self.url + "/readyz", timeout=5, trust_env=False).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gateway exited with {self.proc.returncode}:\n{self.log()}")
             time.sleep(0.05)
+        self.stop()  # the caller never gets this Gateway to clean up: do not leave the process running
         raise RuntimeError(f"gateway not ready:\n{self.log()}")
+
+    def wait_workers(self, n: int, timeout: float = 120.0) -> None:
+        """Block until ``n`` worker processes finished their start-up (``--workers n``:
+        ``/readyz`` answers as soon as the first one is up)."""
+        deadline = time.monotonic() + timeout
+        while self.log().count("Application startup complete.") < n:
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{n} workers did not start:\n{self.log()}")
+            time.sleep(0.05)
 
     def log(self) -> str:
         """Everything the gateway process printed so far (stdout + stderr)."""

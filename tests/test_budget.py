@@ -11,6 +11,13 @@ import pytest
 from proxy.budget import DailyBudgets, DailyLimit, PriceTable, RedisStore, RequestBudget, SQLiteStore, usage_tokens
 
 
+@pytest.fixture(autouse=True)
+def _one_day(monkeypatch):
+    """Every charge and check of a test on one fixed UTC day: a run across midnight must not
+    split a test's charges over two days."""
+    monkeypatch.setattr("proxy.budget.today", lambda: "2026-06-15")
+
+
 def test_request_budget_calls_tokens_deadline():
     now = [100.0]
     b = RequestBudget(extra_calls=2, extra_tokens=100, deadline_ms=1000, clock=lambda: now[0])

@@ -14,7 +14,10 @@ import pytest
 
 from verifiers import code, sandbox
 
-FAST = sandbox.Limits(timeout_s=6, cpu_s=6)
+# Wall clock generous for a loaded 2-core CI machine (importing pandas in a fresh container took
+# 10 s there); CPU stays bounded. A run that must hit the wall clock passes SHORT.
+FAST = sandbox.Limits(timeout_s=30, cpu_s=6)
+SHORT = sandbox.Limits(timeout_s=6, cpu_s=6)
 
 
 def fence(src: str, lang: str = "python") -> str:
@@ -234,7 +237,7 @@ def test_environment_dependent_code_is_unknown(box):
                 "import urllib.request\nprint(urllib.request.urlopen('http://example.com').read())",
                 "import socket\nsocket.create_connection(('10.0.0.1', 5432), timeout=1)",
                 "import time\nwhile True:\n    time.sleep(1)"]:
-        checks = code.check(fence(src), sandbox=box)
+        checks = code.check(fence(src), sandbox=box, limits=SHORT if "while True" in src else None)
         assert outcomes(checks) == ["unknown"], (src, checks)
 
 

@@ -42,7 +42,8 @@ def box():
     if os.environ.get("VERACITY_CI") == "1":
         required |= {"docker", "bwrap"}
     for name in ("bwrap", "docker"):  # bwrap first: ~2.5x faster per check here
-        b = sandbox.get(name)
+        # 30 s wall (default 10 s): a loaded CI machine must not turn a slow run into an unknown
+        b = sandbox.get(name, sandbox.Limits(timeout_s=30))
         if b.unavailable_reason() is None:
             if b.run("import numpy").ok or name == "docker":
                 yield b

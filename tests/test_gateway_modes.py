@@ -7,6 +7,7 @@ import re
 import secrets
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,9 +76,11 @@ def test_demo_mode_first_log_line(gateway_factory: Any) -> None:
 
 def test_workers_2_metrics_are_totals(mock: Any, gateway_factory: Any) -> None:
     gw = gateway_factory({"upstreams": [{"name": "m", "base_url": mock.base_url}]}, workers=2)
+    gw.wait_workers(2)  # /readyz answered once the first worker was up; the second may still be starting
     n = 0
     pids: set[int] = set()
-    while n < 20 or (len(pids) < 2 and n < 200):  # a new connection per request: both workers serve
+    deadline = time.monotonic() + 120
+    while n < 20 or (len(pids) < 2 and time.monotonic() < deadline):  # a new connection per request: both serve
         r = httpx.post(gw.base_url + "/chat/completions", trust_env=False, timeout=10,
                        json={"model": "mock-model", "messages": [{"role": "user", "content": "count"}]})
         assert r.status_code == 200

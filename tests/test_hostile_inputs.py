@@ -112,7 +112,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(401, json.dumps(echo).encode())
         reply = REPLIES.get(key, json.dumps(_completion("ok")).encode())
         if body.get("stream") is True and key in STREAMS:
-            frames = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in STREAMS[key])
+            frames = b"".join(b"data: " + (c if isinstance(c, bytes) else json.dumps(c).encode()) + b"\n\n"
+                              for c in STREAMS[key])
             return self._send(200, frames + b"data: [DONE]\n\n", "text/event-stream")
         if body.get("stream") is True:  # the same object as one SSE frame, then [DONE]
             return self._send(200, b"data: " + reply + b"\n\ndata: [DONE]\n\n", "text/event-stream")
@@ -144,13 +145,14 @@ def gw(upstream: ThreadingHTTPServer, gateway_factory: Any, tmp_path_factory: py
     (pol / "default.yaml").write_text(
         "name: default\n"
         "verifiers:\n"
-        "  arithmetic: {enabled: true, timeout_ms: 3000}\n"
-        "  code: {enabled: true, timeout_ms: 10000, sandbox: {backend: none}}\n"
-        f"  citations: {{enabled: true, timeout_ms: 3000, sources: {{use: [local], local_index: "
+        # verifier clocks generous for a loaded CI machine (the tests assert outcomes, not times)
+        "  arithmetic: {enabled: true, timeout_ms: 20000}\n"
+        "  code: {enabled: true, timeout_ms: 40000, sandbox: {backend: none}}\n"
+        f"  citations: {{enabled: true, timeout_ms: 20000, sources: {{use: [local], local_index: "
         f"{{path: '{pol / 'idx.sqlite3'}', authoritative: false}}}}}}\n"
         "risk: {threshold: 0.0}\n"
         "on_failure: annotate\n"
-        "budgets: {request: {extra_calls: 2, extra_tokens: 8000, deadline_ms: 20000}}\n"
+        "budgets: {request: {extra_calls: 2, extra_tokens: 8000, deadline_ms: 50000}}\n"
         "audit: {enabled: true, include_text: true}\n"
         "overridable: [on_failure, risk.threshold, sentinel, streaming]\n")
     return gateway_factory({
@@ -563,9 +565,12 @@ def test_gateway_still_serves_and_logged_no_traceback(gw: Any, http: httpx.Clien
 # ------------------------------------------------------------------------- in-process
 
 
-def test_model_label_is_bounded() -> None:
+def test_model_label_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     from proxy import metrics
 
+    # a private copy of the process-wide label set: filling it here must not turn the model
+    # names of tests that run later in this process into "_other" (nor depend on earlier ones)
+    monkeypatch.setattr(metrics, "_model_labels", set(metrics._model_labels))
     metrics.observe_request("/test", "breaker-known", 200, 0.001, 0.0001, None, 0.0)
     assert metrics.model_label("breaker-known", 404) == "breaker-known"   # known names keep their label
     assert metrics.model_label("breaker-404-name", 404) == "_other"       # a rejected name never gets one
@@ -867,3 +872,197 @@ def test_thousands_of_quoted_titles_without_sentence_ends() -> None:
     linked = extract('As shown in "Attention Is All You Need Again" by Vaswani et al. (2017), it works. Next.')
     title = [c for c in linked if c.kind == "title"][0]
     assert title.year == 2017 and title.authors == ["Vaswani"]
+
+
+# ------------------------------------------------- second breaker pass (sentinel, depth, ReDoS)
+#
+# Faults found by driving `veracity serve` against `veracity mock-upstream` and this file's odd
+# upstream: a model's verify_result arguments nested deeply were a 500 (and a stream cut off
+# mid-body in buffer mode); 50,000 listed "missing items" came back three times in the report;
+# an upstream body nested ~1,000 levels deep was a 500; `veracity verify` printed tracebacks
+# for a binary file and deeply nested JSON; and three citation-extraction regexes backtracked
+# quadratically over the whole answer, holding the GIL: one 100 kB answer ("A-A-A-...")
+# froze every request of the gateway for many minutes (`bench/hostile_bench.py` rows).
+
+
+def _tool_completion(name: str, arguments: str) -> dict[str, Any]:
+    msg = {"role": "assistant", "content": None,
+           "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}]}
+    return {"id": "chatcmpl-tool", "object": "chat.completion", "created": 1, "model": "odd",
+            "choices": [{"index": 0, "message": msg, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+
+
+_DEEP = 1100  # deeper than the stdlib json's recursion and orjson's 1,024-level limit
+REPLIES.update({
+    "sentdeep": json.dumps(_tool_completion("verify_result", "[" * 100_000)).encode(),
+    "senthuge": json.dumps(_tool_completion("verify_result", json.dumps(
+        {"task_goal": "x" * 100_000, "actual_result": ["nested"], "missing_items": [f"item {i}" for i in range(20_000)],
+         "errors_found": [None, {"x": 1}, "a real error"], "is_ready": False}))).encode(),
+    "sentcalls5": json.dumps(dict(_completion(None), choices=[{"index": 0, "finish_reason": "stop", "message": {
+        "role": "assistant", "content": "2 + 2 = 4", "tool_calls": 5}}])).encode(),
+    # "\\u00e9" sends orjson's refusal (depth) to the stdlib fallback, which recursed
+    "deepescape": (b'{"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": "\\u00e9"}}], "x": '
+                   + b"[" * _DEEP + b"]" * _DEEP + b"}"),
+    # parsed by orjson, but could not be written back (the stdlib's encoder recursed)
+    "deepnest": (json.dumps(_completion("2 + 2 = 4"))[:-1] + ', "x": ' + "[" * 1000 + "]" * 1000 + "}").encode(),
+})
+STREAMS["deepchunks"] = [
+    {"id": "c3", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "3 * 3 = 10"}}]},
+    # raw bytes, sent as they are: a chunk nested _DEEP levels (the stdlib cannot write it)
+    b'{"id": "c3", "choices": [{"index": 0, "delta": {}}], "x": ' + b"[" * _DEEP + b"]" * _DEEP + b"}",
+    {"id": "c3", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+]
+
+
+def _sentinel_chat(http: httpx.Client, gw: Any, text: str, **extra: Any) -> httpx.Response:
+    return _chat(http, gw, text, veracity={"sentinel": {"mode": "offered", "when": "always"}, **extra.pop("veracity", {})},
+                 **extra)
+
+
+def test_deeply_nested_verify_result_arguments_count_as_not_ready(gw: Any, http: httpx.Client) -> None:
+    """Fault: ``json.loads`` of the model's ``verify_result`` arguments raised RecursionError
+    (not a ValueError), a 500 that lost the answer. Now they are malformed arguments: not
+    ready, the model is asked again, and its next answer reaches the client."""
+    r = _sentinel_chat(http, gw, "sentdeep check A and B")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["choices"][0]["message"]["content"] == "ok"   # the answer after the sentinel's reply
+    assert "tool_calls" not in body["choices"][0]["message"]
+    s = body["veracity"]["sentinel"]
+    assert s["called"] is True and "verify_result arguments were not valid JSON" in s["errors_found"]
+
+
+def test_deeply_nested_verify_result_arguments_in_a_buffered_stream(gw: Any, http: httpx.Client) -> None:
+    """Same fault in ``streaming.mode: buffer``: the stream broke off mid-body (no error
+    event, no ``[DONE]``). The openai SDK now reads a complete stream with the report."""
+    import openai
+
+    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-test", max_retries=0)
+    stream = client.chat.completions.create(
+        model="odd", messages=[{"role": "user", "content": "sentdeep check A and B"}], stream=True,
+        extra_body={"veracity": {"sentinel": {"mode": "offered", "when": "always"}, "streaming": {"mode": "buffer"}}})
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "ok"
+    reports = [c.model_extra["veracity"] for c in chunks if (c.model_extra or {}).get("veracity")]
+    assert reports and reports[-1]["sentinel"]["called"] is True
+
+
+def test_verify_result_arguments_are_bounded_in_the_report(gw: Any, http: httpx.Client) -> None:
+    """Fault: a model listing 20,000 missing items (and a 100 kB goal) had every one copied
+    into the tool reply sent back upstream and into the report once per round (megabytes
+    per response); ``None`` and objects became the items "None" and "{'x': 1}"."""
+    from proxy import sentinel
+
+    r = _sentinel_chat(http, gw, "senthuge check A and B")
+    assert r.status_code == 200, r.text
+    s = r.json()["veracity"]["sentinel"]
+    assert len(s["missing_items"]) <= sentinel.MAX_ITEMS and len(s["calls"]) <= sentinel.MAX_ITEMS
+    assert s["missing_items"][0] == "item 0" and s["missing_items"][-1].startswith("... and")
+    assert s["errors_found"][:1] == ["a real error"]   # None and {"x": 1} are not errors
+    assert len(s["calls"][0]["task_goal"]) <= sentinel.MAX_CHARS + 3 and s["calls"][0]["actual_result"] == ""
+    assert len(r.content) < 200_000
+    # the instruction sent back to the model is bounded too
+    sent = [a for a in s["calls"]]
+    assert len(sentinel._instruction(sent)) <= sentinel.MAX_REPLY_CHARS + 100
+
+
+def test_tool_calls_that_are_not_a_list_do_not_break_the_sentinel(gw: Any, http: httpx.Client) -> None:
+    """An upstream message with ``"tool_calls": 5`` (TypeError in the sentinel loop, a 500) is
+    relayed as sent and the content still verified."""
+    r = _sentinel_chat(http, gw, "sentcalls5 check A and B")
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["tool_calls"] == 5
+
+
+@pytest.mark.parametrize("key", ["deepescape", "deepnest"])
+def test_upstream_answer_nested_too_deep_is_502_not_500(gw: Any, http: httpx.Client, key: str) -> None:
+    """Fault: the stdlib fallback parser (``deepescape``) or the stdlib fallback writer
+    (``deepnest``: orjson parses 1,024 levels but writes 255) raised RecursionError: a 500
+    ``internal_error``. Such an answer is unusable: 502 ``upstream_bad_response``."""
+    _assert_openai_error(_chat(http, gw, key), 502, "upstream_bad_response")
+
+
+@pytest.mark.parametrize("mode", ["passthrough", "buffer"])
+def test_deeply_nested_stream_chunk_is_skipped(gw: Any, http: httpx.Client, mode: str) -> None:
+    """A stream chunk nested 1,100 levels deep made the stream parser raise RecursionError
+    (stream cut off without the report); now it counts as a malformed chunk."""
+    r = _chat(http, gw, "deepchunks", stream=True, veracity={"streaming": {"mode": mode}})
+    _assert_stream_reports_failure(r, "3 * 3 = 10")
+
+
+def test_redos_shaped_references_do_not_freeze_the_gateway(gw: Any, http: httpx.Client) -> None:
+    """Fault: three citation regexes (narrative "Surname (2020)" citations, arXiv ids) had
+    unbounded repeats that backtracked quadratically over the whole answer; ``re`` holds the
+    GIL, so 100 kB of "A-A-A-..." under a References heading stopped every request of the
+    gateway for many minutes (see bench/results/breaker.md). With bounded repeats the
+    verification finishes and the gateway answers other requests."""
+    for pump in ("A-" * 50_000, "van " * 25_000, "arXiv-" * 16_000):
+        r = http.post(gw.base_url + "/veracity/verify",
+                      json={"question": "Give me references", "answer": "References:\n1. " + pump})
+        assert r.status_code == 200, r.text
+        assert r.json()["veracity"]["status"] in ("skipped", "passed", "failed", "error")
+    assert http.get(gw.url + "/healthz").status_code == 200
+
+
+def test_citation_extraction_of_backtracking_bait_in_a_subprocess() -> None:
+    """The same inputs straight into ``verifiers.citations.extract`` in a child process, with a
+    generous limit (minutes; the fixed patterns take well under a second, the old ones ran
+    for tens of minutes on 100 kB)."""
+    import subprocess
+    import sys
+
+    code = ("from verifiers.citations.extract import extract\n"
+            "for pump in ('A-' * 50_000, 'van ' * 25_000, 'arXiv-' * 16_000, 'Smith (' * 14_000):\n"
+            "    extract('References:\\n' + pump)\n")
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run([sys.executable, "-c", code], cwd=root, check=True, timeout=600)
+
+
+def test_verify_cli_with_binary_and_deeply_nested_files(tmp_path: Path) -> None:
+    """Fault: ``veracity verify`` printed a UnicodeDecodeError traceback for a binary file and a
+    RecursionError traceback for JSON nested 100,000 levels deep. Now: exit 2 with one line
+    for the binary file; the deep file is verified as plain text."""
+    import subprocess
+    import sys
+
+    binary = tmp_path / "answer.bin"
+    binary.write_bytes(b"x\xff\xfe\x00 2 + 2 = 5")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "\n2 + 2 = 5\n")
+    cli = [sys.executable, "-m", "proxy", "verify"]
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([*cli, str(binary)], cwd=root, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "not UTF-8" in r.stderr, r.stderr
+    r = subprocess.run([*cli, str(deep)], cwd=root, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in r.stderr, r.stderr[-2000:]
+    report = json.loads(r.stdout.splitlines()[0])["veracity"]
+    assert r.returncode in (0, 1) and report["status"] in ("skipped", "passed", "failed")
+
+
+def test_parse_args_of_hostile_verify_result_calls() -> None:
+    from proxy import sentinel
+
+    for raw in ("[" * 50_000, "{" * 50_000, '{"is_ready": true', "null", "5", '"x"', None, 5, [1], {"is_ready": 1}):
+        args = sentinel._parse_args({"function": {"name": "verify_result", "arguments": raw}})
+        assert args["is_ready"] is False and set(args) == {"task_goal", "actual_result", "missing_items",
+                                                           "errors_found", "is_ready"}
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/v1/chat/completions/", "/chat/completions/"])
+def test_chat_completions_without_v1_or_with_a_trailing_slash(gw: Any, http: httpx.Client, path: str) -> None:
+    """Fault (a common misconfiguration, e.g. BadgerHobbs/OpenAI-API-Gateway#1): a client
+    whose ``base_url`` is the bare host posts to ``/chat/completions`` and got a 404. These
+    paths are now the chat completions route, verification included."""
+    r = http.post(gw.url + path, json={"model": "odd", "messages": [{"role": "user", "content": "list 2+2?"}]})
+    assert r.status_code == 200, r.text
+    assert r.json()["veracity"]["status"] == "failed"
+
+
+def test_openai_sdk_with_the_bare_host_as_base_url(gw: Any) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=gw.url, api_key="sk-test", max_retries=0)
+    r = client.chat.completions.create(model="odd", messages=[{"role": "user", "content": "list 2+2?"}])
+    assert r.model_extra["veracity"]["status"] == "failed"

@@ -130,6 +130,8 @@ def failed_claims(entry: dict[str, Any]) -> list[str]:
 
 
 def test_wrong_choice_corrected_at_its_index_right_choice_untouched(env):
+    # other tests of this module ask "right-wrong" too (any order): count this request's calls
+    fixes_before, drafts_before = len(upstream_bodies(env, "right-wrong/fix")), len(upstream_bodies(env, "right-wrong"))
     headers, resp, rep = ask(env, "correct", "right-wrong")
     assert [c.index for c in resp.choices] == [0, 1]
     assert resp.choices[0].message.content == RIGHT_ANSWER          # right: byte for byte as the model said it
@@ -146,11 +148,11 @@ def test_wrong_choice_corrected_at_its_index_right_choice_untouched(env):
     assert [r["choice"] for r in rep["rounds"]] == [1]
     assert rep["cost"]["upstream_calls"] == 1
     # one correction call, one choice, carrying choice 1's draft and its evidence
-    fixes = upstream_bodies(env, "right-wrong/fix")
+    fixes = upstream_bodies(env, "right-wrong/fix")[fixes_before:]
     assert len(fixes) == 1 and "n" not in fixes[0]
     assert fixes[0]["messages"][-2] == {"role": "assistant", "content": WRONG}
     assert "6312.38" in fixes[0]["messages"][-1]["content"]
-    assert upstream_bodies(env, "right-wrong")[0]["n"] == 2        # the client's n went upstream
+    assert upstream_bodies(env, "right-wrong")[drafts_before]["n"] == 2  # the client's n went upstream
 
 
 def test_one_choice_report_has_no_choices_entry(env):

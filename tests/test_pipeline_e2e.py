@@ -93,7 +93,10 @@ def _rules() -> list[dict[str, Any]]:
 
 
 POLICIES = {
-    "correct": {"on_failure": "correct", "risk": {"threshold": 0.1}, "correction": {"max_rounds": 3}},
+    # wall clocks generous for a loaded CI machine (pandas in a fresh container: seconds)
+    "correct": {"on_failure": "correct", "risk": {"threshold": 0.1}, "correction": {"max_rounds": 3},
+                "verifiers": {"code": {"timeout_ms": 60000, "sandbox": {"limits": {"timeout_s": 30}}}},
+                "budgets": {"request": {"deadline_ms": 150000}}},
     "annotate": {"on_failure": "annotate", "risk": {"threshold": 0.1}},
     "block": {"on_failure": "block", "risk": {"threshold": 0.1}, "correction": {"max_rounds": 0}},
     "observe": {"on_failure": "observe", "risk": {"threshold": 0.1}},
@@ -145,7 +148,7 @@ def missing(reason: str) -> None:
 
 
 def client(env, policy: str, api_key: str = "sk-test-pipeline") -> openai.OpenAI:
-    return openai.OpenAI(base_url=env["gw"].base_url, api_key=api_key, max_retries=0, timeout=60,
+    return openai.OpenAI(base_url=env["gw"].base_url, api_key=api_key, max_retries=0, timeout=240,
                          default_headers={"x-veracity-policy": policy})
 
 
@@ -164,6 +167,7 @@ def mock_bodies(env, rule_prefix: str) -> list[dict[str, Any]]:
 
 
 def test_wrong_compound_interest_total_corrected_in_one_round(env):
+    before = len(mock_bodies(env, "compound-fix"))  # other tests of this module ask it too
     headers, resp, rep = ask(env, "correct", ci_question("compound"))
     assert RIGHT_TXT in resp.choices[0].message.content
     assert rep["status"] == "corrected" and headers["x-veracity-status"] == "corrected"
@@ -171,7 +175,7 @@ def test_wrong_compound_interest_total_corrected_in_one_round(env):
     assert float(headers["x-veracity-risk"]) >= 0.3
     first = rep["corrected_checks"]  # what the first draft got wrong stays visible
     assert first[0]["outcome"] == "fail" and first[0]["expected"] == RIGHT_TXT.replace(",", "")
-    fixed = mock_bodies(env, "compound-fix")
+    fixed = mock_bodies(env, "compound-fix")[before:]
     assert len(fixed) == 1
     evidence = fixed[0]["messages"][-1]["content"]
     assert "6312.38" in evidence and WRONG_TXT in evidence  # computed value and the stated one
@@ -185,7 +189,7 @@ def _sandbox_with_pandas() -> str | None:
     sb = sandbox.get("auto")
     if not getattr(sb, "available", False):
         return f"no sandbox backend: {getattr(sb, 'reason', sb)}"
-    res = sb.run("import pandas; print('ok')")
+    res = sb.run("import pandas; print('ok')", limits=sandbox.Limits(timeout_s=60))
     if "ok" not in (res.stdout or ""):
         return "the sandbox has no pandas (build the sandbox image / VERACITY_SANDBOX_ROOTFS)"
     return None
@@ -232,9 +236,10 @@ def test_sentinel_catches_forgotten_subtask(env):
 
 
 def test_oscillation_stops_after_two_identical_failures(env):
+    before = len(mock_bodies(env, "osc"))  # other tests of this module ask it too
     headers, resp, rep = ask(env, "correct", ci_question("osc"))
     assert rep["status"] == "failed" and rep["correction"]["stop_reason"] == "oscillation"
-    assert len(mock_bodies(env, "osc")) == 2  # the draft and one correction, not max_rounds
+    assert len(mock_bodies(env, "osc")) - before == 2  # the draft and one correction, not max_rounds
     assert WRONG_TXT in resp.choices[0].message.content  # the best draft is returned
 
 
@@ -265,15 +270,18 @@ def test_block_mode_raises_in_the_sdk_with_the_report(env):
 
 
 def test_observe_mode_answers_at_once_and_verifies_in_background(env):
+    before = len(mock_bodies(env, "observe"))
     headers, resp, rep = ask(env, "observe", ci_question("observe"))
     assert WRONG_TXT in resp.choices[0].message.content
     assert rep["status"] == "skipped" and "observe" in rep["reason"]
-    assert len(mock_bodies(env, "observe")) == 1
-    deadline = time.monotonic() + 10
+    assert len(mock_bodies(env, "observe")) - before == 1
+    rid = headers["x-request-id"]  # other observe-policy requests of this module are audited too
+    deadline = time.monotonic() + 60  # generous for a loaded CI machine; a pass returns at once
     while time.monotonic() < deadline:
-        recs = [json.loads(line) for line in env["audit"].read_text().splitlines() if line.strip()] \
+        # complete lines only: the background job may be writing the record right now
+        recs = [json.loads(line) for line in env["audit"].read_text().split("\n")[:-1] if line.strip()] \
             if env["audit"].exists() else []
-        obs = [r for r in recs if r["policy"] == "observe"]
+        obs = [r for r in recs if r["policy"] == "observe" and r["request_id"] == rid]
         if obs:
             break
         time.sleep(0.1)
@@ -431,6 +439,10 @@ def test_cli_verify_and_policy_check(tmp_path, env):
 
 def test_verification_metrics_exposed_with_issue_names(env):
     ask(env, "correct", ci_question("compound"))  # at least one check, correction and risk observation
+    # and one sentinel call of its own (in random order no sentinel test may have run before)
+    q = "[case:sentinel] Please answer both:\n1. What is the capital of France?\n2. What is the capital of Spain?"
+    client(env, "sentinel").chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": q}],
+                                                     tools=[WEATHER_TOOL])
     text = env["gw"].metrics()
     for name in ("veracity_checks_total", "veracity_hallucinations_total", "veracity_corrections_total",
                  "veracity_sentinel_calls_total", "veracity_verification_duration_seconds",

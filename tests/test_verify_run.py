@@ -22,11 +22,22 @@ def adapter(outcome="pass", delay=0.0, exc=None, name="x"):
 
 
 async def test_verifiers_run_concurrently():
-    reg = {"a": adapter(delay=0.3, name="a"), "b": adapter(delay=0.3, name="b")}
-    t0 = time.perf_counter()
-    rep = await run("text", ["a", "b"], registry=reg)
-    assert time.perf_counter() - t0 < 0.55  # sequential would take 0.6 s
+    # each verifier waits until the other one has started: run one after the other, the first
+    # would wait until its own deadline (an ``unknown`` check); no wall-clock bound to miss
+    started = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+    def meeting(name, other):
+        async def go(answer, question, opts):
+            started[name].set()
+            await started[other].wait()
+            return [Check(name, f"claim in {answer[:10]}", "pass")]
+        return go
+
+    reg = {"a": meeting("a", "b"), "b": meeting("b", "a")}
+    opts = {"a": {"timeout_ms": 30_000}, "b": {"timeout_ms": 30_000}}
+    rep = await run("text", ["a", "b"], registry=reg, options=opts)
     assert [c.verifier for c in rep.checks] == ["a", "b"] and rep.status == "passed"
+    assert [c.outcome for c in rep.checks] == ["pass", "pass"]
     assert set(rep.extra["durations_ms"]) == {"a", "b"}
 
 
@@ -40,10 +51,10 @@ async def test_crash_becomes_error_check_and_others_survive():
 
 
 async def test_own_timeout_and_request_deadline_give_unknown():
-    reg = {"slow": adapter(delay=5), "fast": adapter(name="fast")}
+    reg = {"slow": adapter(delay=120), "fast": adapter(name="fast")}
     t0 = time.perf_counter()
     rep = await run("t", ["slow", "fast"], registry=reg, options={"slow": {"timeout_ms": 100}})
-    assert time.perf_counter() - t0 < 1.0
+    assert time.perf_counter() - t0 < 60  # cut at its deadline, not after its 120 s (loaded CI: no tight bound)
     assert rep.checks[0].outcome == "unknown" and "deadline" in rep.checks[0].note
     assert rep.status == "passed"
     rep = await run("t", ["slow"], registry=reg, deadline_s=0.05)

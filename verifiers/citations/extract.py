@@ -48,7 +48,7 @@ _HEADING_RE = re.compile(
 _DOI_URL_RE = re.compile(r"(?:https?://(?:dx\.)?doi\.org/|\bdoi:\s*|\bDOI:?\s*)(10\.\d{4,9}[^\s\"<>]*)", re.IGNORECASE)
 _ARXIV_CTX_RE = re.compile(
     r"(?:arxiv\.org/(?:abs|pdf)/|\barXiv(?:\s+preprint)?(?:\s+arXiv)?\s*[:：]?\s*|10\.48550/arXiv\.)"
-    r"((?:[a-z\-]+(?:\.[A-Z]{2})?/\d{7})|\d{4}\.\d{4,5})(v\d+)?(?:\.pdf)?", re.IGNORECASE)
+    r"((?:[a-z\-]{1,32}(?:\.[A-Z]{2})?/\d{7})|\d{4}\.\d{4,5})(v\d+)?(?:\.pdf)?", re.IGNORECASE)
 _ISBN_RE = re.compile(r"\bISBN(?:-1[03])?[:：]?\s*((?:97[89][\s\-]?)?(?:\d[\s\-]?){9}[\dXx])\b")
 _URL_RE = re.compile(r"https?://[^\s<>\"'）》]+")
 _YEAR_PAREN_RE = re.compile(r"\(\s*((?:19|20|21)\d{2})[a-z]?(?:,\s*[A-Za-z]+\.?(?:\s+\d{1,2})?)?\s*\)\.?|\(n\.d\.\)\.?")
@@ -67,7 +67,11 @@ _CJK_RE = re.compile(r"[\u3400-\u9fff]")
 _GBT_RE = re.compile(r"^(?P<au>[^\[\]]+?)[.．]\s*(?P<ti>[^\[\]]+?)\s*\[(?P<ty>[A-Z]{1,2}(?:/OL)?)\]\s*[.．]?\s*(?P<rest>.*)$")
 _INITIALS_RE = re.compile(r"^(?:[A-Z][a-z]?\.[\s\-‐]*){1,4}$|^[A-Z]{1,3}$|^(?:[A-Z]\.[\s\-‐]*)*[A-Z]\.?$")
 _NAME_WORD = r"[A-Z][\w'’\-]*(?:[-\s](?:[A-Z][\w'’\-]+))?"
-_SURNAME = r"(?:(?:van|von|de|der|del|da|di|le|la)\s+)*[A-Z][A-Za-z'’\-]+"
+#: bounded repeats (at most 3 particles, 40 letters; the arXiv archive name of _ARXIV_CTX_RE,
+#: 32): with ``*``/``+`` these patterns, run over the whole answer, backtracked quadratically
+#: ("A-A-A-...", "van van ...", "arXiv-arXiv-...": 100 kB held the GIL, so the whole
+#: gateway, for minutes)
+_SURNAME = r"(?:(?:van|von|de|der|del|da|di|le|la)\s+){0,3}[A-Z][A-Za-z'’\-]{1,40}"
 _INTEXT_PAREN_RE = re.compile(r"\(([^()]{3,300}?(?:19|20)\d{2}[a-z]?[^()]{0,40})\)")
 _INTEXT_NARR_RE = re.compile(
     rf"\b({_SURNAME})(?:\s+(?:et\s+al\.?|and\s+{_SURNAME}|&\s+{_SURNAME}))?\s*\((?:[A-Za-z]+\s+)?((?:19|20)\d{{2}})[a-z]?\)")
