@@ -10,9 +10,11 @@ verifies something, for streams, or when the request names a policy.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
+import openai
 import orjson
 import pytest
 from prometheus_client import REGISTRY
@@ -31,6 +33,7 @@ SCRIPT: dict[str, Any] = {
                    "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}},
         {"name": "err429", "match": {"last_user": "^err429"},
          "reply": {"status": 429, "error": "Rate limit reached", "headers": {"Retry-After": "7"}}},
+        {"name": "slow", "match": {"last_user": "^slow"}, "reply": {"content": "late", "delay_ms": 30000}},
         {"name": "math", "match": {"last_user": "^math"},
          "reply": {"content": "17 * 23 = 391, so the answer is 391."}},
     ],
@@ -255,3 +258,46 @@ def test_lean_lane_bad_json_gets_the_normal_error(mock: Any, tmp_path: Path, mon
     asyncio.run(go())
     assert sent[0]["status"] == 400
     assert orjson.loads(sent[1]["body"])["error"]["code"] == "invalid_json"
+
+
+async def test_lean_lane_client_leaving_closes_the_upstream(gateway_factory: Any, mock: Any, tmp_path: Path) -> None:
+    """A checks-off, non-stream request without a policy header (the lean lane) whose client
+    gives up while the upstream is still thinking: the upstream connection is closed and the
+    request is logged as a 499 with ``client_disconnected`` (main's disconnect watch)."""
+    pol = tmp_path / "policies"
+    pol.mkdir()
+    (pol / "default.yaml").write_text(CHECKS_OFF)
+    gw = gateway_factory({"upstreams": [{"name": "lean-up", "models": ["lean-*"], "base_url": mock.base_url}],
+                          "policies": {"dir": str(pol)}})
+    client = openai.AsyncOpenAI(base_url=gw.base_url, api_key="sk-client", max_retries=0, timeout=60)
+
+    def slow_requests() -> list[dict[str, Any]]:
+        return [r for r in mock.requests() if r.get("rule") == "slow"]
+
+    task = asyncio.ensure_future(client.chat.completions.create(
+        model="lean-model", messages=[{"role": "user", "content": "slow please"}]))
+    deadline = time.monotonic() + 60
+    while not await asyncio.to_thread(slow_requests):
+        assert not task.done(), f"the call ended before reaching the upstream: {task.result()!r}"
+        assert time.monotonic() < deadline, "the upstream never received the request"
+        await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    def wait_for(probe: Any, what: str) -> Any:  # a generous deadline, not a timing assertion
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            got = probe()
+            if got:
+                return got
+            time.sleep(0.05)
+        raise AssertionError(f"gave up waiting for: {what}")
+
+    events = await asyncio.to_thread(wait_for, lambda: [
+        e for r in slow_requests() for e in r["events"] if e["event"] == "client_disconnected"], "upstream closed")
+    assert events[0]["phase"] == "before_headers"
+    lines = await asyncio.to_thread(wait_for, lambda: [
+        r for r in gw.log_records() if r.get("event") == "request" and r.get("client_disconnected")], "log line")
+    assert lines[-1]["status"] == 499 and lines[-1]["policy"] == "default"
+    await client.close()
