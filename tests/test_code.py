@@ -363,3 +363,16 @@ def test_evidence_says_when_there_is_no_seccomp_filter(bwrap_box):
     assert outcomes(checks) == ["pass", "pass"]
     for c in checks:
         assert c.evidence["seccomp"].startswith("no seccomp") and c.evidence["memory_limit"].startswith("RLIMIT_AS")
+
+
+def test_spinning_example_is_stopped_by_its_cpu_budget_and_the_others_still_run(box):
+    """The per-step budget is CPU time (SIGPROF): a busy loop in one example ends as that
+    example's `unknown`, and the next example still runs and passes."""
+    answer = fence("def add(a, b):\n    return a + b\n\ndef spin(n):\n    while True:\n        n += 1")
+    question = "spin(1) -> 2\nadd(1, 2) -> 3"
+    checks = code.check(answer, question, sandbox=box,
+                        limits=sandbox.Limits(timeout_s=60, cpu_s=20, memory_mb=256, pids=32))
+    by_claim = {c.claim: c.outcome for c in checks}
+    assert by_claim.get("add(1, 2) -> 3") == "pass", checks
+    spin = [c for c in checks if c.claim.startswith("spin(1)")]
+    assert spin and spin[0].outcome == "unknown", checks
