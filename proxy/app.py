@@ -42,6 +42,7 @@ from proxy.upstream import (
     OpenAIUpstream,
     Timing,
     Upstreams,
+    deeper_than,
     dumps,
     loads,
     loads_strict,
@@ -197,7 +198,7 @@ def _parse_json_object(raw: bytes, encoding: str | None = None) -> dict[str, Any
     if not isinstance(body, dict):
         raise GatewayError(400, "The request body must be a JSON object.", code="invalid_json")
     # cheap pre-check (C-speed counts) before walking the tree: only bodies with many brackets
-    if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and _deeper_than(body, MAX_JSON_DEPTH):
+    if raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH and deeper_than(body, MAX_JSON_DEPTH):
         raise GatewayError(400, f"The JSON body is nested more than {MAX_JSON_DEPTH} levels deep.",
                            code="invalid_json")
     return body
@@ -207,18 +208,6 @@ def _parse_json_object(raw: bytes, encoding: str | None = None) -> dict[str, Any
 #: deeper body (which orjson still parses, up to 1024) could not be forwarded and broke
 #: recursive steps (policy overrides: RecursionError, a 500).
 MAX_JSON_DEPTH = 255
-
-
-def _deeper_than(obj: Any, limit: int) -> bool:
-    """True when ``obj`` nests dicts/lists more than ``limit`` levels (iterative walk)."""
-    stack = [(obj, 1)]
-    while stack:
-        o, depth = stack.pop()
-        if depth > limit:
-            return True
-        children = o.values() if isinstance(o, dict) else o
-        stack.extend((v, depth + 1) for v in children if isinstance(v, (dict, list)))
-    return False
 
 
 def _check_stream_flag(value: Any) -> None:
@@ -696,6 +685,15 @@ class _DisconnectWatch:
         self.arm()
         return body
 
+    def own_cancel(self) -> bool:
+        """In an ``except CancelledError``: True when this watch sent the cancel (the client is
+        gone, there is no one to answer) and no other cancel is pending, so the caller returns
+        instead of re-raising (``Task.uncancel``, Python >= 3.11)."""
+        if not self.fired:
+            return False
+        task = asyncio.current_task()
+        return task is not None and task.uncancel() == 0
+
     def arm(self) -> None:
         """Watch the current task from now on (the body has been read)."""
         if not self.stopped:
@@ -892,10 +890,8 @@ class LeanLane:
         try:
             await self._forward(watch, send, timing, body, model, principal, up, pol, rid)
         except asyncio.CancelledError:
-            if watch.fired:  # our own cancel: the client is gone, there is no one to answer
-                task = asyncio.current_task()
-                if task is not None and task.uncancel() == 0:
-                    return
+            if watch.own_cancel():
+                return
             raise
         finally:
             watch.stop()
@@ -975,10 +971,8 @@ async def _chat_asgi(state: GatewayState, scope: dict[str, Any], receive: Any, s
         else:
             await out(scope, receive, send)
     except asyncio.CancelledError:
-        if watch.fired:  # our own cancel: the client is gone, there is no one to answer
-            task = asyncio.current_task()
-            if task is not None and task.uncancel() == 0:
-                return
+        if watch.own_cancel():
+            return
         raise
     finally:
         watch.stop()
