@@ -20,6 +20,7 @@ made-up DOI on a real work.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 import os
@@ -173,10 +174,19 @@ def build_index(files: Iterable[str | os.PathLike[str]], db_path: str | os.PathL
         seen_ty = {(r[0], r[1]) for r in db.execute("SELECT norm_title, year FROM records")}
         added = 0
 
+        def normalized(r: Record) -> Record:
+            # records given as objects get the same identifier normal form as those read from
+            # files (lower-case DOI, bare arXiv ID), or lookups by identifier miss them
+            doi = normalize_doi(r.doi) if r.doi else None
+            arxiv = (normalize_arxiv(r.arxiv_id) or r.arxiv_id) if r.arxiv_id else None
+            if doi == r.doi and arxiv == r.arxiv_id:
+                return r
+            return dataclasses.replace(r, doi=doi, arxiv_id=arxiv)
+
         def all_records() -> Iterator[Record]:
             for f in files:
                 yield from read_records(f)
-            yield from records
+            yield from map(normalized, records)
 
         with db:
             for r in all_records():
