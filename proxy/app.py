@@ -334,6 +334,9 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any) -> _Reply | R
             return StreamingResponse(events, status_code=200, headers=sheaders, media_type="text/event-stream")
         result = await pipeline.chat_completion(ctx, body)
         status, vstatus = result.status_code, result.report.status
+        if status >= 400:  # a policy block (422): the log line names the error like any other
+            err = result.response.get("error")
+            fields["error_code"] = err.get("code") if isinstance(err, dict) else None
         if state.log_content:
             fields["choices"] = result.response.get("choices")
         payload = dumps(result.response)

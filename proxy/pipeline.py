@@ -170,6 +170,7 @@ async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> S
     report = Report(status="pending", reason=f"streaming {mode}: the report is sent in the last chunk")  # type: ignore[arg-type]
     if mode == "observe":
         report.status, report.reason = "skipped", "observe: verified in the background"
+        report.extra["policy"] = plan.policy.name
         events = _observe_stream(ctx, plan, stream)
     elif mode == "passthrough":
         events = _passthrough_stream(ctx, plan, stream, report)
@@ -537,7 +538,9 @@ def _observe_in_background(ctx: RequestContext, plan: _Plan, draft: dict[str, An
     """Observe mode: start verification in the background; return the report for the reply."""
     if _has_text(draft) and not plan.skip_reason:
         runtime.get(ctx.config).spawn(_observe_job(ctx, plan, draft))
-    return Report(status="skipped", reason="observe: verified in the background for metrics and audit")
+    report = Report(status="skipped", reason="observe: verified in the background for metrics and audit")
+    report.extra["policy"] = plan.policy.name
+    return report
 
 
 def _has_text(completion: dict[str, Any]) -> bool:

@@ -51,12 +51,12 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
 
         mock = MockUpstream(DEMO_SCRIPT, mode="thread").start()
         os.environ["VERACITY_DEMO_UPSTREAM_URL"] = mock.base_url
-        log.info("veracity starting in DEMO MODE: no config file and no OPENAI_API_KEY, so answers come "
+        log.warning("veracity starting in DEMO MODE: no config file and no OPENAI_API_KEY, so answers come "
                  "from the built-in scripted upstream (proxy/demo_script.yaml)",
                  mode="demo", upstream=mock.base_url, listen=f"http://{host}:{port}/v1")
     else:
         log.info(f"veracity starting with {'config ' + str(cfg.source) if cfg.mode == 'file' else 'OPENAI_API_KEY (OpenAI API)'}",
-                 mode=cfg.mode, upstreams=[u.name for u in cfg.upstreams],
+                 mode=cfg.mode, upstreams={u.name: _public_url(u.base_url) for u in cfg.upstreams},
                  auth="virtual_keys" if cfg.keys else "pass_through", listen=f"http://{host}:{port}/v1")
         if not cfg.keys:
             keyed = [u.name for u in cfg.upstreams if u.api_key]
@@ -87,3 +87,16 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
         if tmp_metrics:
             shutil.rmtree(tmp_metrics, ignore_errors=True)
     return 0
+
+
+def _public_url(url: str | None) -> str | None:
+    """``url`` without user info, query or fragment (they may carry credentials), for the
+    start-up log line; ``None`` for a litellm upstream (no base URL)."""
+    if not url:
+        return None
+    from urllib.parse import urlsplit, urlunsplit
+
+    p = urlsplit(url)
+    host = p.hostname or ""
+    host = (f"[{host}]" if ":" in host else host) + (f":{p.port}" if p.port else "")
+    return urlunsplit((p.scheme, host, p.path, "", ""))

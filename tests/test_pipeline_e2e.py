@@ -267,13 +267,21 @@ def test_block_mode_raises_in_the_sdk_with_the_report(env):
     assert err["type"] == "veracity_blocked" and err["code"] == "verification_failed"
     assert err["veracity"]["status"] == "failed"
     assert any(c["outcome"] == "fail" for c in err["veracity"]["checks"])
+    # the request's log line names the error like any other error line (newcomer finding)
+    rid = ei.value.response.headers["x-request-id"]
+    deadline = time.monotonic() + 60
+    lines: list = []
+    while not lines and time.monotonic() < deadline:
+        lines = [r for r in env["gw"].log_records() if r.get("request_id") == rid and r.get("event") == "request"]
+        time.sleep(0.05)
+    assert lines and lines[0]["status"] == 422 and lines[0]["error_code"] == "verification_failed"
 
 
 def test_observe_mode_answers_at_once_and_verifies_in_background(env):
     before = len(mock_bodies(env, "observe"))
     headers, resp, rep = ask(env, "observe", ci_question("observe"))
     assert WRONG_TXT in resp.choices[0].message.content
-    assert rep["status"] == "skipped" and "observe" in rep["reason"]
+    assert rep["status"] == "skipped" and "observe" in rep["reason"] and rep["policy"] == "observe"
     assert len(mock_bodies(env, "observe")) - before == 1
     rid = headers["x-request-id"]  # other observe-policy requests of this module are audited too
     deadline = time.monotonic() + 60  # generous for a loaded CI machine; a pass returns at once
