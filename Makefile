@@ -4,18 +4,27 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# `make run` needs only the gateway's own dependencies (a first run is quicker without the test
+# and benchmark extras, litellm among them); `make test` installs the dev extras too.
+RUN_STAMP := $(VENV)/.installed-run-stamp
 
 .PHONY: run test bench demo venv clean
+
+$(RUN_STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $(RUN_STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
 venv: $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(VENV)/bin/veracity serve $(ARGS)
 
 test: $(STAMP)
