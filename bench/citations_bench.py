@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from verifiers.citations import Sources, acheck, aclose_all, build_index, extract  # noqa: E402
-from verifiers.citations.match import canonical_venue, normalize_title, title_similarity  # noqa: E402
+from verifiers.citations.match import canonical_venue, title_similarity  # noqa: E402
 from verifiers.citations.records import parse_person, split_bibtex_authors  # noqa: E402
 from verifiers.citations.sources.local_index import _from_fields  # noqa: E402
 from verifiers.citations.styles import render  # noqa: E402

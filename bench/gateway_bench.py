@@ -610,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
                     served[name] += r["requests"]
                 rss[name] = (servers[name].rss_mb(), served[name])
         rss_mock = servers["mock"].rss_mb()
-        print(f"RSS: " + ", ".join(f"{k} {v[0]:.1f} MiB after {v[1]:,} req" for k, v in rss.items())
+        print("RSS: " + ", ".join(f"{k} {v[0]:.1f} MiB after {v[1]:,} req" for k, v in rss.items())
               + f"; mock {rss_mock:.1f} MiB")
     finally:
         for srv in servers.values():

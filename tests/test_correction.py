@@ -3,7 +3,6 @@
 import asyncio
 import re
 
-import pytest
 
 from proxy.budget import RequestBudget
 from proxy.correction import State, correct, correction_body, evidence_prompt, failure_signature

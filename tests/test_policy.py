@@ -2,7 +2,6 @@
 selection and overrides stay within what the key allows."""
 
 import os
-import time
 from pathlib import Path
 
 import pytest

@@ -55,7 +55,7 @@ from verifiers.citations.match import (
     compare,
     status_rank,
 )
-from verifiers.citations.records import CitationClaim, Record, registered_doi, repository_doi
+from verifiers.citations.records import CitationClaim, registered_doi, repository_doi
 from verifiers.citations.sources import NETWORK_SOURCES, SourceResult
 from verifiers.citations.sources._base import CACHE_ONLY, _RateLimiter
 from verifiers.citations.sources.local_index import LocalIndex
