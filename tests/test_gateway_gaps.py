@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from proxy.mock_upstream import MockUpstream
+from tests.fixtures.polling import wait_for
 
 UPSTREAM_KEY = "sk-proj-" + secrets.token_urlsafe(36)  # key-shaped: must never reach a client
 BIG = 2**70                                             # 1180591620717411303424: beyond 64 bits
@@ -118,17 +119,6 @@ def _aclient(gw: Any, policy: str = "off") -> openai.AsyncOpenAI:
                               default_headers={"x-veracity-policy": policy})
 
 
-def _wait_for(probe: Any, what: str, timeout: float = 60.0) -> Any:
-    """Poll ``probe()`` until it returns something truthy (a generous deadline, not a timing
-    assertion: without the fix the event never comes)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = probe()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"gave up waiting for: {what}")
-
 
 def _requests_by_rule(mock: Any, rule: str) -> list[dict[str, Any]]:
     return [r for r in mock.requests() if r.get("rule") == rule]
@@ -160,9 +150,9 @@ async def test_client_leaving_before_the_response_closes_the_upstream(gw: Any, m
     client = _aclient(gw)
     await _abandon_when_upstream_called(
         client.chat.completions.create(model="gpt-4o", messages=_user("slow please"), stream=stream), mock, "slow")
-    events = await asyncio.to_thread(_wait_for, lambda: _closed(mock, "slow"), "the upstream sees the close")
+    events = await asyncio.to_thread(wait_for, lambda: _closed(mock, "slow"), "the upstream sees the close")
     assert events[0]["phase"] == "before_headers"
-    line = await asyncio.to_thread(_wait_for, lambda: [
+    line = await asyncio.to_thread(wait_for, lambda: [
         r for r in gw.log_records() if r.get("event") == "request" and r.get("client_disconnected")],
         "the request log line")
     assert line[-1]["status"] == 499
@@ -174,7 +164,7 @@ async def test_client_leaving_during_a_correction_round_stops_it(gw: Any, mock: 
     await _abandon_when_upstream_called(
         client.chat.completions.create(model="gpt-4o", messages=_user(f"[slowfix] {QUESTION}")), mock,
         "slowfix-correction")
-    await asyncio.to_thread(_wait_for, lambda: _closed(mock, "slowfix-correction"),
+    await asyncio.to_thread(wait_for, lambda: _closed(mock, "slowfix-correction"),
                             "the correction call sees the close")
     await client.close()
 
@@ -187,8 +177,8 @@ def test_client_leaving_a_buffered_stream_stops_its_correction(gw: Any, mock: An
         assert r.status_code == 200
         it = r.iter_raw()
         assert next(it).startswith(b":")  # a keep-alive comment: the answer is held
-        _wait_for(lambda: _requests_by_rule(mock, "slowfix-correction"), "the correction call")
-    _wait_for(lambda: _closed(mock, "slowfix-correction"), "the correction call sees the close")
+        wait_for(lambda: _requests_by_rule(mock, "slowfix-correction"), "the correction call")
+    wait_for(lambda: _closed(mock, "slowfix-correction"), "the correction call sees the close")
 
 
 def test_gateway_still_answers_after_abandoned_requests(gw: Any) -> None:
@@ -236,7 +226,7 @@ def test_stream_over_the_cap_ends_with_an_error_event_and_closes_the_upstream(gw
             got += "".join(c.delta.content or "" for c in chunk.choices)
     assert ei.value.body["code"] == "upstream_response_too_large"
     assert 0 < len(got) <= LIMIT  # what was relayed stayed under the cap
-    events = _wait_for(lambda: _closed(mock, "huge"), "the upstream sees the close")
+    events = wait_for(lambda: _closed(mock, "huge"), "the upstream sees the close")
     assert events[0]["phase"] == "mid_stream"
 
 

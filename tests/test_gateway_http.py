@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import secrets
 import socket
-import time
 from typing import Any
 
 import httpx
@@ -16,6 +15,7 @@ import pytest
 
 from proxy.config import hash_key
 from proxy.mock_upstream import MockUpstream
+from tests.fixtures.polling import wait_for
 
 UPSTREAM_KEY = "sk-proj-" + secrets.token_urlsafe(36)  # key-shaped, must never leak
 VIRTUAL_KEY = "vk-test-" + secrets.token_urlsafe(24)
@@ -69,17 +69,6 @@ def _closed_port() -> socket.socket:
     s.bind(("127.0.0.1", 0))
     return s
 
-
-def _wait_for(probe: Any, what: str, timeout: float = 60.0) -> Any:
-    """Poll ``probe()`` until it returns something truthy (at most ``timeout`` s, generous for a
-    loaded CI machine; a pass returns at once); then return it, else fail naming ``what``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got or time.monotonic() > deadline:
-            assert got, f"timed out after {timeout} s waiting for {what}"
-            return got
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -332,11 +321,11 @@ def test_client_disconnect_closes_upstream(gw: Any, mock: Any) -> None:
     # 100 frames at 100 ms: a full relay takes 10 s; the upstream must see the close before its
     # end (a relay that kept reading would record no disconnect; the bound leaves a loaded
     # machine seconds to propagate the close)
-    events = _wait_for(lambda: _last_chat_request(mock)["events"], "the upstream to see an event")
+    events = wait_for(lambda: _last_chat_request(mock)["events"], "the upstream to see an event")
     assert events[0]["event"] == "client_disconnected"
     assert events[0]["frames_sent"] < 90
     # the request line is written after the upstream was closed: wait for it, do not sleep
-    _wait_for(lambda: [r for r in gw.log_records() if r.get("event") == "request" and r.get("client_disconnected")],
+    wait_for(lambda: [r for r in gw.log_records() if r.get("event") == "request" and r.get("client_disconnected")],
               "the request log line recording the disconnect")
 
 
@@ -482,7 +471,7 @@ def test_metrics_and_request_log(client: openai.OpenAI, gw: Any) -> None:
                  "veracity_overhead_seconds_bucket", "veracity_in_flight_requests",
                  "veracity_upstream_errors_total"):
         assert name in text, name
-    _wait_for(lambda: [r for r in gw.log_records() if r.get("request_id") == rid], "the request log line")
+    wait_for(lambda: [r for r in gw.log_records() if r.get("request_id") == rid], "the request log line")
     lines = [r for r in gw.log_records() if r.get("request_id") == rid]
     assert len(lines) == 1
     line = lines[0]

@@ -23,6 +23,7 @@ from proxy import app as app_mod
 from proxy.config import GatewayConfig, UpstreamConfig
 from proxy.mock_upstream import MockUpstream
 from proxy.upstream import Upstreams
+from tests.fixtures.polling import wait_for
 
 SCRIPT: dict[str, Any] = {
     "models": ["lean-model"],
@@ -284,15 +285,6 @@ async def test_lean_lane_client_leaving_closes_the_upstream(gateway_factory: Any
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-
-    def wait_for(probe: Any, what: str) -> Any:  # a generous deadline, not a timing assertion
-        end = time.monotonic() + 60
-        while time.monotonic() < end:
-            got = probe()
-            if got:
-                return got
-            time.sleep(0.05)
-        raise AssertionError(f"gave up waiting for: {what}")
 
     events = await asyncio.to_thread(wait_for, lambda: [
         e for r in slow_requests() for e in r["events"] if e["event"] == "client_disconnected"], "upstream closed")

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from proxy.mock_upstream import MockUpstream
+from tests.fixtures.polling import wait_for
 
 RIGHT = 5000 * 1.06 ** 4                       # $5,000 at 6% compounded yearly for 4 years
 RIGHT_TXT = f"{RIGHT:,.2f}"                    # "6,312.38"
@@ -269,12 +270,9 @@ def test_block_mode_raises_in_the_sdk_with_the_report(env):
     assert any(c["outcome"] == "fail" for c in err["veracity"]["checks"])
     # the request's log line names the error like any other error line (newcomer finding)
     rid = ei.value.response.headers["x-request-id"]
-    deadline = time.monotonic() + 60
-    lines: list = []
-    while not lines and time.monotonic() < deadline:
-        lines = [r for r in env["gw"].log_records() if r.get("request_id") == rid and r.get("event") == "request"]
-        time.sleep(0.05)
-    assert lines and lines[0]["status"] == 422 and lines[0]["error_code"] == "verification_failed"
+    lines = wait_for(lambda: [r for r in env["gw"].log_records()
+                              if r.get("request_id") == rid and r.get("event") == "request"], "the request's log line")
+    assert lines[0]["status"] == 422 and lines[0]["error_code"] == "verification_failed"
 
 
 def test_observe_mode_answers_at_once_and_verifies_in_background(env):
