@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from proxy import app as app_mod  # noqa: E402
 from proxy.config import GatewayConfig, UpstreamConfig  # noqa: E402
+from gateway_inproc import FakeUpstreams  # noqa: E402  (bench/ is the script's folder)
 
 RIGHT_TXT = f"{5000 * 1.06 ** 4:,.2f}"
 QUESTION = "I invest $5,000 at 6% interest compounded annually. What is the total after 4 years?"
@@ -60,17 +61,6 @@ class FakeUpstream:
         evidence = str(body["messages"][-1].get("content", "")).startswith("Automatic verification")
         value = RIGHT_TXT if evidence or not self.wrong else "6,200.00"
         return answer(f"The total is 5000 * 1.06^4 = ${value}.", body.get("n") or 1), {}
-
-
-class FakeUpstreams:
-    def __init__(self, u: FakeUpstream) -> None:
-        self.u, self.all = u, [u]
-
-    def route(self, model: str) -> FakeUpstream:
-        return self.u
-
-    async def close(self) -> None:
-        pass
 
 
 def scope(body: bytes) -> dict:

@@ -688,11 +688,15 @@ class _DisconnectWatch:
         self.arm()
         return body
 
-    def own_cancel(self) -> bool:
-        """In an ``except CancelledError``: True when this watch sent the cancel (the client is
-        gone, there is no one to answer) and no other cancel is pending, so the caller returns
-        instead of re-raising (``Task.uncancel``, Python >= 3.11)."""
-        if not self.fired:
+    def __enter__(self) -> "_DisconnectWatch":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        """Disarm; swallow the ``CancelledError`` this watch caused (the client is gone, there
+        is no one to answer) when no other cancel is pending (``Task.uncancel``, Python >= 3.11);
+        any other exception propagates."""
+        self.stop()
+        if not (self.fired and isinstance(exc, asyncio.CancelledError)):
             return False
         task = asyncio.current_task()
         return task is not None and task.uncancel() == 0
@@ -890,14 +894,8 @@ class LeanLane:
             rid = _request_ids.next()
         watch = _DisconnectWatch(receive, None, state.sweeper)  # type: ignore[arg-type]
         watch.arm()
-        try:
+        with watch:
             await self._forward(watch, send, timing, body, model, principal, up, pol, rid)
-        except asyncio.CancelledError:
-            if watch.own_cancel():
-                return
-            raise
-        finally:
-            watch.stop()
 
     async def _forward(self, watch: "_DisconnectWatch", send: Any, timing: Timing, body: dict[str, Any],
                        model: str, principal: Principal, up: OpenAIUpstream, pol: tuple[Any, bool, dict[str, Any]],
@@ -966,19 +964,13 @@ async def _chat_asgi(state: GatewayState, scope: dict[str, Any], receive: Any, s
         async def read(limit: int) -> bytes:
             watch.arm()
             return raw
-    try:
+    with watch:
         out = await _chat(state, watch.headers, read)
         watch.stop()  # from here on the response (StreamingResponse) watches receive()
         if isinstance(out, _Reply):
             await out.send(send)
         else:
             await out(scope, receive, send)
-    except asyncio.CancelledError:
-        if watch.own_cancel():
-            return
-        raise
-    finally:
-        watch.stop()
 
 
 def _replay(first: dict[str, Any], receive: Any) -> Any:
