@@ -440,9 +440,7 @@ async def _verify_choices(ctx: RequestContext, plan: _Plan, draft: dict[str, Any
     texts = [choice_text(single["choices"][0]) for _, single in parts]
 
     async def first(text: str | None) -> Report:
-        if not text:
-            return Report(status="skipped", reason="no answer text to verify (tool calls or empty)")
-        return await verify(text)
+        return _skipped(plan, text or "") or await verify(text or "")
 
     reports = list(await asyncio.gather(*(first(t) for t in texts)))
     results = await asyncio.gather(*(  # correction_body() asks for one choice (drops `n`)
@@ -552,17 +550,15 @@ async def _verify_only(plan: _Plan, completion: dict[str, Any]) -> Report:
     """Verify every choice of ``completion`` without correcting it (passthrough streams,
     observe): :func:`verify_text` on choice 0, or with several choices on each choice
     concurrently, combined by :func:`choices.combine`. A choice without text is ``skipped``."""
-    parts = choices.split(completion)
-    if len(parts) <= 1:
-        return _skipped(plan, completion_text(completion)) or await verify_text(
-            plan.policy, plan.question, completion_text(completion) or "", plan.budget)
-    if plan.skip_reason:
-        return Report(status="skipped", reason=plan.skip_reason)
-
     async def one(single: dict[str, Any]) -> Report:
         text = completion_text(single)
         return _skipped(plan, text) or await verify_text(plan.policy, plan.question, text or "", plan.budget)
 
+    parts = choices.split(completion)
+    if len(parts) <= 1:
+        return await one(completion)
+    if plan.skip_reason:
+        return Report(status="skipped", reason=plan.skip_reason)
     reports = await asyncio.gather(*(one(single) for _, single in parts))
     return choices.combine([(index, rep) for (index, _), rep in zip(parts, reports)])
 
