@@ -201,7 +201,8 @@ class SSERelay:
     ``data: ...\\n\\n`` (``event:`` kept), and keeps any incomplete tail for the next call, so
     nothing is held back longer than one event. Frames without data (``id:``/``retry:``-only,
     comments, empty ``data:``) are dropped: the ``openai`` SDK would otherwise try to
-    ``json.loads("")`` them (``openai/_streaming.py``, ``SSEDecoder.decode``). CRLF is normalised.
+    ``json.loads("")`` them (``openai/_streaming.py``, ``SSEDecoder.decode``). CRLF and a lone CR
+    (both end a line in the SSE format) become LF; a CR that ends a read waits for the next one.
 
     State: ``done`` (``data: [DONE]`` seen), ``finished`` (a ``finish_reason`` string seen),
     ``errored`` (the upstream sent a ``data: {"error": ...}`` event). Error events (that
@@ -222,19 +223,24 @@ class SSERelay:
     def feed(self, chunk: bytes) -> bytes:
         """Add raw bytes; return the complete events among them (possibly ``b""``)."""
         buf = self._buf + chunk if self._buf else chunk
+        held = b""
         if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
+            if buf.endswith(b"\r"):  # maybe half of a CRLF cut between reads: decided on the next one
+                buf, held = buf[:-1], b"\r"
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # CRLF, LF and CR all end a line
         end = buf.rfind(b"\n\n")
         if end < 0:
-            self._buf = buf
+            self._buf = buf + held
             return b""
-        self._buf = buf[end + 2:]
+        self._buf = buf[end + 2:] + held
         return self._events(buf[:end].split(b"\n\n"))
 
     def flush(self) -> bytes:
         """At end of input: the last event if the upstream omitted its final blank line."""
         buf, self._buf = self._buf, b""
-        return self._events([buf.rstrip(b"\n")]) if buf.strip() else b""
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return self._events([e for e in buf.split(b"\n\n") if e.strip()]) if buf.strip() else b""
 
     def _events(self, raw_events: list[bytes]) -> bytes:
         out: list[bytes] = []
