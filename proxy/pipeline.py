@@ -630,14 +630,16 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
 
 
 def _is_usage_frame(frame: bytes) -> bool:
-    """A ``data:`` frame whose chunk has ``choices: []`` (OpenAI's usage chunk)."""
-    if b'"choices"' not in frame or b"[]" not in frame:
+    """A ``data:`` frame whose chunk has ``choices: []`` and a ``usage`` (OpenAI's usage chunk).
+    Other ``choices: []`` chunks (Azure's first chunk with ``prompt_filter_results``) are not
+    usage: they are relayed in place, never held back or replaced."""
+    if b'"choices"' not in frame or b"[]" not in frame or b'"usage"' not in frame:
         return False
     try:
         obj = json.loads(frame[frame.index(b"{"):])
     except (ValueError, TypeError, RecursionError):
         return False
-    return isinstance(obj, dict) and obj.get("choices") == []
+    return isinstance(obj, dict) and obj.get("choices") == [] and obj.get("usage") is not None
 
 
 async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream,
