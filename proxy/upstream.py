@@ -538,13 +538,21 @@ class OpenAIUpstream:
     async def request(self, method: str, path: str, *, query: str, body: bytes, headers: Mapping[str, str],
                       auth: str | None, timing: Timing) -> aiohttp.ClientResponse:
         """Pass-through: send ``method path?query`` with ``body`` to this upstream untouched
-        (``path`` relative to ``/v1``). Returns the open response; the caller streams and
-        releases it. Raises :class:`UpstreamError` for connect failures/timeouts only."""
+        (``path`` relative to ``/v1``). The client's ``Content-Type`` is kept (multipart
+        uploads carry their boundary in it); its ``OpenAI-Organization``/``OpenAI-Project`` go
+        only with its own key. Returns the open response; the caller streams and releases it.
+        Raises :class:`UpstreamError` for connect failures/timeouts only."""
         url = self.base_url + path + (("?" + query) if query else "")
-        h = {k: v for k, v in headers.items() if k.lower() in _PASS_REQUEST_HEADERS}
-        h.update(self.headers(auth))
+        h = {k.lower(): v for k, v in headers.items() if k.lower() in _PASS_REQUEST_HEADERS}
+        if self._own_headers is not None:  # the gateway's key: the client may not pick its org/project
+            for name in _TENANT_HEADERS:
+                h.pop(name, None)
+        for k, v in self.headers(auth).items():
+            if k.lower() == "content-type" and "content-type" in h:
+                continue  # the body's own type wins (a multipart upload's boundary)
+            h[k.lower()] = v
         if not body:
-            h.pop("Content-Type", None)
+            h.pop("content-type", None)
         t0 = time.perf_counter()
         try:
             return await self.session.request(method, url, data=body or None, headers=h, timeout=self.timeout)
@@ -582,6 +590,9 @@ class OpenAIUpstream:
 #: client request headers forwarded on pass-through routes (besides Authorization handling)
 _PASS_REQUEST_HEADERS = frozenset({"content-type", "accept", "openai-organization", "openai-project",
                                    "openai-beta", "user-agent"})
+#: client headers that pick the tenant billed for a key: forwarded only with the client's own key
+#: (pass-through auth), never next to the upstream's key (NVIDIA-NeMo/Switchyard#419)
+_TENANT_HEADERS = ("openai-organization", "openai-project")
 
 
 class LiteLLMUpstream:
