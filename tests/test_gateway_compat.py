@@ -174,6 +174,7 @@ def gw(mock: Any, gateway_factory: Any, tmp_path_factory: Any) -> Any:
         "upstreams": [
             {"name": "short-read", "models": ["*-short-read"], "base_url": mock.base_url, "api_key": "sk-up",
              "read_timeout_s": 2},
+            {"name": "client-key", "models": ["*-passauth"], "base_url": mock.base_url},  # pass-through auth
             {"name": "mock", "models": ["*"], "base_url": mock.base_url, "api_key": "sk-up"},
         ],
         "policies": {"dir": str(pdir), "check_interval_s": 0},
@@ -542,6 +543,39 @@ def test_compressed_chat_answer_is_decoded(gw: Any, policy: str) -> None:
     assert "content-encoding" not in r.headers
     assert int(r.headers["content-length"]) == len(r.content)
     assert r.json()["choices"][0]["message"]["content"] == ANSWER
+
+
+def test_multipart_upload_keeps_its_content_type_and_boundary(gw: Any, mock: Any) -> None:
+    """diegosouzapw/OmniRoute#2188 (``/v1/audio/transcriptions`` multipart refused by a
+    gateway): the pass-through route sent the upstream's ``Content-Type: application/json``
+    instead of the client's ``multipart/form-data; boundary=...``, so no upload could be parsed."""
+    files = {"file": ("a.wav", b"RIFF\x00\x00\x00\x00WAVEfmt ", "audio/wav")}
+    with httpx.Client(trust_env=False, timeout=30) as http:
+        req = http.build_request("POST", gw.base_url + "/audio/transcriptions", files=files,
+                                 data={"model": "whisper-1"}, headers={"Authorization": "Bearer sk-client"})
+        http.send(req)
+    (got,) = [r for r in mock.requests() if r["path"] == "/v1/audio/transcriptions"]
+    assert got["headers"]["content-type"] == req.headers["content-type"]
+    assert got["headers"]["content-type"].startswith("multipart/form-data; boundary=")
+    assert got["headers"]["content-length"] == req.headers["content-length"]
+    assert got["headers"]["authorization"] == "Bearer sk-up"
+
+
+@pytest.mark.parametrize("model,own_key", [("text-embedding-3-small", True), ("text-embedding-passauth", False)])
+def test_tenant_headers_go_only_with_the_clients_own_key(gw: Any, mock: Any, model: str, own_key: bool) -> None:
+    """NVIDIA-NeMo/Switchyard#419: a client's ``OpenAI-Organization``/``OpenAI-Project`` next to
+    the gateway's own key bills (or breaks, 401 ``mismatched_organization``) another tenant; with
+    the client's own key (pass-through auth) they are the client's to send (labring/aiproxy#638)."""
+    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-client", max_retries=0, timeout=30,
+                           organization="org-client", project="proj_client",
+                           default_headers={"OpenAI-Beta": "assistants=v2"})
+    client.embeddings.create(model=model, input="hello")
+    (got,) = [r["headers"] for r in mock.requests() if r["path"] == "/v1/embeddings"]
+    assert got["authorization"] == ("Bearer sk-up" if own_key else "Bearer sk-client")
+    assert got.get("openai-organization") == (None if own_key else "org-client")
+    assert got.get("openai-project") == (None if own_key else "proj_client")
+    assert got["openai-beta"] == "assistants=v2"  # a feature flag, not a tenant: always forwarded
+    assert got["content-type"] == "application/json"
 
 
 def test_stream_longer_than_the_read_timeout_is_not_cut(gw: Any) -> None:
