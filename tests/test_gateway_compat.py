@@ -141,6 +141,22 @@ SCRIPT: dict[str, Any] = {
          "reply": {"content_encoding": "gzip"}},
         {"name": "emb-deflate", "match": {"path": "/v1/embeddings", "model": "*-deflate"},
          "reply": {"content_encoding": "deflate"}},
+        {"name": "raw-error-data", "match": {"last_user": "^raw-error-data"},
+         "reply": {"raw_stream": _frames(TEXT_CHUNKS[:2], done=False) + _frames([
+             {"error": {"message": "The server had an error while processing your request.", "type": "server_error",
+                        "param": None, "code": "server_error"}}], done=False)}},
+        {"name": "raw-function-call", "match": {"last_user": "^raw-function-call"},
+         "reply": {"raw_stream": _frames([
+             _chunk({"role": "assistant", "content": None, "function_call": {"name": "get_weather", "arguments": ""}}),
+             _chunk({"function_call": {"arguments": '{"city": '}}), _chunk({"function_call": {"arguments": '"Rome"}'}}),
+             _chunk({}, "function_call")])}},
+        {"name": "snapshot", "match": {"last_user": "^snapshot"},
+         "reply": {"content": ANSWER, "model": "gpt-4o-2024-08-06", "id": "chatcmpl-upstream-1",
+                   "system_fingerprint": "fp_snap"}},
+        {"name": "too-long", "match": {"last_user": "^too-long"},
+         "reply": {"status": 400, "error": {"error": {
+             "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
+             "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}}},
         {"name": "long-stream", "match": {"last_user": "^long-stream"},
          "reply": {"content": "y" * 80, "stream": {"chunk_size": 1, "delay_ms": 50}}},
     ],
@@ -431,6 +447,54 @@ def test_empty_choices_chunks_that_are_not_usage_are_relayed_in_place(gw: Any, p
 
 def _text_of(events: list[dict[str, Any]]) -> str:
     return "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_error_object_mid_stream_reaches_the_sdk_as_an_error(gw: Any, policy: str) -> None:
+    """OpenAI sends a failure mid-stream as ``data: {"error": {...}}`` (no ``event:`` line);
+    yuki-uix/agent-cost-lab#12 and apache/apisix#13565 (upstream failures laundered into a
+    clean 200): the client must see an error with the upstream's message, not a short answer."""
+    with pytest.raises(openai.APIError) as ei:
+        _stream(gw, policy, "raw-error-data")
+    assert "error while processing your request" in str(ei.value)
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_legacy_function_call_stream_is_kept(gw: Any, policy: str) -> None:
+    """Deprecated ``functions``/``function_call`` answers still come from older deployments and
+    OpenAI-compatible servers: the streamed ``function_call`` must arrive whole."""
+    events = [e for e in _raw_stream(gw, policy, {"model": "gpt-4o", "messages": _user("raw-function-call")})
+              if isinstance(e, dict) and e["choices"]]
+    fc = [e["choices"][0]["delta"].get("function_call") for e in events]
+    name = "".join(f.get("name") or "" for f in fc if f)
+    args = "".join(f.get("arguments") or "" for f in fc if f)
+    assert (name, json.loads(args)) == ("get_weather", {"city": "Rome"})
+    assert [e["choices"][0]["finish_reason"] for e in events if e["choices"][0]["finish_reason"]] == ["function_call"]
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_upstream_model_id_and_fingerprint_are_kept_streamed_or_not(gw: Any, policy: str) -> None:
+    """BerriAI/litellm#38810 (streamed and non-streamed answers disagree on ``model``), #19943
+    (internal model names leaked): Veracity does not alias, so the upstream's own ``model``
+    snapshot, ``id`` and ``system_fingerprint`` arrive unchanged, on every chunk."""
+    client = _client(gw, policy)
+    r = client.chat.completions.create(model="gpt-4o", messages=_user("snapshot"))
+    assert (r.model, r.id, r.system_fingerprint) == ("gpt-4o-2024-08-06", "chatcmpl-upstream-1", "fp_snap")
+    chunks = [c for c in client.chat.completions.create(model="gpt-4o", messages=_user("snapshot"), stream=True)
+              if c.choices]
+    assert {(c.model, c.id, c.system_fingerprint) for c in chunks} == {("gpt-4o-2024-08-06", "chatcmpl-upstream-1", "fp_snap")}
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+@pytest.mark.parametrize("stream", [False, True])
+def test_client_errors_are_relayed_with_their_code_and_param(gw: Any, policy: str, stream: bool) -> None:
+    """lingyuins/octopus#152 (``context_length_exceeded`` rewritten into a 502, so clients could
+    not compact their context), james-6-23/codex2api#310 (the same error retried as a 500)."""
+    with pytest.raises(openai.BadRequestError) as ei:
+        _client(gw, policy).chat.completions.create(model="gpt-4o", messages=_user("too-long"), stream=stream)
+    assert ei.value.status_code == 400
+    assert (ei.value.code, ei.value.param, ei.value.type) == ("context_length_exceeded", "messages", "invalid_request_error")
+    assert "maximum context length" in ei.value.message
 
 
 # --------------------------------------------------------------------------- request fields
