@@ -428,6 +428,38 @@ def test_usage_chunk_only_when_asked_and_never_injected_upstream(gw: Any, mock: 
 
 
 @pytest.mark.parametrize("policy", POLICY_NAMES)
+@pytest.mark.parametrize("text", ["logprobs", "raw-finish-on-content", "raw-crlf"])
+def test_the_common_choices_0_loop_survives_the_whole_stream(gw: Any, policy: str, text: str) -> None:
+    """BerriAI/litellm#30870, AbanteAI/mentat#430, datawhalechina/hello-agents#377: the loop of
+    OpenAI's own streaming example, ``chunk.choices[0].delta.content``, raises ``IndexError`` on a
+    ``choices: []`` chunk. Without ``include_usage`` (and with one choice) the gateway sends none:
+    the ``veracity`` report rides on the chunk with the ``finish_reason``."""
+    text_out = ""
+    reports = []
+    for chunk in _client(gw, policy).chat.completions.create(model="gpt-4o", messages=_user(text), stream=True):
+        text_out += chunk.choices[0].delta.content or ""
+        if "veracity" in (chunk.model_extra or {}):
+            assert chunk.choices[0].finish_reason is not None
+            reports.append(chunk.model_extra["veracity"])
+    assert text_out == ANSWER
+    assert len(reports) == 1 and reports[0]["status"] in ("passed", "skipped")
+    if policy == "default":  # the arithmetic was checked, not only relayed
+        assert [c["outcome"] for c in reports[0]["checks"]] == ["pass"]
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_report_chunk_is_separate_for_usage_or_several_choices(gw: Any, policy: str) -> None:
+    """Clients that ask for the usage chunk, or for ``n > 1``, already handle ``choices: []``:
+    the report goes on the usage chunk / an own chunk there, never on a choice's chunk."""
+    chunks = _stream(gw, policy, "logprobs", stream_options={"include_usage": True})
+    (rep,) = [c for c in chunks if "veracity" in (c.model_extra or {})]
+    assert rep.choices == [] and rep.usage is not None
+    chunks = _stream(gw, policy, "logprobs", n=2)
+    (rep,) = [c for c in chunks if "veracity" in (c.model_extra or {})]
+    assert rep.choices == []
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
 @pytest.mark.parametrize("text", ["raw-azure", "raw-usage-azure"])
 def test_empty_choices_chunks_that_are_not_usage_are_relayed_in_place(gw: Any, policy: str, text: str) -> None:
     """BerriAI/litellm#30761, AbanteAI/mentat#430: Azure's first chunk has ``choices: []`` and
