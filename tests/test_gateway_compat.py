@@ -157,6 +157,12 @@ SCRIPT: dict[str, Any] = {
          "reply": {"status": 400, "error": {"error": {
              "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.",
              "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}}},
+        {"name": "raw-huge-line", "match": {"last_user": "^raw-huge-line"},
+         "reply": {"raw_stream": _frames([
+             _chunk({"role": "assistant", "content": None}),
+             _chunk({"tool_calls": [{"index": 0, "id": "call_big", "type": "function",
+                                     "function": {"name": "save", "arguments": json.dumps({"blob": "A" * 2_000_000})}}]}),
+             _chunk({}, "tool_calls")])}},
         {"name": "long-stream", "match": {"last_user": "^long-stream"},
          "reply": {"content": "y" * 80, "stream": {"chunk_size": 1, "delay_ms": 50}}},
     ],
@@ -298,6 +304,18 @@ def test_buffered_tool_calls_without_index_but_with_ids_stay_apart(gw: Any) -> N
     assert list(calls.values()) == [
         {"id": "call_a", "name": "get_weather", "arguments": '{"city": "Paris"}'},
         {"id": "call_b", "name": "get_time", "arguments": '{"tz": "CET"}'}]
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_a_two_megabyte_sse_line_crosses_whole(gw: Any, policy: str) -> None:
+    """achetronic/magec#45, nextlevelbuilder/goclaw#1349, TencentCloud/tencentcloud-sdk-go#315:
+    line readers with a fixed cap (Go's ``bufio.Scanner``, 64 KiB / 1 MiB) drop streams whose one
+    event is large (a tool call's arguments, base64 audio or images in one delta)."""
+    events = [e for e in _raw_stream(gw, policy, {"model": "gpt-4o", "messages": _user("raw-huge-line")})
+              if isinstance(e, dict) and e["choices"]]
+    args = "".join(d["function"].get("arguments") or "" for e in events
+                   for d in e["choices"][0]["delta"].get("tool_calls") or [])
+    assert json.loads(args) == {"blob": "A" * 2_000_000}
 
 
 @pytest.mark.parametrize("policy", POLICY_NAMES)
