@@ -20,8 +20,9 @@ from proxy.config import CORSConfig
 
 class CORS(CORSMiddleware):
     """``CORSMiddleware`` whose attribute access falls through to the wrapped app (as
-    :class:`proxy.app.FastPath` does to FastAPI's), so ``create_app(cfg).state`` and
-    ``.app.state.gw`` work with or without CORS."""
+    :class:`proxy.app.FastPath` does to FastAPI's): ``create_app(cfg).state`` (the
+    ``GatewayState``), ``.lean``, ``.router`` work with or without CORS; ``.app`` is the
+    wrapped ``FastPath`` here."""
 
     def __getattr__(self, name: str) -> Any:
         app = self.__dict__.get("app")
