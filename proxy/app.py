@@ -31,7 +31,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from proxy import metrics, pipeline
+from proxy import cors, metrics, pipeline
 from proxy.auth import Authenticator, Principal
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
@@ -638,7 +638,8 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     app.router.add_route("/v1/{rest:path}", passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _unhandled)
-    return FastPath(app, state)  # type: ignore[return-value]
+    # CORS (a `cors:` section) wraps everything, fast path included; no section: no wrapper
+    return cors.wrap(FastPath(app, state), cfg.cors)  # type: ignore[no-any-return]
 
 
 #: paths served as chat completions: clients configured with the bare host as ``base_url``
