@@ -219,3 +219,40 @@ def test_pass_through_forwards_api_key_as_bearer(gw_pass: Any, mock: Any) -> Non
         assert r["headers"]["authorization"] == f"Bearer {client_key}"
         assert "api-key" not in r["headers"]
     assert client_key not in gw_pass.log() + gw_pass.metrics()
+
+
+# ------------------------------------------------------------------------- in-process: the mapping
+
+
+@pytest.mark.parametrize("raw,deployment,path", [
+    (b"/openai/deployments/gpt-4o/chat/completions", "gpt-4o", "/v1/chat/completions"),
+    (b"/openai/deployments/org%2Fmodel/embeddings", "org/model", "/v1/embeddings"),  # slash inside the name
+    (b"/openai/deployments/d/audio/transcriptions", "d", "/v1/audio/transcriptions"),
+    (b"/openai/v1/chat/completions", None, "/v1/chat/completions"),
+    (b"/openai/models", None, "/v1/models"),
+    (b"/openai/files/file%20x", None, "/v1/files/file x"),
+])
+def test_parse_maps_azure_paths_onto_v1(raw: bytes, deployment: str | None, path: str) -> None:
+    from proxy import azure
+
+    got = azure.parse(raw)
+    assert got is not None
+    assert (got.deployment, got.path) == (deployment, path)
+    assert got.is_chat == (path == "/v1/chat/completions")
+
+
+@pytest.mark.parametrize("raw", [b"/openai/deployments/", b"/openai/deployments/gpt-4o",
+                                 b"/openai/deployments/gpt-4o/", b"/openai/deployments/%20/chat/completions",
+                                 b"/openai/", b"/v1/chat/completions", b"/openaix/models"])
+def test_parse_rejects_what_is_not_an_azure_route(raw: bytes) -> None:
+    from proxy import azure
+
+    assert azure.parse(raw) is None
+
+
+def test_api_version_is_dropped_from_the_query_only() -> None:
+    from proxy import azure
+
+    assert azure.without_api_version(b"api-version=2024-10-21") == b""
+    assert azure.without_api_version(b"limit=2&api-version=2024-10-21&after=x") == b"limit=2&after=x"
+    assert azure.without_api_version(b"limit=2") == b"limit=2"
