@@ -63,6 +63,12 @@ class ConfigError(Exception):
 # --------------------------------------------------------------------------- models
 
 
+def _header_value_ok(value: str) -> bool:
+    """A value an HTTP/1.1 header can carry as is: Latin-1 (RFC 9110 section 5.5 obs-text) and
+    no CR, LF or NUL, which would end the header line early (request splitting)."""
+    return not re.search(r"[\r\n\0]", value) and all(ord(c) < 256 for c in value)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -90,6 +96,23 @@ class UpstreamConfig(_Strict):
         if not re.match(r"^https?://[^/\s]+", v):
             raise ValueError("must be an http(s) URL, e.g. https://api.openai.com/v1")
         return v.rstrip("/")
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, val in v.items():
+            if not re.fullmatch(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+", k):
+                raise ValueError(f"header name {k[:40]!r} is not an HTTP token (RFC 9110 section 5.1)")
+            if not _header_value_ok(val):
+                raise ValueError(f"header {k!r}: value must be Latin-1 text without CR, LF or NUL")
+        return v
+
+    @field_validator("api_key")
+    @classmethod
+    def _api_key(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and not _header_value_ok(v.get_secret_value()):
+            raise ValueError("must be Latin-1 text without CR, LF or NUL (it is sent in a header)")
+        return v
 
     @field_validator("models")
     @classmethod

@@ -1,9 +1,11 @@
 """Upstream clients: how the gateway talks to the model servers.
 
-* :class:`OpenAIUpstream` — any OpenAI-compatible server (``base_url`` + optional ``api_key``),
-  over one shared ``aiohttp.ClientSession`` per process. aiohttp was chosen by measurement
-  (BENCH-NOTES.md: a FastAPI proxy reached 3,496 req/s with aiohttp vs 563 with httpx at 32
-  connections on this machine; see bench/results/ for the gateway's own numbers).
+* :class:`OpenAIUpstream` — any OpenAI-compatible server (``base_url`` + optional ``api_key``).
+  Non-stream chat completions go through :mod:`proxy.http1` (an asyncio protocol over
+  ``httptools``: ~105 us CPU per exchange here vs ~320 us for aiohttp, the largest item of the
+  gateway's hop -- bench/results/gateway.md); streams and the other ``/v1/*`` pass-through
+  routes use one shared ``aiohttp.ClientSession`` per process (chosen over httpx by
+  measurement, BENCH-NOTES.md: 3,496 vs 563 req/s at 32 connections on this machine).
 * :class:`LiteLLMUpstream` — providers that need translation (``provider: litellm``); litellm is
   imported lazily on first use with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` so it never fetches the
   cost map from the network.
@@ -23,12 +25,14 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import aiohttp
 from yarl import URL
+
+from proxy import http1
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from proxy.config import DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, UpstreamConfig
@@ -155,12 +159,13 @@ ERROR_BODY_LIMIT = 1 << 20
 _RELAY_PREFIXES = ("x-ratelimit-", "retry-after", "openai-")
 
 
-def relay_headers(headers: Mapping[str, str]) -> dict[str, str]:
+def relay_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
     """The upstream response headers a client may rely on: ``Retry-After(-ms)``,
     ``x-ratelimit-*``, ``openai-*``; the upstream's ``x-request-id`` becomes
-    ``x-upstream-request-id`` (the gateway sets its own ``x-request-id``)."""
+    ``x-upstream-request-id`` (the gateway sets its own ``x-request-id``). ``headers``: a
+    mapping or ``(name, value)`` pairs; for a repeated name the last value wins."""
     out: dict[str, str] = {}
-    for k, v in headers.items():
+    for k, v in (headers.items() if isinstance(headers, Mapping) else headers):
         lk = k.lower()
         if lk.startswith(_RELAY_PREFIXES):
             out[lk] = v
@@ -367,7 +372,7 @@ class Upstream(Protocol):
 
 
 def _connect_error(exc: BaseException, name: str) -> UpstreamError:
-    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+    if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)) or getattr(exc, "timed_out", False):
         return UpstreamError(504, f"upstream {name!r} did not accept the connection in time",
                              reason="timeout")
     return UpstreamError(502, f"cannot connect to upstream {name!r}", reason="connect")
@@ -384,8 +389,11 @@ class OpenAIUpstream:
 
     def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession, *,
                  connect_timeout_s: float, read_timeout_s: float, connect_retries: int,
-                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES) -> None:
+                 max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 http: http1.Http1Client | None = None) -> None:
         self.name = config.name
+        self.http = http or http1.Http1Client()
+        self._pool: http1.Http1Pool | None = None
         self.max_response_bytes = max_response_bytes
         self.config = config
         self.session = session
@@ -402,6 +410,8 @@ class OpenAIUpstream:
         key = config.api_key.get_secret_value() if config.api_key else None
         self._own_headers = {**base, "Authorization": f"Bearer {key}"} if key else None
         self._base_headers = base
+        # the chat request's head, built once (http1 adds Host and Content-Length)
+        self._chat_head = http1.request_head("POST", self.chat_url, (self._own_headers or base).items())
 
     def headers(self, auth: str | None) -> dict[str, str]:
         """Request headers: the upstream's own key, else the client's ``Authorization``."""
@@ -435,6 +445,9 @@ class OpenAIUpstream:
         """Close ``resp`` (the rest of the answer is never read) and return the 502 ``too_large``
         :class:`UpstreamError` for an answer over ``max_response_bytes``."""
         resp.close()  # drop the connection: the rest of the answer is never read
+        return self._too_large()
+
+    def _too_large(self) -> UpstreamError:
         return UpstreamError(502, f"upstream {self.name!r} sent an answer larger than limits.max_response_bytes "
                              f"({self.max_response_bytes} bytes)", reason="too_large")
 
@@ -471,23 +484,57 @@ class OpenAIUpstream:
         return UpstreamError(resp.status, f"upstream {self.name!r} answered HTTP {resp.status}",
                              reason=f"http_{resp.status}", body=body, headers=relay_headers(resp.headers))
 
+    async def _exchange(self, data: bytes, auth: str | None) -> http1.Http1Response:
+        """POST ``data`` to ``/chat/completions`` through :mod:`proxy.http1` and return the
+        whole response; connect failures are retried like :meth:`_post`'s. Raises
+        :class:`UpstreamError` (connect) or :class:`http1.Http1Error` (mapped by
+        :class:`_UpstreamCall`)."""
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = self.http.pool(self.chat_url)
+        head = self._chat_head
+        if self._own_headers is None and auth:
+            head += http1.header_line("Authorization", auth)
+        kw = {"connect_s": self.timeout.sock_connect, "read_s": self.timeout.sock_read,
+              "max_body": self.max_response_bytes}
+        try:
+            return await pool.request(head, data, **kw)
+        except http1.ConnectFailed as first:
+            if self.connect_retries <= 0:
+                raise _connect_error(first, self.name) from None
+        try:
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type(http1.ConnectFailed),
+                stop=stop_after_attempt(self.connect_retries),
+                wait=wait_exponential(multiplier=0.05, max=1.0),
+                reraise=True,
+            ):
+                with attempt:
+                    return await pool.request(head, data, **kw)
+        except http1.ConnectFailed as exc:
+            raise _connect_error(exc, self.name) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
     async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> tuple[dict[str, Any], dict[str, str]]:
         """POST ``/chat/completions`` (non-stream). Returns ``(response dict, relay headers)``.
 
-        Raises :class:`UpstreamError`: upstream HTTP status (>= 400) with its body and
-        headers; 502 connect failure / non-JSON answer / connection lost; 504 timeout.
+        Raises :class:`UpstreamError`: upstream HTTP status (>= 400) with its body (dropped
+        when over 1 MiB) and headers; 502 connect failure / non-JSON answer / connection lost /
+        answer over ``max_response_bytes``; 504 timeout.
         """
         data = dumps(body)
         with _UpstreamCall(self.name, timing):
-            resp = await self._post(self.chat_url, data, self.headers(auth))
-            if resp.status >= 400:
-                raise await self._error_from(resp)
             try:
-                raw = await self.read_capped(resp)
-            finally:
-                resp.release()
+                resp = await self._exchange(data, auth)
+            except http1.ResponseTooLarge:
+                raise self._too_large() from None
+        if resp.status >= 400:
+            err = resp.body if 0 < len(resp.body) <= ERROR_BODY_LIMIT else None
+            raise UpstreamError(resp.status, f"upstream {self.name!r} answered HTTP {resp.status}",
+                                reason=f"http_{resp.status}", body=scrub_secrets(err) if err else None,
+                                headers=relay_headers(resp.headers))
         try:
-            out = loads(raw)
+            out = loads(resp.body)
         except ValueError:
             out = None
         if not isinstance(out, dict):
@@ -682,7 +729,8 @@ class BoundUpstream:
 
 
 class Upstreams:
-    """All configured upstreams of one process, sharing one aiohttp session.
+    """All configured upstreams of one process, sharing one aiohttp session and one
+    :class:`http1.Http1Client` (keep-alive pools per origin).
 
     Create inside the event loop (``await Upstreams.start(cfg)``) and ``await close()`` at
     shutdown. ``route(model)`` returns the first upstream serving ``model`` (config order).
@@ -690,6 +738,7 @@ class Upstreams:
 
     def __init__(self, cfg: GatewayConfig, session: aiohttp.ClientSession) -> None:
         self.session = session
+        self.http = http1.Http1Client(keepalive_s=30.0)
         lim = cfg.limits
         self.all: list[Any] = []
         for u in cfg.upstreams:
@@ -699,7 +748,8 @@ class Upstreams:
                 self.all.append(OpenAIUpstream(u, session, connect_timeout_s=lim.connect_timeout_s,
                                                read_timeout_s=lim.read_timeout_s,
                                                connect_retries=lim.connect_retries,
-                                               max_response_bytes=lim.max_response_bytes))
+                                               max_response_bytes=lim.max_response_bytes,
+                                               http=self.http))
         self._cache: dict[str, Any] = {}
 
     @classmethod
@@ -733,6 +783,7 @@ class Upstreams:
         return next((u for u in self.all if isinstance(u, OpenAIUpstream)), None)
 
     async def close(self) -> None:
+        self.http.close()
         await self.session.close()
 
 
@@ -758,5 +809,12 @@ class _UpstreamCall:
         if issubclass(exc_type, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
             raise UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout") from None
         if issubclass(exc_type, aiohttp.ClientError):
+            raise UpstreamError(502, f"connection to upstream {self.name!r} was lost", reason="disconnect") from None
+        if issubclass(exc_type, http1.Http1Error):
+            if issubclass(exc_type, http1.ReadTimeout):
+                raise UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout") from None
+            if issubclass(exc_type, http1.BadResponse):
+                raise UpstreamError(502, f"upstream {self.name!r} sent an invalid HTTP response: {exc}",
+                                    reason="bad_response") from None
             raise UpstreamError(502, f"connection to upstream {self.name!r} was lost", reason="disconnect") from None
         return False

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiohttp
 import pytest
 
+from proxy import http1
 from proxy.config import UpstreamConfig
 from proxy.errors import UpstreamError
 from proxy.upstream import OpenAIUpstream, SSERelay, Timing
@@ -72,52 +72,56 @@ def test_nothing_after_done_and_unterminated_last_event() -> None:
 # --------------------------------------------------------------------------- retries
 
 
-class _Resp:
-    status = 200
-    headers: dict[str, str] = {"x-request-id": "up-1", "x-ratelimit-remaining-requests": "9", "server": "x"}
+class _Pool:
+    """Stands in for an :class:`http1.Http1Pool`: raises the scripted failures, then answers."""
+
     BODY = b'{"id": "x", "choices": []}'
-    content_length = len(BODY)
+    HEADERS = [("x-request-id", "up-1"), ("x-ratelimit-remaining-requests", "9"), ("server", "x")]
 
-    async def read(self) -> bytes:
-        return self.BODY
-
-    def release(self) -> None:
-        pass
-
-
-class _Session:
     def __init__(self, failures: list[BaseException]) -> None:
         self.failures = failures
         self.calls = 0
 
-    async def post(self, *a: Any, **kw: Any) -> _Resp:
+    async def request(self, head: bytes, body: bytes, **kw: Any) -> http1.Http1Response:
         self.calls += 1
         if self.failures:
             raise self.failures.pop(0)
-        return _Resp()
+        return http1.Http1Response(200, self.HEADERS, self.BODY)
 
 
-def _upstream(session: Any, retries: int) -> OpenAIUpstream:
-    return OpenAIUpstream(UpstreamConfig(name="u", base_url="http://127.0.0.1:9/v1"), session,
-                          connect_timeout_s=1, read_timeout_s=1, connect_retries=retries)
+def _upstream(pool: _Pool, retries: int) -> OpenAIUpstream:
+    up = OpenAIUpstream(UpstreamConfig(name="u", base_url="http://127.0.0.1:9/v1"), None,  # type: ignore[arg-type]
+                        connect_timeout_s=1, read_timeout_s=1, connect_retries=retries)
+    up._pool = pool  # type: ignore[assignment]
+    return up
 
 
 async def test_connect_failures_are_retried() -> None:
-    s = _Session([aiohttp.ConnectionTimeoutError(), aiohttp.ConnectionTimeoutError()])
+    s = _Pool([http1.ConnectFailed("t", timed_out=True), http1.ConnectFailed("refused")])
     out, headers = await _upstream(s, 2).complete({"model": "m"}, auth=None, timing=Timing())
     assert out["id"] == "x" and s.calls == 3
     assert headers == {"x-upstream-request-id": "up-1", "x-ratelimit-remaining-requests": "9"}
 
 
 async def test_connect_failures_give_up_after_retries() -> None:
-    s = _Session([aiohttp.ConnectionTimeoutError()] * 5)
+    s = _Pool([http1.ConnectFailed("t", timed_out=True) for _ in range(5)])
     with pytest.raises(UpstreamError) as ei:
         await _upstream(s, 2).complete({"model": "m"}, auth=None, timing=Timing())
     assert s.calls == 3 and ei.value.status == 504 and ei.value.reason == "timeout"
+    s = _Pool([http1.ConnectFailed("refused") for _ in range(5)])
+    with pytest.raises(UpstreamError) as ei:
+        await _upstream(s, 1).complete({"model": "m"}, auth=None, timing=Timing())
+    assert s.calls == 2 and ei.value.status == 502 and ei.value.reason == "connect"
 
 
-async def test_request_that_reached_upstream_is_not_retried() -> None:
-    s = _Session([aiohttp.ServerDisconnectedError()])
+@pytest.mark.parametrize("failure, status, reason", [
+    (http1.Disconnected("gone"), 502, "disconnect"),
+    (http1.ReadTimeout("slow"), 504, "timeout"),
+    (http1.BadResponse("not http"), 502, "bad_response"),
+    (http1.ResponseTooLarge("big"), 502, "too_large"),
+])
+async def test_request_that_reached_upstream_is_not_retried(failure: BaseException, status: int, reason: str) -> None:
+    s = _Pool([failure])
     with pytest.raises(UpstreamError) as ei:
         await _upstream(s, 3).complete({"model": "m"}, auth=None, timing=Timing())
-    assert s.calls == 1 and ei.value.status == 502 and ei.value.reason == "disconnect"
+    assert s.calls == 1 and ei.value.status == status and ei.value.reason == reason

@@ -1,0 +1,431 @@
+"""A small HTTP/1.1 client for the gateway's hot path: one whole request -> one whole response.
+
+Why it exists (measured, bench/results/gateway.md "Fourth pass"): on this machine aiohttp's
+``ClientSession.post`` + ``read`` costs ~320 us of CPU per chat completion, the largest single
+item of the gateway's hop; an asyncio ``Protocol`` feeding the response to ``httptools`` (the
+llhttp parser uvicorn already uses for the server side) costs ~105 us for the same exchange.
+Other clients measured in the same run: pyreqwest ~215 us, aiosonic ~500 us, curl_cffi ~565 us.
+The issue's floor (added p50 <= 0.5 ms at one connection) is out of reach with aiohttp's
+per-request cost, so non-stream chat completions -- the requests whose whole body the gateway
+needs anyway -- go through this client. Streams and the other pass-through routes keep aiohttp,
+whose incremental body reading they need.
+
+What it does, and only that:
+
+* ``http`` and ``https`` origins (TLS through :mod:`ssl`'s default context, SNI and hostname
+  checks on), HTTP/1.1 with keep-alive; one request at a time per connection, idle connections
+  kept per origin (last used first) for ``keepalive_s`` seconds; a connection the server closed
+  while idle is dropped before it could be reused.
+* Response framing by ``Content-Length``, chunked transfer coding, or connection close
+  (RFC 9112 section 6.3); ``1xx`` interim responses are skipped (section 4 of RFC 9110, 15.2);
+  ``Connection: close`` and HTTP/1.0 answers end the connection after the response.
+* ``Content-Encoding`` ``gzip``/``deflate`` (what ``Accept-Encoding`` asks for) decoded with
+  :mod:`zlib`, with the decoded size bounded too (a small compressed body cannot expand past
+  ``max_body``).
+* Timeouts: ``connect_s`` for TCP + TLS set-up, ``read_s`` for the longest silence while a
+  response is awaited or read (aiohttp's ``sock_read`` meaning). No total timeout.
+* Cancellation (the client of the gateway went away): the connection is aborted, so the
+  upstream sees the close at once and stops generating.
+
+Errors raised (all :class:`Http1Error`): :class:`ConnectFailed` (nothing was sent: DNS, refused,
+TLS, connect timeout -- safe to retry), :class:`ReadTimeout`, :class:`Disconnected` (the
+connection ended before the response did), :class:`ResponseTooLarge`, :class:`BadResponse`
+(not HTTP, or an unknown/corrupt content coding). The caller maps them to OpenAI error shapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import ssl
+import time
+import zlib
+from collections.abc import Iterable
+from typing import Any
+
+import httptools
+from yarl import URL
+
+__all__ = ["Http1Client", "Http1Pool", "Http1Response", "Http1Error", "ConnectFailed", "ReadTimeout",
+           "Disconnected", "ResponseTooLarge", "BadResponse"]
+
+
+class Http1Error(Exception):
+    """Base of the client's errors; ``str(exc)`` says what happened (never a header value)."""
+
+
+class ConnectFailed(Http1Error):
+    """No connection could be set up (DNS, refused, TLS handshake, ``connect_s`` elapsed):
+    the request was never sent. ``timed_out`` tells a timeout from a refusal."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
+
+
+class ReadTimeout(Http1Error):
+    """No byte of the response arrived for ``read_s`` seconds."""
+
+
+class Disconnected(Http1Error):
+    """The connection ended (closed, reset) before the whole response was received."""
+
+
+class ResponseTooLarge(Http1Error):
+    """The response body (after content decoding) is larger than ``max_body`` bytes."""
+
+
+class BadResponse(Http1Error):
+    """The bytes are not a valid HTTP/1.x response, or its content coding cannot be decoded."""
+
+
+class Http1Response:
+    """A whole response: ``status`` (int), ``headers`` (list of ``(name, value)`` str pairs,
+    names lower-cased, in arrival order, repeats kept), ``body`` (bytes, content-decoded)."""
+
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.status, self.headers, self.body = status, headers, body
+
+    def header(self, name: str) -> str | None:
+        """The last value of header ``name`` (lower-case), or None."""
+        for k, v in reversed(self.headers):
+            if k == name:
+                return v
+        return None
+
+
+_FORBIDDEN = (b"\r", b"\n", b"\0")
+
+
+def _check_header(name: bytes, value: bytes) -> None:
+    """Refuse CR, LF and NUL in a header (RFC 9110 section 5.5): they would split the request."""
+    for c in _FORBIDDEN:
+        if c in name or c in value:
+            raise ValueError("header field contains CR, LF or NUL")
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection; receives one response at a time into ``waiter``."""
+
+    __slots__ = ("pool", "transport", "parser", "waiter", "status", "headers", "body", "size",
+                 "max_body", "decoder", "framed", "last_read", "timer", "read_s", "idle_since",
+                 "complete", "error", "keep_alive")
+
+    def __init__(self, pool: "Http1Pool") -> None:
+        self.pool = pool
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.waiter: asyncio.Future[Http1Response] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.idle_since = 0.0
+        self._reset()
+
+    def _reset(self) -> None:
+        self.status = 0
+        self.headers: list[tuple[str, str]] = []
+        self.body: list[bytes] = []
+        self.size = 0
+        self.decoder: Any = None
+        self.framed = False
+        self.complete = False
+        self.keep_alive = False
+
+    # ---- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self.waiter is None:  # bytes while idle: the connection is out of step, drop it
+            self.close()
+            return
+        self.last_read = self.pool.loop.time()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError:
+            pass  # the callback already failed the waiter with its own error
+        except httptools.HttpParserError as exc:
+            self._fail(BadResponse(f"invalid HTTP response: {exc}"))
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport; connection_lost settles the waiter
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        if self.status and not self.framed and not self.complete:
+            self._finish()  # a body delimited by the connection's close (RFC 9112 section 6.3 item 8)
+            return
+        self._fail(Disconnected("the upstream closed the connection before the response ended"
+                                if exc is None else f"connection lost: {type(exc).__name__}"))
+
+    # ---- httptools callbacks
+    def on_message_begin(self) -> None:
+        if self.waiter is None or self.waiter.done():  # bytes past the awaited response
+            self.close()
+            raise httptools.HttpParserCallbackError("unexpected response")
+        self._reset()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
+
+    def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        self.status = status
+        enc = None
+        for k, v in self.headers:
+            if k == "content-length":
+                self.framed = True
+                if v.strip().isdigit() and int(v) > self.max_body:  # as aiohttp's Content-Length check did
+                    self._fail(ResponseTooLarge(f"response body larger than {self.max_body} bytes"))
+                    raise httptools.HttpParserCallbackError("too large")
+            elif k == "transfer-encoding" and "chunked" in v.lower():
+                self.framed = True
+            elif k == "content-encoding":
+                enc = v.strip().lower()
+        if status in (204, 304) or 100 <= status < 200:
+            self.framed = True
+        if enc and enc != "identity":
+            if enc in ("gzip", "x-gzip"):
+                self.decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            elif enc == "deflate":
+                self.decoder = _Deflate()
+            else:
+                self._fail(BadResponse(f"unsupported content coding {enc[:40]!r}"))
+                raise httptools.HttpParserCallbackError("unsupported content coding")
+
+    def on_body(self, chunk: bytes) -> None:
+        if self.decoder is not None:
+            try:
+                chunk = self.decoder.decompress(chunk, self.max_body + 1 - self.size)
+            except zlib.error:
+                self._fail(BadResponse("corrupt compressed body"))
+                raise httptools.HttpParserCallbackError("corrupt body") from None
+            if self.decoder.unconsumed_tail:  # more output than the room left
+                self.size = self.max_body + 1
+        self.size += len(chunk)
+        if self.size > self.max_body:
+            self._fail(ResponseTooLarge(f"response body larger than {self.max_body} bytes"))
+            raise httptools.HttpParserCallbackError("too large")
+        self.body.append(chunk)
+
+    def on_message_complete(self) -> None:
+        if 100 <= self.status < 200:  # interim response: the real one follows
+            self._reset()
+            return
+        self.complete = True
+        self.keep_alive = self.parser.should_keep_alive()
+        self._finish()
+
+    # ---- settling
+    def _finish(self) -> None:
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        if self.decoder is not None:
+            try:
+                tail = self.decoder.flush()
+            except zlib.error:
+                self._fail(BadResponse("corrupt compressed body"))
+                return
+            if tail:
+                self.size += len(tail)
+                if self.size > self.max_body:
+                    self._fail(ResponseTooLarge(f"response body larger than {self.max_body} bytes"))
+                    return
+                self.body.append(tail)
+        body = self.body[0] if len(self.body) == 1 else b"".join(self.body)
+        waiter.set_result(Http1Response(self.status, self.headers, body))
+
+    def _fail(self, exc: Http1Error) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(exc)
+        self.close()
+
+    def _on_timer(self) -> None:
+        self.timer = None
+        waiter = self.waiter
+        if waiter is None or waiter.done():
+            return
+        loop = self.pool.loop
+        due = self.last_read + self.read_s
+        if loop.time() >= due:
+            self._fail(ReadTimeout(f"no data from the upstream for {self.read_s:g} s"))
+        else:
+            self.timer = loop.call_at(due, self._on_timer)
+
+    def close(self) -> None:
+        """Abort the connection (no graceful shutdown: a half-read answer is worthless)."""
+        t = self.transport
+        if t is not None:
+            self.transport = None
+            t.abort()
+
+    async def exchange(self, data: bytes, read_s: float, max_body: int) -> Http1Response:
+        """Send ``data`` (a whole request) and await the whole response."""
+        loop = self.pool.loop
+        self.max_body = max_body
+        self.read_s = read_s
+        self.last_read = loop.time()
+        self.waiter = waiter = loop.create_future()
+        self.timer = loop.call_at(self.last_read + read_s, self._on_timer)
+        assert self.transport is not None
+        self.transport.write(data)
+        try:
+            return await waiter
+        except BaseException:
+            self.close()
+            raise
+        finally:
+            self.waiter = None
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+
+
+class _Deflate:
+    """``Content-Encoding: deflate``: RFC 9110 section 8.4.1.2 says zlib format (RFC 1950), but
+    some servers send raw deflate (RFC 1951); the first bytes decide, as browsers do."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self) -> None:
+        self.obj: Any = None
+
+    @property
+    def unconsumed_tail(self) -> bytes:
+        return self.obj.unconsumed_tail if self.obj is not None else b""
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        if self.obj is None:
+            raw = not (len(data) >= 2 and (data[0] & 0x0F) == 8 and ((data[0] << 8) | data[1]) % 31 == 0)
+            self.obj = zlib.decompressobj(-zlib.MAX_WBITS if raw else zlib.MAX_WBITS)
+        return self.obj.decompress(data, max_length)
+
+    def flush(self) -> bytes:
+        return self.obj.flush() if self.obj is not None else b""
+
+
+class Http1Pool:
+    """Keep-alive connections to one origin (``scheme://host:port``).
+
+    ``keepalive_s``: an idle connection older than this is closed instead of reused (seconds).
+    Not thread-safe; use from the event loop that created it.
+    """
+
+    def __init__(self, url: URL, *, ssl_context: ssl.SSLContext | None, keepalive_s: float) -> None:
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"unsupported upstream URL scheme {url.scheme!r}")
+        self.host = url.host
+        self.port = url.port or (443 if url.scheme == "https" else 80)
+        self.ssl = (ssl_context or ssl.create_default_context()) if url.scheme == "https" else None
+        self.keepalive_s = keepalive_s
+        self.loop = asyncio.get_running_loop()
+        self.idle: list[_Connection] = []
+        host = url.raw_host or ""
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        if not url.is_default_port():
+            host = f"{host}:{self.port}"
+        self.host_header = host.encode("ascii")
+
+    async def _connect(self, connect_s: float) -> _Connection:
+        try:
+            async with asyncio.timeout(connect_s):
+                _, conn = await self.loop.create_connection(
+                    lambda: _Connection(self), self.host, self.port, ssl=self.ssl,
+                    server_hostname=self.host if self.ssl else None)
+        except TimeoutError:
+            raise ConnectFailed(f"no connection within {connect_s:g} s", timed_out=True) from None
+        except (OSError, ssl.SSLError) as exc:  # refused, unreachable, DNS (gaierror), TLS
+            raise ConnectFailed(f"cannot connect: {type(exc).__name__}") from None
+        return conn
+
+    def _idle_connection(self) -> _Connection | None:
+        now = time.monotonic()
+        while self.idle:
+            conn = self.idle.pop()
+            t = conn.transport
+            if t is not None and not t.is_closing() and now - conn.idle_since < self.keepalive_s:
+                return conn
+            conn.close()
+        return None
+
+    async def request(self, head: bytes, body: bytes, *, connect_s: float, read_s: float,
+                      max_body: int) -> Http1Response:
+        """Send ``head`` (request line and header lines, each ending in CRLF, without the
+        ``Host``/``Content-Length`` lines and the blank line) and ``body``; return the whole
+        response. Raises the module's :class:`Http1Error` subclasses (see the module doc)."""
+        conn = self._idle_connection() or await self._connect(connect_s)
+        data = b"%sHost: %s\r\nContent-Length: %d\r\n\r\n%s" % (head, self.host_header, len(body), body)
+        resp = await conn.exchange(data, read_s, max_body)
+        if conn.keep_alive and conn.transport is not None:
+            conn.idle_since = time.monotonic()
+            self.idle.append(conn)
+        else:
+            conn.close()
+        return resp
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        while self.idle:
+            self.idle.pop().close()
+
+
+class Http1Client:
+    """Pools per origin, shared by a process's upstreams (``pool(url)``); ``close()`` at shutdown.
+
+    ``keepalive_s`` defaults to 30 s, as the aiohttp connector the gateway used before.
+    """
+
+    def __init__(self, *, keepalive_s: float = 30.0, ssl_context: ssl.SSLContext | None = None) -> None:
+        self.keepalive_s = keepalive_s
+        self.ssl_context = ssl_context
+        self._pools: dict[tuple[str, str, int], Http1Pool] = {}
+
+    def pool(self, url: URL) -> Http1Pool:
+        """The pool for ``url``'s origin (created on first use; needs a running loop)."""
+        key = (url.scheme, url.host or "", url.port or 0)
+        pool = self._pools.get(key)
+        if pool is None:
+            pool = self._pools[key] = Http1Pool(url, ssl_context=self.ssl_context, keepalive_s=self.keepalive_s)
+        return pool
+
+    def close(self) -> None:
+        """Close every pool's idle connections."""
+        for p in self._pools.values():
+            p.close()
+        self._pools.clear()
+
+
+def request_head(method: str, url: URL, headers: Iterable[tuple[str, str]]) -> bytes:
+    """The request line and header lines for ``method url`` (without ``Host`` and
+    ``Content-Length``, which the pool adds). ``Accept-Encoding: gzip, deflate`` is added;
+    credentials in ``url`` become ``Authorization: Basic`` unless ``headers`` have one
+    (RFC 7617). Raises ValueError on CR/LF/NUL in a header."""
+    lines = [b"%s %s HTTP/1.1\r\n" % (method.encode("ascii"), (url.raw_path_qs or "/").encode("ascii"))]
+    names = set()
+    for k, v in headers:
+        kb, vb = k.encode("latin-1"), v.encode("latin-1")
+        _check_header(kb, vb)
+        names.add(k.lower())
+        lines.append(b"%s: %s\r\n" % (kb, vb))
+    if "accept" not in names:
+        lines.append(b"Accept: */*\r\n")
+    if "accept-encoding" not in names:
+        lines.append(b"Accept-Encoding: gzip, deflate\r\n")
+    if url.raw_user and "authorization" not in names:
+        cred = f"{url.user or ''}:{url.password or ''}".encode()
+        lines.append(b"Authorization: Basic %s\r\n" % base64.b64encode(cred))
+    return b"".join(lines)
+
+
+def header_line(name: str, value: str) -> bytes:
+    """One ``name: value`` CRLF line; raises ValueError on CR/LF/NUL."""
+    kb, vb = name.encode("latin-1"), value.encode("latin-1")
+    _check_header(kb, vb)
+    return b"%s: %s\r\n" % (kb, vb)
