@@ -20,31 +20,28 @@ deployment replaces the body's ``model``. ``api-version`` is not forwarded
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 from urllib.parse import parse_qsl, unquote, urlencode
 
 #: every Azure-shaped path starts with this
 PREFIX = "/openai/"
 _DEPLOYMENTS = b"/openai/deployments/"
 _V1 = b"/openai/v1/"
-_CHAT = frozenset({"/chat/completions", "/chat/completions/"})
+_CHAT = frozenset({"/v1/chat/completions", "/v1/chat/completions/"})
 
 
-@dataclass(frozen=True, slots=True)
-class AzurePath:
+class AzurePath(NamedTuple):
     """An Azure-shaped request path, mapped. ``deployment``: the percent-decoded
     ``{deployment}`` segment (None for ``/openai/{rest}`` and ``/openai/v1/{rest}``);
     ``path`` / ``raw_path``: the gateway path it maps to (``/v1/...``), decoded / as received
-    (percent-encoded bytes, as in the ASGI ``raw_path``)."""
+    (percent-encoded bytes, as in the ASGI ``raw_path``); ``is_chat``: ``path`` is
+    ``/v1/chat/completions`` (with or without a trailing slash). A tuple, not a dataclass:
+    built once per chat request on the hot path (~0.3 us instead of ~1.5 us frozen)."""
 
     deployment: str | None
     path: str
     raw_path: bytes
-
-    @property
-    def is_chat(self) -> bool:
-        """True for ``/v1/chat/completions`` (with or without a trailing slash)."""
-        return self.path[3:] in _CHAT
+    is_chat: bool
 
 
 def parse(raw_path: bytes) -> AzurePath | None:
@@ -56,7 +53,7 @@ def parse(raw_path: bytes) -> AzurePath | None:
     (the caller answers 404)."""
     if raw_path.startswith(_DEPLOYMENTS):
         dep, sep, rest = raw_path[len(_DEPLOYMENTS):].partition(b"/")
-        deployment = unquote(dep.decode("latin-1"))
+        deployment = _decode(dep)
         if not sep or not rest or not deployment.strip():
             return None
         rest = b"/" + rest
@@ -67,7 +64,14 @@ def parse(raw_path: bytes) -> AzurePath | None:
     else:
         return None
     raw = b"/v1" + rest
-    return AzurePath(deployment, unquote(raw.decode("latin-1")), raw)
+    path = _decode(raw)
+    return AzurePath(deployment, path, raw, path in _CHAT)
+
+
+def _decode(raw: bytes) -> str:
+    """Percent-decode (UTF-8, as uvicorn decodes ``path``); no work without a ``%``."""
+    text = raw.decode("latin-1")
+    return unquote(text) if b"%" in raw else text
 
 
 def without_api_version(query: bytes) -> bytes:
