@@ -159,6 +159,14 @@ def test_authorization_wins_over_api_key(gw: Any) -> None:
     assert bad.status_code == 401 and bad.json()["error"]["code"] == "invalid_api_key"
 
 
+def test_azure_ad_token_is_a_bearer_token(gw: Any) -> None:
+    # azure_ad_token= makes the SDK send Authorization: Bearer (no api-key): a virtual key works there too
+    client = openai.AzureOpenAI(azure_endpoint=gw.url, azure_ad_token=VIRTUAL_KEY, api_version=API_VERSION,
+                                max_retries=0, timeout=60)
+    resp = client.chat.completions.create(model="gpt-4o", messages=_user("entra"))
+    assert resp.choices[0].message.content == "Mock reply to: entra"
+
+
 def test_api_key_header_works_on_v1_routes_too(gw: Any) -> None:
     r = httpx.post(gw.base_url + "/chat/completions", json={"model": "gpt-4o", "messages": _user("v1")},
                    headers={"api-key": VIRTUAL_KEY}, trust_env=False, timeout=30)
