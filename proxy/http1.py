@@ -199,13 +199,11 @@ class _Connection(asyncio.Protocol):
 
     def on_body(self, chunk: bytes) -> None:
         if self.decoder is not None:
-            try:
+            try:  # at most one byte past the limit is decoded (max_length >= 1 here: 0 means no limit)
                 chunk = self.decoder.decompress(chunk, self.max_body + 1 - self.size)
             except zlib.error:
                 self._fail(BadResponse("corrupt compressed body"))
                 raise httptools.HttpParserCallbackError("corrupt body") from None
-            if self.decoder.unconsumed_tail:  # more output than the room left
-                self.size = self.max_body + 1
         self.size += len(chunk)
         if self.size > self.max_body:
             self._fail(ResponseTooLarge(f"response body larger than {self.max_body} bytes"))
@@ -295,10 +293,6 @@ class _Deflate:
 
     def __init__(self) -> None:
         self.obj: Any = None
-
-    @property
-    def unconsumed_tail(self) -> bytes:
-        return self.obj.unconsumed_tail if self.obj is not None else b""
 
     def decompress(self, data: bytes, max_length: int) -> bytes:
         if self.obj is None:
