@@ -56,8 +56,14 @@ CHAT_ROUTE = "/v1/chat/completions"
 _RID_RE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 _JSON = "application/json"
 #: response headers of a pass-through answer that must not be copied (hop-by-hop / re-encoded)
+#: upstream response headers a pass-through answer does not relay: framing and hop-by-hop
+#: headers (RFC 9110 section 7.6.1; the gateway frames its own answer), the upstream's cookies
+#: (scoped to the upstream's domain, meaningless and a leak on the gateway's) and CORS headers
+#: (CORS is the gateway's own ``cors:`` section: an upstream's ``*`` or credentials grant must
+#: not reach a browser through it)
 _DROP_RESPONSE_HEADERS = frozenset({"content-length", "content-encoding", "transfer-encoding", "connection",
-                                    "keep-alive", "server", "date"})
+                                    "keep-alive", "server", "date", "set-cookie"})
+_DROP_RESPONSE_PREFIXES = ("access-control-",)
 
 
 class GatewayState:
@@ -504,7 +510,8 @@ async def passthrough(request: Request) -> Response:
     except UpstreamError as exc:
         metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
         return _upstream_error_response(exc, rid, timing)
-    headers = {k: v for k, v in resp.headers.items() if k.lower() not in _DROP_RESPONSE_HEADERS}
+    headers = {k: v for k, v in resp.headers.items()
+               if k.lower() not in _DROP_RESPONSE_HEADERS and not k.lower().startswith(_DROP_RESPONSE_PREFIXES)}
     headers["x-request-id"] = rid
     metrics.REQUESTS.labels("/v1/*", "_passthrough", str(resp.status)).inc()
     if resp.status >= 400:  # error bodies are small: read, and never relay the upstream's key in one

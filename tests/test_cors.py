@@ -35,6 +35,11 @@ SCRIPT: dict[str, Any] = {
     "rules": [
         {"name": "err429", "match": {"last_user": "^err429"},
          "reply": {"status": 429, "error": "Rate limit reached", "headers": {"Retry-After": "7"}}},
+        # an upstream (or the CDN in front of it) with CORS and cookies of its own
+        {"name": "upstream-cors", "match": {"path": "/v1/embeddings"},
+         "reply": {"headers": {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Credentials": "true",
+                               "Set-Cookie": "__cf_bm=abc; path=/; domain=.openai.com; HttpOnly",
+                               "openai-processing-ms": "12"}}},
     ],
 }
 
@@ -218,6 +223,21 @@ def test_no_cors_section_no_cors_headers(gw_plain: Any) -> None:
         assert "vary" not in raw.headers
     r = httpx.get(gw_plain.url + "/not-a-route", headers={"Origin": ORIGIN}, trust_env=False, timeout=30)
     assert r.status_code == 404 and not [h for h in r.headers if h.startswith("access-control-")]
+
+
+def test_upstream_cors_and_cookies_are_not_relayed(gw: Any, gw_plain: Any) -> None:
+    """The gateway's origin is not the upstream's: CORS is the gateway's own decision (its
+    ``cors:`` section) and the upstream's cookies are scoped to the upstream's domain, so a
+    pass-through answer keeps neither; its other headers are relayed."""
+    for g in (gw, gw_plain):
+        raw = _client(g, LEAN_KEY).embeddings.with_raw_response.create(model="gpt-4o", input="hi")
+        assert raw.parse().data and raw.headers.get("openai-processing-ms") == "12"
+        assert "set-cookie" not in raw.headers
+        assert "access-control-allow-credentials" not in raw.headers
+        if g is gw:
+            assert raw.headers.get("access-control-allow-origin") == ORIGIN
+        else:
+            assert not [h for h in raw.headers if h.lower().startswith("access-control-")]
 
 
 def test_no_cors_section_preflight_is_405_as_before(gw_plain: Any) -> None:
