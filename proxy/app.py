@@ -2,7 +2,9 @@
 
 Routes: ``POST /v1/chat/completions`` (stream and not), ``GET /v1/models`` (union of the
 upstreams' lists), ``GET /healthz``, ``GET /readyz``, ``GET /metrics``, and every other
-``/v1/*`` path passed through to the matching upstream untouched.
+``/v1/*`` path passed through to the matching upstream untouched. The Azure OpenAI client's
+paths (``/openai/deployments/{deployment}/...``, ``/openai/v1/...``) are served as the ``/v1``
+route they map to (:mod:`proxy.azure`, :class:`FastPath`).
 
 The hot path is a plain Starlette endpoint (no FastAPI body validation: the gateway forwards
 dicts it does not own). Each request: request id -> auth -> read body (size limit) -> parse ->
@@ -31,8 +33,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from proxy import metrics, pipeline
-from proxy.auth import Authenticator, Principal
+from proxy import azure, cors, metrics, pipeline
+from proxy.auth import Authenticator, Principal, client_authorization, client_authorization_bytes
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
 from proxy.log import add_secrets, get_logger, info_enabled, scrub_secrets
@@ -54,8 +56,14 @@ CHAT_ROUTE = "/v1/chat/completions"
 _RID_RE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 _JSON = "application/json"
 #: response headers of a pass-through answer that must not be copied (hop-by-hop / re-encoded)
+#: upstream response headers a pass-through answer does not relay: framing and hop-by-hop
+#: headers (RFC 9110 section 7.6.1; the gateway frames its own answer), the upstream's cookies
+#: (scoped to the upstream's domain, meaningless and a leak on the gateway's) and CORS headers
+#: (CORS is the gateway's own ``cors:`` section: an upstream's ``*`` or credentials grant must
+#: not reach a browser through it)
 _DROP_RESPONSE_HEADERS = frozenset({"content-length", "content-encoding", "transfer-encoding", "connection",
-                                    "keep-alive", "server", "date"})
+                                    "keep-alive", "server", "date", "set-cookie"})
+_DROP_RESPONSE_PREFIXES = ("access-control-",)
 
 
 class GatewayState:
@@ -279,6 +287,12 @@ async def handle_chat_completions(state: GatewayState, request: Request) -> Resp
     return out.response() if isinstance(out, _Reply) else out
 
 
+def _credential(headers: Any) -> str | None:
+    """The client credential of a request (``Authorization``, else an ``api-key`` header):
+    see :func:`proxy.auth.client_authorization`."""
+    return client_authorization(headers.get("authorization"), headers.get("api-key"))
+
+
 def _scope_headers(scope: dict[str, Any]) -> dict[str, str]:
     """The request headers as a dict of lower-case names (the first of repeated headers wins,
     as with Starlette's ``Headers.get``)."""
@@ -290,10 +304,11 @@ def _scope_headers(scope: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-async def _chat(state: GatewayState, headers: Any, read_body: Any) -> _Reply | Response:
+async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: str | None = None) -> _Reply | Response:
     """``POST /v1/chat/completions``: see the module doc and :mod:`proxy.errors`. ``headers``:
-    the request headers (lower-case names); ``read_body(limit)``: awaitable body reader.
-    Returns a :class:`_Reply` (JSON answers and errors) or a ``StreamingResponse``."""
+    the request headers (lower-case names); ``read_body(limit)``: awaitable body reader;
+    ``deployment``: the Azure-shaped path's deployment (:mod:`proxy.azure`), which replaces
+    the body's ``model``. Returns a :class:`_Reply` (JSON answers and errors) or a ``StreamingResponse``."""
     timing = Timing()
     rid = _request_id(headers)
     metrics.request_started()
@@ -305,8 +320,10 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any) -> _Reply | R
     fields: dict[str, Any] = {}
     vstatus: str | None = None
     try:
-        principal = state.auth.authenticate(headers.get("authorization"))
+        principal = state.auth.authenticate(_credential(headers))
         body = _parse_json_object(await read_body(state.max_body), headers.get("content-encoding"))
+        if deployment is not None:  # Azure: the deployment is the model
+            body["model"] = deployment
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise GatewayError(400, "you must provide a model parameter", code="missing_model", param="model")
@@ -407,7 +424,7 @@ async def list_models(request: Request) -> Response:
     state: GatewayState = request.app.state.gw
     rid = _request_id(request.headers)
     try:
-        principal = state.auth.authenticate(request.headers.get("authorization"))
+        principal = state.auth.authenticate(_credential(request.headers))
     except GatewayError as exc:
         return _error_response(exc, rid)
     assert state.upstreams is not None
@@ -447,7 +464,9 @@ async def list_models(request: Request) -> Response:
 async def passthrough(request: Request) -> Response:
     """Any other ``/v1/*`` request: sent to the upstream serving the body's ``model`` (or the
     ``/v1/models/{model}`` path's model; else the first OpenAI-compatible upstream) and its
-    answer relayed byte for byte (streamed)."""
+    answer relayed byte for byte (streamed). An Azure deployment path (:mod:`proxy.azure`)
+    routes by its deployment, which also replaces a JSON body's ``model``; other bodies
+    (multipart audio) are forwarded as sent."""
     state: GatewayState = request.app.state.gw
     timing = Timing()
     rid = _request_id(request.headers)
@@ -460,17 +479,23 @@ async def passthrough(request: Request) -> Response:
                 raise GatewayError(405, "Method Not Allowed: use POST /v1/veracity/verify.",
                                    code="method_not_allowed", headers={"allow": "POST"})
             raise GatewayError(404, f"Unknown request URL: {request.method} {path[:200]}.", code="unknown_url")
-        principal = state.auth.authenticate(request.headers.get("authorization"))
+        principal = state.auth.authenticate(_credential(request.headers))
         raw = await _receive_body(request.receive, request.headers, state.max_body)
         model = None
+        deployment = request.scope.get(azure.SCOPE_KEY)
         if raw and "json" in request.headers.get("content-type", ""):
             try:
                 parsed = loads(raw)
                 model = parsed.get("model") if isinstance(parsed, dict) else None
             except ValueError:
-                model = None
+                parsed = model = None
+            if deployment is not None and isinstance(parsed, dict) and model != deployment:
+                parsed["model"] = deployment
+                raw = dumps(parsed)
         elif path.startswith("/v1/models/"):
             model = path[len("/v1/models/"):]
+        if deployment is not None:
+            model = deployment
         assert state.upstreams is not None
         if isinstance(model, str) and model:
             up = _route(state, principal, model)
@@ -485,7 +510,8 @@ async def passthrough(request: Request) -> Response:
     except UpstreamError as exc:
         metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
         return _upstream_error_response(exc, rid, timing)
-    headers = {k: v for k, v in resp.headers.items() if k.lower() not in _DROP_RESPONSE_HEADERS}
+    headers = {k: v for k, v in resp.headers.items()
+               if k.lower() not in _DROP_RESPONSE_HEADERS and not k.lower().startswith(_DROP_RESPONSE_PREFIXES)}
     headers["x-request-id"] = rid
     metrics.REQUESTS.labels("/v1/*", "_passthrough", str(resp.status)).inc()
     if resp.status >= 400:  # error bodies are small: read, and never relay the upstream's key in one
@@ -540,7 +566,7 @@ async def veracity_verify(request: Request) -> Response:
     state: GatewayState = request.app.state.gw
     rid = _request_id(request.headers)
     try:
-        principal = state.auth.authenticate(request.headers.get("authorization"))
+        principal = state.auth.authenticate(_credential(request.headers))
         body = _parse_json_object(await _receive_body(request.receive, request.headers, state.max_body), request.headers.get("content-encoding"))
         out = await pipeline.verify_request(state.cfg, principal, request.headers, body, rid)
     except GatewayError as exc:
@@ -638,7 +664,8 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     app.router.add_route("/v1/{rest:path}", passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _unhandled)
-    return FastPath(app, state)  # type: ignore[return-value]
+    # CORS (a `cors:` section) wraps everything, fast path included; no section: no wrapper
+    return cors.wrap(FastPath(app, state), cfg.cors)  # type: ignore[no-any-return]
 
 
 #: paths served as chat completions: clients configured with the bare host as ``base_url``
@@ -793,12 +820,15 @@ class LeanLane:
     the whole body in one ASGI message; the body a JSON object (shallower than
     :data:`MAX_JSON_DEPTH`) with a non-empty string ``model``, ``stream`` absent/null/false
     and no ``veracity`` object; the caller authenticated and the model routed to an
-    OpenAI-compatible upstream (cached per ``(Authorization, model)``); the key's policy
+    OpenAI-compatible upstream (cached per ``(credential, model)``: the ``Authorization``
+    header, else the ``api-key`` one, :func:`proxy.auth.client_authorization`); the key's policy
     :func:`proxy.pipeline.forwards_only` (decided once per policy object; policies are
     still looked up per request, so an edited policy file takes effect as before); and
     ``logging.log_content`` off. Then: one upstream call (:meth:`OpenAIUpstream.complete`),
     the ``skipped`` report added, the reply sent as two ASGI messages. Upstream errors,
-    streams, litellm upstreams, verification: all on the normal path.
+    streams, litellm upstreams, verification: all on the normal path. An Azure deployment
+    chat path is taken on the same terms, its deployment replacing the body's ``model``
+    before the checks above (as :func:`_chat` does).
     """
 
     #: most cached ``(Authorization, model)`` routes and policies (a bound, not a working-set size)
@@ -807,7 +837,7 @@ class LeanLane:
     def __init__(self, state: GatewayState) -> None:
         self.state = state
         self.enabled = not state.log_content
-        #: (Authorization header bytes or None, model) -> (principal, upstream)
+        #: (credential bytes or None, model) -> (principal, upstream)
         self._routes: dict[tuple[bytes | None, str], tuple[Principal, OpenAIUpstream]] = {}
         #: id(policy) -> (policy, forwards only?, its report dict)
         self._policies: dict[int, tuple[Any, bool, dict[str, Any]]] = {}
@@ -850,7 +880,9 @@ class LeanLane:
             self._policies[id(policy)] = hit
         return hit
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any, deployment: str | None = None) -> None:
+        """Serve one request (``deployment``: an Azure-shaped path's deployment, which
+        replaces the body's ``model`` as in :func:`_chat`)."""
         timing = Timing()
         state = self.state
         raw_headers = scope["headers"]
@@ -859,35 +891,37 @@ class LeanLane:
         names = b"".join(h)
         if (len(h) != len(raw_headers) or cl is None or b"content-encoding" in h
                 or b"x-veracity-policy" in h or names != names.lower()):
-            return await self._normal(scope, receive, send, None)
+            return await self._normal(scope, receive, send, None, deployment)
         try:
             n = int(cl)
         except ValueError:
             n = -1
         if not 0 <= n <= state.max_body:
-            return await self._normal(scope, receive, send, None)
+            return await self._normal(scope, receive, send, None, deployment)
         msg = await receive()
         raw = msg.get("body", b"")
         if msg["type"] != "http.request" or msg.get("more_body", False) or len(raw) > state.max_body:
-            return await self._normal(scope, _replay(msg, receive), send, None)
+            return await self._normal(scope, _replay(msg, receive), send, None, deployment)
         try:
             body = loads_strict(raw)
         except ValueError:
-            return await self._normal(scope, receive, send, raw)
+            return await self._normal(scope, receive, send, raw, deployment)
         if type(body) is not dict or "veracity" in body:
-            return await self._normal(scope, receive, send, raw)
+            return await self._normal(scope, receive, send, raw, deployment)
+        if deployment is not None:
+            body["model"] = deployment
         model = body.get("model")
         stream = body.get("stream")
         if (type(model) is not str or not model or (stream is not None and stream is not False)
                 or raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH):
-            return await self._normal(scope, receive, send, raw)
-        routed = self._route(h.get(b"authorization"), model)
+            return await self._normal(scope, receive, send, raw, deployment)
+        routed = self._route(client_authorization_bytes(h.get(b"authorization"), h.get(b"api-key")), model)
         if routed is None:
-            return await self._normal(scope, receive, send, raw)
+            return await self._normal(scope, receive, send, raw, deployment)
         principal, up = routed
         pol = self._policy(principal)
         if pol is None or not pol[1]:
-            return await self._normal(scope, receive, send, raw)
+            return await self._normal(scope, receive, send, raw, deployment)
         rid_b = h.get(b"x-request-id")
         rid = rid_b.decode("latin-1") if rid_b else ""
         if not (rid and _RID_RE.match(rid)):
@@ -947,16 +981,19 @@ class LeanLane:
         await send({"type": "http.response.start", "status": 200, "headers": raw})
         await send({"type": "http.response.body", "body": payload})
 
-    async def _normal(self, scope: dict[str, Any], receive: Any, send: Any, raw: bytes | None) -> None:
+    async def _normal(self, scope: dict[str, Any], receive: Any, send: Any, raw: bytes | None,
+                      deployment: str | None) -> None:
         """:func:`_chat` for a request this lane does not take; ``raw``: the body when it was
         already read (its size already checked against the limit)."""
-        await _chat_asgi(self.state, scope, receive, send, raw)
+        await _chat_asgi(self.state, scope, receive, send, raw, deployment)
 
 
-async def _chat_asgi(state: GatewayState, scope: dict[str, Any], receive: Any, send: Any, raw: bytes | None) -> None:
+async def _chat_asgi(state: GatewayState, scope: dict[str, Any], receive: Any, send: Any, raw: bytes | None,
+                     deployment: str | None = None) -> None:
     """``POST /v1/chat/completions`` on the normal path (:func:`_chat`) as ASGI, watched for
     the client's disconnect (:class:`_DisconnectWatch`). ``raw``: the body when the lean lane
-    already read it (its size already checked against the limit), else None."""
+    already read it (its size already checked against the limit), else None; ``deployment``:
+    see :func:`_chat`."""
     watch = _DisconnectWatch(receive, _scope_headers(scope), state.sweeper)
     if raw is None:
         read = watch.read_body
@@ -965,7 +1002,7 @@ async def _chat_asgi(state: GatewayState, scope: dict[str, Any], receive: Any, s
             watch.arm()
             return raw
     with watch:
-        out = await _chat(state, watch.headers, read)
+        out = await _chat(state, watch.headers, read, deployment)
         watch.stop()  # from here on the response (StreamingResponse) watches receive()
         if isinstance(out, _Reply):
             await out.send(send)
@@ -987,7 +1024,9 @@ def _replay(first: dict[str, Any], receive: Any) -> Any:
 class FastPath:
     """ASGI wrapper: ``POST /v1/chat/completions`` goes straight to the handler, skipping the
     FastAPI/Starlette middleware and routing layers (the handler catches every exception
-    itself); everything else goes to the FastAPI app. Attribute access falls through to the
+    itself); everything else goes to the FastAPI app. Azure-shaped paths (``/openai/...``,
+    :mod:`proxy.azure`) are served as the ``/v1`` path they map to: chat by the same handler
+    (and lean lane), the rest by the FastAPI app with the path rewritten. Attribute access falls through to the
     FastAPI app (``.state``, ``.router``, ...)."""
 
     def __init__(self, app: FastAPI, state: GatewayState) -> None:
@@ -1003,6 +1042,19 @@ class FastPath:
             else:
                 await _chat_asgi(self.state, scope, receive, send, None)
             return
+        if scope["type"] == "http" and scope["path"].startswith(azure.PREFIX):
+            mapped = azure.parse(scope.get("raw_path") or scope["path"].encode("utf-8"))
+            if mapped is not None:
+                if mapped.is_chat and scope["method"] == "POST":
+                    if self.lean.enabled:
+                        await self.lean(scope, receive, send, mapped.deployment)
+                    else:
+                        await _chat_asgi(self.state, scope, receive, send, None, mapped.deployment)
+                    return
+                # any other Azure-shaped request: the /v1 route it maps to
+                scope = {**scope, "path": mapped.path, "raw_path": mapped.raw_path,
+                         "query_string": azure.without_api_version(scope.get("query_string", b"")),
+                         azure.SCOPE_KEY: mapped.deployment}
         try:
             await self.app(scope, receive, send)
         except UpstreamBodyError:

@@ -7,6 +7,11 @@
 * **Pass-through** (no ``keys:``): any client is accepted; its ``Authorization`` header is sent to
   upstreams that have no key of their own (so the upstream does the authentication).
 
+The client credential is the ``Authorization`` header, or else an ``api-key: <key>`` header
+(what ``openai.AzureOpenAI`` sends; taken as ``Authorization: Bearer <key>``, so pass-through
+forwards it upstream in that form): :func:`client_authorization`. ``Authorization`` wins when
+both are sent.
+
 Errors are 401 ``invalid_api_key`` and never echo the key.
 """
 
@@ -56,7 +61,8 @@ class Authenticator:
             return _PASS_THROUGH
         token = _bearer(authorization)
         if token is None:
-            raise GatewayError(401, "Missing API key: send 'Authorization: Bearer <your Veracity key>'.",
+            raise GatewayError(401, "Missing API key: send 'Authorization: Bearer <your Veracity key>' "
+                               "(or 'api-key: <your Veracity key>').",
                                code="invalid_api_key")
         digest = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         found: Principal | None = None
@@ -66,6 +72,26 @@ class Authenticator:
         if found is None:
             raise GatewayError(401, "Incorrect API key provided.", code="invalid_api_key")
         return found
+
+
+def client_authorization(authorization: str | None, api_key: str | None) -> str | None:
+    """The client's credential as an ``Authorization`` value: ``authorization`` when non-empty,
+    else ``Bearer <api_key>`` for a non-empty ``api-key`` header (Azure OpenAI's key header,
+    ``openai/lib/azure.py``), else None."""
+    if authorization:
+        return authorization
+    if api_key:
+        return "Bearer " + api_key
+    return None
+
+
+def client_authorization_bytes(authorization: bytes | None, api_key: bytes | None) -> bytes | None:
+    """:func:`client_authorization` on raw ASGI header values (the lean lane's cache key)."""
+    if authorization:
+        return authorization
+    if api_key:
+        return b"Bearer " + api_key
+    return None
 
 
 def _bearer(header: str | None) -> str | None:

@@ -24,6 +24,8 @@ Shape (every section optional; see README "Configuration")::
       connect_retries: 2
     logging:
       log_content: false                    # prompt/answer text in the request log line
+    cors:                                   # absent -> no CORS headers at all (see CORSConfig)
+      allow_origins: ["https://app.example.com"]
     policies: {...}                         # owned by the policy engine (free-form here)
     verification: {...}
 
@@ -44,8 +46,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, field_validator,
-                      model_validator)
+from pydantic import (BaseModel, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo,
+                      field_validator, model_validator)
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -182,6 +184,130 @@ class LoggingConfig(_Strict):
         return v.lower() if isinstance(v, str) else v
 
 
+#: Request headers a browser may send cross-origin by default (``cors.allow_headers``): what
+#: the openai JS SDK (openai-node ``src/client.ts`` ``buildHeaders``,
+#: ``src/internal/detect-platform.ts``, the ``X-Stainless-Helper-Method`` of its stream/runTools
+#: helpers and the ``X-Stainless-Poll-Helper`` / ``-Custom-Poll-Interval`` of its polling helpers)
+#: and ``AzureOpenAI`` (``api-key``) set, plus the headers Veracity reads itself
+#: (``x-request-id``, ``x-veracity-policy``). Starlette compares names exactly (no ``x-stainless-*``
+#: patterns), so each is listed; the CORS-safelisted ``accept``, ``accept-language``,
+#: ``content-language``, ``content-type`` are always allowed (Starlette adds them).
+DEFAULT_CORS_ALLOW_HEADERS = (
+    "authorization", "content-type", "user-agent", "api-key", "idempotency-key",
+    "openai-organization", "openai-project", "openai-beta",
+    "x-stainless-lang", "x-stainless-package-version", "x-stainless-os", "x-stainless-arch",
+    "x-stainless-runtime", "x-stainless-runtime-version", "x-stainless-retry-count", "x-stainless-timeout",
+    "x-stainless-helper-method", "x-stainless-poll-helper", "x-stainless-custom-poll-interval",
+    "x-request-id", "x-veracity-policy",
+)
+
+#: Response headers a browser script may read by default (``cors.expose_headers``; beyond the
+#: CORS-safelisted ones: cache-control, content-language, content-length, content-type,
+#: expires, last-modified, pragma). Veracity's own (``x-request-id``, which the JS SDK returns
+#: as ``_request_id``; ``x-veracity-status``, ``x-veracity-risk``, ``x-veracity-overhead-ms``;
+#: ``x-upstream-request-id``) and the relayed upstream headers a client acts on: ``retry-after``
+#: / ``retry-after-ms`` (the JS SDK's retry delay), OpenAI's ``x-ratelimit-*`` names and
+#: ``openai-processing-ms`` / ``openai-version`` (names from the OpenAI API reference,
+#: "Rate limits" and "Debugging requests"). ``Access-Control-Expose-Headers`` has no prefix
+#: patterns (Fetch standard), hence the explicit list.
+DEFAULT_CORS_EXPOSE_HEADERS = (
+    "x-request-id", "x-veracity-status", "x-veracity-risk", "x-veracity-overhead-ms", "x-upstream-request-id",
+    "retry-after", "retry-after-ms",
+    "x-ratelimit-limit-requests", "x-ratelimit-limit-tokens", "x-ratelimit-remaining-requests",
+    "x-ratelimit-remaining-tokens", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens",
+    "openai-processing-ms", "openai-version",
+)
+
+#: An origin as browsers send it in ``Origin`` (RFC 6454 section 6.2): ``scheme://host[:port]``,
+#: no path, query or trailing slash.
+_ORIGIN_RE = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s?#@]+$")
+#: An HTTP token (RFC 9110 section 5.6.2): header and method names.
+_TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+class CORSConfig(_Strict):
+    """Cross-origin resource sharing for browser clients (the ``cors:`` section; absent: no
+    CORS headers at all). Applied by Starlette's ``CORSMiddleware`` around every route (see
+    :func:`proxy.app.create_app`); the rules are the Fetch standard's
+    (https://fetch.spec.whatwg.org/#http-cors-protocol).
+
+    ``allow_origins``: origins (``https://app.example.com``, lower-cased on load) or ``"*"``;
+    ``allow_origin_regex``: a Python regex an origin must match in full (e.g. preview deploys);
+    at least one of the two is needed. ``allow_headers`` / ``allow_methods``: what a preflight
+    may ask for (``"*"``: anything). ``expose_headers``: response headers scripts may read.
+    ``allow_credentials``: cookies / TLS client certificates (an ``Authorization`` header set by
+    the script is *not* a credential in this sense; Veracity needs none); the Fetch standard
+    forbids ``*`` origins with credentials, and treats ``*`` in the header/method lists literally
+    then, so these combinations are config errors. ``max_age``: seconds a browser may cache a
+    preflight answer (browsers cap it: Chromium at 7200). ``allow_private_network``: answer
+    Chromium's Private Network Access preflights (a public page calling a gateway on a private
+    address)."""
+
+    # allow_credentials first: the list validators below read it (fields validate in this order)
+    allow_credentials: bool = False
+    allow_origins: list[str] = Field(default_factory=list)
+    allow_origin_regex: str | None = None
+    allow_headers: list[str] = Field(default_factory=lambda: list(DEFAULT_CORS_ALLOW_HEADERS))
+    allow_methods: list[str] = Field(default_factory=lambda: ["GET", "POST", "OPTIONS"])
+    expose_headers: list[str] = Field(default_factory=lambda: list(DEFAULT_CORS_EXPOSE_HEADERS))
+    max_age: int = Field(600, ge=0)
+    allow_private_network: bool = False
+
+    @field_validator("allow_origins")
+    @classmethod
+    def _origins(cls, v: list[str]) -> list[str]:
+        out = []
+        for origin in v:
+            o = origin.strip().lower()
+            if o != "*" and not _ORIGIN_RE.match(o):
+                raise ValueError(f"{origin!r} is not an origin: use scheme://host[:port] with no path or "
+                                 "trailing slash (e.g. https://app.example.com), or '*'")
+            out.append(o)
+        return out
+
+    @field_validator("allow_origin_regex")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a valid regular expression: {exc}") from None
+        return v
+
+    @field_validator("allow_headers", "expose_headers")
+    @classmethod
+    def _header_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name != "*" and ("*" in name or not _TOKEN_RE.match(name)):
+                raise ValueError(f"{name!r} is not a header name (no patterns such as x-foo-*; use '*' "
+                                 "for all)")
+        return [name.lower() for name in v]
+
+    @field_validator("allow_methods")
+    @classmethod
+    def _methods(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if name != "*" and ("*" in name or not _TOKEN_RE.match(name)):
+                raise ValueError(f"{name!r} is not an HTTP method")
+        return [name.upper() for name in v]
+
+    @field_validator("allow_origins", "allow_headers", "allow_methods", "expose_headers", mode="after")
+    @classmethod
+    def _no_wildcard_with_credentials(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        if "*" in v and info.data.get("allow_credentials"):
+            raise ValueError("'*' cannot be used with allow_credentials: true (the Fetch standard allows "
+                             "no wildcard on credentialed requests); list the values, or drop "
+                             "allow_credentials")
+        return v
+
+    @model_validator(mode="after")
+    def _some_origin(self) -> "CORSConfig":
+        if not self.allow_origins and self.allow_origin_regex is None:
+            raise ValueError("list at least one origin in allow_origins (or '*'), or set allow_origin_regex")
+        return self
+
+
 class GatewayConfig(BaseModel):
     """The whole file. ``policies`` / ``verification`` (and any other top-level section the
     pipeline adds) are kept as free-form data for their owners to validate."""
@@ -192,6 +318,8 @@ class GatewayConfig(BaseModel):
     keys: list[KeyConfig] = Field(default_factory=list)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    #: None (no ``cors:`` section): no CORS headers, the app is not wrapped
+    cors: CORSConfig | None = None
     policies: Any = None
     verification: Any = None
     #: how the config came to be: "file", "env" (OPENAI_API_KEY), "demo"

@@ -87,10 +87,11 @@ def _app(mock: Any, tmp_path: Path, policy_yaml: str) -> Any:
     return app_mod.create_app(cfg)
 
 
-async def _call(fast: Any, body: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> tuple[int, list, bytes]:
+async def _call(fast: Any, body: dict[str, Any], headers: list[tuple[bytes, bytes]],
+                path: str = "/v1/chat/completions", query: bytes = b"") -> tuple[int, list, bytes]:
     raw = orjson.dumps(body)
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
-             "query_string": b"", "headers": [(b"content-type", b"application/json"),
+    scope = {"type": "http", "method": "POST", "path": path, "raw_path": path.encode(),
+             "query_string": query, "headers": [(b"content-type", b"application/json"),
                                                (b"content-length", str(len(raw)).encode()), *headers]}
     sent: list[dict[str, Any]] = []
 
@@ -122,10 +123,13 @@ def _samples(model: str, status: int) -> dict[str, float]:
     }
 
 
-async def _once(fast: Any, body: dict[str, Any], headers: list, status_expected: int) -> dict[str, Any]:
-    before = _samples(body["model"], status_expected)
-    status, hdrs, payload = await _call(fast, body, headers)
-    after = _samples(body["model"], status_expected)
+async def _once(fast: Any, body: dict[str, Any], headers: list, status_expected: int,
+                path: str = "/v1/chat/completions", model: str | None = None) -> dict[str, Any]:
+    model = model or body["model"]
+    before = _samples(model, status_expected)
+    query = b"api-version=2024-10-21" if path.startswith("/openai/") else b""  # what AzureOpenAI sends
+    status, hdrs, payload = await _call(fast, body, headers, path, query)
+    after = _samples(model, status_expected)
     return {"status": status, "headers": hdrs, "body": payload,
             "metrics": {k: after[k] - before[k] for k in before}}
 
@@ -134,7 +138,7 @@ _TIMED_LOG_FIELDS = ("duration_ms", "upstream_ms", "overhead_ms")
 
 
 def _run(fast: Any, body: dict[str, Any], headers: list, status: int, monkeypatch: pytest.MonkeyPatch,
-         lean: bool) -> tuple[dict[str, Any], list, int]:
+         lean: bool, path: str = "/v1/chat/completions", model: str | None = None) -> tuple[dict[str, Any], list, int]:
     """One request with the lane on or off: (result, log lines, pipeline calls)."""
     rec = _LogRecorder()
     monkeypatch.setattr(app_mod, "log", rec)
@@ -153,7 +157,7 @@ def _run(fast: Any, body: dict[str, Any], headers: list, status: int, monkeypatc
         state = fast.app.state.gw
         state.upstreams = await Upstreams.start(state.cfg)
         try:
-            return await _once(fast, body, headers, status)
+            return await _once(fast, body, headers, status, path, model)
         finally:
             await state.upstreams.close()
 
@@ -204,6 +208,45 @@ def test_lean_lane_answers_exactly_as_the_normal_path(mock: Any, tmp_path: Path,
     else:
         assert dict(lean["headers"])[b"retry-after"] == b"7"
         assert lean["metrics"]["upstream_errors_429"] == 1
+
+
+@pytest.mark.parametrize("prompt,status", [("extra fields please", 200), ("err429 now", 429)])
+def test_lean_lane_azure_deployment_path_answers_as_the_normal_path(mock: Any, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   prompt: str, status: int) -> None:
+    """``openai.AzureOpenAI``'s request: deployment in the path (it wins over the body's
+    ``model``), ``api-version`` query, key in ``api-key``; taken by the lane, and the same
+    answer, metrics and log line as on the normal path; the upstream gets the deployment as
+    ``model`` and (pass-through auth) the key as ``Authorization: Bearer``."""
+    fast = _app(mock, tmp_path, CHECKS_OFF)
+    body = {"model": "some-other-name", "messages": [{"role": "user", "content": prompt}], "seed": 7}
+    headers = [(b"api-key", b"azure-client-key-0123456789abcdef"), (b"x-request-id", b"req-lean-azure-1")]
+    path = "/openai/deployments/lean-model/chat/completions"
+    mock.reset()
+    lean, lean_log, lean_calls = _run(fast, body, headers, status, monkeypatch, lean=True, path=path,
+                                      model="lean-model")
+    normal, normal_log, normal_calls = _run(fast, body, headers, status, monkeypatch, lean=False, path=path,
+                                            model="lean-model")
+
+    assert (lean_calls, normal_calls) == (0, 1)
+    assert lean["status"] == normal["status"] == status
+    a, b = orjson.loads(lean["body"]), orjson.loads(normal["body"])
+    for k in ("id", "created"):
+        a.pop(k, None), b.pop(k, None)
+    assert a == b
+    assert _without_overhead(lean["headers"]) == _without_overhead(normal["headers"])
+    assert lean["metrics"] == normal["metrics"] and lean["metrics"]["requests"] == 1
+    strip = [(e, {k: v for k, v in kw.items() if k not in _TIMED_LOG_FIELDS}) for e, kw in lean_log]
+    assert strip == [(e, {k: v for k, v in kw.items() if k not in _TIMED_LOG_FIELDS}) for e, kw in normal_log]
+    assert lean_log[0][1]["route"] == "/v1/chat/completions" and lean_log[0][1]["model"] == "lean-model"
+    sent = [r for r in mock.requests() if r["path"] == "/v1/chat/completions"]
+    assert len(sent) == 2
+    for r in sent:
+        assert r["body"]["model"] == "lean-model" and r["query"] == ""
+        assert r["headers"]["authorization"] == "Bearer azure-client-key-0123456789abcdef"
+        assert "api-key" not in r["headers"]
+    if status == 200:
+        assert a["veracity"]["status"] == "skipped"
 
 
 def test_lean_lane_not_taken_when_the_policy_verifies(mock: Any, tmp_path: Path,

@@ -205,6 +205,9 @@ def _chat(http: httpx.Client, gw: Any, text: str, **extra: Any) -> httpx.Respons
 @pytest.mark.parametrize("path", [
     b"/v1/../secret", b"/v1/%2e%2e/secret", b"/v1/..%2fsecret", b"/v1/%2E%2E%2Fsecret", b"/v1//..//secret",
     b"/v1/models/..%2F..%2Fsecret", b"/v1/%252e%252e/secret", b"/v1/./../secret", b"/v1/..\\secret",
+    # Azure-shaped paths map onto /v1 (proxy.azure): the same check applies after the mapping
+    b"/openai/v1/../secret", b"/openai/deployments/odd/%2e%2e/secret", b"/openai/..%2fsecret",
+    b"/openai/deployments/odd/..%252f..%252fsecret?api-version=2024-10-21",
 ])
 def test_path_traversal_never_leaves_the_upstream_api_prefix(gw: Any, upstream: Any, path: bytes) -> None:
     """Fault: ``GET /v1/../x`` was forwarded to ``<upstream>/x`` (outside its ``/v1``) with
@@ -554,6 +557,15 @@ def test_upstream_echoing_its_key_in_an_error_does_not_leak_it(gw: Any, http: ht
     err = _assert_openai_error(r, 401, "invalid_api_key")
     assert UPSTREAM_KEY not in r.text and "[REDACTED]" in err["message"]
     r = http.post(gw.base_url + "/embeddings", json={"model": "odd", "input": "x"})
+    assert r.status_code == 401 and UPSTREAM_KEY not in r.text and "[REDACTED]" in r.text
+    # the Azure client's shape (proxy.azure): deployment paths, key in an api-key header
+    azure = {"api-key": "client-azure-key-0123456789"}
+    r = http.post(gw.url + "/openai/deployments/odd/chat/completions?api-version=2024-10-21", headers=azure,
+                  json={"messages": [{"role": "user", "content": "echo401"}], "stream": stream})
+    err = _assert_openai_error(r, 401, "invalid_api_key")
+    assert UPSTREAM_KEY not in r.text and "[REDACTED]" in err["message"]
+    r = http.post(gw.url + "/openai/deployments/odd/embeddings?api-version=2024-10-21", headers=azure,
+                  json={"input": "x"})
     assert r.status_code == 401 and UPSTREAM_KEY not in r.text and "[REDACTED]" in r.text
 
 
