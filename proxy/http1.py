@@ -382,10 +382,14 @@ class Http1Client:
         self._pools: dict[tuple[str, str, int], Http1Pool] = {}
 
     def pool(self, url: URL) -> Http1Pool:
-        """The pool for ``url``'s origin (created on first use; needs a running loop)."""
+        """The pool for ``url``'s origin (created on first use; needs a running loop). The
+        https pools share one TLS context (``ssl_context``, else the default one)."""
         key = (url.scheme, url.host or "", url.port or 0)
         pool = self._pools.get(key)
         if pool is None:
+            if url.scheme == "https" and self.ssl_context is None:
+                # once per client: loading the trust store is blocking disk I/O (~10 ms)
+                self.ssl_context = ssl.create_default_context()
             pool = self._pools[key] = Http1Pool(url, ssl_context=self.ssl_context, keepalive_s=self.keepalive_s)
         return pool
 

@@ -761,7 +761,9 @@ class Upstreams:
                                         skip_auto_headers=("User-Agent",), auto_decompress=True)
         ups = cls(cfg, session)
         for u in ups.all:
-            if isinstance(u, LiteLLMUpstream):
+            if isinstance(u, OpenAIUpstream):  # pools (and the TLS trust store) now, not on the first request
+                u._pool = ups.http.pool(u.chat_url)
+            elif isinstance(u, LiteLLMUpstream):
                 # import now (in a thread), not on the first request: it takes seconds
                 await asyncio.to_thread(u._lib)
         return ups
