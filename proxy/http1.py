@@ -358,8 +358,11 @@ class Http1Pool:
         data = b"%sHost: %s\r\nContent-Length: %d\r\n\r\n%s" % (head, self.host_header, len(body), body)
         resp = await conn.exchange(data, read_s, max_body)
         if conn.keep_alive and conn.transport is not None:
-            conn.idle_since = time.monotonic()
+            conn.idle_since = now = time.monotonic()
             self.idle.append(conn)
+            # the oldest idle connections (left by a past burst) are closed once past keepalive_s
+            while self.idle and now - self.idle[0].idle_since >= self.keepalive_s:
+                self.idle.pop(0).close()
         else:
             conn.close()
         return resp
