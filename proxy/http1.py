@@ -358,8 +358,11 @@ class Http1Pool:
         data = b"%sHost: %s\r\nContent-Length: %d\r\n\r\n%s" % (head, self.host_header, len(body), body)
         resp = await conn.exchange(data, read_s, max_body)
         if conn.keep_alive and conn.transport is not None:
-            conn.idle_since = time.monotonic()
+            conn.idle_since = now = time.monotonic()
             self.idle.append(conn)
+            # the oldest idle connections (left by a past burst) are closed once past keepalive_s
+            while self.idle and now - self.idle[0].idle_since >= self.keepalive_s:
+                self.idle.pop(0).close()
         else:
             conn.close()
         return resp
@@ -382,10 +385,14 @@ class Http1Client:
         self._pools: dict[tuple[str, str, int], Http1Pool] = {}
 
     def pool(self, url: URL) -> Http1Pool:
-        """The pool for ``url``'s origin (created on first use; needs a running loop)."""
+        """The pool for ``url``'s origin (created on first use; needs a running loop). The
+        https pools share one TLS context (``ssl_context``, else the default one)."""
         key = (url.scheme, url.host or "", url.port or 0)
         pool = self._pools.get(key)
         if pool is None:
+            if url.scheme == "https" and self.ssl_context is None:
+                # once per client: loading the trust store is blocking disk I/O (~10 ms)
+                self.ssl_context = ssl.create_default_context()
             pool = self._pools[key] = Http1Pool(url, ssl_context=self.ssl_context, keepalive_s=self.keepalive_s)
         return pool
 

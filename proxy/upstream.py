@@ -107,7 +107,11 @@ try:  # orjson is ~3-5x faster on completion-sized bodies; stdlib json is the fa
         metric labels as UTF-8. orjson turns an integer beyond 64 bits into a float
         (``2**70`` -> ``1.1805916207174113e+21``); a faithful proxy must not change a
         client's or an upstream's numbers, so such a body is parsed again by the stdlib,
-        whose integers are exact (and :func:`dumps` writes them back exactly)."""
+        whose integers are exact (and :func:`dumps` writes them back exactly). A leading UTF-8
+        byte order mark is ignored, as RFC 8259 section 8.1 allows a parser to do (.NET and
+        PowerShell clients send one)."""
+        if raw[:3] == _BOM:
+            raw = raw[3:]
         return _exact(raw, _orjson.loads(raw))
 except ImportError:  # pragma: no cover - exercised only without orjson
     def dumps(obj: Any) -> bytes:
@@ -116,6 +120,7 @@ except ImportError:  # pragma: no cover - exercised only without orjson
 
     loads = loads_strict = json.loads
 
+_BOM = b"\xef\xbb\xbf"
 #: bytes.translate table: ASCII digit -> b"0", any other byte -> b" "
 _DIGIT_MAP = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
 #: orjson parses integers in [-2**63, 2**64 - 1] exactly; every integer outside that range
@@ -778,7 +783,9 @@ class Upstreams:
                                         skip_auto_headers=("User-Agent",), auto_decompress=True)
         ups = cls(cfg, session)
         for u in ups.all:
-            if isinstance(u, LiteLLMUpstream):
+            if isinstance(u, OpenAIUpstream):  # pools (and the TLS trust store) now, not on the first request
+                u._pool = ups.http.pool(u.chat_url)
+            elif isinstance(u, LiteLLMUpstream):
                 # import now (in a thread), not on the first request: it takes seconds
                 await asyncio.to_thread(u._lib)
         return ups
