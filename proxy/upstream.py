@@ -39,6 +39,10 @@ from proxy.config import DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, UpstreamConf
 from proxy.errors import UpstreamError
 from proxy.log import scrub_secrets
 
+#: ``(header name, value)`` pairs of a client's tenant headers (see :func:`tenant_headers`)
+Tenant = tuple[tuple[str, str], ...]
+
+
 def _no_constant(name: str) -> Any:
     """``NaN``/``Infinity`` are not JSON (RFC 8259 section 6); the stdlib would accept them."""
     raise ValueError(f"{name} is not valid JSON")
@@ -377,9 +381,11 @@ class Upstream(Protocol):
     name: str
     config: UpstreamConfig
 
-    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> tuple[dict[str, Any], dict[str, str]]: ...
+    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                       tenant: Tenant = ()) -> tuple[dict[str, Any], dict[str, str]]: ...
 
-    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> UpstreamStream: ...
+    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                          tenant: Tenant = ()) -> UpstreamStream: ...
 
 
 def _connect_error(exc: BaseException, name: str) -> UpstreamError:
@@ -424,12 +430,13 @@ class OpenAIUpstream:
         # the chat request's head, built once (http1 adds Host and Content-Length)
         self._chat_head = http1.request_head("POST", self.chat_url, (self._own_headers or base).items())
 
-    def headers(self, auth: str | None) -> dict[str, str]:
-        """Request headers: the upstream's own key, else the client's ``Authorization``."""
+    def headers(self, auth: str | None, tenant: Tenant = ()) -> dict[str, str]:
+        """Request headers: the upstream's own key, else the client's ``Authorization`` (with
+        the client's ``tenant`` headers: they go only with the client's own key)."""
         if self._own_headers is not None:
             return self._own_headers
         if auth:
-            return {**self._base_headers, "Authorization": auth}
+            return {**self._base_headers, "Authorization": auth, **dict(tenant)}
         return self._base_headers
 
     async def _post(self, url: URL | str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
@@ -495,7 +502,7 @@ class OpenAIUpstream:
         return UpstreamError(resp.status, f"upstream {self.name!r} answered HTTP {resp.status}",
                              reason=f"http_{resp.status}", body=body, headers=relay_headers(resp.headers))
 
-    async def _exchange(self, data: bytes, auth: str | None) -> http1.Http1Response:
+    async def _exchange(self, data: bytes, auth: str | None, tenant: Tenant = ()) -> http1.Http1Response:
         """POST ``data`` to ``/chat/completions`` through :mod:`proxy.http1` and return the
         whole response; connect failures are retried like :meth:`_post`'s. Raises
         :class:`UpstreamError` (connect) or :class:`http1.Http1Error` (mapped by
@@ -506,6 +513,8 @@ class OpenAIUpstream:
         head = self._chat_head
         if self._own_headers is None and auth:
             head += http1.header_line("Authorization", auth)
+            for name, value in tenant:
+                head += http1.header_line(name, value)
         kw = {"connect_s": self.timeout.sock_connect, "read_s": self.timeout.sock_read,
               "max_body": self.max_response_bytes}
         try:
@@ -526,8 +535,11 @@ class OpenAIUpstream:
             raise _connect_error(exc, self.name) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> tuple[dict[str, Any], dict[str, str]]:
+    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                       tenant: Tenant = ()) -> tuple[dict[str, Any], dict[str, str]]:
         """POST ``/chat/completions`` (non-stream). Returns ``(response dict, relay headers)``.
+        ``auth``: the client's credential, sent when this upstream has no key of its own, with
+        the client's ``tenant`` headers (:func:`tenant_headers`).
 
         Raises :class:`UpstreamError`: upstream HTTP status (>= 400) with its body (dropped
         when over 1 MiB) and headers; 502 connect failure / non-JSON answer / connection lost /
@@ -536,7 +548,7 @@ class OpenAIUpstream:
         data = dumps(body)
         with _UpstreamCall(self.name, timing):
             try:
-                resp = await self._exchange(data, auth)
+                resp = await self._exchange(data, auth, tenant)
             except http1.ResponseTooLarge:
                 raise self._too_large() from None
         if resp.status >= 400:
@@ -553,12 +565,13 @@ class OpenAIUpstream:
                                 reason="bad_response")
         return out, relay_headers(resp.headers)
 
-    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> UpstreamStream:
+    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                          tenant: Tenant = ()) -> UpstreamStream:
         """POST ``/chat/completions`` with ``stream: true`` and check the status. Raises
         :class:`UpstreamError` (as :meth:`complete`) before any byte is relayed."""
         data = dumps(body)
         with _UpstreamCall(self.name, timing):
-            resp = await self._post(self.chat_url, data, self.headers(auth))
+            resp = await self._post(self.chat_url, data, self.headers(auth, tenant))
             if resp.status >= 400:
                 raise await self._error_from(resp)
         ctype = resp.headers.get("Content-Type", "")
@@ -645,6 +658,15 @@ _PASS_REQUEST_HEADERS = frozenset({"content-type", "accept", "openai-organizatio
 #: client headers that pick the tenant billed for a key: forwarded only with the client's own key
 #: (pass-through auth), never next to the upstream's key (NVIDIA-NeMo/Switchyard#419)
 _TENANT_HEADERS = ("openai-organization", "openai-project")
+_TENANT_NAMES = {"openai-organization": "OpenAI-Organization", "openai-project": "OpenAI-Project"}
+
+
+def tenant_headers(headers: Mapping[str, str]) -> Tenant:
+    """The client's ``OpenAI-Organization``/``OpenAI-Project`` headers (``headers`` keyed by
+    lower-case name) as ``(name, value)`` pairs, for :meth:`OpenAIUpstream.complete` and
+    ``open_stream``: the OpenAI API bills the request to that organization/project
+    (https://platform.openai.com/docs/api-reference/authentication)."""
+    return tuple((_TENANT_NAMES[n], headers[n]) for n in _TENANT_HEADERS if headers.get(n))
 
 
 class LiteLLMUpstream:
@@ -688,7 +710,8 @@ class LiteLLMUpstream:
         return UpstreamError(status, f"upstream {self.name!r} answered HTTP {status}", reason=f"http_{status}",
                              body=body)
 
-    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> tuple[dict[str, Any], dict[str, str]]:
+    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                       tenant: Tenant = ()) -> tuple[dict[str, Any], dict[str, str]]:
         """``litellm.acompletion`` -> the OpenAI-shaped dict. Raises :class:`UpstreamError`."""
         lib = self._lib()
         t0 = time.perf_counter()
@@ -701,7 +724,8 @@ class LiteLLMUpstream:
             timing.upstream_calls += 1
         return resp.model_dump(), {}
 
-    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> UpstreamStream:
+    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                          tenant: Tenant = ()) -> UpstreamStream:
         """``litellm.acompletion(stream=True)`` re-encoded as SSE bytes."""
         lib = self._lib()
         t0 = time.perf_counter()
@@ -735,17 +759,20 @@ class BoundUpstream:
     auth: str | None
     timing: Timing
     headers: dict[str, str] = field(default_factory=dict)
+    #: the client's OpenAI-Organization/-Project (sent only with the client's own key)
+    tenant: "Tenant" = ()
 
     @property
     def name(self) -> str:
         return self.upstream.name
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        out, self.headers = await self.upstream.complete(body, auth=self.auth, timing=self.timing)
+        out, self.headers = await self.upstream.complete(body, auth=self.auth, timing=self.timing,
+                                                         tenant=self.tenant)
         return out
 
     async def open_stream(self, body: dict[str, Any]) -> UpstreamStream:
-        stream = await self.upstream.open_stream(body, auth=self.auth, timing=self.timing)
+        stream = await self.upstream.open_stream(body, auth=self.auth, timing=self.timing, tenant=self.tenant)
         self.headers = stream.headers
         return stream
 

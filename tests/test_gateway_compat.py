@@ -692,6 +692,27 @@ def test_tenant_headers_go_only_with_the_clients_own_key(gw: Any, mock: Any, mod
     assert got["content-type"] == "application/json"
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["non-stream", "stream"])
+@pytest.mark.parametrize("model,own_key", [("gpt-4o", True), ("gpt-4o-passauth", False)])
+def test_chat_tenant_headers_go_only_with_the_clients_own_key(gw: Any, mock: Any, model: str, own_key: bool,
+                                                              stream: bool) -> None:
+    """The same rule on the chat route (labring/aiproxy#638): with pass-through auth the
+    client's organization/project reach the upstream, stream or not; next to the gateway's key,
+    never."""
+    mock.reset()
+    client = openai.OpenAI(base_url=gw.base_url, api_key="sk-client", max_retries=0, timeout=30,
+                           organization="org-client", project="proj_client")
+    out = client.chat.completions.create(model=model, messages=_user("hello tenant"), stream=stream)
+    if stream:
+        assert "".join(c.choices[0].delta.content or "" for c in out if c.choices)
+    else:
+        assert out.choices[0].message.content
+    (got,) = [r["headers"] for r in mock.requests() if r["path"] == "/v1/chat/completions"]
+    assert got["authorization"] == ("Bearer sk-up" if own_key else "Bearer sk-client")
+    assert got.get("openai-organization") == (None if own_key else "org-client")
+    assert got.get("openai-project") == (None if own_key else "proj_client")
+
+
 def test_stream_longer_than_the_read_timeout_is_not_cut(gw: Any) -> None:
     """AtomicBot-ai/Atomic-Chat#190, cloud-in-a-bottle#218: a total-request timeout cuts long,
     healthy streams. The upstream's ``read_timeout_s`` (2 s) bounds silence between reads; this

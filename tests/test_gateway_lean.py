@@ -277,6 +277,21 @@ def test_lean_lane_leaves_other_requests_to_the_normal_path(mock: Any, tmp_path:
     assert orjson.loads(res["body"])["veracity"]["status"] == "skipped"
 
 
+def test_lean_lane_leaves_tenant_headers_to_the_normal_path(mock: Any, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client's OpenAI-Organization/-Project (pass-through auth: this upstream has no key)
+    are forwarded by the normal path; the lane steps aside rather than drop them."""
+    fast = _app(mock, tmp_path, CHECKS_OFF)
+    mock.reset()
+    headers = [(b"authorization", b"Bearer sk-client"), (b"openai-organization", b"org-1"),
+               (b"openai-project", b"proj-1")]
+    out, _, calls = _run(fast, {"model": "lean-model", "messages": [{"role": "user", "content": "hi"}]},
+                         headers, 200, monkeypatch, lean=True)
+    assert out["status"] == 200 and calls == 1
+    (got,) = [r["headers"] for r in mock.requests() if r["path"] == "/v1/chat/completions"]
+    assert (got.get("openai-organization"), got.get("openai-project")) == ("org-1", "proj-1")
+
+
 @pytest.mark.parametrize("raw, status", [
     (b'{"model":', 400),
     (b'\xef\xbb\xbf{"model":"lean-model","messages":[{"role":"user","content":"hi"}]}', 200),  # RFC 8259 8.1 BOM
