@@ -441,17 +441,32 @@ async def _verify_choices(ctx: RequestContext, plan: _Plan, draft: dict[str, Any
     verify = _verifier(ctx, plan)
     texts = [choice_text(single["choices"][0]) for _, single in parts]
 
-    async def first(text: str | None) -> Report:
-        return _skipped(plan, text or "") or await verify(text or "")
+    spent = [0.0] * len(parts)  # each choice's own verification + correction wall time (s)
 
-    reports = list(await asyncio.gather(*(first(t) for t in texts)))
-    results = await asyncio.gather(*(  # correction_body() asks for one choice (drops `n`)
-        _verify_one(ctx, plan, plan.body, single, text, complete, rounds, report=rep)
-        for (_, single), text, rep in zip(parts, texts, reports)))
+    async def first(i: int, text: str | None) -> Report:
+        t0 = time.perf_counter()
+        try:
+            return _skipped(plan, text or "") or await verify(text or "")
+        finally:
+            spent[i] += time.perf_counter() - t0
+
+    async def fix(i: int, single: dict[str, Any], text: str, rep: Report) -> tuple[dict[str, Any], Report]:
+        t0 = time.perf_counter()
+        try:  # correction_body() asks for one choice (drops `n`)
+            return await _verify_one(ctx, plan, plan.body, single, text, complete, rounds, report=rep)
+        finally:
+            spent[i] += time.perf_counter() - t0
+
+    reports = list(await asyncio.gather(*(first(i, t) for i, t in enumerate(texts))))
+    results = await asyncio.gather(*(fix(i, single, text, rep)
+                                     for i, ((_, single), text, rep) in enumerate(zip(parts, texts, reports))))
     final = []
-    for (index, single), (answer, rep) in zip(parts, results):
+    for i, ((index, single), (answer, rep)) in enumerate(zip(parts, results)):
         if answer is not single:
             draft = choices.put_back(draft, index, answer)
+        # as for one choice (_verify_and_correct): the choice's `cost.ms` is the wall time its
+        # verification added, its own correction rounds included (not only the last draft's checks)
+        rep.cost.ms = spent[i] * 1000.0
         final.append((index, rep))
     _correction_metrics([rep for _, rep in final])
     return draft, choices.combine(final)

@@ -43,7 +43,10 @@ CASES: dict[str, list[str]] = {
     "budget": [WRONG, WRONG],
     "metrics": [WRONG, WRONG],
     "passthrough": [RIGHT_ANSWER, WRONG],
+    "slow-fix": [WRONG, RIGHT_ANSWER],
 }
+#: tag -> the upstream's delay (ms) before answering that case's correction call
+FIX_DELAY_MS = {"slow-fix": 400}
 
 POLICIES = {
     "correct": {"on_failure": "correct", "risk": {"threshold": 0.1}, "correction": {"max_rounds": 3}},
@@ -62,7 +65,7 @@ def _rules() -> list[dict[str, Any]]:
     rules: list[dict[str, Any]] = []
     for tag, answers in CASES.items():
         rules.append({"name": f"{tag}/fix", "match": {"any_message": rf"\[case:{tag}\]", "last_user": EVIDENCE},
-                      "reply": {"content": FIXED}})
+                      "reply": {"content": FIXED, "delay_ms": FIX_DELAY_MS.get(tag, 0)}})
         rules.append({"name": tag, "match": {"last_user": rf"\[case:{tag}\]"},
                       "reply": {"content": answers[0], "choices": [{"content": a} for a in answers]}})
     return rules
@@ -153,6 +156,21 @@ def test_wrong_choice_corrected_at_its_index_right_choice_untouched(env):
     assert fixes[0]["messages"][-2] == {"role": "assistant", "content": WRONG}
     assert "6312.38" in fixes[0]["messages"][-1]["content"]
     assert upstream_bodies(env, "right-wrong")[drafts_before]["n"] == 2  # the client's n went upstream
+
+
+def test_choice_cost_ms_includes_its_own_correction_round(env):
+    """A choice's ``cost.ms`` is the time its verification added, its correction call
+    included (as ``cost.ms`` of a one-choice answer); before, it was only the last draft's
+    verifier time (~1 ms for a choice whose correction call took 400 ms)."""
+    _, resp, rep = ask(env, "correct", "slow-fix")
+    assert RIGHT_TXT in resp.choices[0].message.content
+    fixed, right = rep["choices"]
+    assert fixed["status"] == "corrected" and right["status"] == "passed"
+    delay = FIX_DELAY_MS["slow-fix"]
+    assert fixed["rounds"][0]["ms"] >= delay          # the round itself waited for the upstream
+    assert fixed["cost"]["ms"] >= delay               # ... and the choice's cost says so
+    assert fixed["cost"]["ms"] >= fixed["rounds"][0]["ms"]
+    assert rep["cost"]["ms"] >= delay                 # the response's wall time covers it too
 
 
 def test_one_choice_report_has_no_choices_entry(env):
