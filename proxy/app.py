@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from proxy import azure, cors, metrics, pipeline
+from proxy import azure, cors, metrics, pipeline, sentinel
 from proxy.auth import Authenticator, Principal, client_authorization, client_authorization_bytes
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
@@ -630,6 +630,10 @@ async def _warm_up(cfg: GatewayConfig) -> None:
             pipeline.risk_mod.score("What is 2 + 2?", "2 + 2 = 4")
         except Exception:  # noqa: BLE001 - a broken verifier shows up as an `error` check later
             pass
+        # the sentinel's `schema_tokens` (loading the tiktoken encoding takes ~1 s): measured
+        # here, or the first sentinel reports of each process said null (the request path
+        # never waits for it, proxy.sentinel.overhead_tokens_cached)
+        sentinel.overhead_tokens()
 
     await asyncio.to_thread(work)
 

@@ -228,6 +228,10 @@ def test_sentinel_catches_forgotten_subtask(env):
     rep = resp.model_extra["veracity"]
     s = rep["sentinel"]
     assert s["called"] and s["missing_items"] == ["capital of Spain"] and s["rounds"] >= 1
+    # measured at start-up: the first sentinel request of a gateway said null before
+    from proxy.sentinel import overhead_tokens
+    assert s["schema_tokens"] == overhead_tokens()[0]
+    assert "reason" not in s  # only a sentinel that was not injected says why (README)
     first = mock_bodies(env, "sentinel-check")[0]
     names = [t["function"]["name"] for t in first["tools"]]
     assert names.index("verify_result") != len(names) - 1  # never last
