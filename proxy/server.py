@@ -3,7 +3,8 @@
 Modes (the first log line says which):
 
 * ``file``: a config file (``--config``, ``$VERACITY_CONFIG`` or ``./veracity.yaml``).
-* ``env``: no file, ``OPENAI_API_KEY`` set -> every model goes to the OpenAI API with that key.
+* ``env``: no file, ``OPENAI_API_KEY`` set -> every model goes to the OpenAI API with that key
+  (or to the OpenAI-compatible server ``OPENAI_BASE_URL`` names, as with the ``openai`` SDK).
 * ``demo``: neither -> the built-in scripted upstream (:mod:`proxy.mock_upstream` with
   ``proxy/demo_script.yaml``) runs in a thread of this process and serves every model.
 
@@ -20,6 +21,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080, workers: int = 1,
@@ -55,7 +57,7 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
                  "from the built-in scripted upstream (proxy/demo_script.yaml)",
                  mode="demo", upstream=mock.base_url, listen=f"http://{host}:{port}/v1")
     else:
-        log.info(f"veracity starting with {'config ' + str(cfg.source) if cfg.mode == 'file' else 'OPENAI_API_KEY (OpenAI API)'}",
+        log.info(f"veracity starting with {_source(cfg)}",
                  mode=cfg.mode, upstreams={u.name: _public_url(u.base_url) for u in cfg.upstreams},
                  auth="virtual_keys" if cfg.keys else "pass_through", listen=f"http://{host}:{port}/v1")
         if not cfg.keys:
@@ -87,6 +89,21 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
         if tmp_metrics:
             shutil.rmtree(tmp_metrics, ignore_errors=True)
     return 0
+
+
+def _source(cfg: Any) -> str:
+    """What the start-up line says the config came from: the file, or (no file) the
+    ``OPENAI_API_KEY`` upstream and where it points: the OpenAI API, or the server that
+    ``OPENAI_BASE_URL`` names (:func:`proxy.config.default_config` honours it, as the
+    ``openai`` SDK does)."""
+    if cfg.mode == "file":
+        return f"config {cfg.source}"
+    from proxy.config import OPENAI_BASE_URL
+
+    url = cfg.upstreams[0].base_url if cfg.upstreams else None
+    if not url or url.rstrip("/") == OPENAI_BASE_URL:
+        return "OPENAI_API_KEY (OpenAI API)"
+    return f"OPENAI_API_KEY and OPENAI_BASE_URL ({_public_url(url)})"
 
 
 def _public_url(url: str | None) -> str | None:

@@ -59,7 +59,20 @@ def test_openai_api_key_mode(mock: Any, gateway_factory: Any) -> None:
     assert _chat_requests(mock)[-1]["headers"]["authorization"] == f"Bearer {key}"
     first = gw.log_records()[0]
     assert first["mode"] == "env" and "OPENAI_API_KEY" in first["event"]
+    # the line names where requests go: OPENAI_BASE_URL's server, not "the OpenAI API"
+    assert "OpenAI API" not in first["event"] and f"OPENAI_BASE_URL ({mock.base_url})" in first["event"]
     assert key not in gw.log()
+
+
+def test_start_up_line_says_openai_api_only_for_its_url() -> None:
+    from proxy.config import default_config
+    from proxy.server import _source
+
+    assert _source(default_config({"OPENAI_API_KEY": "sk-x"})) == "OPENAI_API_KEY (OpenAI API)"
+    assert _source(default_config({"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "https://api.openai.com/v1/"})) \
+        == "OPENAI_API_KEY (OpenAI API)"
+    local = default_config({"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://u:pw@127.0.0.1:8000/v1?k=1"})
+    assert _source(local) == "OPENAI_API_KEY and OPENAI_BASE_URL (http://127.0.0.1:8000/v1)"  # no credentials
 
 
 def test_demo_mode_first_log_line(gateway_factory: Any) -> None:
