@@ -129,6 +129,10 @@ def test_preflight_allowed_origin(gw: Any) -> None:
     assert {"authorization", "content-type", "x-stainless-retry-count", "openai-organization",
             "x-veracity-policy"} <= _list(r.headers["access-control-allow-headers"])
     assert r.headers["access-control-max-age"] == "300"
+    # each name once, whatever its case (Starlette added its safelisted `Content-Type` to ours)
+    names = [n.strip() for n in r.headers["access-control-allow-headers"].split(",")]
+    assert len(names) == len({n.lower() for n in names}), names
+    assert {"accept", "content-type", "content-language"} <= set(names)  # the safelisted ones stay
     # any path, e.g. the model list the SDK's models.list() reads
     assert _preflight(gw, "/v1/models").headers["access-control-allow-origin"] == ORIGIN
 
@@ -149,6 +153,11 @@ def test_preflight_denied(gw: Any, origin: str, req_headers: str) -> None:
     assert r.status_code == 400
     if origin != ORIGIN:
         assert "access-control-allow-origin" not in r.headers  # the browser refuses the call
+    # OpenAI's error shape (curl users read it), naming what was refused
+    assert r.headers["content-type"] == "application/json"
+    err = r.json()["error"]
+    assert err["code"] == "cors_preflight_refused" and err["type"] == "invalid_request_error"
+    assert ("origin" if origin != ORIGIN else "headers") in err["message"]
 
 
 # --------------------------------------------------------------------------- actual requests
