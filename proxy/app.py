@@ -4,7 +4,11 @@ Routes: ``POST /v1/chat/completions`` (stream and not), ``GET /v1/models`` (unio
 upstreams' lists), ``GET /healthz``, ``GET /readyz``, ``GET /metrics``, and every other
 ``/v1/*`` path passed through to the matching upstream untouched. The Azure OpenAI client's
 paths (``/openai/deployments/{deployment}/...``, ``/openai/v1/...``) are served as the ``/v1``
-route they map to (:mod:`proxy.azure`, :class:`FastPath`).
+route they map to (:mod:`proxy.azure`, :class:`FastPath`), and so are ``/chat/completions`` and
+``/models`` (:data:`BARE_PREFIXES`, for clients whose ``base_url`` lacks ``/v1``). Unknown URLs are
+404 ``unknown_url`` naming the routes; a method a path does not serve is 405 with every served
+method in ``Allow``. Every request but ``/healthz``, ``/readyz``, ``/metrics`` writes one request
+log line and one ``veracity_requests_total`` count (:func:`_finish`, :class:`_RequestRecord`).
 
 The hot path is a plain Starlette endpoint (no FastAPI body validation: the gateway forwards
 dicts it does not own). Each request: request id -> auth -> read body (size limit) -> parse ->
@@ -54,6 +58,21 @@ from proxy.upstream import (
 log = get_logger("veracity")
 
 CHAT_ROUTE = "/v1/chat/completions"
+MODELS_ROUTE = "/v1/models"
+VERIFY_ROUTE = "/v1/veracity/verify"
+#: the ``route`` label of every pass-through request (never the raw path: bounded cardinality)
+PASSTHROUGH_ROUTE = "/v1/*"
+#: the ``route`` label of a request no route serves (404 ``unknown_url``, 405)
+UNMATCHED_ROUTE = "_unmatched"
+#: paths without a request log line or ``veracity_requests_total`` count: probes and scrapes
+#: (every few seconds from an orchestrator or Prometheus: noise in the log, not API traffic)
+UNLOGGED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+#: OpenAI API paths also served without the ``/v1`` prefix, for clients whose ``base_url`` is the
+#: bare host (LiteLLM's proxy serves both forms): chat completions and the model list, with
+#: their sub-paths (``/models/{model}``, stored completions). ``POST /chat/completions`` is
+#: in ``_CHAT_PATHS``; the rest is served as the ``/v1`` path.
+BARE_PREFIXES = ("/chat/completions", "/models")
+_RECORD_KEY = "veracity.request"
 _RID_RE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 _JSON = "application/json"
 #: response headers of a pass-through answer that must not be copied (hop-by-hop / re-encoded)
@@ -107,6 +126,39 @@ def _request_id(headers: Any) -> str:
     if rid and _RID_RE.match(rid):
         return rid
     return _request_ids.next()
+
+
+class _RequestRecord:
+    """What the request log line and ``veracity_requests_total`` say about a request served
+    by the FastAPI app (every route but chat completions, which log themselves): created by
+    :class:`FastPath` per request (in the ASGI scope), filled in by the route's handler,
+    written by :func:`_finish` once the response is sent. ``route`` is a bounded label
+    (a route template, :data:`PASSTHROUGH_ROUTE`, or :data:`UNMATCHED_ROUTE`)."""
+
+    __slots__ = ("rid", "timing", "route", "model", "model_label", "principal", "upstream", "fields",
+                 "veracity_status")
+
+    def __init__(self, rid: str) -> None:
+        self.rid = rid
+        self.timing = Timing()
+        self.route = UNMATCHED_ROUTE
+        self.model = "_none"
+        self.model_label: str | None = None
+        self.principal: Principal | None = None
+        self.upstream: str | None = None
+        self.fields: dict[str, Any] = {}
+        self.veracity_status: str | None = None
+
+
+def _record(request: Request, route: str | None) -> _RequestRecord:
+    """The request's :class:`_RequestRecord` with ``route`` set (None: left as is); a detached
+    one (never logged) when the app runs without :class:`FastPath`."""
+    rec = request.scope.get(_RECORD_KEY)
+    if rec is None:
+        rec = request.scope[_RECORD_KEY] = _RequestRecord(_request_id(request.headers))
+    if route is not None:
+        rec.route = route
+    return rec
 
 
 class _Reply:
@@ -261,11 +313,13 @@ def _glob(name: str, pattern: str) -> bool:
 
 def _finish(state: GatewayState, *, route: str, model: str, status: int, timing: Timing, rid: str,
             principal: Principal | None, upstream: str | None, stream: bool, veracity_status: str | None,
-            fields: dict[str, Any]) -> None:
-    """Metrics + the request's single log line."""
+            fields: dict[str, Any], model_label: str | None = None) -> None:
+    """Metrics + the request's single log line. ``route``: a bounded route label (a route
+    template, never a raw path); ``model_label``: the metrics' ``model`` value when it must
+    differ from the logged ``model`` (pass-through: ``_passthrough``)."""
     duration = timing.elapsed()
     overhead = max(0.0, duration - timing.upstream_s) if "overhead_s" not in fields else fields.pop("overhead_s")
-    metrics.observe_request(route, model, status, duration, overhead, upstream, timing.upstream_s)
+    metrics.observe_request(route, model_label or model, status, duration, overhead, upstream, timing.upstream_s)
     metrics.request_finished()
     if not info_enabled():  # the request line is an info line: skip building it
         return
@@ -424,10 +478,12 @@ async def list_models(request: Request) -> Response:
     upstream sent it, restricted to models this gateway routes to that upstream; litellm
     upstreams contribute their literal (non-glob) model patterns."""
     state: GatewayState = request.app.state.gw
-    rid = _request_id(request.headers)
+    rec = _record(request, MODELS_ROUTE)
+    rid = rec.rid
     try:
-        principal = state.auth.authenticate(_credential(request.headers))
+        principal = rec.principal = state.auth.authenticate(_credential(request.headers))
     except GatewayError as exc:
+        rec.fields["error_code"] = exc.code
         return _error_response(exc, rid)
     assert state.upstreams is not None
     ups = state.upstreams
@@ -459,7 +515,8 @@ async def list_models(request: Request) -> Response:
     if principal.models is not None:
         data = [m for m in data if any(_glob(m["id"], p) for p in principal.models)]
     if not data and first_error is not None:
-        return _upstream_error_response(first_error, rid, Timing())
+        rec.fields["error_code"] = first_error.code
+        return _upstream_error_response(first_error, rid, rec.timing)
     return Response(dumps({"object": "list", "data": data}), 200, headers={"x-request-id": rid}, media_type=_JSON)
 
 
@@ -470,8 +527,9 @@ async def passthrough(request: Request) -> Response:
     routes by its deployment, which also replaces a JSON body's ``model``; other bodies
     (multipart audio) are forwarded as sent."""
     state: GatewayState = request.app.state.gw
-    timing = Timing()
-    rid = _request_id(request.headers)
+    rec = _record(request, PASSTHROUGH_ROUTE)
+    rec.model_label = "_passthrough"  # bounded: pass-through model names are whatever the client sent
+    timing, rid = rec.timing, rec.rid
     path = request.url.path
     try:
         if _escapes_api_prefix(path) or _escapes_api_prefix(request.scope.get("raw_path", b"").decode("latin-1")):
@@ -481,7 +539,7 @@ async def passthrough(request: Request) -> Response:
                 raise GatewayError(405, "Method Not Allowed: use POST /v1/veracity/verify.",
                                    code="method_not_allowed", headers={"allow": "POST"})
             raise GatewayError(404, f"Unknown request URL: {request.method} {path[:200]}.", code="unknown_url")
-        principal = state.auth.authenticate(_credential(request.headers))
+        principal = rec.principal = state.auth.authenticate(_credential(request.headers))
         raw = await _receive_body(request.receive, request.headers, state.max_body)
         model = None
         deployment = request.scope.get(azure.SCOPE_KEY)
@@ -500,22 +558,26 @@ async def passthrough(request: Request) -> Response:
             model = deployment
         assert state.upstreams is not None
         if isinstance(model, str) and model:
+            rec.model = model[:200]
             up = _route(state, principal, model)
         else:
             up = state.upstreams.default()
-        if not isinstance(up, OpenAIUpstream):
-            raise GatewayError(404, f"No OpenAI-compatible upstream serves {path}.", code="not_found")
+        rec.upstream = up.name if up is not None else None
+        if not isinstance(up, OpenAIUpstream):  # litellm upstreams serve chat completions only
+            raise GatewayError(404, f"Unknown request URL: {request.method} {path[:200]}: no OpenAI-compatible "
+                               "upstream serves it for this model.", code="unknown_url")
         resp = await up.request(request.method, path[len("/v1"):], query=request.url.query, body=raw,
                                 headers=request.headers, auth=principal.upstream_auth, timing=timing)
     except GatewayError as exc:
+        rec.fields["error_code"] = exc.code
         return _error_response(exc, rid, timing)
     except UpstreamError as exc:
+        rec.fields["error_code"] = exc.code
         metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
         return _upstream_error_response(exc, rid, timing)
     headers = {k: v for k, v in resp.headers.items()
                if k.lower() not in _DROP_RESPONSE_HEADERS and not k.lower().startswith(_DROP_RESPONSE_PREFIXES)}
     headers["x-request-id"] = rid
-    metrics.REQUESTS.labels("/v1/*", "_passthrough", str(resp.status)).inc()
     if resp.status >= 400:  # error bodies are small: read, and never relay the upstream's key in one
         ctype = resp.headers.get("content-type")
         try:  # the whole body: one read() may return only what has arrived so far
@@ -530,6 +592,7 @@ async def passthrough(request: Request) -> Response:
     length = resp.content_length
     if length is not None and length > up.max_response_bytes:
         exc = up.too_large_error(resp)
+        rec.fields["error_code"] = exc.code
         metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
         return _upstream_error_response(exc, rid, timing)
 
@@ -543,6 +606,7 @@ async def passthrough(request: Request) -> Response:
                 yield chunk
         except Exception as exc:  # mid-body failure: abort, never end a cut body as if complete
             reason = exc.reason if isinstance(exc, UpstreamError) else "disconnect"
+            rec.fields["error_code"] = exc.code if isinstance(exc, UpstreamError) else "upstream_disconnected"
             metrics.UPSTREAM_ERRORS.labels(reason).inc()
             log.warning("pass-through answer cut: client connection aborted", request_id=rid, path=path[:200],
                         upstream=up.name, reason=reason)
@@ -566,13 +630,17 @@ async def veracity_verify(request: Request) -> Response:
     """``POST /v1/veracity/verify``: check ``{messages, answer}`` with the caller's policy and
     no upstream call (see :func:`proxy.pipeline.verify_request`)."""
     state: GatewayState = request.app.state.gw
-    rid = _request_id(request.headers)
+    rec = _record(request, VERIFY_ROUTE)
+    rec.model = "_offline"  # as pipeline.verify_request labels its metrics
+    rid = rec.rid
     try:
-        principal = state.auth.authenticate(_credential(request.headers))
+        principal = rec.principal = state.auth.authenticate(_credential(request.headers))
         body = _parse_json_object(await _receive_body(request.receive, request.headers, state.max_body), request.headers.get("content-encoding"))
         out = await pipeline.verify_request(state.cfg, principal, request.headers, body, rid)
     except GatewayError as exc:
+        rec.fields["error_code"] = exc.code
         return _error_response(exc, rid)
+    rec.veracity_status = out["veracity"]["status"]
     return Response(dumps(out), 200, media_type=_JSON,
                     headers={"x-request-id": rid, "x-veracity-status": out["veracity"]["status"]})
 
@@ -598,9 +666,44 @@ async def metrics_endpoint(request: Request) -> Response:
 
 
 async def _http_exception(request: Request, exc: StarletteHTTPException) -> Response:
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
-    return Response(dumps(error_body(str(exc.detail), code=code)), exc.status_code,
-                    headers=getattr(exc, "headers", None), media_type=_JSON)
+    """Starlette's routing errors in OpenAI's shape: 404 ``unknown_url`` naming the routes
+    (and the ``/v1`` prefix a client's ``base_url`` lacks), 405 ``method_not_allowed`` whose
+    ``Allow`` lists every method served on the path (Starlette lists only the first route's)."""
+    rec = _record(request, None)
+    headers = dict(getattr(exc, "headers", None) or {})
+    headers["x-request-id"] = rec.rid
+    method, path = request.method, request.url.path[:200]
+    if exc.status_code == 404:
+        code = "unknown_url"
+        message = f"Unknown request URL: {method} {path}. {_ROUTES_HINT}"
+        if not path.startswith("/v1/") and path != "/v1":
+            message += f" Did you mean /v1{path}? A client's base_url ends in /v1 ({str(request.base_url).rstrip('/')}/v1)."
+    elif exc.status_code == 405:
+        code = "method_not_allowed"
+        allow = _allowed_methods(request)
+        headers["allow"] = ", ".join(allow)
+        message = f"Method Not Allowed: {method} {path}. Allowed: {', '.join(allow)}."
+    else:
+        code, message = None, str(exc.detail)
+    rec.fields["error_code"] = code
+    return Response(dumps(error_body(message, code=code)), exc.status_code, headers=headers, media_type=_JSON)
+
+
+_ROUTES_HINT = ("This gateway serves the OpenAI API under /v1 (POST /v1/chat/completions, GET /v1/models, "
+                "POST /v1/veracity/verify; other /v1/* paths go to the upstream) and GET /healthz, /readyz, /metrics.")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves on the request's path, sorted (the ``Allow`` of a 405,
+    RFC 9110 section 10.2.1)."""
+    from starlette.routing import Match
+
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
 
 
 async def _unhandled(request: Request, exc: Exception) -> Response:
@@ -662,11 +765,11 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     app = FastAPI(title="Veracity", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.gw = state
     app.router.add_route(CHAT_ROUTE, chat_completions, methods=["POST"])
-    app.router.add_route("/v1/models", list_models, methods=["GET"])
+    app.router.add_route(MODELS_ROUTE, list_models, methods=["GET"])
     app.router.add_route("/healthz", healthz, methods=["GET"])
     app.router.add_route("/readyz", readyz, methods=["GET"])
     app.router.add_route("/metrics", metrics_endpoint, methods=["GET"])
-    app.router.add_route("/v1/veracity/verify", veracity_verify, methods=["POST"])
+    app.router.add_route(VERIFY_ROUTE, veracity_verify, methods=["POST"])
     app.router.add_route("/v1/{rest:path}", passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _unhandled)
@@ -1063,12 +1166,50 @@ class FastPath:
                 scope = {**scope, "path": mapped.path, "raw_path": mapped.raw_path,
                          "query_string": azure.without_api_version(scope.get("query_string", b"")),
                          azure.SCOPE_KEY: mapped.deployment}
+        elif scope["type"] == "http" and scope["path"].startswith(BARE_PREFIXES):
+            path = scope["path"]
+            if any(path == p or path.startswith(p + "/") for p in BARE_PREFIXES):  # served as /v1 + path
+                scope = {**scope, "path": "/v1" + path,
+                         "raw_path": b"/v1" + (scope.get("raw_path") or path.encode("utf-8"))}
+        if scope["type"] != "http" or scope["path"] in UNLOGGED_PATHS:
+            await self._app(scope, receive, send)
+            return
+        await self._logged(scope, receive, send)
+
+    async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:
             await self.app(scope, receive, send)
         except UpstreamBodyError:
             # a pass-through body failed after its status line: returning with the response
-            # incomplete makes the server close the client connection (one log line of its own)
+            # incomplete makes the server close the client connection
             return
+
+    async def _logged(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Serve a request through the FastAPI app, then count it and write its one log line
+        from the :class:`_RequestRecord` its handler filled in; the status is the one sent
+        (499: the client left before any, 500: nothing was sent)."""
+        rec = _RequestRecord(_request_id(_scope_headers(scope)))
+        scope = {**scope, _RECORD_KEY: rec}
+        status = 0
+
+        async def send_status(message: dict[str, Any]) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        metrics.request_started()
+        try:
+            await self._app(scope, receive, send_status)
+        except asyncio.CancelledError:
+            rec.fields["client_disconnected"] = True
+            raise
+        finally:
+            if not status:
+                status = 499 if rec.fields.get("client_disconnected") else 500
+            _finish(self.state, route=rec.route, model=rec.model, status=status, timing=rec.timing, rid=rec.rid,
+                    principal=rec.principal, upstream=rec.upstream, stream=False,
+                    veracity_status=rec.veracity_status, fields=rec.fields, model_label=rec.model_label)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.app, name)

@@ -17,7 +17,11 @@ Multi-worker servers (``veracity serve --workers N``) use prometheus-client's mu
 mode: ``PROMETHEUS_MULTIPROC_DIR`` must be set before this module is imported (``serve`` does
 it), and :func:`render` then aggregates every worker's files, so any worker answers
 ``/metrics`` with the totals. ``model`` label values are the model names routed to an
-upstream (unroutable names are counted as ``_unknown`` to bound cardinality).
+upstream (unroutable names are counted as ``_unknown`` to bound cardinality) or the gateway's
+own values (``_passthrough``, ``_offline``: ``/v1/veracity/verify``, ``_none``: a route without
+a model, ``_other``). ``route`` values are route templates (``proxy.app``: ``/v1/chat/completions``,
+``/v1/models``, ``/v1/veracity/verify``, ``/v1/*`` for every pass-through path, ``_unmatched``),
+never raw paths; ``/healthz``, ``/readyz`` and ``/metrics`` are not counted.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ _children: dict[tuple[str, str, int], tuple[Any, Any, Any]] = {}
 MAX_MODEL_LABELS = 500
 #: Longest model name used as a label value (longer names count as ``_other``).
 MAX_MODEL_LABEL_CHARS = 128
-_model_labels: set[str] = {"_unknown", "_passthrough", "_offline", "_other"}  # the gateway's own values
+_model_labels: set[str] = {"_unknown", "_passthrough", "_offline", "_other", "_none"}  # the gateway's own values
 
 
 def model_label(model: str, status: int = 200) -> str:

@@ -204,7 +204,7 @@ def test_upstream_429_has_cors_headers_and_exposes_retry_after(gw: Any, key: str
 
 def test_gateway_errors_outside_chat_have_cors_headers(gw: Any) -> None:
     r = httpx.get(gw.url + "/not-a-route", headers={"Origin": ORIGIN}, trust_env=False, timeout=30)
-    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_url"
     _assert_cors(r.headers)
     r = httpx.post(gw.base_url + "/chat/completions", content=b"{not json", headers={
         "Origin": ORIGIN, "Authorization": f"Bearer {VERIFY_KEY}", "Content-Type": "application/json"},
