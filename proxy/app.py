@@ -676,7 +676,7 @@ async def _http_exception(request: Request, exc: StarletteHTTPException) -> Resp
     if exc.status_code == 404:
         code = "unknown_url"
         message = f"Unknown request URL: {method} {path}. {_ROUTES_HINT}"
-        if not path.startswith("/v1/") and path != "/v1":
+        if not path.startswith("/v1/") and path not in ("/", "/v1"):
             message += f" Did you mean /v1{path}? A client's base_url ends in /v1 ({str(request.base_url).rstrip('/')}/v1)."
     elif exc.status_code == 405:
         code = "method_not_allowed"

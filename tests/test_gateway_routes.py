@@ -94,6 +94,12 @@ def test_unknown_url_names_the_routes_and_the_v1_prefix(gw: Any, path: str) -> N
     assert f"Did you mean /v1{path}?" in err["message"] and f"{gw.url}/v1" in err["message"]
 
 
+def test_root_404_lists_the_routes_without_a_bogus_hint(gw: Any) -> None:
+    with _http() as http:
+        err = _error(http.get(gw.url + "/"), 404, "unknown_url")
+    assert "/v1/chat/completions" in err["message"] and "Did you mean" not in err["message"]
+
+
 def test_sdk_with_bare_base_url_gets_a_404_that_says_what_to_fix(gw: Any) -> None:
     bare = openai.OpenAI(base_url=gw.url, api_key="sk-client", max_retries=0, timeout=60)
     with pytest.raises(openai.NotFoundError) as ei:
