@@ -627,6 +627,27 @@ def _resolve_paths(cfg: GatewayConfig, base: Path) -> None:
     cfg.verification.budget_db = absolute(cfg.verification.budget_db)
 
 
+def _unwritable(path: str | None) -> str | None:
+    """Why the gateway could not create or append to the file ``path`` (the audit log, the
+    budget database open it at start-up, creating missing folders), or None if it can. Checked
+    without creating anything: the file, else its nearest existing folder, must be writable."""
+    if not path or path == ":memory:":
+        return None
+    p = Path(path)
+    if p.is_dir():
+        return f"{p} is a folder; give a file path"
+    if p.exists():
+        return None if os.access(p, os.W_OK) else f"{p} is not writable"
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot create {p}: {parent} is not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot create {p}: folder {parent} is not writable"
+    return None
+
+
 def _file_problems(cfg: GatewayConfig, env: dict[str, str] | None, check_policies: bool) -> list[str]:
     """What makes a syntactically valid config file unusable: no upstream, a ``policies.dir``
     that is not a folder, keys naming unknown policies (``file:line: field: message`` each)."""
@@ -638,6 +659,11 @@ def _file_problems(cfg: GatewayConfig, env: dict[str, str] | None, check_policie
         out.append(f"{src}:{_line(cfg, ('upstreams',), ())}: upstreams: {what}, so every request would be a 404 "
                    "model_not_found; add one (README \"Configuration\"), or start without a config file "
                    "to use OPENAI_API_KEY or the demo mode")
+    for name in ("audit", "budget_db"):
+        problem = _unwritable(getattr(cfg.verification, name))
+        if problem:
+            out.append(f"{src}:{_line(cfg, ('verification', name), ('verification',))}: verification.{name}: "
+                       f"{problem}")
     d = cfg.policies.dir
     if d and not Path(d).is_dir():
         state = "is not a folder" if Path(d).exists() else "does not exist"

@@ -76,11 +76,18 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
                 f.unlink()
     import uvicorn
 
+    from uvicorn.config import STARTUP_FAILURE
+
     try:
         uvicorn.run("proxy.app:app_from_env", factory=True, host=host, port=port, workers=workers,
                     loop="uvloop", http="httptools", access_log=False, log_config=None,
                     log_level=log_level, server_header=False, proxy_headers=False,
                     timeout_graceful_shutdown=5)
+    except SystemExit as exc:  # uvicorn exits with STARTUP_FAILURE when the lifespan fails
+        if exc.code == STARTUP_FAILURE:
+            print("veracity: start-up failed (see the startup_failed log line above)", file=sys.stderr)
+            return 2
+        raise
     finally:
         if mock is not None:
             mock.stop()

@@ -184,6 +184,8 @@ def test_relative_paths_are_resolved_against_the_config_file(tmp_path: Path, mon
     monkeypatch.chdir(tmp_path)  # not the config's folder
     cfg = load_config(p)
     assert cfg.policies.dir == str(conf / "pol")
+    check = _cli("config", "check", str(p), cwd=tmp_path)
+    assert check.returncode == 0 and f"policies: {conf / 'pol'}\n" in check.stdout, check.stderr
     assert cfg.verification.audit == str(conf / "logs" / "audit.jsonl")
     assert cfg.verification.budget_db == ":memory:"
     # the key's policy is the file's `name:` (finance), not its file name (team)
@@ -226,3 +228,32 @@ def test_config_check_and_serve_exit_2(tmp_path: Path, text: str, expected: str)
     assert check.returncode == 2 and expected in check.stderr, (check.stdout, check.stderr)
     serve = _cli("serve", "--config", "v.yaml", "--port", "0", cwd=tmp_path)
     assert serve.returncode == 2 and expected in serve.stderr, (serve.stdout, serve.stderr)
+
+
+def test_audit_and_budget_files_that_cannot_be_created_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("")
+    p = tmp_path / "v.yaml"
+    p.write_text(UP + "verification:\n  audit: afile/audit.jsonl\n  budget_db: .\n")
+    with pytest.raises(ConfigError) as ei:
+        load_config(p)
+    assert str(ei.value).splitlines() == [
+        f"{p}:5: verification.audit: cannot create {tmp_path / 'afile' / 'audit.jsonl'}: {tmp_path / 'afile'} "
+        "is not a folder",
+        f"{p}:6: verification.budget_db: {tmp_path} is a folder; give a file path"]
+    p.write_text(UP + "verification:\n  audit: new/sub/audit.jsonl\n  budget_db: budget.sqlite3\n")
+    cfg = load_config(p)  # missing folders are created at start-up; nothing is created by the check
+    assert cfg.verification.audit == str(tmp_path / "new" / "sub" / "audit.jsonl")
+    assert not (tmp_path / "new").exists() and not (tmp_path / "budget.sqlite3").exists()
+
+
+def test_serve_exits_2_when_the_verification_runtime_cannot_start(tmp_path: Path) -> None:
+    """A budget database that is not one passes config validation (the file exists and is
+    writable) but cannot be opened: start-up fails with status 2 instead of a gateway that says
+    ready and answers every chat request with a 500."""
+    (tmp_path / "budget.sqlite3").write_text("not a database\n" * 100)
+    (tmp_path / "v.yaml").write_text(UP + "verification: {budget_db: budget.sqlite3}\n")
+    assert _cli("config", "check", "v.yaml", cwd=tmp_path).returncode == 0
+    serve = _cli("serve", "--config", "v.yaml", "--port", "0", cwd=tmp_path)
+    assert serve.returncode == 2, (serve.stdout, serve.stderr)
+    out = serve.stdout + serve.stderr
+    assert "startup_failed" in out and "Veracity is misconfigured" in out and "not a database" in out
