@@ -111,7 +111,7 @@ class _Connection(asyncio.Protocol):
 
     __slots__ = ("pool", "transport", "parser", "waiter", "status", "headers", "body", "size",
                  "max_body", "decoder", "framed", "last_read", "timer", "read_s", "idle_since",
-                 "complete", "error", "keep_alive")
+                 "complete", "keep_alive")
 
     def __init__(self, pool: "Http1Pool") -> None:
         self.pool = pool
@@ -144,7 +144,9 @@ class _Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError:
-            pass  # the callback already failed the waiter with its own error
+            # a callback failed the waiter with its own error already; anything else it raised
+            # must not leave the request waiting for the read timeout
+            self._fail(BadResponse("invalid HTTP response"))
         except httptools.HttpParserError as exc:
             self._fail(BadResponse(f"invalid HTTP response: {exc}"))
 
