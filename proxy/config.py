@@ -13,7 +13,7 @@ Shape (every section optional; see README "Configuration")::
         litellm_params: {api_key: "${ANTHROPIC_API_KEY}"}
     keys:                                   # virtual keys; none -> pass-through auth
       - name: alice
-        hash: sha256:5e884898...            # sha256 hex of the key (`veracity key hash`)
+        hash: sha256:5e884898...            # sha256 hex of the key: the output of `veracity key hash`
         team: research
         policy: default
         allow_policy_header: false
@@ -26,8 +26,12 @@ Shape (every section optional; see README "Configuration")::
       log_content: false                    # prompt/answer text in the request log line
     cors:                                   # absent -> no CORS headers at all (see CORSConfig)
       allow_origins: ["https://app.example.com"]
-    policies: {...}                         # owned by the policy engine (free-form here)
-    verification: {...}
+    policies: {dir: ./policies}             # see PoliciesSettings; relative to this file, must exist
+    verification: {audit: audit.jsonl}      # see VerificationSettings
+
+Every key at every level must be known (``upstream:`` for ``upstreams:`` is an error, with a
+"did you mean"); a file must configure an upstream (no file at all is the OPENAI_API_KEY / demo
+mode of :func:`default_config`); relative paths are resolved against the file's folder.
 
 Interpolation: ``${NAME}`` is replaced by the environment variable ``NAME``; ``${NAME:-default}``
 falls back to ``default``; a missing variable without default is an error. ``$${`` escapes.
