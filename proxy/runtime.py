@@ -32,7 +32,7 @@ from proxy.budget import DailyBudgets, PriceTable  # noqa: F401 (PriceTable: typ
 from proxy.config import PoliciesSettings, VerificationSettings
 from proxy.policy import PolicyStore
 
-__all__ = ["VerificationRuntime", "get", "PoliciesSettings", "VerificationSettings"]
+__all__ = ["VerificationRuntime", "get", "check_stores", "PoliciesSettings", "VerificationSettings"]
 
 
 #: Background verifications (observe mode) running at once per process. Past it a new one
@@ -112,6 +112,21 @@ def wait_warm_up(timeout: float = 30.0) -> None:
     """Block until the :func:`start_warm_up` thread has finished (at most ``timeout`` s)."""
     start_warm_up()
     _WARMING[0].join(timeout)
+
+
+def check_stores(settings: VerificationSettings) -> None:
+    """Open and close the files a :class:`VerificationRuntime` opens for ``settings`` (the
+    SQLite budget store unless Redis is configured, the audit log), so ``veracity serve
+    --workers N`` can refuse to start on one that cannot be opened (uvicorn's supervisor exits
+    with status 0 when its workers fail to start). Raises what opening raises (OSError,
+    sqlite3.DatabaseError). Creates the files and folders, as the workers would."""
+    from proxy.budget import SQLiteStore
+
+    if not (settings.redis_url or os.environ.get("VERACITY_REDIS_URL")) and settings.budget_db:
+        asyncio.run(SQLiteStore(settings.budget_db).close())
+    audit_path = settings.audit or os.environ.get("VERACITY_AUDIT")
+    if audit_path:
+        AuditLog.open(audit_path).close()
 
 
 _RUNTIMES: dict[int, tuple[Any, VerificationRuntime]] = {}

@@ -257,3 +257,7 @@ def test_serve_exits_2_when_the_verification_runtime_cannot_start(tmp_path: Path
     assert serve.returncode == 2, (serve.stdout, serve.stderr)
     out = serve.stdout + serve.stderr
     assert "startup_failed" in out and "Veracity is misconfigured" in out and "not a database" in out
+    # with several workers too (uvicorn's supervisor would exit 0 when its workers fail)
+    serve = _cli("serve", "--config", "v.yaml", "--port", "0", "--workers", "2", cwd=tmp_path)
+    assert serve.returncode == 2, (serve.stdout, serve.stderr)
+    assert "Veracity is misconfigured: DatabaseError: file is not a database" in serve.stderr
