@@ -14,6 +14,7 @@ import asyncio
 import gzip
 import json
 import random
+import ssl
 import threading
 import zlib
 from collections.abc import Awaitable, Callable, Iterator
@@ -21,6 +22,7 @@ from typing import Any
 
 import openai
 import pytest
+import trustme
 
 from tests.fixtures.polling import wait_for
 
@@ -80,6 +82,11 @@ class RawUpstream:
         asyncio.set_event_loop(self.loop)
         self.server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0, limit=1 << 20))
         self.port = self.server.sockets[0].getsockname()[1]
+        # the same cases over TLS, with a certificate for 127.0.0.1 from a CA nobody trusts
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        trustme.CA().issue_cert("127.0.0.1").configure_cert(tls)
+        self.tls_server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=tls))
+        self.tls_port = self.tls_server.sockets[0].getsockname()[1]
         self._ready.set()
         self.loop.run_forever()
 
@@ -292,6 +299,11 @@ def raw() -> Iterator[RawUpstream]:
 @pytest.fixture(scope="module")
 def gw(raw: RawUpstream, gateway_factory: Any) -> Any:
     upstreams = [{"name": n, "models": [n], "base_url": raw.url(n), "api_key": "sk-raw-upstream"} for n in CASES]
+    upstreams += [  # TLS failures: an untrusted certificate; a plain HTTP server on an https URL
+        {"name": "untrusted", "models": ["tls-untrusted"], "base_url": f"https://127.0.0.1:{raw.tls_port}/ok/v1"},
+        {"name": "plain", "models": ["tls-to-plain"], "base_url": f"https://127.0.0.1:{raw.port}/ok/v1",
+         "connect_timeout_s": 1},
+    ]
     upstreams.append({"name": "slow", "models": ["silent-short"], "base_url": raw.url("silent"),
                       "api_key": "sk-raw-upstream", "read_timeout_s": 1})
     return gateway_factory({"upstreams": upstreams, "limits": {"connect_retries": 0}})
@@ -391,6 +403,16 @@ def test_stray_response_never_reaches_a_later_request(client: openai.OpenAI, raw
     assert raw.seen["stray-second-response"] >= 3
 
 
+def test_tls_failures_are_connect_errors(client: openai.OpenAI, gw: Any, log_start: int) -> None:
+    err = _error(client, "tls-untrusted")
+    assert err.status_code == 502 and err.response.json()["error"]["code"] == "upstream_connect_error"
+    # the plain server waits for a request head that a TLS ClientHello never completes
+    err = _error(client, "tls-to-plain")
+    assert err.status_code in (502, 504)
+    assert err.response.json()["error"]["code"] in ("upstream_connect_error", "upstream_timeout")
+    _no_traceback(gw, log_start)
+
+
 def test_silence_is_a_504(client: openai.OpenAI, gw: Any) -> None:
     err = _error(client, "silent-short")
     assert err.status_code == 504 and err.response.json()["error"]["code"] == "upstream_timeout"
@@ -404,3 +426,27 @@ def test_a_client_giving_up_on_a_trickle_closes_the_upstream_connection(gw: Any,
     with pytest.raises(openai.APITimeoutError):
         _ask(quick, "trickle")
     wait_for(lambda: raw.open_connections() <= before, "the gateway to close the trickling upstream connection")
+
+
+def test_a_cancellation_storm_leaves_no_upstream_socket(gw: Any, raw: RawUpstream) -> None:
+    """50 clients waiting on a silent upstream all disconnect at once: every upstream
+    connection is closed (none left open until the read timeout, none kept for reuse)."""
+    n = 50
+    before_open, before_seen = raw.open_connections(), raw.seen.get("silent", 0)
+
+    async def storm() -> None:
+        async with openai.AsyncOpenAI(base_url=gw.base_url, api_key="sk-client", max_retries=0, timeout=300) as c:
+            tasks = [asyncio.create_task(c.chat.completions.create(
+                model="silent", messages=[{"role": "user", "content": "hi"}])) for _ in range(n)]
+            while raw.seen.get("silent", 0) < before_seen + n:  # every request reached the upstream
+                assert not any(t.done() for t in tasks)
+                await asyncio.sleep(0.05)
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    asyncio.run(storm())
+    wait_for(lambda: raw.open_connections() <= before_open, "the gateway to close every upstream connection")
+    # and the gateway still answers
+    ok = openai.OpenAI(base_url=gw.base_url, api_key="sk-client", max_retries=0, timeout=60)
+    assert _ask(ok, "ok").choices[0].message.content == ANSWER
