@@ -450,3 +450,37 @@ def test_a_cancellation_storm_leaves_no_upstream_socket(gw: Any, raw: RawUpstrea
     # and the gateway still answers
     ok = openai.OpenAI(base_url=gw.base_url, api_key="sk-client", max_retries=0, timeout=60)
     assert _ask(ok, "ok").choices[0].message.content == ANSWER
+
+
+# --------------------------------------------------------------------------- a hostile client's head
+
+
+def _raw_exchange(gw: Any, head_lines: list[bytes]) -> bytes:
+    """Send a chat request whose head carries ``head_lines`` (written one by one) to the
+    gateway over a raw socket; return the first bytes of the answer, or b"" when the gateway
+    closed the connection while the request was still being sent."""
+    import socket
+
+    body = json.dumps({"model": "ok", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=60) as s:
+        try:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n")
+            for line in head_lines:
+                s.sendall(line)
+            s.sendall(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            return s.recv(64)
+        except ConnectionError:
+            return b""
+
+
+def test_a_request_head_over_16_kib_is_refused_not_buffered(gw: Any, client: openai.OpenAI) -> None:
+    """uvicorn's httptools protocol has no head limit (20 MB of headers were buffered and
+    answered 200); now a head is bounded as uvicorn's h11 protocol bounds it (16 KiB)."""
+    within = _raw_exchange(gw, [b"X-Filler: " + b"a" * 12000 + b"\r\n"])
+    assert within.startswith(b"HTTP/1.1 200"), within
+    for lines in ([b"X-Filler-%d: %s\r\n" % (i, b"a" * 1000) for i in range(1024)],  # 1 MiB of fields
+                  [b"X-Filler: "] + [b"a" * 1000] * 1024 + [b"\r\n"]):  # one 1 MiB field
+        answer = _raw_exchange(gw, lines)
+        assert not answer.startswith(b"HTTP/1.1 200"), answer
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 400"), answer
+    assert _ask(client, "ok").choices[0].message.content == ANSWER  # and the gateway serves on
