@@ -484,3 +484,37 @@ def test_a_request_head_over_16_kib_is_refused_not_buffered(gw: Any, client: ope
         assert not answer.startswith(b"HTTP/1.1 200"), answer
         assert answer == b"" or answer.startswith(b"HTTP/1.1 400"), answer
     assert _ask(client, "ok").choices[0].message.content == ANSWER  # and the gateway serves on
+
+
+# --------------------------------------------------------------------------- CORS config abuse
+
+
+@pytest.mark.parametrize("text,expected", [
+    # a regex matching every origin with credentials: Starlette reflected https://evil.com and
+    # null with Access-Control-Allow-Credentials: true -- the '*' the wildcard rule forbids
+    ("cors:\n  allow_credentials: true\n  allow_origin_regex: '.*'\n",
+     "veracity.yaml:2: cors: allow_origin_regex matches 'null'"),
+    ("cors:\n  allow_credentials: true\n  allow_origin_regex: 'https://.*'\n",
+     "veracity.yaml:2: cors: allow_origin_regex matches 'https://veracity-probe.invalid'"),
+    ("cors:\n  allow_credentials: true\n  allow_origin_regex: 'https://app\\.example\\.com|null'\n",
+     "veracity.yaml:2: cors: allow_origin_regex matches 'null'"),
+    # a pattern in allow_origins is compared literally: it never matched anything
+    ("cors:\n  allow_origins: ['https://*.example.com']\n",
+     "veracity.yaml:2: cors.allow_origins: 'https://*.example.com': origins are exact"),
+])
+def test_cors_config_that_would_grant_everyone_or_nobody_is_refused(text: str, expected: str) -> None:
+    from proxy.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as ei:
+        parse_config(text, filename="veracity.yaml")
+    assert str(ei.value).startswith(expected), str(ei.value)
+
+
+def test_cors_origins_match_what_browsers_send() -> None:
+    from proxy.config import parse_config
+
+    cors = parse_config("cors:\n  allow_credentials: true\n  allow_origin_regex: 'https://[a-z0-9-]+\\.example\\.com'\n"
+                        "  allow_origins: ['https://app.example.com:443', 'http://localhost:80', 'https://a.example:8443']\n").cors
+    assert cors is not None  # an anchored regex is fine with credentials
+    # a browser's Origin omits the default port, so a listed one never matched
+    assert cors.allow_origins == ["https://app.example.com", "http://localhost", "https://a.example:8443"]
