@@ -518,3 +518,47 @@ def test_cors_origins_match_what_browsers_send() -> None:
     assert cors is not None  # an anchored regex is fine with credentials
     # a browser's Origin omits the default port, so a listed one never matched
     assert cors.allow_origins == ["https://app.example.com", "http://localhost", "https://a.example:8443"]
+
+
+# --------------------------------------------------------------------------- Azure-shaped paths
+
+
+def test_azure_deployment_paths_cannot_escape_or_glob(gw: Any) -> None:
+    import httpx
+
+    az = openai.AzureOpenAI(azure_endpoint=gw.url, api_version="2024-10-21", api_key="azure-key-ABC123xyz",
+                            max_retries=0, timeout=60)
+    ok = az.chat.completions.create(model="ok", messages=[{"role": "user", "content": "hi"}])
+    assert ok.choices[0].message.content == ANSWER
+    chat = {"model": "ok", "messages": [{"role": "user", "content": "hi"}]}
+    h = {"api-key": "azure-key-ABC123xyz"}
+    # dot segments, also percent-encoded and behind an encoded slash: never a path upstream
+    for path in ("/openai/deployments/ok/..%2F..%2Fadmin", "/openai/deployments/ok/%2e%2e/%2e%2e/admin",
+                 "/openai/deployments/ok/embeddings/%2e%2e%2f%2e%2e%2fadmin", "/openai/v1/..%2fadmin",
+                 "/openai/%2e%2e/admin"):
+        r = httpx.post(gw.url + path, json=chat, headers=h, timeout=60)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_url", (path, r.text)
+    # a deployment is a model name, never a pattern: '*' and '[o]k' serve nothing
+    for dep in ("*", "%2A", "%5Bo%5Dk", "o%3Fk"):
+        r = httpx.post(gw.url + f"/openai/deployments/{dep}/chat/completions", json=chat, headers=h, timeout=60)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found", (dep, r.text)
+        assert "azure-key-ABC123xyz" not in r.text
+    # empty or blank deployment
+    for dep in ("", "%20"):
+        r = httpx.post(gw.url + f"/openai/deployments/{dep}/chat/completions", json=chat, headers=h, timeout=60)
+        assert r.status_code == 404, (dep, r.text)
+    assert "azure-key-ABC123xyz" not in gw.log()
+
+
+def test_azure_api_key_with_control_bytes_is_refused_by_the_server(gw: Any) -> None:
+    """A bare CR or a NUL in ``api-key`` never reaches the gateway's code: 400 (a CRLF just ends
+    the header line, so a client can only "inject" headers into its own request)."""
+    import socket
+
+    body = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
+    for key in (b"k\x00k", b"k\rk", b"k\r X-Folded: 1"):
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=60) as s:
+            s.sendall(b"POST /openai/deployments/ok/chat/completions HTTP/1.1\r\nHost: gw\r\napi-key: " + key
+                      + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            answer = s.recv(64)
+        assert answer.startswith(b"HTTP/1.1 400"), (key, answer)
