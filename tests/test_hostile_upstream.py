@@ -562,3 +562,15 @@ def test_azure_api_key_with_control_bytes_is_refused_by_the_server(gw: Any) -> N
                       + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
             answer = s.recv(64)
         assert answer.startswith(b"HTTP/1.1 400"), (key, answer)
+
+
+@pytest.mark.parametrize("model", sorted(MALFORMED) + ["header-bomb", "trailer-bomb", "switching-protocols"])
+def test_the_same_answers_to_a_stream_request(client: openai.OpenAI, gw: Any, log_start: int, model: str) -> None:
+    """Streams go through aiohttp: the same broken answers end in an OpenAI-shaped error too."""
+    with pytest.raises(openai.APIError) as info:
+        for _ in client.chat.completions.create(model=model, stream=True,
+                                                messages=[{"role": "user", "content": "hi"}]):
+            pass
+    if isinstance(info.value, openai.APIStatusError):
+        assert info.value.status_code in (502, 504), (info.value.status_code, info.value.response.text)
+    _no_traceback(gw, log_start)
