@@ -48,6 +48,7 @@ from proxy.upstream import (
     dumps,
     loads,
     loads_strict,
+    tenant_headers,
 )
 
 log = get_logger("veracity")
@@ -334,7 +335,8 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: s
         if principal.allow_policy_header:
             policy = headers.get("x-veracity-policy") or policy
         ctx = pipeline.RequestContext(
-            request_id=rid, model=model, upstream=BoundUpstream(up, principal.upstream_auth, timing),
+            request_id=rid, model=model,
+            upstream=BoundUpstream(up, principal.upstream_auth, timing, tenant=tenant_headers(headers)),
             principal=principal, policy=policy, headers=headers, timing=timing,
             config=state.cfg, log=fields)
         if state.log_content:
@@ -914,6 +916,8 @@ class LeanLane:
         stream = body.get("stream")
         if (type(model) is not str or not model or (stream is not None and stream is not False)
                 or raw.count(b"{") + raw.count(b"[") > MAX_JSON_DEPTH):
+            return await self._normal(scope, receive, send, raw, deployment)
+        if b"openai-organization" in h or b"openai-project" in h:  # tenant headers: the normal path sends them
             return await self._normal(scope, receive, send, raw, deployment)
         routed = self._route(client_authorization_bytes(h.get(b"authorization"), h.get(b"api-key")), model)
         if routed is None:

@@ -121,7 +121,7 @@ class _Connection(asyncio.Protocol):
 
     __slots__ = ("pool", "transport", "parser", "waiter", "status", "headers", "body", "size",
                  "max_body", "decoder", "framed", "last_read", "timer", "read_s", "idle_since",
-                 "complete", "error", "keep_alive", "head_size", "field_size", "got_body")
+                 "complete", "keep_alive", "head_size", "field_size", "got_body")
 
     def __init__(self, pool: "Http1Pool") -> None:
         self.pool = pool
@@ -156,7 +156,9 @@ class _Connection(asyncio.Protocol):
         self.got_body = False
         try:
             self.parser.feed_data(data)
-        except httptools.HttpParserCallbackError:  # a callback failed the waiter (or raised a bug)
+        except httptools.HttpParserCallbackError:
+            # a callback failed the waiter with its own error already; anything else it raised
+            # must not leave the request waiting for the read timeout
             self._fail(BadResponse("invalid HTTP response"))
         except httptools.HttpParserUpgrade:  # 101 (or CONNECT) though no upgrade was asked for
             self._fail(BadResponse("the upstream switched protocols unasked (HTTP 101)"))
@@ -394,8 +396,11 @@ class Http1Pool:
         data = b"%sHost: %s\r\nContent-Length: %d\r\n\r\n%s" % (head, self.host_header, len(body), body)
         resp = await conn.exchange(data, read_s, max_body)
         if conn.keep_alive and conn.transport is not None:
-            conn.idle_since = time.monotonic()
+            conn.idle_since = now = time.monotonic()
             self.idle.append(conn)
+            # the oldest idle connections (left by a past burst) are closed once past keepalive_s
+            while self.idle and now - self.idle[0].idle_since >= self.keepalive_s:
+                self.idle.pop(0).close()
         else:
             conn.close()
         return resp
@@ -418,10 +423,14 @@ class Http1Client:
         self._pools: dict[tuple[str, str, int], Http1Pool] = {}
 
     def pool(self, url: URL) -> Http1Pool:
-        """The pool for ``url``'s origin (created on first use; needs a running loop)."""
+        """The pool for ``url``'s origin (created on first use; needs a running loop). The
+        https pools share one TLS context (``ssl_context``, else the default one)."""
         key = (url.scheme, url.host or "", url.port or 0)
         pool = self._pools.get(key)
         if pool is None:
+            if url.scheme == "https" and self.ssl_context is None:
+                # once per client: loading the trust store is blocking disk I/O (~10 ms)
+                self.ssl_context = ssl.create_default_context()
             pool = self._pools[key] = Http1Pool(url, ssl_context=self.ssl_context, keepalive_s=self.keepalive_s)
         return pool
 

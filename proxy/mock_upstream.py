@@ -33,6 +33,7 @@ import asyncio
 import base64
 import fnmatch
 import functools
+import gzip
 import hashlib
 import itertools
 import json
@@ -46,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
@@ -259,6 +261,12 @@ class Reply(ChoiceSpec):
       ``id_retry_frames`` (frames with only ``id:``/``retry:`` lines and a ``:`` comment between
       chunks), ``empty_data`` (empty ``data:`` frames between chunks), ``error_mid_stream`` (after
       ``drop_after`` frames an ``event: error`` frame with an OpenAI error object, then the end).
+    * ``raw_stream``: for stream requests, the SSE body sent verbatim instead of the generated
+      chunks, one string per write (to script wire shapes the chunk builder never makes:
+      ``data:`` without a space, CR or CRLF line ends, comments, chunks without ``index``).
+    * ``content_encoding``: ``gzip`` or ``deflate``: a non-stream JSON answer (chat,
+      embeddings) is sent compressed, with that ``Content-Encoding`` and the compressed
+      ``Content-Length``.
     """
 
     choices: list[ChoiceSpec] | None = None
@@ -274,6 +282,8 @@ class Reply(ChoiceSpec):
     headers: dict[str, str] = Field(default_factory=dict)
     fault: list[Fault] = Field(default_factory=list)
     drop_after: int | None = Field(default=None, ge=0)
+    raw_stream: list[str] | None = None
+    content_encoding: Literal["gzip", "deflate"] | None = None
 
     @field_validator("fault", mode="before")
     @classmethod
@@ -588,7 +598,8 @@ class MockApp:
                 else:
                     await _send_body(send, completion, reply)
             elif path == "/v1/embeddings":
-                await _send_json(send, 200, _embeddings(body), reply.headers)
+                payload, enc = _compress(_dumps(_embeddings(body)), reply.content_encoding)
+                await _send(send, 200, payload, {**reply.headers, **enc})
             else:
                 await self._text_completion(send, body, reply, n_req, stream)
         finally:
@@ -639,12 +650,15 @@ class MockApp:
         chunks: list[Any] = to_chunks(completion, chunk_size=reply.stream.chunk_size, include_usage=include_usage)
         faults = set(reply.fault)
         frames: list[bytes] = []
-        for i, chunk in enumerate(chunks):
+        for i, chunk in enumerate(chunks if reply.raw_stream is None else ()):
             if "id_retry_frames" in faults:
                 frames.append(f"id: {i}\n\n".encode() if i % 2 == 0 else b"retry: 3000\n\n: keep-alive\n\n")
             if "empty_data" in faults:
                 frames.append(b"data: \n\n" if i % 2 == 0 else b"data:\r\n\r\n")
             frames.append(encode_chunk(chunk))
+        if reply.raw_stream is not None:
+            frames = [f.encode("utf-8") for f in reply.raw_stream]
+            faults.add("no_done")  # the script wrote the whole body, [DONE] included or not
         cut = reply.drop_after if reply.drop_after is not None else max(1, len(frames) // 2)
         if "drop_mid_stream" in faults or "error_mid_stream" in faults:
             frames = frames[:cut]
@@ -827,6 +841,15 @@ def _embeddings(body: dict[str, Any]) -> dict[str, Any]:
             "usage": {"prompt_tokens": total, "total_tokens": total}}
 
 
+def _compress(payload: bytes, encoding: str | None) -> tuple[bytes, dict[str, str]]:
+    """``payload`` encoded per ``encoding`` (``gzip``/``deflate``/None) and the header saying so."""
+    if encoding == "gzip":
+        return gzip.compress(payload), {"content-encoding": "gzip"}
+    if encoding == "deflate":
+        return zlib.compress(payload), {"content-encoding": "deflate"}
+    return payload, {}
+
+
 async def _send(send: Any, status: int, payload: bytes, headers: dict[str, str] | None = None,
                 content_type: bytes = b"application/json") -> None:
     hdrs = [(b"content-type", content_type), (b"content-length", str(len(payload)).encode())]
@@ -848,7 +871,8 @@ async def _send_body(send: Any, completion: dict, reply: Reply) -> None:
         await send({"type": "http.response.body", "body": payload[: len(payload) // 2], "more_body": True})
         await _cut(send)
         return
-    await _send(send, 200, payload, reply.headers)
+    payload, enc = _compress(payload, reply.content_encoding)
+    await _send(send, 200, payload, {**reply.headers, **enc})
 
 
 # --------------------------------------------------------------------------- serving

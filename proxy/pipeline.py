@@ -26,8 +26,9 @@ Side effects: metrics (:mod:`proxy.verification_metrics`), daily budget charge, 
 
 Streaming (:func:`chat_completion_stream`): ``buffer`` holds the stream (keep-alive comments),
 runs the same sequence, then streams the final answer as valid chunks; ``passthrough`` relays
-live and appends the report chunk (``choices: []``) before ``[DONE]``; ``observe`` relays live
-and verifies in the background. Both verifying modes end with the report chunk.
+live and sends the report before ``[DONE]``; ``observe`` relays live and verifies in the
+background. Both verifying modes end with the report: on the last chunk with a
+``finish_reason`` (one choice, no usage chunk asked), else in a ``choices: []`` chunk.
 
 Contract for the steps:
 
@@ -65,7 +66,8 @@ from proxy.correction import choice_text, completion_text, correct
 from proxy.errors import GatewayError, UpstreamError, error_body, sse_error_event
 from proxy.policy import KeyGrant, Policy, PolicyError, resolve
 from proxy.sse import IncompleteStream, assemble, parse_stream
-from proxy.streaming import DONE_FRAME, completion_frames, hold, include_usage, report_frame
+from proxy.streaming import (DONE_FRAME, completion_frames, has_finish, hold, include_usage, report_frame,
+                             report_on_last_chunk, with_report)
 from proxy.upstream import BoundUpstream, Timing, UpstreamStream
 from verifiers import risk as risk_mod
 from verifiers._types import Report
@@ -618,7 +620,7 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
         if blocked:
             return [b"data: " + json.dumps(_blocked_body(final), default=str).encode() + b"\n\n"]
         frames = completion_frames(completion, usage=include_usage(plan.body))
-        return frames + [report_frame(completion, final.to_dict(), ctx.model), DONE_FRAME]
+        return _with_report_frames(plan, frames, completion, final.to_dict(), ctx.model) + [DONE_FRAME]
 
     stats: dict[str, Any] = {}
     try:
@@ -629,45 +631,76 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
         await stream.aclose()
 
 
+def _with_report_frames(plan: _Plan, frames: list[bytes], completion: dict[str, Any] | None,
+                        report: dict[str, Any], model: str) -> list[bytes]:
+    """``frames`` with the report: on the usage chunk when the client asked for it, on the
+    last chunk that has a ``finish_reason`` when :func:`proxy.streaming.report_on_last_chunk`
+    (no ``choices: []`` chunk the client did not ask for), else (or when there is no such
+    chunk) in a ``choices: []`` chunk at the end."""
+    if include_usage(plan.body) and frames and _is_usage_frame(frames[-1]):
+        framed = with_report(frames[-1], report)
+        if framed is not None:
+            return frames[:-1] + [framed]
+    if report_on_last_chunk(plan.body):
+        for i in range(len(frames) - 1, -1, -1):
+            if has_finish(frames[i]):
+                framed = with_report(frames[i], report)
+                if framed is not None:
+                    return frames[:i] + [framed] + frames[i + 1:]
+                break
+    return frames + [report_frame(completion, report, model)]
+
+
 def _is_usage_frame(frame: bytes) -> bool:
-    """A ``data:`` frame whose chunk has ``choices: []`` (OpenAI's usage chunk)."""
-    if b'"choices"' not in frame or b"[]" not in frame:
+    """A ``data:`` frame whose chunk has ``choices: []`` and a ``usage`` (OpenAI's usage chunk).
+    Other ``choices: []`` chunks (Azure's first chunk with ``prompt_filter_results``) are not
+    usage: they are relayed in place, never held back or replaced."""
+    if b'"choices"' not in frame or b"[]" not in frame or b'"usage"' not in frame:
         return False
     try:
         obj = json.loads(frame[frame.index(b"{"):])
     except (ValueError, TypeError, RecursionError):
         return False
-    return isinstance(obj, dict) and obj.get("choices") == []
+    return isinstance(obj, dict) and obj.get("choices") == [] and obj.get("usage") is not None
 
 
 async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream,
                               report: Report) -> AsyncIterator[bytes]:
-    """Passthrough mode: relay live; hold back the usage chunk and ``[DONE]``; verify; then
-    send the report in the usage chunk (when the client asked for usage) or in one added
-    ``choices: []`` chunk, then ``[DONE]``."""
+    """Passthrough mode: relay live; hold back the usage chunk and ``[DONE]`` (and, when the
+    report rides on the last chunk, everything from the first ``finish_reason`` on); verify;
+    then send the report in the usage chunk (when the upstream sent one), on the last chunk
+    with a ``finish_reason``, or in one added ``choices: []`` chunk (see
+    :func:`_with_report_frames`), then ``[DONE]``."""
     parts: list[bytes] = []
+    held: list[bytes] = []  # from the first finish_reason on, when the report rides on it
+    hold_finish = report_on_last_chunk(plan.body)
     usage_frame: bytes | None = None
     done = False
     async for blob in relay(ctx, stream):
         if blob.endswith(DONE_FRAME):
             blob, done = blob[: -len(DONE_FRAME)], True
-        if b"[]" in blob:
+        if b"[]" in blob or held or (hold_finish and has_finish(blob)):
             kept = []
             for frame in blob.split(b"\n\n"):
-                if frame and _is_usage_frame(frame):
-                    usage_frame = frame + b"\n\n"
-                elif frame:
-                    kept.append(frame + b"\n\n")
+                if not frame:
+                    continue
+                frame += b"\n\n"
+                if _is_usage_frame(frame):
+                    usage_frame = frame
+                elif held or (hold_finish and has_finish(frame)):
+                    held.append(frame)
+                else:
+                    kept.append(frame)
             blob = b"".join(kept)
         if blob:
             parts.append(blob)
             yield blob
     if not done:
         report.status, report.reason = "error", "upstream stream failed"
-        if usage_frame:
-            yield usage_frame
+        for frame in held + ([usage_frame] if usage_frame else []):
+            yield frame
         return
-    parsed = parse_stream(b"".join(parts + ([usage_frame] if usage_frame else [])))
+    parsed = parse_stream(b"".join(parts + held + ([usage_frame] if usage_frame else [])))
     completion = assemble(parsed.chunks, done=True, strict=False) if parsed.chunks else {}
     final = _skipped(plan, completion_text(completion)) if len(choices.choice_list(completion)) <= 1 else None
     if final is None:
@@ -681,11 +714,14 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
     await _finish(ctx, plan, completion, final)
     _update(report, final)
     if usage_frame is not None:
+        for frame in held:
+            yield frame
         chunk = json.loads(usage_frame[usage_frame.index(b"{"):])
         chunk["veracity"] = final.to_dict()
         yield b"data: " + json.dumps(chunk, separators=(",", ":"), default=str).encode() + b"\n\n"
     else:
-        yield report_frame(completion, final.to_dict(), ctx.model)
+        for frame in _with_report_frames(plan, held, completion, final.to_dict(), ctx.model):
+            yield frame
     yield DONE_FRAME
 
 

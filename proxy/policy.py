@@ -188,7 +188,7 @@ class Budgets(_Strict):
 
 class StreamingPolicy(_Strict):
     """``mode``: ``buffer`` (hold, verify, stream the final answer) or ``passthrough`` (relay
-    live, verify in the background, report in a last ``choices: []`` chunk).
+    live, verify before ``[DONE]``, report on the last chunk; see :mod:`proxy.streaming`).
     ``keepalive_s``: interval of SSE comment keep-alives while holding."""
 
     mode: Literal["buffer", "passthrough"] = "passthrough"

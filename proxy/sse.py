@@ -11,7 +11,8 @@ Three pieces, used by the mock upstream today and by the buffered-verification m
 * :func:`assemble` -- ``chat.completion.chunk`` dicts -> one ``chat.completion`` dict, merging
   deltas per choice ``index`` the way the ``openai`` SDK's ``ChatCompletionStreamState`` does
   (strings concatenated, tool-call deltas merged by their ``index``), except that a new ``id``
-  on an ``index`` already in use starts a new call.  An incomplete stream (a choice without
+  on an ``index`` already in use starts a new call, and a delta without ``index`` continues
+  the last call unless it brings a new ``id``.  An incomplete stream (a choice without
   ``finish_reason``, no ``data: [DONE]``) is reported, never dressed up as a normal stop.
 * :func:`to_chunks` / :func:`encode_chunks` -- the inverse: a ``chat.completion`` dict -> a
   valid chunk sequence (role first, content deltas, tool-call deltas with ``index`` and the
@@ -303,9 +304,16 @@ class _ChoiceState:
 
     def _add_call(self, delta: dict[str, Any]) -> None:
         idx = delta.get("index")
-        if not isinstance(idx, int):  # missing or malformed: a new call
-            idx = len(self.by_index)
         call_id = delta.get("id")
+        if not isinstance(idx, int):
+            # no index (Gemini and some OpenAI-compatible servers): a delta without an id, or
+            # with the id of the last call, continues the last call; any other id starts a new
+            # one (openai-python#3246 infers indexes the same way)
+            last = self.calls[-1] if self.calls else None
+            if last is not None and (not call_id or call_id == last.get("id")):
+                idx = next(i for i, c in self.by_index.items() if c is last)
+            else:
+                idx = max(self.by_index, default=-1) + 1
         call = self.by_index.get(idx)
         if call is None or (call_id and call.get("id") and call_id != call["id"]):
             call = {"id": call_id, "type": "function", "function": {"name": "", "arguments": ""}}

@@ -8,29 +8,77 @@
 - :func:`completion_frames` turns a verified ``chat.completion`` into valid chunk frames
   (:func:`proxy.sse.to_chunks`), with the usage chunk only when the client asked for it.
 - :func:`report_frame` is the last chunk before ``[DONE]``: ``choices: []`` plus the
-  ``veracity`` report (the same shape as OpenAI's usage chunk, so the SDK parses it).
+  ``veracity`` report (the same shape as OpenAI's usage chunk, so the SDK parses it). It is
+  used when the client asked for the usage chunk (such clients expect ``choices: []``) or for
+  ``n > 1``; otherwise :func:`with_report` puts the report on the answer's last chunk (the one
+  with ``finish_reason``): the common client loop ``chunk.choices[0].delta`` raises
+  ``IndexError`` on a ``choices: []`` chunk it never asked for (BerriAI/litellm#30870).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
 from proxy.sse import DONE, encode_chunk, to_chunks
 
-__all__ = ["hold", "completion_frames", "report_frame", "DONE_FRAME", "KEEPALIVE", "include_usage"]
+__all__ = ["hold", "completion_frames", "report_frame", "with_report", "has_finish", "report_on_last_chunk",
+           "DONE_FRAME", "KEEPALIVE", "include_usage"]
 
 DONE_FRAME = encode_chunk(DONE)
 KEEPALIVE = b": keep-alive\n\n"
+
+
+_FINISH_RE = re.compile(rb'"finish_reason"\s*:\s*"')
 
 
 def include_usage(body: dict[str, Any]) -> bool:
     """Whether the client asked for the usage chunk (``stream_options.include_usage``)."""
     so = body.get("stream_options")
     return isinstance(so, dict) and so.get("include_usage") is True
+
+
+def report_on_last_chunk(body: dict[str, Any]) -> bool:
+    """Whether the report rides on the answer's last chunk (:func:`with_report`) rather than in
+    a ``choices: []`` chunk: when the client did not ask for the usage chunk and wants one
+    choice (``n`` absent or 1)."""
+    n = body.get("n")
+    return not include_usage(body) and (n is None or n == 1)
+
+
+def has_finish(frame: bytes) -> bool:
+    """Whether an SSE frame carries a (non-null) ``finish_reason``."""
+    return _FINISH_RE.search(frame) is not None
+
+
+def with_report(frame: bytes, report: dict[str, Any]) -> bytes | None:
+    """``frame`` (one ``data:`` chunk event, as relayed) with ``"veracity": report`` added to
+    its chunk object; ``None`` when the frame is not a JSON object chunk (the caller then sends
+    :func:`report_frame`)."""
+    lines = frame.strip(b"\n").split(b"\n")
+    if not lines or any(not line.startswith(b"data: ") for line in lines):
+        return None
+    try:
+        chunk = json.loads(b"\n".join(line[6:] for line in lines))
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
+        return None
+    chunk["veracity"] = report
+    return _frame(chunk)
+
+
+def _frame(chunk: dict[str, Any]) -> bytes:
+    text = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate quoted from model text: ASCII escapes instead
+        data = json.dumps(chunk, separators=(",", ":"), default=str).encode()
+    return b"data: " + data + b"\n\n"
 
 
 async def hold(work: Awaitable[list[bytes]], keepalive_s: float, *, first: bytes = KEEPALIVE,
@@ -81,9 +129,4 @@ def report_frame(completion: dict[str, Any] | None, report: dict[str, Any], mode
         "choices": [],
         "veracity": report,
     }
-    text = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False, default=str)
-    try:
-        data = text.encode()
-    except UnicodeEncodeError:  # a lone surrogate quoted from model text: ASCII escapes instead
-        data = json.dumps(chunk, separators=(",", ":"), default=str).encode()
-    return b"data: " + data + b"\n\n"
+    return _frame(chunk)

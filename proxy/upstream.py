@@ -39,6 +39,10 @@ from proxy.config import DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, UpstreamConf
 from proxy.errors import UpstreamError
 from proxy.log import scrub_secrets
 
+#: ``(header name, value)`` pairs of a client's tenant headers (see :func:`tenant_headers`)
+Tenant = tuple[tuple[str, str], ...]
+
+
 def _no_constant(name: str) -> Any:
     """``NaN``/``Infinity`` are not JSON (RFC 8259 section 6); the stdlib would accept them."""
     raise ValueError(f"{name} is not valid JSON")
@@ -107,7 +111,11 @@ try:  # orjson is ~3-5x faster on completion-sized bodies; stdlib json is the fa
         metric labels as UTF-8. orjson turns an integer beyond 64 bits into a float
         (``2**70`` -> ``1.1805916207174113e+21``); a faithful proxy must not change a
         client's or an upstream's numbers, so such a body is parsed again by the stdlib,
-        whose integers are exact (and :func:`dumps` writes them back exactly)."""
+        whose integers are exact (and :func:`dumps` writes them back exactly). A leading UTF-8
+        byte order mark is ignored, as RFC 8259 section 8.1 allows a parser to do (.NET and
+        PowerShell clients send one)."""
+        if raw[:3] == _BOM:
+            raw = raw[3:]
         return _exact(raw, _orjson.loads(raw))
 except ImportError:  # pragma: no cover - exercised only without orjson
     def dumps(obj: Any) -> bytes:
@@ -116,6 +124,7 @@ except ImportError:  # pragma: no cover - exercised only without orjson
 
     loads = loads_strict = json.loads
 
+_BOM = b"\xef\xbb\xbf"
 #: bytes.translate table: ASCII digit -> b"0", any other byte -> b" "
 _DIGIT_MAP = bytes(48 if 48 <= i <= 57 else 32 for i in range(256))
 #: orjson parses integers in [-2**63, 2**64 - 1] exactly; every integer outside that range
@@ -206,7 +215,8 @@ class SSERelay:
     ``data: ...\\n\\n`` (``event:`` kept), and keeps any incomplete tail for the next call, so
     nothing is held back longer than one event. Frames without data (``id:``/``retry:``-only,
     comments, empty ``data:``) are dropped: the ``openai`` SDK would otherwise try to
-    ``json.loads("")`` them (``openai/_streaming.py``, ``SSEDecoder.decode``). CRLF is normalised.
+    ``json.loads("")`` them (``openai/_streaming.py``, ``SSEDecoder.decode``). CRLF and a lone CR
+    (both end a line in the SSE format) become LF; a CR that ends a read waits for the next one.
 
     State: ``done`` (``data: [DONE]`` seen), ``finished`` (a ``finish_reason`` string seen),
     ``errored`` (the upstream sent a ``data: {"error": ...}`` event). Error events (that
@@ -227,19 +237,24 @@ class SSERelay:
     def feed(self, chunk: bytes) -> bytes:
         """Add raw bytes; return the complete events among them (possibly ``b""``)."""
         buf = self._buf + chunk if self._buf else chunk
+        held = b""
         if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
+            if buf.endswith(b"\r"):  # maybe half of a CRLF cut between reads: decided on the next one
+                buf, held = buf[:-1], b"\r"
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # CRLF, LF and CR all end a line
         end = buf.rfind(b"\n\n")
         if end < 0:
-            self._buf = buf
+            self._buf = buf + held
             return b""
-        self._buf = buf[end + 2:]
+        self._buf = buf[end + 2:] + held
         return self._events(buf[:end].split(b"\n\n"))
 
     def flush(self) -> bytes:
         """At end of input: the last event if the upstream omitted its final blank line."""
         buf, self._buf = self._buf, b""
-        return self._events([buf.rstrip(b"\n")]) if buf.strip() else b""
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        return self._events([e for e in buf.split(b"\n\n") if e.strip()]) if buf.strip() else b""
 
     def _events(self, raw_events: list[bytes]) -> bytes:
         out: list[bytes] = []
@@ -366,9 +381,11 @@ class Upstream(Protocol):
     name: str
     config: UpstreamConfig
 
-    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> tuple[dict[str, Any], dict[str, str]]: ...
+    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                       tenant: Tenant = ()) -> tuple[dict[str, Any], dict[str, str]]: ...
 
-    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> UpstreamStream: ...
+    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                          tenant: Tenant = ()) -> UpstreamStream: ...
 
 
 def _odd_status(status: int, name: str) -> UpstreamError | None:
@@ -424,12 +441,13 @@ class OpenAIUpstream:
         # the chat request's head, built once (http1 adds Host and Content-Length)
         self._chat_head = http1.request_head("POST", self.chat_url, (self._own_headers or base).items())
 
-    def headers(self, auth: str | None) -> dict[str, str]:
-        """Request headers: the upstream's own key, else the client's ``Authorization``."""
+    def headers(self, auth: str | None, tenant: Tenant = ()) -> dict[str, str]:
+        """Request headers: the upstream's own key, else the client's ``Authorization`` (with
+        the client's ``tenant`` headers: they go only with the client's own key)."""
         if self._own_headers is not None:
             return self._own_headers
         if auth:
-            return {**self._base_headers, "Authorization": auth}
+            return {**self._base_headers, "Authorization": auth, **dict(tenant)}
         return self._base_headers
 
     async def _post(self, url: URL | str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
@@ -495,7 +513,7 @@ class OpenAIUpstream:
         return UpstreamError(resp.status, f"upstream {self.name!r} answered HTTP {resp.status}",
                              reason=f"http_{resp.status}", body=body, headers=relay_headers(resp.headers))
 
-    async def _exchange(self, data: bytes, auth: str | None) -> http1.Http1Response:
+    async def _exchange(self, data: bytes, auth: str | None, tenant: Tenant = ()) -> http1.Http1Response:
         """POST ``data`` to ``/chat/completions`` through :mod:`proxy.http1` and return the
         whole response; connect failures are retried like :meth:`_post`'s. Raises
         :class:`UpstreamError` (connect) or :class:`http1.Http1Error` (mapped by
@@ -506,6 +524,8 @@ class OpenAIUpstream:
         head = self._chat_head
         if self._own_headers is None and auth:
             head += http1.header_line("Authorization", auth)
+            for name, value in tenant:
+                head += http1.header_line(name, value)
         kw = {"connect_s": self.timeout.sock_connect, "read_s": self.timeout.sock_read,
               "max_body": self.max_response_bytes}
         try:
@@ -526,8 +546,11 @@ class OpenAIUpstream:
             raise _connect_error(exc, self.name) from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> tuple[dict[str, Any], dict[str, str]]:
+    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                       tenant: Tenant = ()) -> tuple[dict[str, Any], dict[str, str]]:
         """POST ``/chat/completions`` (non-stream). Returns ``(response dict, relay headers)``.
+        ``auth``: the client's credential, sent when this upstream has no key of its own, with
+        the client's ``tenant`` headers (:func:`tenant_headers`).
 
         Raises :class:`UpstreamError`: upstream HTTP status (>= 400) with its body (dropped
         when over 1 MiB) and headers; 502 connect failure / non-JSON answer / connection lost /
@@ -536,7 +559,7 @@ class OpenAIUpstream:
         data = dumps(body)
         with _UpstreamCall(self.name, timing):
             try:
-                resp = await self._exchange(data, auth)
+                resp = await self._exchange(data, auth, tenant)
             except http1.ResponseTooLarge:
                 raise self._too_large() from None
         odd = _odd_status(resp.status, self.name)
@@ -556,12 +579,13 @@ class OpenAIUpstream:
                                 reason="bad_response")
         return out, relay_headers(resp.headers)
 
-    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> UpstreamStream:
+    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                          tenant: Tenant = ()) -> UpstreamStream:
         """POST ``/chat/completions`` with ``stream: true`` and check the status. Raises
         :class:`UpstreamError` (as :meth:`complete`) before any byte is relayed."""
         data = dumps(body)
         with _UpstreamCall(self.name, timing):
-            resp = await self._post(self.chat_url, data, self.headers(auth))
+            resp = await self._post(self.chat_url, data, self.headers(auth, tenant))
             odd = _odd_status(resp.status, self.name)
             if odd is not None:
                 resp.close()
@@ -597,13 +621,21 @@ class OpenAIUpstream:
     async def request(self, method: str, path: str, *, query: str, body: bytes, headers: Mapping[str, str],
                       auth: str | None, timing: Timing) -> aiohttp.ClientResponse:
         """Pass-through: send ``method path?query`` with ``body`` to this upstream untouched
-        (``path`` relative to ``/v1``). Returns the open response; the caller streams and
-        releases it. Raises :class:`UpstreamError` for connect failures/timeouts only."""
+        (``path`` relative to ``/v1``). The client's ``Content-Type`` is kept (multipart
+        uploads carry their boundary in it); its ``OpenAI-Organization``/``OpenAI-Project`` go
+        only with its own key. Returns the open response; the caller streams and releases it.
+        Raises :class:`UpstreamError` for connect failures/timeouts only."""
         url = self.base_url + path + (("?" + query) if query else "")
-        h = {k: v for k, v in headers.items() if k.lower() in _PASS_REQUEST_HEADERS}
-        h.update(self.headers(auth))
+        h = {k.lower(): v for k, v in headers.items() if k.lower() in _PASS_REQUEST_HEADERS}
+        if self._own_headers is not None:  # the gateway's key: the client may not pick its org/project
+            for name in _TENANT_HEADERS:
+                h.pop(name, None)
+        for k, v in self.headers(auth).items():
+            if k.lower() == "content-type" and "content-type" in h:
+                continue  # the body's own type wins (a multipart upload's boundary)
+            h[k.lower()] = v
         if not body:
-            h.pop("Content-Type", None)
+            h.pop("content-type", None)
         t0 = time.perf_counter()
         try:
             resp = await self.session.request(method, url, data=body or None, headers=h, timeout=self.timeout)
@@ -646,6 +678,18 @@ class OpenAIUpstream:
 #: client request headers forwarded on pass-through routes (besides Authorization handling)
 _PASS_REQUEST_HEADERS = frozenset({"content-type", "accept", "openai-organization", "openai-project",
                                    "openai-beta", "user-agent"})
+#: client headers that pick the tenant billed for a key: forwarded only with the client's own key
+#: (pass-through auth), never next to the upstream's key (NVIDIA-NeMo/Switchyard#419)
+_TENANT_HEADERS = ("openai-organization", "openai-project")
+_TENANT_NAMES = {"openai-organization": "OpenAI-Organization", "openai-project": "OpenAI-Project"}
+
+
+def tenant_headers(headers: Mapping[str, str]) -> Tenant:
+    """The client's ``OpenAI-Organization``/``OpenAI-Project`` headers (``headers`` keyed by
+    lower-case name) as ``(name, value)`` pairs, for :meth:`OpenAIUpstream.complete` and
+    ``open_stream``: the OpenAI API bills the request to that organization/project
+    (https://platform.openai.com/docs/api-reference/authentication)."""
+    return tuple((_TENANT_NAMES[n], headers[n]) for n in _TENANT_HEADERS if headers.get(n))
 
 
 class LiteLLMUpstream:
@@ -689,7 +733,8 @@ class LiteLLMUpstream:
         return UpstreamError(status, f"upstream {self.name!r} answered HTTP {status}", reason=f"http_{status}",
                              body=body)
 
-    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> tuple[dict[str, Any], dict[str, str]]:
+    async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                       tenant: Tenant = ()) -> tuple[dict[str, Any], dict[str, str]]:
         """``litellm.acompletion`` -> the OpenAI-shaped dict. Raises :class:`UpstreamError`."""
         lib = self._lib()
         t0 = time.perf_counter()
@@ -702,7 +747,8 @@ class LiteLLMUpstream:
             timing.upstream_calls += 1
         return resp.model_dump(), {}
 
-    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing) -> UpstreamStream:
+    async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
+                          tenant: Tenant = ()) -> UpstreamStream:
         """``litellm.acompletion(stream=True)`` re-encoded as SSE bytes."""
         lib = self._lib()
         t0 = time.perf_counter()
@@ -736,17 +782,20 @@ class BoundUpstream:
     auth: str | None
     timing: Timing
     headers: dict[str, str] = field(default_factory=dict)
+    #: the client's OpenAI-Organization/-Project (sent only with the client's own key)
+    tenant: "Tenant" = ()
 
     @property
     def name(self) -> str:
         return self.upstream.name
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        out, self.headers = await self.upstream.complete(body, auth=self.auth, timing=self.timing)
+        out, self.headers = await self.upstream.complete(body, auth=self.auth, timing=self.timing,
+                                                         tenant=self.tenant)
         return out
 
     async def open_stream(self, body: dict[str, Any]) -> UpstreamStream:
-        stream = await self.upstream.open_stream(body, auth=self.auth, timing=self.timing)
+        stream = await self.upstream.open_stream(body, auth=self.auth, timing=self.timing, tenant=self.tenant)
         self.headers = stream.headers
         return stream
 
@@ -784,7 +833,9 @@ class Upstreams:
                                         skip_auto_headers=("User-Agent",), auto_decompress=True)
         ups = cls(cfg, session)
         for u in ups.all:
-            if isinstance(u, LiteLLMUpstream):
+            if isinstance(u, OpenAIUpstream):  # pools (and the TLS trust store) now, not on the first request
+                u._pool = ups.http.pool(u.chat_url)
+            elif isinstance(u, LiteLLMUpstream):
                 # import now (in a thread), not on the first request: it takes seconds
                 await asyncio.to_thread(u._lib)
         return ups

@@ -332,6 +332,18 @@ def test_client_disconnect_closes_upstream(gw: Any, mock: Any) -> None:
 # --------------------------------------------------------------------------- errors
 
 
+def test_utf8_bom_before_the_json_is_accepted(gw: Any, mock: Any) -> None:
+    """RFC 8259 section 8.1 lets a parser ignore a leading byte order mark; .NET and PowerShell
+    clients send one. The upstream gets the body as JSON without it."""
+    body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "bom"}]}).encode()
+    r = httpx.post(gw.base_url + "/chat/completions", content=b"\xef\xbb\xbf" + body, trust_env=False,
+                   headers={"Authorization": f"Bearer {VIRTUAL_KEY}", "Content-Type": "application/json"})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"]
+    sent = [q for q in mock.requests() if q["path"] == "/v1/chat/completions"]
+    assert sent and sent[-1]["body"]["messages"][0]["content"] == "bom"
+
+
 def test_invalid_json_400(gw: Any) -> None:
     r = httpx.post(gw.base_url + "/chat/completions", content=b"{not json", trust_env=False,
                    headers={"Authorization": f"Bearer {VIRTUAL_KEY}", "Content-Type": "application/json"})

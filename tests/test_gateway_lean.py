@@ -277,16 +277,37 @@ def test_lean_lane_leaves_other_requests_to_the_normal_path(mock: Any, tmp_path:
     assert orjson.loads(res["body"])["veracity"]["status"] == "skipped"
 
 
-def test_lean_lane_bad_json_gets_the_normal_error(mock: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_lean_lane_leaves_tenant_headers_to_the_normal_path(mock: Any, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client's OpenAI-Organization/-Project (pass-through auth: this upstream has no key)
+    are forwarded by the normal path; the lane steps aside rather than drop them."""
+    fast = _app(mock, tmp_path, CHECKS_OFF)
+    mock.reset()
+    headers = [(b"authorization", b"Bearer sk-client"), (b"openai-organization", b"org-1"),
+               (b"openai-project", b"proj-1")]
+    out, _, calls = _run(fast, {"model": "lean-model", "messages": [{"role": "user", "content": "hi"}]},
+                         headers, 200, monkeypatch, lean=True)
+    assert out["status"] == 200 and calls == 1
+    (got,) = [r["headers"] for r in mock.requests() if r["path"] == "/v1/chat/completions"]
+    assert (got.get("openai-organization"), got.get("openai-project")) == ("org-1", "proj-1")
+
+
+@pytest.mark.parametrize("raw, status", [
+    (b'{"model":', 400),
+    (b'\xef\xbb\xbf{"model":"lean-model","messages":[{"role":"user","content":"hi"}]}', 200),  # RFC 8259 8.1 BOM
+], ids=["bad-json", "utf8-bom"])
+def test_lean_lane_body_parse_as_the_normal_path(mock: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                 raw: bytes, status: int) -> None:
     fast = _app(mock, tmp_path, CHECKS_OFF)
     fast.lean.enabled = True
     scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "raw_path": b"/v1/chat/completions",
-             "query_string": b"", "headers": [(b"content-type", b"application/json"), (b"content-length", b"9"),
+             "query_string": b"", "headers": [(b"content-type", b"application/json"),
+                                               (b"content-length", str(len(raw)).encode()),
                                                (b"authorization", b"Bearer sk-client")]}
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b'{"model":', "more_body": False}
+        return {"type": "http.request", "body": raw, "more_body": False}
 
     async def send(msg: dict[str, Any]) -> None:
         sent.append(msg)
@@ -300,8 +321,12 @@ def test_lean_lane_bad_json_gets_the_normal_error(mock: Any, tmp_path: Path, mon
             await state.upstreams.close()
 
     asyncio.run(go())
-    assert sent[0]["status"] == 400
-    assert orjson.loads(sent[1]["body"])["error"]["code"] == "invalid_json"
+    assert sent[0]["status"] == status
+    out = orjson.loads(sent[1]["body"])
+    if status == 400:
+        assert out["error"]["code"] == "invalid_json"
+    else:
+        assert out["object"] == "chat.completion" and out["veracity"]["status"] == "skipped"
 
 
 async def test_lean_lane_client_leaving_closes_the_upstream(gateway_factory: Any, mock: Any, tmp_path: Path) -> None:

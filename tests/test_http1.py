@@ -298,6 +298,18 @@ async def test_bytes_past_the_response_drop_the_connection() -> None:
         assert srv.connections == 3
 
 
+async def test_idle_connections_left_by_a_burst_are_closed_past_keepalive() -> None:
+    async with Server(keep_alive(response())) as srv:
+        pool = _pool(srv, keepalive_s=3600.0)
+        await asyncio.gather(*(_request(pool) for _ in range(5)))
+        assert srv.connections == 5 and len(pool.idle) == 5
+        for conn in pool.idle[:4]:
+            conn.idle_since -= 7200  # the burst was two hours ago
+        burst = pool.idle[:4]
+        await _request(pool)  # reuses the newest; the four stale ones are closed
+        assert len(pool.idle) == 1 and all(c.transport is None for c in burst)
+
+
 async def test_connections_idle_past_keepalive_are_not_reused() -> None:
     async with Server(keep_alive(response())) as srv:
         pool = _pool(srv, keepalive_s=0.0)
