@@ -27,7 +27,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     A head is unfinished while the request's scope has no ``method`` yet (uvicorn creates the
     scope when a message begins and sets ``method`` when its headers are complete); no parser
     callback is overridden, so a request costs one check per read (~0.3 us measured in a
-    Python replica on this machine, against ~0.1 ms of gateway CPU per request)."""
+    Python replica on this machine; the gateway spends ~400 us of CPU per request,
+    bench/results/gateway.md)."""
 
     _head_scope: object = None
     _unfinished = 0
