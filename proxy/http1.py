@@ -258,7 +258,9 @@ class _Connection(asyncio.Protocol):
             except zlib.error:
                 self._fail(BadResponse("corrupt compressed body"))
                 return
-            if not self.decoder.eof:  # the compressed stream was cut: the body is incomplete
+            if not self.decoder.eof and (self.size or tail):
+                # the compressed stream was cut: the body is incomplete (an empty body under a
+                # Content-Encoding header, as some servers send with errors, is not cut)
                 self._fail(BadResponse("truncated compressed body"))
                 return
             if tail:

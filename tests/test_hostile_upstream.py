@@ -251,6 +251,16 @@ for _name, _answer in DECODABLE.items():
     CASES[_name] = _garbage(_answer)
 
 
+CASES["empty-gzip-429"] = _garbage(response(b"", status=b"429 Too Many Requests",
+                                           headers=b"Content-Encoding: gzip\r\nRetry-After: 3\r\n"))
+
+
+def test_an_empty_body_labelled_gzip_is_an_empty_body(client: openai.OpenAI) -> None:
+    """A coding header on an empty body is no cut stream: the 429 is relayed as it is."""
+    err = _error(client, "empty-gzip-429")
+    assert err.status_code == 429 and err.response.headers.get("retry-after") == "3"
+
+
 @case
 async def answer_before_request_body(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
     """The whole answer (an error) is sent after the head, before the body is read."""
