@@ -9,7 +9,7 @@ Example (YAML in a policy or the gateway config)::
       crossref: {rate_per_sec: 10, concurrency: 3}
       semantic_scholar: {api_key: ${S2_API_KEY}}
       local_index: {path: /var/lib/veracity/citations.sqlite3}
-      cache: {backend: sqlite, path: ~/.cache/veracity/citations.sqlite3, ttl: 604800}
+      cache: {backend: sqlite, path: ~/.cache/veracity/citations-cache.sqlite3, ttl: 604800}   # the default
 
 Only the hosts in ``base_url`` are ever contacted; URLs found in model text are never fetched.
 Default rate limits follow each API's published guidance: Crossref "polite" pool 10 req/s,
