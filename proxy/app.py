@@ -616,12 +616,15 @@ async def _warm_up(cfg: GatewayConfig) -> None:
     policies (verification runtime), finish importing the verifiers, build the arithmetic
     verifier's unit registry, and run the risk scorer once. Runs before the server accepts
     connections (uvicorn waits for the lifespan), in a thread so the loop stays free. A
-    misconfiguration is not raised here: requests report it as a clear 500 (see pipeline)."""
+    verification runtime that cannot be built (an audit or budget file that cannot be opened:
+    what config validation cannot see) raises RuntimeError, so start-up fails (``veracity
+    serve`` exits with status 2) instead of a ready gateway answering every request with 500."""
     def work() -> None:
         try:
             pipeline.runtime.get(cfg)
-        except Exception:  # noqa: BLE001 - reported per request
-            pass
+        except Exception as exc:  # noqa: BLE001 - any failure here is a start-up failure
+            log.error("startup_failed", error=f"Veracity is misconfigured: {type(exc).__name__}: {exc}")
+            raise RuntimeError(f"Veracity is misconfigured: {exc}") from None
         pipeline.runtime.wait_warm_up()
         try:
             from verifiers import arithmetic
@@ -643,7 +646,11 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         state.upstreams = await Upstreams.start(cfg)
         state.pid = os.getpid()
-        await _warm_up(cfg)
+        try:
+            await _warm_up(cfg)
+        except BaseException:  # start-up fails: close the upstream sessions opened above
+            await state.upstreams.close()
+            raise
         # the start-up heap (config, policies, verifier modules: most of the process's objects)
         # lives until exit: keep it out of the cyclic GC's scans from now on (gc.freeze docs)
         gc.collect()

@@ -145,12 +145,13 @@ def _key_hash(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
-@command("config check", help="Validate a config file and print the effective upstreams.")
+@command("config check", help="Validate a config file (exit status 2 on any problem) and print the effective "
+                                "upstreams and policy folder.")
 def _config_check(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("config")
 
     def run(args: argparse.Namespace) -> int:
-        from proxy.config import ConfigError, load_config
+        from proxy.config import ConfigError, load_config, policies_dir
 
         try:
             cfg = load_config(args.config)
@@ -161,6 +162,7 @@ def _config_check(p: argparse.ArgumentParser) -> Handler:
             print(f"upstream {u.name}: models={u.models} "
                   f"{'provider=' + u.provider if u.provider != 'openai' else 'base_url=' + str(u.base_url)}")
         print(f"keys: {len(cfg.keys)} ({'virtual keys' if cfg.keys else 'pass-through auth'})")
+        print(f"policies: {policies_dir(cfg)}")  # relative paths are resolved against the file's folder
         return 0
 
     return run

@@ -13,7 +13,7 @@ Shape (every section optional; see README "Configuration")::
         litellm_params: {api_key: "${ANTHROPIC_API_KEY}"}
     keys:                                   # virtual keys; none -> pass-through auth
       - name: alice
-        hash: sha256:5e884898...            # sha256 hex of the key (`veracity key hash`)
+        hash: sha256:5e884898...            # sha256 hex of the key: the output of `veracity key hash`
         team: research
         policy: default
         allow_policy_header: false
@@ -26,8 +26,12 @@ Shape (every section optional; see README "Configuration")::
       log_content: false                    # prompt/answer text in the request log line
     cors:                                   # absent -> no CORS headers at all (see CORSConfig)
       allow_origins: ["https://app.example.com"]
-    policies: {...}                         # owned by the policy engine (free-form here)
-    verification: {...}
+    policies: {dir: ./policies}             # see PoliciesSettings; relative to this file, must exist
+    verification: {audit: audit.jsonl}      # see VerificationSettings
+
+Every key at every level must be known (``upstream:`` for ``upstreams:`` is an error, with a
+"did you mean"); a file must configure an upstream (no file at all is the OPENAI_API_KEY / demo
+mode of :func:`default_config`); relative paths are resolved against the file's folder.
 
 Interpolation: ``${NAME}`` is replaced by the environment variable ``NAME``; ``${NAME:-default}``
 falls back to ``default``; a missing variable without default is an error. ``$${`` escapes.
@@ -38,10 +42,12 @@ e.g. ``veracity.yaml:7: upstreams.0.base_url: Input should be a valid URL``.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import hashlib
 import os
 import re
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -325,11 +331,66 @@ class CORSConfig(_Strict):
         return self
 
 
-class GatewayConfig(BaseModel):
-    """The whole file. ``policies`` / ``verification`` (and any other top-level section the
-    pipeline adds) are kept as free-form data for their owners to validate."""
+#: URL schemes redis-py's ``from_url`` accepts (``redis.connection.parse_url``).
+REDIS_URL_SCHEMES = ("redis", "rediss", "unix")
 
-    model_config = ConfigDict(extra="allow")
+
+def _none_is_empty(v: Any) -> Any:
+    """A section written with no value (``policies:``) means "all defaults"."""
+    return {} if v is None else v
+
+
+class PoliciesSettings(_Strict):
+    """The ``policies:`` section. ``dir``: the policy folder (default: ``$VERACITY_POLICIES``,
+    else the shipped ``policies/``); in a config file a relative ``dir`` is resolved against
+    the file's folder and must exist (:func:`load_config`). ``check_interval_s``: how often the
+    folder is checked for edits (seconds; reload without restart)."""
+
+    dir: str | None = None
+    check_interval_s: float = Field(1.0, ge=0)
+
+    @field_validator("dir")
+    @classmethod
+    def _dir(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("must be a folder path (omit it for $VERACITY_POLICIES or the shipped policies/)")
+        return v
+
+
+class VerificationSettings(_Strict):
+    """The ``verification:`` section. ``redis_url``: Redis for daily budgets shared by replicas
+    (``redis://``, ``rediss://`` or ``unix://``, see :data:`REDIS_URL_SCHEMES`; default: SQLite).
+    ``budget_db``: SQLite file for daily budgets (default: in memory). ``audit``: audit log path,
+    JSONL, or SQLite for a ``.sqlite3``/``.sqlite``/``.db`` suffix (default: none). In a config
+    file, relative paths are resolved against the file's folder (:func:`load_config`)."""
+
+    redis_url: str | None = None
+    budget_db: str | None = None
+    audit: str | None = None
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, v: str | None) -> str | None:
+        if v is not None:
+            scheme, sep, rest = v.partition("://")
+            if not sep or scheme.lower() not in REDIS_URL_SCHEMES or not rest:
+                raise ValueError("must be a Redis URL: redis://host:port/db, rediss://... (TLS) or "
+                                 "unix:///path/to/socket")
+        return v
+
+    @field_validator("budget_db", "audit")
+    @classmethod
+    def _path(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("must be a file path (omit it or use null for none)")
+        return v
+
+
+class GatewayConfig(BaseModel):
+    """The whole file. Every section is validated here, so a wrong or unknown field (at any
+    level, e.g. ``upstream:`` for ``upstreams:``) is a :class:`ConfigError` at load time."""
+
+    model_config = ConfigDict(extra="forbid")
 
     upstreams: list[UpstreamConfig] = Field(default_factory=list)
     keys: list[KeyConfig] = Field(default_factory=list)
@@ -337,13 +398,18 @@ class GatewayConfig(BaseModel):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     #: None (no ``cors:`` section): no CORS headers, the app is not wrapped
     cors: CORSConfig | None = None
-    policies: Any = None
-    verification: Any = None
+    policies: PoliciesSettings = Field(default_factory=PoliciesSettings)
+    verification: VerificationSettings = Field(default_factory=VerificationSettings)
     #: how the config came to be: "file", "env" (OPENAI_API_KEY), "demo"
     mode: Literal["file", "env", "demo"] = "file"
     source: str | None = None
     #: 1-based line of every field path in the source file (set by :func:`parse_config`)
     _lines: dict[tuple, int] = PrivateAttr(default_factory=dict)
+
+    @field_validator("policies", "verification", mode="before")
+    @classmethod
+    def _empty_sections(cls, v: Any) -> Any:
+        return _none_is_empty(v)
 
     @field_validator("upstreams")
     @classmethod
@@ -399,6 +465,11 @@ def interpolate(text: str, env: dict[str, str] | None = None) -> str:
     return out
 
 
+#: first element of the ``marks`` entries that hold the line of a mapping *key* (the plain
+#: entries hold the line where the value starts)
+_KEY_LINE = object()
+
+
 def _to_data(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, marks: dict[tuple, int],
              env: dict[str, str] | None, errors: list[str], fname: str) -> Any:
     """Construct plain data from a YAML node tree, recording the 1-based line of every path."""
@@ -407,6 +478,7 @@ def _to_data(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, marks: dict[
         out: dict[Any, Any] = {}
         for knode, vnode in node.value:
             key = loader.construct_object(knode, deep=True)
+            marks[(_KEY_LINE,) + path + (key,)] = knode.start_mark.line + 1
             out[key] = _to_data(loader, vnode, path + (key,), marks, env, errors, fname)
         return out
     if isinstance(node, yaml.SequenceNode):
@@ -424,6 +496,41 @@ def _to_data(loader: yaml.SafeLoader, node: yaml.Node, path: tuple, marks: dict[
 
 def _dotted(loc: tuple) -> str:
     return ".".join(str(p) for p in loc) or "(top level)"
+
+
+#: GatewayConfig fields Veracity sets itself; a file that sets them gets "unknown field"
+_RESERVED = ("mode", "source")
+
+
+def _model_of(ann: Any) -> type[BaseModel] | None:
+    """The pydantic model inside a field annotation (``X``, ``X | None``, ``list[X]``), or None."""
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in typing.get_args(ann):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _unknown_field_msg(loc: tuple) -> str:
+    """The message for an unknown field at ``loc``: pydantic's "Extra inputs are not permitted",
+    the closest known name (``difflib``; a typo such as ``upstream``) and the known names."""
+    model: type[BaseModel] | None = GatewayConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):  # a list item: same model
+            continue
+        field = model.model_fields.get(str(part)) if model is not None else None
+        model = _model_of(field.annotation) if field is not None else None
+    known = [n for n in (model.model_fields if model is not None else ())
+             if not (model is GatewayConfig and n in _RESERVED)]
+    msg = "Extra inputs are not permitted (unknown field"
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+    if close:
+        msg += f"; did you mean {close[0]!r}?"
+    if known:
+        msg += f"; known: {', '.join(known)}"
+    return msg + ")"
 
 
 def parse_config(text: str, *, filename: str = "<config>", env: dict[str, str] | None = None) -> GatewayConfig:
@@ -450,12 +557,14 @@ def parse_config(text: str, *, filename: str = "<config>", env: dict[str, str] |
             raise ConfigError("\n".join(errors))
     if not isinstance(data, dict):
         raise ConfigError(f"{filename}:1: the config must be a mapping (upstreams:, keys:, limits:, ...)")
-    for reserved in ("mode", "source"):
-        data.pop(reserved, None)
+    lines = []
+    for reserved in _RESERVED:  # set by Veracity (how the config came to be), not by a file
+        if reserved in data:
+            lines.append(f"{filename}:{marks.get((_KEY_LINE, reserved), '?')}: {reserved}: {_unknown_field_msg((reserved,))}")
+            del data[reserved]
     try:
         cfg = GatewayConfig.model_validate(data)
     except ValidationError as exc:
-        lines = []
         for err in exc.errors():
             loc = tuple(err["loc"])
             line = None
@@ -464,7 +573,11 @@ def parse_config(text: str, *, filename: str = "<config>", env: dict[str, str] |
                     line = marks[loc[:n]]
                     break
             msg = err["msg"].removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":  # point at the key itself, not at its value
+                line = marks.get((_KEY_LINE,) + loc, line)
+                msg = _unknown_field_msg(loc)
             lines.append(f"{filename}:{line or '?'}: {_dotted(loc)}: {msg}")
+    if lines:
         raise ConfigError("\n".join(lines)) from None
     cfg.source = filename
     cfg._lines = marks
@@ -472,13 +585,12 @@ def parse_config(text: str, *, filename: str = "<config>", env: dict[str, str] |
 
 
 def policies_dir(cfg: GatewayConfig, env: dict[str, str] | None = None) -> Path:
-    """The policy folder the gateway will read for ``cfg``: ``policies.dir`` (relative to the
-    working directory, as :class:`proxy.policy.PolicyStore` opens it), else
-    ``$VERACITY_POLICIES``, else the shipped ``policies/`` folder."""
-    section = cfg.policies if isinstance(cfg.policies, dict) else {}
-    d = section.get("dir")
-    if isinstance(d, str) and d:
-        return Path(d)
+    """The policy folder the gateway will read for ``cfg``: ``policies.dir`` (already made
+    absolute against the config file's folder by :func:`load_config`; a relative one from
+    code is opened from the working directory, as :class:`proxy.policy.PolicyStore` does),
+    else ``$VERACITY_POLICIES``, else the shipped ``policies/`` folder."""
+    if cfg.policies.dir:
+        return Path(cfg.policies.dir)
     env = os.environ if env is None else env
     if env.get("VERACITY_POLICIES"):
         return Path(env["VERACITY_POLICIES"])
@@ -487,24 +599,99 @@ def policies_dir(cfg: GatewayConfig, env: dict[str, str] | None = None) -> Path:
     return default_policies_dir()
 
 
+def _line(cfg: GatewayConfig, *paths: tuple) -> int | str:
+    """The 1-based line of the first of ``paths`` found in ``cfg``'s source file, else ``?``."""
+    for path in paths:
+        if path in cfg._lines:
+            return cfg._lines[path]
+    return "?"
+
+
 def key_policy_problems(cfg: GatewayConfig, env: dict[str, str] | None = None) -> list[str]:
     """``file:line: keys.N.policy: unknown policy 'x' (known: ...)`` for every virtual key whose
     policy is not in the policy store of :func:`policies_dir` (the built-in ``default`` always
     exists). Empty when every key's policy is known. A policy file that does not validate does
-    not count as known (``veracity policy check`` tells why)."""
+    not count as known (``veracity policy check`` tells why); a policy's name is its ``name:``
+    field, or the file name without ``.yaml`` when the file has none."""
     if not cfg.keys:
         return []
     from proxy.policy import PolicyStore
 
-    known = set(PolicyStore(policies_dir(cfg, env), check_interval_s=3600).names()) | {"default"}
+    folder = policies_dir(cfg, env)
+    known = set(PolicyStore(folder, check_interval_s=3600).names()) | {"default"}
+    if folder.is_dir():
+        where = f"known: {', '.join(sorted(known))}; policy folder {folder}"
+    else:
+        where = f"policy folder {folder} does not exist, so only the built-in 'default' is known"
     out = []
     for i, k in enumerate(cfg.keys):
         if k.policy in known:
             continue
-        marks = cfg._lines
-        line = marks.get(("keys", i, "policy")) or marks.get(("keys", i)) or "?"
-        out.append(f"{cfg.source or '<config>'}:{line}: keys.{i}.policy: unknown policy {k.policy!r} "
-                   f"(known: {', '.join(sorted(known))}; policy folder {policies_dir(cfg, env)})")
+        line = _line(cfg, ("keys", i, "policy"), ("keys", i))
+        out.append(f"{cfg.source or '<config>'}:{line}: keys.{i}.policy: unknown policy {k.policy!r} ({where})")
+    return out
+
+
+def _resolve_paths(cfg: GatewayConfig, base: Path) -> None:
+    """Make the relative paths of ``cfg`` (``policies.dir``, ``verification.audit``,
+    ``verification.budget_db``) absolute against ``base``, the config file's folder -- as
+    docker-compose and nginx resolve the paths in their files -- so the gateway reads the same
+    files whatever its working directory. SQLite's ``:memory:`` is left alone."""
+    def absolute(value: str | None) -> str | None:
+        if not value or value == ":memory:":
+            return value
+        path = Path(value).expanduser()
+        return str(path if path.is_absolute() else base / path)
+
+    cfg.policies.dir = absolute(cfg.policies.dir)
+    cfg.verification.audit = absolute(cfg.verification.audit)
+    cfg.verification.budget_db = absolute(cfg.verification.budget_db)
+
+
+def _unwritable(path: str | None) -> str | None:
+    """Why the gateway could not create or append to the file ``path`` (the audit log, the
+    budget database open it at start-up, creating missing folders), or None if it can. Checked
+    without creating anything: the file, else its nearest existing folder, must be writable."""
+    if not path or path == ":memory:":
+        return None
+    p = Path(path)
+    if p.is_dir():
+        return f"{p} is a folder; give a file path"
+    if p.exists():
+        return None if os.access(p, os.W_OK) else f"{p} is not writable"
+    parent = p.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot create {p}: {parent} is not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot create {p}: folder {parent} is not writable"
+    return None
+
+
+def _file_problems(cfg: GatewayConfig, env: dict[str, str] | None, check_policies: bool) -> list[str]:
+    """What makes a syntactically valid config file unusable: no upstream, a ``policies.dir``
+    that is not a folder, keys naming unknown policies (``file:line: field: message`` each)."""
+    src = cfg.source or "<config>"
+    out = []
+    if not cfg.upstreams:
+        empty = not any(k and k[0] is _KEY_LINE for k in cfg._lines)  # no key at all in the file
+        what = "the file is empty" if empty else "no upstream is configured"
+        out.append(f"{src}:{_line(cfg, ('upstreams',), ())}: upstreams: {what}, so every request would be a 404 "
+                   "model_not_found; add one (README \"Configuration\"), or start without a config file "
+                   "to use OPENAI_API_KEY or the demo mode")
+    for name in ("audit", "budget_db"):
+        problem = _unwritable(getattr(cfg.verification, name))
+        if problem:
+            out.append(f"{src}:{_line(cfg, ('verification', name), ('verification',))}: verification.{name}: "
+                       f"{problem}")
+    d = cfg.policies.dir
+    if d and not Path(d).is_dir():
+        state = "is not a folder" if Path(d).exists() else "does not exist"
+        out.append(f"{src}:{_line(cfg, ('policies', 'dir'), ('policies',))}: policies.dir: {d} {state} "
+                   "(a relative dir is resolved against the config file's folder)")
+    elif check_policies:
+        out.extend(key_policy_problems(cfg, env))
     return out
 
 
@@ -512,19 +699,22 @@ def load_config(path: str | os.PathLike[str], *, env: dict[str, str] | None = No
                 check_policies: bool = True) -> GatewayConfig:
     """Read, interpolate and validate a config file. Raises :class:`ConfigError`.
 
-    ``check_policies``: also check that every virtual key names a policy that exists in the
-    policy folder (:func:`key_policy_problems`), so a typo fails ``veracity config check``
-    and start-up instead of every request of that key."""
+    Relative paths in the file are resolved against the file's folder (:func:`_resolve_paths`).
+    A file must configure at least one upstream (running with no file at all is the documented
+    OPENAI_API_KEY / demo mode, :func:`default_config`), and ``policies.dir``, when set, must
+    be an existing folder. ``check_policies``: also check that every virtual key names a
+    policy that exists in the policy folder (:func:`key_policy_problems`), so a typo fails
+    ``veracity config check`` and start-up instead of every request of that key."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{p}: cannot read config: {exc.strerror or exc}") from None
     cfg = parse_config(text, filename=str(p), env=env)
-    if check_policies:
-        problems = key_policy_problems(cfg, env)
-        if problems:
-            raise ConfigError("\n".join(problems))
+    _resolve_paths(cfg, Path(os.path.abspath(p)).parent)
+    problems = _file_problems(cfg, env, check_policies)
+    if problems:
+        raise ConfigError("\n".join(problems))
     return cfg
 
 

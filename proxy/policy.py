@@ -24,7 +24,7 @@ Selection (:func:`resolve`): the key's policy; the ``x-veracity-policy`` header 
 key allows it (``keys[].allow_policy_header``); then the request's ``veracity`` object
 (``extra_body={"veracity": {...}}``) overrides fields listed in the selected policy's
 ``overridable`` (the policy is the key's ceiling). Budgets and round limits in an override can
-only be lowered, never raised.
+only be lowered, never raised (raising one is a 403 naming the policy's cap).
 
 :class:`PolicyStore` loads a folder of policy files and reloads a file when its mtime changes
 (checked at most once per ``check_interval_s``), so edits apply without a restart; a file that
@@ -412,8 +412,10 @@ class PolicyStore:
         if pol is None:
             if name == "default":
                 return Policy()
-            raise PolicyError(f"unknown policy {name!r}; known: {', '.join(sorted(self._policies)) or 'none'}",
-                              param="x-veracity-policy", status=400)
+            known = ", ".join(sorted(set(self._policies) | {"default"}))
+            if not self.directory.is_dir():
+                known += f" (the policy folder {self.directory} does not exist)"
+            raise PolicyError(f"unknown policy {name!r}; known: {known}", param="x-veracity-policy", status=400)
         return pol
 
 
@@ -452,13 +454,25 @@ def _allowed(path: tuple[str, ...], overridable: list[str]) -> bool:
     return any(dotted == o or dotted.startswith(o + ".") for o in overridable)
 
 
-def apply_overrides(policy: Policy, overrides: Any) -> Policy:
+def _describe(policy: Policy, chosen_by: str | None) -> str:
+    """How a 403 names the policy: ``this key's policy 'x'`` when it is the key's own, else
+    ``the policy 'x' (chosen by <chosen_by>)``, e.g. by the ``x-veracity-policy`` header."""
+    if chosen_by is None:
+        return f"this key's policy {policy.name!r}"
+    return f"the policy {policy.name!r} (chosen by {chosen_by})"
+
+
+def apply_overrides(policy: Policy, overrides: Any, *, chosen_by: str | None = None) -> Policy:
     """``policy`` with the request's ``veracity`` object applied.
 
-    A field may change when its dotted path (or a parent) is in ``policy.overridable``;
-    budget and round-limit fields may always be lowered (and are clamped to the policy's
-    value otherwise). Raises PolicyError(status 403, param ``veracity.<path>``) for a field the
-    policy does not allow, and PolicyError(400) for a value that does not validate.
+    A field may change when its dotted path (or a parent) is in ``policy.overridable``.
+    Budget and round-limit fields (``budgets.request.*``, ``correction.max_rounds``,
+    ``sentinel.max_rounds``) may always be lowered, never raised: a value above the policy's
+    is a PolicyError(status 403, param ``veracity.<path>``) naming the policy's cap, as for a
+    field the policy does not allow (a client cannot buy itself more work, and a request that
+    asked for more must not silently get less). PolicyError(400) for a value that does not
+    validate. ``chosen_by``: where the policy came from when it is not the key's own
+    (``the x-veracity-policy header``, ``veracity.policy``), for the 403 message.
     """
     if overrides is None:
         return policy
@@ -481,10 +495,15 @@ def apply_overrides(policy: Policy, overrides: Any) -> Policy:
         if path in _LOWER_ONLY:
             if not isinstance(value, (int, float)) or isinstance(value, bool):
                 raise PolicyError(f"veracity.{'.'.join(path)} must be a number", param="veracity." + ".".join(path))
-            value = min(value, cur)
+            if value > cur:
+                raise PolicyError(f"veracity.{'.'.join(path)}: {value!r} is above the cap of "
+                                  f"{_describe(policy, chosen_by)}, {cur!r}; an override may only lower "
+                                  "budgets and round limits", param="veracity." + ".".join(path), status=403)
         elif not _allowed(path, policy.overridable):
-            raise PolicyError(f"this key's policy {policy.name!r} does not allow overriding "
-                              f"veracity.{'.'.join(path)}", param="veracity." + ".".join(path), status=403)
+            allowed = ", ".join(policy.overridable) or "nothing"
+            raise PolicyError(f"{_describe(policy, chosen_by)} does not allow overriding "
+                              f"veracity.{'.'.join(path)} (it allows: {allowed})",
+                              param="veracity." + ".".join(path), status=403)
         tgt = merged
         for part in path[:-1]:
             tgt = tgt[part]
@@ -506,14 +525,16 @@ def resolve(store: PolicyStore, grant: KeyGrant, header: str | None = None,
     ``overrides`` may also name a policy (``{"policy": "strict"}``) under the same rule.
     """
     name = grant.policy
-    wanted = header
-    if isinstance(overrides, dict) and isinstance(overrides.get("policy"), str):
-        wanted = wanted or overrides["policy"]
+    wanted, chosen_by = header, "the x-veracity-policy header"
+    if not wanted and isinstance(overrides, dict) and isinstance(overrides.get("policy"), str):
+        wanted, chosen_by = overrides["policy"], "veracity.policy"
     if wanted and wanted != name:
         if not grant.allow_policy_header:
             raise PolicyError(f"this key may not choose policy {wanted!r}", param="x-veracity-policy",
                               status=403)
         name = wanted
+    else:
+        chosen_by = None  # the key's own policy
     try:
         policy = store.get(name)
     except PolicyError as exc:
@@ -525,4 +546,4 @@ def resolve(store: PolicyStore, grant: KeyGrant, header: str | None = None,
                           f"{grant.key_id!r} does not exist ({exc}); fix keys[].policy in the "
                           "config or restore the policy file", param=None, status=500,
                           code="veracity_config") from None
-    return apply_overrides(policy, overrides)
+    return apply_overrides(policy, overrides, chosen_by=chosen_by)

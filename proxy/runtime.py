@@ -2,10 +2,12 @@
 tasks. One :class:`VerificationRuntime` per gateway config, made on first use by
 :func:`get`.
 
-Config sections it reads (free-form in ``proxy.config.GatewayConfig``, validated here)::
+Config sections it reads (:class:`proxy.config.PoliciesSettings` and
+:class:`proxy.config.VerificationSettings`, validated when the config is loaded; in a config
+file, relative paths are resolved against the file's folder)::
 
     policies:
-      dir: ./policies            # default: $VERACITY_POLICIES, else the shipped policies/ folder
+      dir: ./policies            # must exist; default: $VERACITY_POLICIES, else the shipped policies/ folder
       check_interval_s: 1        # how often files are checked for changes (reload without restart)
     verification:
       redis_url: redis://127.0.0.1:6379/0   # daily budgets shared by replicas; default: SQLite
@@ -22,30 +24,15 @@ import os
 import threading
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from proxy.audit import AuditLog
 from proxy.budget import DailyBudgets, PriceTable  # noqa: F401 (PriceTable: type)
+# the section models live with the rest of the config, which validates them at load time
+from proxy.config import PoliciesSettings, VerificationSettings
 from proxy.policy import PolicyStore
 
-__all__ = ["VerificationRuntime", "get", "PoliciesSettings", "VerificationSettings"]
-
-
-class PoliciesSettings(BaseModel):
-    """The ``policies`` config section."""
-
-    model_config = ConfigDict(extra="forbid")
-    dir: str | None = None
-    check_interval_s: float = Field(1.0, ge=0)
-
-
-class VerificationSettings(BaseModel):
-    """The ``verification`` config section."""
-
-    model_config = ConfigDict(extra="forbid")
-    redis_url: str | None = None
-    budget_db: str | None = None
-    audit: str | None = None
+__all__ = ["VerificationRuntime", "get", "check_stores", "PoliciesSettings", "VerificationSettings"]
 
 
 #: Background verifications (observe mode) running at once per process. Past it a new one
@@ -127,15 +114,29 @@ def wait_warm_up(timeout: float = 30.0) -> None:
     _WARMING[0].join(timeout)
 
 
+def check_stores(settings: VerificationSettings) -> None:
+    """Open and close the files a :class:`VerificationRuntime` opens for ``settings`` (the
+    SQLite budget store unless Redis is configured, the audit log), so ``veracity serve
+    --workers N`` can refuse to start on one that cannot be opened (uvicorn's supervisor exits
+    with status 0 when its workers fail to start). Raises what opening raises (OSError,
+    sqlite3.DatabaseError). Creates the files and folders, as the workers would."""
+    from proxy.budget import SQLiteStore
+
+    if not (settings.redis_url or os.environ.get("VERACITY_REDIS_URL")) and settings.budget_db:
+        asyncio.run(SQLiteStore(settings.budget_db).close())
+    audit_path = settings.audit or os.environ.get("VERACITY_AUDIT")
+    if audit_path:
+        AuditLog.open(audit_path).close()
+
+
 _RUNTIMES: dict[int, tuple[Any, VerificationRuntime]] = {}
 
 
-def _section(cfg: Any, name: str) -> dict[str, Any]:
+def _section(cfg: Any, name: str) -> Any:
+    """``cfg.<name>``: a validated section of a :class:`proxy.config.GatewayConfig`, or the
+    plain dict / None of a config-like object (re-validated by :func:`get`)."""
     value = getattr(cfg, name, None)
-    if value is None:
-        extra = getattr(cfg, "model_extra", None) or {}
-        value = extra.get(name)
-    return value if isinstance(value, dict) else {}
+    return {} if value is None else value
 
 
 def get(cfg: Any) -> VerificationRuntime:
@@ -147,7 +148,8 @@ def get(cfg: Any) -> VerificationRuntime:
     parsed = []
     for name, model in (("policies", PoliciesSettings), ("verification", VerificationSettings)):
         try:
-            parsed.append(model.model_validate(_section(cfg, name)))
+            section = _section(cfg, name)
+            parsed.append(section if isinstance(section, model) else model.model_validate(section))
         except ValidationError as exc:
             err = exc.errors()[0]
             raise ValueError(f"config: {name}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None

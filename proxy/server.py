@@ -38,6 +38,15 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
     except ConfigError as exc:
         print(f"veracity: invalid configuration:\n{exc}", file=sys.stderr)
         return 2
+    if workers > 1:  # uvicorn's supervisor exits 0 when workers fail to start: check here first
+        from proxy.runtime import check_stores
+
+        try:
+            check_stores(cfg.verification)
+        except Exception as exc:  # noqa: BLE001 - any failure to open them stops start-up
+            print(f"veracity: invalid configuration: Veracity is misconfigured: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+            return 2
     if log_level.lower() != "info":  # an explicit --log-level wins over the config's logging.level
         os.environ["VERACITY_LOG_LEVEL"] = log_level
     if path:
@@ -76,11 +85,18 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
                 f.unlink()
     import uvicorn
 
+    from uvicorn.config import STARTUP_FAILURE
+
     try:
         uvicorn.run("proxy.app:app_from_env", factory=True, host=host, port=port, workers=workers,
                     loop="uvloop", http="proxy.inbound:BoundedHttpToolsProtocol", access_log=False, log_config=None,
                     log_level=log_level, server_header=False, proxy_headers=False,
                     timeout_graceful_shutdown=5)
+    except SystemExit as exc:  # uvicorn exits with STARTUP_FAILURE when the lifespan fails
+        if exc.code == STARTUP_FAILURE:
+            print("veracity: start-up failed (see the startup_failed log line above)", file=sys.stderr)
+            return 2
+        raise
     finally:
         if mock is not None:
             mock.stop()

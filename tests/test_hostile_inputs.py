@@ -315,9 +315,14 @@ def test_bad_veracity_overrides(gw: Any, http: httpx.Client, overrides: Any, sta
     _assert_openai_error(_chat(http, gw, "2 + 2 = 5", veracity=overrides), status, "veracity_policy", param)
 
 
-def test_huge_budget_override_is_clamped_not_an_error(gw: Any, http: httpx.Client) -> None:
+def test_huge_budget_override_is_a_403_naming_the_cap(gw: Any, http: httpx.Client) -> None:
     r = _chat(http, gw, "hi", veracity={"budgets": {"request": {"deadline_ms": 10**30, "extra_calls": 10**30}}})
-    assert r.status_code == 200 and r.json()["veracity"]["policy"] == "default"
+    err = _assert_openai_error(r, 403, "veracity_policy", "veracity.budgets.request.deadline_ms")
+    assert err["type"] == "permission_error"
+    assert err["message"] == (f"veracity.budgets.request.deadline_ms: {10**30} is above the cap of this key's "
+                              "policy 'default', 50000; an override may only lower budgets and round limits")
+    r = _chat(http, gw, "hi", veracity={"budgets": {"request": {"deadline_ms": 50000, "extra_calls": 1}}})
+    assert r.status_code == 200 and r.json()["veracity"]["policy"] == "default"  # at or under the cap: fine
 
 
 @pytest.mark.parametrize("name", ["nope", "../../etc/passwd", "/etc/passwd", "default/../strict", "x" * 5000])

@@ -84,11 +84,11 @@ def test_key_policy_checked_against_veracity_policies_env(tmp_path: Path) -> Non
     pdir = tmp_path / "envpol"
     pdir.mkdir()
     (pdir / "research.yaml").write_text("name: research\n")
-    text = f"keys:\n  - hash: {hash_key('vk')}\n    policy: research\n"
+    text = f"upstreams: [{{name: a, base_url: 'http://127.0.0.1:9/v1'}}]\nkeys:\n  - hash: {hash_key('vk')}\n    policy: research\n"
     p = tmp_path / "v.yaml"
     p.write_text(text)
     assert load_config(p, env={"VERACITY_POLICIES": str(pdir)}).keys[0].policy == "research"
-    with pytest.raises(ConfigError, match=r":3: keys.0.policy: unknown policy 'research'"):
+    with pytest.raises(ConfigError, match=r":4: keys.0.policy: unknown policy 'research'"):
         load_config(p, env={"VERACITY_POLICIES": str(tmp_path / "empty")})
 
 

@@ -520,15 +520,15 @@ def test_virtual_keys_policy_selection(env, gateway_factory):
     assert 'team="red"' in gw.metrics()
 
 
-def test_bad_verification_config_is_a_clear_error(env, gateway_factory):
+def test_bad_verification_config_stops_the_gateway(env, gateway_factory):
+    """A typo in the `verification:` section stops `veracity serve` with exit status 2 naming the
+    field (it used to start, say ready, and answer every chat request with a 500)."""
     cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": env["mock"].base_url}],
            "verification": {"audit_path_typo": "x"}}
-    gw = gateway_factory(cfg)
-    r = httpx.post(gw.base_url + "/chat/completions", trust_env=False, timeout=30,
-                   json={"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]})
-    assert r.status_code == 500
-    err = r.json()["error"]
-    assert err["code"] == "veracity_config" and "verification" in err["message"] and "audit_path_typo" in err["message"]
+    with pytest.raises(RuntimeError) as ei:
+        gateway_factory(cfg)
+    assert "gateway exited with 2" in str(ei.value)
+    assert "veracity.yaml:7: verification.audit_path_typo: Extra inputs are not permitted" in str(ei.value)
 
 
 def test_sentinel_in_buffer_streaming_never_leaks_verify_result(env):

@@ -115,13 +115,62 @@ def test_overrides_within_policy(store):
 
 def test_budgets_and_rounds_can_only_go_down(store):
     pol = store.get("strict")
-    low = apply_overrides(pol, {"budgets": {"request": {"extra_calls": 1, "deadline_ms": 999999}},
-                                "correction": {"max_rounds": 9}})
+    cap = pol.budgets.request
+    low = apply_overrides(pol, {"budgets": {"request": {"extra_calls": 1, "deadline_ms": cap.deadline_ms}},
+                                "correction": {"max_rounds": pol.correction.max_rounds}})
     assert low.budgets.request.extra_calls == 1
-    assert low.budgets.request.deadline_ms == pol.budgets.request.deadline_ms
+    assert low.budgets.request.deadline_ms == cap.deadline_ms  # equal to the cap: fine
     assert low.correction.max_rounds == pol.correction.max_rounds
     with pytest.raises(PolicyError):
         apply_overrides(pol, {"correction": {"max_rounds": "lots"}})
+
+
+@pytest.mark.parametrize("path", [("budgets", "request", "extra_calls"), ("budgets", "request", "extra_tokens"),
+                                  ("budgets", "request", "deadline_ms"), ("correction", "max_rounds"),
+                                  ("sentinel", "max_rounds")])
+def test_raising_a_budget_or_round_limit_is_a_403_naming_the_cap(store, path):
+    """Asking for more than the policy allows is refused like a non-overridable field, never
+    silently cut down (the client would believe it got what it asked for)."""
+    pol = store.get("default")
+    cap = pol
+    for part in path:
+        cap = getattr(cap, part)
+    override: dict = {}
+    node = override
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = cap + 1
+    with pytest.raises(PolicyError) as ei:
+        apply_overrides(pol, override)
+    dotted = "veracity." + ".".join(path)
+    assert (ei.value.status, ei.value.param) == (403, dotted)
+    assert str(ei.value) == (f"{dotted}: {cap + 1} is above the cap of this key's policy 'default', {cap}; "
+                             "an override may only lower budgets and round limits")
+
+
+def test_403_names_where_the_policy_came_from(store):
+    free = KeyGrant(policy="default", allow_policy_header=True)
+    with pytest.raises(PolicyError) as ei:  # `math` chosen by the header, not the key's policy
+        resolve(store, free, "math", {"verifiers": {"code": {"enabled": True}}})
+    assert ei.value.status == 403
+    assert str(ei.value).startswith("the policy 'math' (chosen by the x-veracity-policy header) does not "
+                                    "allow overriding veracity.verifiers.code.enabled (it allows: ")
+    with pytest.raises(PolicyError) as ei:
+        resolve(store, free, None, {"policy": "math", "correction": {"max_rounds": 10}})
+    assert "of the policy 'math' (chosen by veracity.policy), " in str(ei.value)
+    with pytest.raises(PolicyError) as ei:  # the key's own policy, named in the header or not
+        resolve(store, free, "default", {"verifiers": {"code": {"enabled": True}}})
+    assert str(ei.value).startswith("this key's policy 'default' does not allow overriding")
+
+
+def test_unknown_policy_message_is_true(tmp_path):
+    with pytest.raises(PolicyError) as ei:
+        PolicyStore(tmp_path / "nodir").get("math")
+    assert str(ei.value) == f"unknown policy 'math'; known: default (the policy folder {tmp_path / 'nodir'} does not exist)"
+    (tmp_path / "a.yaml").write_text("name: alpha\n")  # the name is the `name:` field, not the file's
+    with pytest.raises(PolicyError) as ei:
+        PolicyStore(tmp_path).get("a")
+    assert str(ei.value) == "unknown policy 'a'; known: alpha, default"
 
 
 def test_run_options_shape():
