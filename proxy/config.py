@@ -229,6 +229,8 @@ DEFAULT_CORS_EXPOSE_HEADERS = (
 _ORIGIN_RE = re.compile(r"^[a-z][a-z0-9+.-]*://[^/\s?#@]+$")
 #: An HTTP token (RFC 9110 section 5.6.2): header and method names.
 _TOKEN_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+#: Origins no deployment owns: the opaque origin and reserved ``.invalid`` names (RFC 6761).
+_CORS_PROBE_ORIGINS = ("null", "https://veracity-probe.invalid", "http://veracity-probe.invalid")
 
 
 class CORSConfig(_Strict):
@@ -268,6 +270,12 @@ class CORSConfig(_Strict):
             if o != "*" and not _ORIGIN_RE.match(o):
                 raise ValueError(f"{origin!r} is not an origin: use scheme://host[:port] with no path or "
                                  "trailing slash (e.g. https://app.example.com), or '*'")
+            if o != "*" and "*" in o:  # compared literally: it would never match a browser's Origin
+                raise ValueError(f"{origin!r}: origins are exact (no patterns); use allow_origin_regex")
+            # a browser's Origin omits the scheme's default port (HTML "serialization of an origin")
+            for scheme, port in (("https://", ":443"), ("http://", ":80")):
+                if o.startswith(scheme) and o.endswith(port):
+                    o = o[: -len(port)]
             out.append(o)
         return out
 
@@ -311,6 +319,15 @@ class CORSConfig(_Strict):
     def _some_origin(self) -> "CORSConfig":
         if not self.allow_origins and self.allow_origin_regex is None:
             raise ValueError("list at least one origin in allow_origins (or '*'), or set allow_origin_regex")
+        if self.allow_credentials and self.allow_origin_regex is not None:
+            # the wildcard rule above, for a regex: one matching the opaque origin "null" (any
+            # sandboxed iframe, file: or data: page sends it) or a name nobody owns (.invalid,
+            # RFC 6761) grants credentialed access to every site, as '*' would
+            rx = re.compile(self.allow_origin_regex)
+            for probe in _CORS_PROBE_ORIGINS:
+                if rx.fullmatch(probe):
+                    raise ValueError(f"allow_origin_regex matches {probe!r}, so with allow_credentials: true "
+                                     "every site would get credentialed access; anchor it to your own hosts")
         return self
 
 

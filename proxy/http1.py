@@ -24,6 +24,11 @@ What it does, and only that:
   ``max_body``).
 * Timeouts: ``connect_s`` for TCP + TLS set-up, ``read_s`` for the longest silence while a
   response is awaited or read (aiohttp's ``sock_read`` meaning). No total timeout.
+* Size of what is not body: the status lines and header fields of the answer (with any
+  interim ``1xx`` heads before it) and its trailer fields, together at most :data:`MAX_HEAD`
+  bytes (16 KiB) per request, as h11 (the HTTP/1.1 parser of the ``openai`` SDK's httpx) and
+  Node.js (``--max-http-header-size``) allow; more is a :class:`BadResponse`, so an endless
+  header cannot grow the gateway's memory (httptools buffers a field until its CRLF).
 * Cancellation (the client of the gateway went away): the connection is aborted, so the
   upstream sees the close at once and stops generating.
 
@@ -96,6 +101,11 @@ class Http1Response:
         return None
 
 
+#: Largest sum of response head bytes (status line, header and trailer fields, interim heads)
+#: per request: h11's ``DEFAULT_MAX_INCOMPLETE_EVENT_SIZE`` and Node.js's default
+#: ``--max-http-header-size``, both 16 KiB. aiohttp allows 8190 bytes per line.
+MAX_HEAD = 16 * 1024
+
 _FORBIDDEN = (b"\r", b"\n", b"\0")
 
 
@@ -111,7 +121,7 @@ class _Connection(asyncio.Protocol):
 
     __slots__ = ("pool", "transport", "parser", "waiter", "status", "headers", "body", "size",
                  "max_body", "decoder", "framed", "last_read", "timer", "read_s", "idle_since",
-                 "complete", "keep_alive")
+                 "complete", "keep_alive", "head_size", "field_size", "got_body")
 
     def __init__(self, pool: "Http1Pool") -> None:
         self.pool = pool
@@ -120,6 +130,8 @@ class _Connection(asyncio.Protocol):
         self.waiter: asyncio.Future[Http1Response] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.idle_since = 0.0
+        self.head_size = self.field_size = 0
+        self.got_body = False
         self._reset()
 
     def _reset(self) -> None:
@@ -141,14 +153,24 @@ class _Connection(asyncio.Protocol):
             self.close()
             return
         self.last_read = self.pool.loop.time()
+        self.got_body = False
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError:
             # a callback failed the waiter with its own error already; anything else it raised
             # must not leave the request waiting for the read timeout
             self._fail(BadResponse("invalid HTTP response"))
+        except httptools.HttpParserUpgrade:  # 101 (or CONNECT) though no upgrade was asked for
+            self._fail(BadResponse("the upstream switched protocols unasked (HTTP 101)"))
         except httptools.HttpParserError as exc:
             self._fail(BadResponse(f"invalid HTTP response: {exc}"))
+        else:
+            # bytes that carried no body byte and did not end the answer: a head or trailer
+            # still incomplete (httptools keeps the open field), or framing; bounded by MAX_HEAD
+            if not self.got_body and self.waiter is not None and not self.waiter.done():
+                self.head_size += len(data)
+                if self.head_size > MAX_HEAD:
+                    self._fail(BadResponse(f"response head or trailers larger than {MAX_HEAD} bytes"))
 
     def eof_received(self) -> bool | None:
         return None  # close the transport; connection_lost settles the waiter
@@ -172,6 +194,10 @@ class _Connection(asyncio.Protocol):
         self._reset()
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        self.field_size += len(name) + len(value) + 4
+        if self.field_size > MAX_HEAD:  # many fields that arrived in one read
+            self._fail(BadResponse(f"response head or trailers larger than {MAX_HEAD} bytes"))
+            raise httptools.HttpParserCallbackError("head too large")
         self.headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
 
     def on_headers_complete(self) -> None:
@@ -200,6 +226,7 @@ class _Connection(asyncio.Protocol):
                 raise httptools.HttpParserCallbackError("unsupported content coding")
 
     def on_body(self, chunk: bytes) -> None:
+        self.got_body = True
         if self.decoder is not None:
             try:  # at most one byte past the limit is decoded (max_length >= 1 here: 0 means no limit)
                 chunk = self.decoder.decompress(chunk, self.max_body + 1 - self.size)
@@ -230,6 +257,11 @@ class _Connection(asyncio.Protocol):
                 tail = self.decoder.flush()
             except zlib.error:
                 self._fail(BadResponse("corrupt compressed body"))
+                return
+            if not self.decoder.eof and (self.size or tail):
+                # the compressed stream was cut: the body is incomplete (an empty body under a
+                # Content-Encoding header, as some servers send with errors, is not cut)
+                self._fail(BadResponse("truncated compressed body"))
                 return
             if tail:
                 self.size += len(tail)
@@ -270,6 +302,7 @@ class _Connection(asyncio.Protocol):
         loop = self.pool.loop
         self.max_body = max_body
         self.read_s = read_s
+        self.head_size = self.field_size = 0
         self.last_read = loop.time()
         self.waiter = waiter = loop.create_future()
         self.timer = loop.call_at(self.last_read + read_s, self._on_timer)
@@ -295,6 +328,11 @@ class _Deflate:
 
     def __init__(self) -> None:
         self.obj: Any = None
+
+    @property
+    def eof(self) -> bool:
+        """The end of the compressed stream was reached."""
+        return self.obj is not None and self.obj.eof
 
     def decompress(self, data: bytes, max_length: int) -> bytes:
         if self.obj is None:

@@ -91,7 +91,7 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
 
     try:
         uvicorn.run("proxy.app:app_from_env", factory=True, host=host, port=port, workers=workers,
-                    loop="uvloop", http="httptools", access_log=False, log_config=None,
+                    loop="uvloop", http="proxy.inbound:BoundedHttpToolsProtocol", access_log=False, log_config=None,
                     log_level=log_level, server_header=False, proxy_headers=False,
                     timeout_graceful_shutdown=5)
     except SystemExit as exc:  # uvicorn exits with STARTUP_FAILURE when the lifespan fails

@@ -388,6 +388,17 @@ class Upstream(Protocol):
                           tenant: Tenant = ()) -> UpstreamStream: ...
 
 
+def _odd_status(status: int, name: str) -> UpstreamError | None:
+    """The 502 ``bad_response`` for an upstream status the gateway cannot relay, else None.
+    Relayed are 2xx answers and 4xx/5xx errors; RFC 9110 section 15 defines 100-599 only
+    (llhttp and aiohttp parse any three digits, and uvicorn cannot write a status outside
+    100-599: its ``STATUS_LINE`` table raises ``KeyError``); a 1xx or 3xx as the final answer
+    to a POST (redirects are not followed) is no answer either."""
+    if 200 <= status < 300 or 400 <= status < 600:
+        return None
+    return UpstreamError(502, f"upstream {name!r} answered with HTTP status {status}", reason="bad_response")
+
+
 def _connect_error(exc: BaseException, name: str) -> UpstreamError:
     if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)) or getattr(exc, "timed_out", False):
         return UpstreamError(504, f"upstream {name!r} did not accept the connection in time",
@@ -551,6 +562,9 @@ class OpenAIUpstream:
                 resp = await self._exchange(data, auth, tenant)
             except http1.ResponseTooLarge:
                 raise self._too_large() from None
+        odd = _odd_status(resp.status, self.name)
+        if odd is not None:
+            raise odd
         if resp.status >= 400:
             err = resp.body if 0 < len(resp.body) <= ERROR_BODY_LIMIT else None
             raise UpstreamError(resp.status, f"upstream {self.name!r} answered HTTP {resp.status}",
@@ -572,6 +586,10 @@ class OpenAIUpstream:
         data = dumps(body)
         with _UpstreamCall(self.name, timing):
             resp = await self._post(self.chat_url, data, self.headers(auth, tenant))
+            odd = _odd_status(resp.status, self.name)
+            if odd is not None:
+                resp.close()
+                raise odd
             if resp.status >= 400:
                 raise await self._error_from(resp)
         ctype = resp.headers.get("Content-Type", "")
@@ -620,7 +638,7 @@ class OpenAIUpstream:
             h.pop("content-type", None)
         t0 = time.perf_counter()
         try:
-            return await self.session.request(method, url, data=body or None, headers=h, timeout=self.timeout)
+            resp = await self.session.request(method, url, data=body or None, headers=h, timeout=self.timeout)
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             raise _connect_error(exc, self.name) from None
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
@@ -630,6 +648,11 @@ class OpenAIUpstream:
         finally:
             timing.upstream_s += time.perf_counter() - t0
             timing.upstream_calls += 1
+        if not 200 <= resp.status < 600:  # relayed as is, 3xx included; see _odd_status
+            resp.close()
+            raise UpstreamError(502, f"upstream {self.name!r} answered with HTTP status {resp.status}",
+                                reason="bad_response")
+        return resp
 
     async def list_models(self, *, auth: str | None) -> list[dict[str, Any]]:
         """``GET /models`` of this upstream (``data`` list). Raises :class:`UpstreamError`."""
