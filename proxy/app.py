@@ -736,10 +736,13 @@ async def _warm_up(cfg: GatewayConfig) -> None:
             pipeline.risk_mod.score("What is 2 + 2?", "2 + 2 = 4")
         except Exception:  # noqa: BLE001 - a broken verifier shows up as an `error` check later
             pass
-        # the sentinel's `schema_tokens` (loading the tiktoken encoding takes ~1 s): measured
-        # here, or the first sentinel reports of each process said null (the request path
-        # never waits for it, proxy.sentinel.overhead_tokens_cached)
-        sentinel.overhead_tokens()
+        # the sentinel's `schema_tokens` (loading the tiktoken encoding takes ~1 s and ~78 MiB
+        # of RSS, measured): here when a policy offers the sentinel, or its first reports of
+        # each process said null; otherwise on first use, off the request path
+        # (proxy.sentinel.overhead_tokens_cached), so a gateway without it stays small
+        store = pipeline.runtime.get(cfg).policies
+        if any(store.get(n).sentinel.mode != "off" for n in store.names()):
+            sentinel.overhead_tokens()
 
     await asyncio.to_thread(work)
 
