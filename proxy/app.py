@@ -754,7 +754,11 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        state.upstreams = await Upstreams.start(cfg)
+        try:
+            state.upstreams = await Upstreams.start(cfg)
+        except Exception as exc:  # e.g. a litellm upstream whose import fails: one line, then exit 2
+            log.error("startup_failed", error=f"cannot start the upstream clients: {type(exc).__name__}: {exc}")
+            raise RuntimeError(f"cannot start the upstream clients: {exc}") from None
         state.pid = os.getpid()
         try:
             await _warm_up(cfg)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import hashlib
+import importlib.util
 import os
 import re
 import typing
@@ -133,6 +134,9 @@ class UpstreamConfig(_Strict):
     def _needs_url(self) -> "UpstreamConfig":
         if self.provider == "openai" and not self.base_url:
             raise ValueError("an OpenAI-compatible upstream needs base_url (or set provider: litellm)")
+        if self.provider == "litellm" and importlib.util.find_spec("litellm") is None:  # found, not imported
+            raise ValueError("provider: litellm needs the litellm package, which is optional: "
+                             "install it with `.venv/bin/pip install -e '.[litellm]'`")
         return self
 
     def serves(self, model: str) -> bool:

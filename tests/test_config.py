@@ -261,3 +261,20 @@ def test_serve_exits_2_when_the_verification_runtime_cannot_start(tmp_path: Path
     serve = _cli("serve", "--config", "v.yaml", "--port", "0", "--workers", "2", cwd=tmp_path)
     assert serve.returncode == 2, (serve.stdout, serve.stderr)
     assert "Veracity is misconfigured: DatabaseError: file is not a database" in serve.stderr
+
+
+def test_litellm_upstream_without_the_optional_package_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make run` installs the gateway without the litellm extra: a `provider: litellm` upstream
+    is then refused at load (`config check` and `serve`), naming the field and the install
+    command, instead of a start-up traceback after `config check` said OK."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "litellm" else real(name, *a))
+    text = "upstreams:\n  - name: claude\n    provider: litellm\n    models: ['claude-*']\n"
+    with pytest.raises(ConfigError) as ei:
+        parse_config(text, filename="v.yaml")
+    msg = str(ei.value)
+    assert "v.yaml:2: upstreams.0" in msg and "pip install -e '.[litellm]'" in msg
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    assert parse_config(text).upstreams[0].provider == "litellm"
