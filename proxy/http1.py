@@ -1,10 +1,11 @@
 """A small HTTP/1.1 client for the gateway's hot path: one whole request -> one whole response.
 
-Why it exists (measured, bench/results/gateway.md "Fourth pass"): on this machine aiohttp's
-``ClientSession.post`` + ``read`` costs ~320 us of CPU per chat completion, the largest single
-item of the gateway's hop; an asyncio ``Protocol`` feeding the response to ``httptools`` (the
-llhttp parser uvicorn already uses for the server side) costs ~105 us for the same exchange.
-Other clients measured in the same run: pyreqwest ~215 us, aiosonic ~500 us, curl_cffi ~565 us.
+Why it exists (measured, bench/results/client.md and gateway.md "Fourth pass"): on this
+machine aiohttp's ``ClientSession.post`` + ``read`` costs 266-326 us of CPU per chat
+completion, the largest single item of the gateway's hop; an asyncio ``Protocol`` feeding the
+response to ``httptools`` (the llhttp parser uvicorn already uses for the server side) costs
+55-105 us for the same exchange. Other clients in the same runs: pyreqwest 141-216 us,
+aiosonic ~500-530 us, curl_cffi ~565-595 us.
 The issue's floor (added p50 <= 0.5 ms at one connection) is out of reach with aiohttp's
 per-request cost, so non-stream chat completions -- the requests whose whole body the gateway
 needs anyway -- go through this client. Streams and the other pass-through routes keep aiohttp,

@@ -2,8 +2,8 @@
 
 * :class:`OpenAIUpstream` — any OpenAI-compatible server (``base_url`` + optional ``api_key``).
   Non-stream chat completions go through :mod:`proxy.http1` (an asyncio protocol over
-  ``httptools``: ~105 us CPU per exchange here vs ~320 us for aiohttp, the largest item of the
-  gateway's hop -- bench/results/gateway.md); streams and the other ``/v1/*`` pass-through
+  ``httptools``: 55-105 us CPU per exchange here vs 266-326 us for aiohttp, the largest item
+  of the gateway's hop -- bench/results/client.md, gateway.md); streams and the other ``/v1/*`` pass-through
   routes use one shared ``aiohttp.ClientSession`` per process (chosen over httpx by
   measurement, BENCH-NOTES.md: 3,496 vs 563 req/s at 32 connections on this machine).
 * :class:`LiteLLMUpstream` — providers that need translation (``provider: litellm``); litellm is
