@@ -36,6 +36,7 @@ from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
+from starlette.routing import Match
 
 from proxy import azure, cors, metrics, pipeline, sentinel
 from proxy.auth import Authenticator, Principal, client_authorization, client_authorization_bytes
@@ -696,8 +697,6 @@ _ROUTES_HINT = ("This gateway serves the OpenAI API under /v1 (POST /v1/chat/com
 def _allowed_methods(request: Request) -> list[str]:
     """Every method some route serves on the request's path, sorted (the ``Allow`` of a 405,
     RFC 9110 section 10.2.1)."""
-    from starlette.routing import Match
-
     methods: set[str] = set()
     for route in request.app.router.routes:
         match, _ = route.matches(request.scope)
@@ -724,7 +723,7 @@ async def _warm_up(cfg: GatewayConfig) -> None:
     serve`` exits with status 2) instead of a ready gateway answering every request with 500."""
     def work() -> None:
         try:
-            pipeline.runtime.get(cfg)
+            runtime = pipeline.runtime.get(cfg)
         except Exception as exc:  # noqa: BLE001 - any failure here is a start-up failure
             log.error("startup_failed", error=f"Veracity is misconfigured: {type(exc).__name__}: {exc}")
             raise RuntimeError(f"Veracity is misconfigured: {exc}") from None
@@ -740,7 +739,7 @@ async def _warm_up(cfg: GatewayConfig) -> None:
         # of RSS, measured): here when a policy offers the sentinel, or its first reports of
         # each process said null; otherwise on first use, off the request path
         # (proxy.sentinel.overhead_tokens_cached), so a gateway without it stays small
-        store = pipeline.runtime.get(cfg).policies
+        store = runtime.policies
         if any(store.get(n).sentinel.mode != "off" for n in store.names()):
             sentinel.overhead_tokens()
 
@@ -1162,19 +1161,13 @@ class FastPath:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] in _CHAT_PATHS and scope["method"] == "POST":
-            if self.lean.enabled:
-                await self.lean(scope, receive, send)
-            else:
-                await _chat_asgi(self.state, scope, receive, send, None)
+            await self._chat(scope, receive, send, None)
             return
         if scope["type"] == "http" and scope["path"].startswith(azure.PREFIX):
             mapped = azure.parse(scope.get("raw_path") or scope["path"].encode("utf-8"))
             if mapped is not None:
                 if mapped.is_chat and scope["method"] == "POST":
-                    if self.lean.enabled:
-                        await self.lean(scope, receive, send, mapped.deployment)
-                    else:
-                        await _chat_asgi(self.state, scope, receive, send, None, mapped.deployment)
+                    await self._chat(scope, receive, send, mapped.deployment)
                     return
                 # any other Azure-shaped request: the /v1 route it maps to
                 scope = {**scope, "path": mapped.path, "raw_path": mapped.raw_path,
@@ -1189,6 +1182,14 @@ class FastPath:
             await self._app(scope, receive, send)
             return
         await self._logged(scope, receive, send)
+
+    async def _chat(self, scope: dict[str, Any], receive: Any, send: Any, deployment: str | None) -> None:
+        """A chat completion: the lean lane when enabled (it hands what it does not take to
+        the normal path), else the normal path; ``deployment``: see :func:`_chat`."""
+        if self.lean.enabled:
+            await self.lean(scope, receive, send, deployment)
+        else:
+            await _chat_asgi(self.state, scope, receive, send, None, deployment)
 
     async def _app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         try:

@@ -452,10 +452,8 @@ def request_head(method: str, url: URL, headers: Iterable[tuple[str, str]]) -> b
     lines = [b"%s %s HTTP/1.1\r\n" % (method.encode("ascii"), (url.raw_path_qs or "/").encode("ascii"))]
     names = set()
     for k, v in headers:
-        kb, vb = k.encode("latin-1"), v.encode("latin-1")
-        _check_header(kb, vb)
         names.add(k.lower())
-        lines.append(b"%s: %s\r\n" % (kb, vb))
+        lines.append(header_line(k, v))
     if "accept" not in names:
         lines.append(b"Accept: */*\r\n")
     if "accept-encoding" not in names:

@@ -25,9 +25,9 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 from yarl import URL
@@ -38,6 +38,8 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from proxy.config import DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, UpstreamConfig
 from proxy.errors import UpstreamError
 from proxy.log import scrub_secrets
+
+_T = TypeVar("_T")
 
 #: ``(header name, value)`` pairs of a client's tenant headers (see :func:`tenant_headers`)
 Tenant = tuple[tuple[str, str], ...]
@@ -450,25 +452,34 @@ class OpenAIUpstream:
             return {**self._base_headers, "Authorization": auth, **dict(tenant)}
         return self._base_headers
 
-    async def _post(self, url: URL | str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
-        """POST with connect-only retries. Returns an open response (caller releases it)."""
+    async def _connect_retrying(self, call: Callable[[], Awaitable[_T]], errors: tuple[type[BaseException], ...]) -> _T:
+        """``await call()``, retried ``connect_retries`` times with exponential back-off when it
+        raises one of ``errors`` (failures to connect: the request never left). The first
+        attempt runs without tenacity (the hot path); a last failure raises
+        :class:`UpstreamError` (502 ``connect`` / 504 ``timeout``)."""
         try:
-            return await self.session.post(url, data=data, headers=headers, timeout=self.timeout)
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as first:
+            return await call()
+        except errors as first:
             if self.connect_retries <= 0:
                 raise _connect_error(first, self.name) from None
         try:
             async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type((aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)),
+                retry=retry_if_exception_type(errors),
                 stop=stop_after_attempt(self.connect_retries),
                 wait=wait_exponential(multiplier=0.05, max=1.0),
                 reraise=True,
             ):
                 with attempt:
-                    return await self.session.post(url, data=data, headers=headers, timeout=self.timeout)
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+                    return await call()
+        except errors as exc:
             raise _connect_error(exc, self.name) from None
         raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _post(self, url: URL | str, data: bytes, headers: dict[str, str]) -> aiohttp.ClientResponse:
+        """POST with connect-only retries. Returns an open response (caller releases it)."""
+        return await self._connect_retrying(
+            lambda: self.session.post(url, data=data, headers=headers, timeout=self.timeout),
+            (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError))
 
     def too_large_error(self, resp: aiohttp.ClientResponse) -> UpstreamError:
         """Close ``resp`` (the rest of the answer is never read) and return the 502 ``too_large``
@@ -526,25 +537,10 @@ class OpenAIUpstream:
             head += http1.header_line("Authorization", auth)
             for name, value in tenant:
                 head += http1.header_line(name, value)
-        kw = {"connect_s": self.timeout.sock_connect, "read_s": self.timeout.sock_read,
-              "max_body": self.max_response_bytes}
-        try:
-            return await pool.request(head, data, **kw)
-        except http1.ConnectFailed as first:
-            if self.connect_retries <= 0:
-                raise _connect_error(first, self.name) from None
-        try:
-            async for attempt in AsyncRetrying(
-                retry=retry_if_exception_type(http1.ConnectFailed),
-                stop=stop_after_attempt(self.connect_retries),
-                wait=wait_exponential(multiplier=0.05, max=1.0),
-                reraise=True,
-            ):
-                with attempt:
-                    return await pool.request(head, data, **kw)
-        except http1.ConnectFailed as exc:
-            raise _connect_error(exc, self.name) from None
-        raise AssertionError("unreachable")  # pragma: no cover
+        return await self._connect_retrying(
+            lambda: pool.request(head, data, connect_s=self.timeout.sock_connect, read_s=self.timeout.sock_read,
+                                 max_body=self.max_response_bytes),
+            (http1.ConnectFailed,))
 
     async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
                        tenant: Tenant = ()) -> tuple[dict[str, Any], dict[str, str]]:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from proxy.config import hash_key
-from proxy.mock_upstream import MockUpstream
+from tests.fixtures.mock import scripted_mock
 from tests.fixtures.polling import wait_for
 
 API_VERSION = "2024-10-21"
@@ -38,15 +38,7 @@ POLICY = {"name": "default", "on_failure": "correct", "risk": {"threshold": 0.1}
           "sentinel": {"mode": "off"}, "streaming": {"mode": "passthrough"}}
 
 
-@pytest.fixture(scope="module")
-def mock() -> Any:
-    with MockUpstream(SCRIPT) as m:
-        yield m
-
-
-@pytest.fixture(autouse=True)
-def _reset(mock: Any) -> None:
-    mock.reset()
+mock, _reset_mock = scripted_mock(SCRIPT)
 
 
 def _config(mock: Any, tmp: Path, **extra: Any) -> dict[str, Any]:

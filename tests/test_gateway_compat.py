@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import openai
 import pytest
 import yaml
 
-from proxy.mock_upstream import MockUpstream
+from tests.fixtures.mock import scripted_mock
 
 ROOT = Path(__file__).resolve().parent.parent
 POLICY_NAMES = ["off", "default", "buffer"]
@@ -169,15 +168,7 @@ SCRIPT: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module")
-def mock() -> Any:
-    with MockUpstream(SCRIPT) as m:
-        yield m
-
-
-@pytest.fixture(autouse=True)
-def _reset(mock: Any) -> None:
-    mock.reset()
+mock, _reset_mock = scripted_mock(SCRIPT)
 
 
 @pytest.fixture(scope="module")

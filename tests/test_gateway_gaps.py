@@ -26,7 +26,7 @@ import openai
 import pytest
 import yaml
 
-from proxy.mock_upstream import MockUpstream
+from tests.fixtures.mock import scripted_mock
 from tests.fixtures.polling import wait_for
 
 UPSTREAM_KEY = "sk-proj-" + secrets.token_urlsafe(36)  # key-shaped: must never reach a client
@@ -67,15 +67,7 @@ SCRIPT: dict[str, Any] = {
 }
 
 
-@pytest.fixture(scope="module")
-def mock() -> Any:
-    with MockUpstream(SCRIPT) as m:
-        yield m
-
-
-@pytest.fixture(autouse=True)
-def _reset(mock: Any) -> None:
-    mock.reset()
+mock, _reset_mock = scripted_mock(SCRIPT)
 
 
 POLICIES: dict[str, dict[str, Any]] = {

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from proxy.config import hash_key
-from proxy.mock_upstream import MockUpstream
+from tests.fixtures.mock import scripted_mock
 from tests.fixtures.polling import wait_for
 
 UPSTREAM_KEY = "sk-proj-" + secrets.token_urlsafe(36)  # key-shaped, must never leak
@@ -71,15 +71,7 @@ def _closed_port() -> socket.socket:
 
 
 
-@pytest.fixture(scope="module")
-def mock() -> Any:
-    with MockUpstream(SCRIPT) as m:
-        yield m
-
-
-@pytest.fixture(autouse=True)
-def _reset(mock: Any) -> None:
-    mock.reset()
+mock, _reset_mock = scripted_mock(SCRIPT)
 
 
 @pytest.fixture(scope="module")
