@@ -393,7 +393,7 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: s
             request_id=rid, model=model,
             upstream=BoundUpstream(up, principal.upstream_auth, timing, tenant=tenant_headers(headers)),
             principal=principal, policy=policy, headers=headers, timing=timing,
-            config=state.cfg, log=fields)
+            config=state.cfg, log=fields, route=state.upstreams.route)
         if state.log_content:
             fields["messages"] = body.get("messages")
         if body.get("stream") is True:

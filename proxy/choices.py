@@ -28,7 +28,7 @@ __all__ = ["ChoicesReport", "choice_list", "split", "put_back", "combine", "with
 #: How a request's ``status`` is chosen from its choices' statuses: the first status in this
 #: order that any choice has (a failure anywhere is the request's failure; ``skipped`` only
 #: when no choice was verified).
-STATUS_ORDER: tuple[str, ...] = ("failed", "error", "corrected", "passed", "skipped")
+STATUS_ORDER: tuple[str, ...] = ("failed", "error", "corrected", "unverified", "passed", "skipped")
 
 
 @dataclass(slots=True)
@@ -108,6 +108,8 @@ def combine(per_choice: list[tuple[int, Report]]) -> ChoicesReport:
         corrected.extend({**c, "choice": index} for c in rep.extra.get("corrected_checks") or ())
         out.cost.tokens += rep.cost.tokens
         out.cost.upstream_calls += rep.cost.upstream_calls
+        out.cost.verifier_calls += rep.cost.verifier_calls
+        out.cost.searches += rep.cost.searches
         for name, ms in (rep.extra.get("durations_ms") or {}).items():
             if isinstance(ms, (int, float)):
                 durations[name] = durations.get(name, 0.0) + ms

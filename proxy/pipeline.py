@@ -52,7 +52,7 @@ import functools
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,9 +69,10 @@ from proxy.sse import IncompleteStream, assemble, parse_stream
 from proxy.streaming import (DONE_FRAME, completion_frames, has_finish, hold, include_usage, report_frame,
                              report_on_last_chunk, with_report)
 from proxy.upstream import BoundUpstream, Timing, UpstreamStream
+from proxy.verifier_model import GatewayChatModel
 from verifiers import risk as risk_mod
 from verifiers._types import Report
-from verifiers.run import last_user_text, run as run_verifiers
+from verifiers.run import content_text, last_user_text, run as run_verifiers
 
 
 runtime.start_warm_up()  # import the verifiers while the server starts, not on the first risky answer
@@ -100,6 +101,9 @@ class RequestContext:
     timing: Timing
     config: GatewayConfig
     log: dict[str, Any] = field(default_factory=dict)
+    #: ``(model name) -> upstream or None``: routes the policy's ``verification.model`` when it
+    #: names another model than the client's (None: only the client's upstream is usable)
+    route: Callable[[str], Any] | None = None
 
     @property
     def team(self) -> str:
@@ -197,7 +201,7 @@ async def verify_request(config: GatewayConfig, principal: Principal, headers: M
     question = body.get("question") if isinstance(body.get("question"), str) else last_user_text(messages)
     budget = RequestBudget.from_policy(policy.budgets.request)
     t0 = time.perf_counter()
-    report = await verify_text(policy, question, answer, budget)
+    report = await verify_text(policy, question, answer, budget, messages=messages)
     report.cost.ms = (time.perf_counter() - t0) * 1000.0
     report.extra["policy"] = policy.name
     model = "_offline"  # a fixed label: client-given names would make metric cardinality unbounded
@@ -225,11 +229,15 @@ class _Plan:
     checks_off: bool = False        # no verifier enabled and the sentinel off: forward only
     sentinel_info: dict[str, Any] | None = None
     usage: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "completion": 0})
+    model: GatewayChatModel | None = None   # the verifier model, bound on first use
+    messages: Any = None                    # the client's messages (grounding context)
 
     def start_verification(self) -> None:
         """Start the request budget's clock: the deadline covers verification and correction,
         not the client's own upstream call."""
         self.budget = RequestBudget.from_policy(self.policy.budgets.request)
+        if self.model is not None:
+            self.model.budget = self.budget
 
 
 @functools.lru_cache(maxsize=4096)
@@ -286,8 +294,49 @@ async def _plan(ctx: RequestContext, body: dict[str, Any]) -> _Plan:
             ctx.log["budget_store_error"] = type(exc).__name__
         if skip:
             vmetrics.BUDGET_EXHAUSTED.labels("key" if skip.startswith("key") else "team").inc()
-    return _Plan(policy=policy, body=forwarded, question=last_user_text(forwarded.get("messages")),
-                 budget=RequestBudget.from_policy(b.request), skip_reason=skip, t0=time.perf_counter())
+    plan = _Plan(policy=policy, body=forwarded, question=last_user_text(forwarded.get("messages")),
+                 budget=RequestBudget.from_policy(b.request), skip_reason=skip, t0=time.perf_counter(),
+                 messages=forwarded.get("messages"))
+    if needs_model(policy):
+        plan.model = verifier_model(ctx, plan)
+    return plan
+
+
+def needs_model(policy: Policy) -> bool:
+    """True when a verifier of ``policy`` may call the verifier model (model-written plans,
+    model-judged facts, citation relevance)."""
+    v = policy.verifiers
+    return ((v.planner.enabled and v.planner.when != "never") or (v.facts.enabled and v.facts.use_model)
+            or (v.citations.enabled and bool(v.citations.relevance.get("enabled"))))
+
+
+def verifier_model(ctx: RequestContext, plan: _Plan) -> GatewayChatModel:
+    """The verifier model of one request (policy ``verification.model``): the client's model
+    on the client's upstream by default; another model on the upstream that serves it, which
+    must hold its own ``api_key`` (the client's credentials never go to another upstream).
+    Calls are charged to the request budget and their tokens to the request's usage."""
+    conf = plan.policy.verification
+    name = conf.model or ctx.model
+
+    def on_usage(u: dict[str, int]) -> None:
+        plan.usage["prompt"] += u.get("prompt_tokens", 0)
+        plan.usage["completion"] += u.get("completion_tokens", 0)
+
+    up = ctx.upstream
+    if name != ctx.model:
+        target = ctx.route(name) if ctx.route is not None else None
+        if target is None:
+            return GatewayChatModel(None, name, plan.budget, unavailable="no_model",
+                                    max_tokens=conf.max_tokens)
+        if target is not ctx.upstream.upstream:
+            own_key = getattr(target.config, "api_key", None) is not None or \
+                getattr(target.config, "provider", "openai") == "litellm"
+            if not own_key:
+                return GatewayChatModel(None, name, plan.budget, unavailable="no_model",
+                                        max_tokens=conf.max_tokens)
+            up = BoundUpstream(target, None, ctx.timing)
+    return GatewayChatModel(up.complete, name, plan.budget, upstream=up.name, max_tokens=conf.max_tokens,
+                            on_usage=on_usage)
 
 
 def forwards_only(policy: Policy) -> bool:
@@ -329,24 +378,76 @@ def _counting(ctx: RequestContext, plan: _Plan):
     return complete
 
 
-async def verify_text(policy: Policy, question: str | None, text: str, budget: RequestBudget) -> Report:
+async def verify_text(policy: Policy, question: str | None, text: str, budget: RequestBudget, *,
+                      model: GatewayChatModel | None = None, messages: Any = None) -> Report:
     """Risk-score ``text`` and run the verifiers the risk triggers and the policy enables,
     within the request budget's deadline. Low risk -> ``skipped``. With every verifier
     disabled nothing could run, so the answer is not even risk-scored (``skipped``, reason
-    "no verifier enabled", no ``risk``): checks off costs no more than plain pass-through."""
+    "no verifier enabled", no ``risk``): checks off costs no more than plain pass-through.
+
+    ``model``: the request's verifier model (planner, facts, citation relevance); its calls
+    made during this run are added to ``report.cost`` and ``report.extra["verifier_model"]``.
+    ``messages``: the client's messages, the grounding context of the ``facts`` verifier."""
     enabled = policy.verifiers.enabled()
     if not enabled:
         return Report(status="skipped", reason="no verifier enabled")
     r = risk_mod.score(question, text)
     names = [v for v in r.verifiers if v in enabled]
-    if r.score < policy.risk.threshold or not names:
-        report = Report(status="skipped", reason="risk below threshold" if r.score < policy.risk.threshold
-                        else "no enabled verifier triggered")
+    v = policy.verifiers
+    # the app put documents in the prompt: ground the answer in them whatever the risk score
+    grounding = "facts" in enabled and _grounding_context(v.facts.backends, messages)
+    if grounding and "facts" not in names:
+        names.append("facts")
+    risky = r.score >= policy.risk.threshold
+    if "planner" in enabled and "planner" not in names and risky and names:
+        names.append("planner")  # template plans cost nothing; model plans follow planner.when
+    if not risky and not grounding:
+        report = Report(status="skipped", reason="risk below threshold")
+    elif not names:
+        report = Report(status="skipped", reason="no enabled verifier triggered")
     else:
-        report = await run_verifiers(text, names, question=question, options=policy.verifiers.run_options(),
+        options = v.run_options()
+        calls_before = len(model.calls) if model is not None else 0
+        tokens_before = model.tokens if model is not None else 0
+        if "planner" in names:
+            options["planner"].update(model=model, risk_score=r.score,
+                                      sandbox=options["code"]["sandbox"] if v.code.enabled else None,
+                                      citation_sources=options["citations"]["sources"] if v.citations.enabled else None)
+        if "facts" in names:
+            options["facts"].update(model=model if v.facts.use_model else None,
+                                    context_messages=messages if isinstance(messages, list) else None,
+                                    cache=runtime.facts_cache(v.facts.cache))
+        if v.citations.relevance.get("enabled"):
+            options["citations"]["model"] = model
+        report = await run_verifiers(text, names, question=question, options=options,
                                      deadline_s=budget.remaining_s())
+        if model is not None and len(model.calls) > calls_before:
+            new_calls = model.calls[calls_before:]
+            report.cost.verifier_calls += len(new_calls)
+            report.cost.tokens += model.tokens - tokens_before
+            report.extra["verifier_model"] = {"model": model.model,
+                                              "calls": [c.to_dict() for c in new_calls]}
     report.risk = r.to_dict()
     return report
+
+
+#: Characters of non-assistant message text from which a request counts as carrying documents
+#: (a RAG prompt); below it the context is a question, not a source.
+GROUNDING_MIN_CHARS = 200
+
+
+def _grounding_context(backends: Mapping[str, Any], messages: Any) -> bool:
+    """True when ``backends`` use the request's context and its messages carry documents
+    (system/developer/tool text, or user text beyond the question) of at least
+    :data:`GROUNDING_MIN_CHARS` characters."""
+    use = backends.get("use") if isinstance(backends, Mapping) else None
+    if not isinstance(use, list) or "context" not in use or not isinstance(messages, list):
+        return False
+    total = 0
+    for m in messages:
+        if isinstance(m, Mapping) and m.get("role") != "assistant":
+            total += len(content_text(m.get("content")))
+    return total >= GROUNDING_MIN_CHARS
 
 
 async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[str, Any],
@@ -388,7 +489,8 @@ def _verifier(ctx: RequestContext, plan: _Plan):
     """``verify(text) -> Report`` for the correction loop: :func:`verify_text` within the
     request budget; every draft's checks are counted in the metrics (each choice's, each round's)."""
     async def verify(t: str) -> Report:
-        rep = await verify_text(plan.policy, plan.question, t, plan.budget)
+        rep = await verify_text(plan.policy, plan.question, t, plan.budget, model=plan.model,
+                                messages=plan.messages)
         vmetrics.observe_checks(rep, model=ctx.model, team=ctx.team)
         return rep
     return verify
@@ -569,7 +671,8 @@ async def _verify_only(plan: _Plan, completion: dict[str, Any]) -> Report:
     concurrently, combined by :func:`choices.combine`. A choice without text is ``skipped``."""
     async def one(single: dict[str, Any]) -> Report:
         text = completion_text(single)
-        return _skipped(plan, text) or await verify_text(plan.policy, plan.question, text or "", plan.budget)
+        return _skipped(plan, text) or await verify_text(plan.policy, plan.question, text or "", plan.budget,
+                                                         model=plan.model, messages=plan.messages)
 
     parts = choices.split(completion)
     if len(parts) <= 1:

@@ -100,6 +100,10 @@ class CitationVerifier(VerifierToggle):
 
     timeout_ms: int = Field(8000, gt=0, le=600_000)
     sources: dict[str, Any] = Field(default_factory=dict)
+    #: content relevance (issue 11): ``{enabled: true, fail_unsupported: false}`` compares the
+    #: citing sentence with the work's abstract; unsupported fails the check only with
+    #: ``fail_unsupported``
+    relevance: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("sources")
     @classmethod
@@ -116,19 +120,59 @@ class ArithmeticVerifier(VerifierToggle):
     timeout_ms: int = Field(2000, gt=0, le=600_000)
 
 
+class PlannerVerifier(VerifierToggle):
+    """The AMTFV planner (``verifiers.planner``; issue 10, design §3.2, §6.1). Off unless a
+    policy turns it on. ``templates``: run template plans (no model call) for the common
+    shapes (a named formula with its inputs in the question; an expression in the question and
+    its value in the answer). ``when``: when the verifier model writes a plan -- ``never``,
+    ``unexplained`` (a risky answer where no rule check passed or failed), ``high_risk``
+    (unexplained, or risk >= ``high_risk``), ``always``. ``max_steps``: plan steps executed."""
+
+    enabled: bool = False
+    timeout_ms: int = Field(20000, gt=0, le=600_000)
+    templates: bool = True
+    when: Literal["never", "unexplained", "high_risk", "always"] = "never"
+    high_risk: float = Field(0.7, ge=0.0, le=1.0)
+    max_steps: int = Field(6, ge=1, le=20)
+
+
+class FactsVerifier(VerifierToggle):
+    """Fact checking and grounding (``verifiers.facts``; issue 11): claims split, searched over
+    ``backends`` (``{"use": [context, local, wikipedia, searxng, brave], <name>: {...}}``, see
+    ``verifiers.facts.backends``), judged (deterministic tier first, then the verifier model when
+    ``use_model``), looped up to ``max_rounds``. ``max_claims`` per answer, ``k`` passages per
+    query, ``weights`` per domain/source, ``unconfirmed_note``: append the templated "could not
+    be confirmed" note for claims that stay unknown. ``cache``: verdict cache (``memory`` |
+    ``off`` | a SQLite path; Redis when ``verification.redis_url`` is set and this is ``redis``)."""
+
+    enabled: bool = False
+    timeout_ms: int = Field(20000, gt=0, le=600_000)
+    backends: dict[str, Any] = Field(default_factory=lambda: {"use": ["context"]})
+    use_model: bool = True
+    max_claims: int = Field(8, ge=1, le=100)
+    max_rounds: int = Field(3, ge=1, le=10)
+    k: int = Field(5, ge=1, le=50)
+    weights: dict[str, float] = Field(default_factory=dict)
+    unconfirmed_note: bool = False
+    cache: str = "memory"
+
+
 class Verifiers(_Strict):
     arithmetic: ArithmeticVerifier = Field(default_factory=ArithmeticVerifier)
     code: CodeVerifier = Field(default_factory=CodeVerifier)
     citations: CitationVerifier = Field(default_factory=CitationVerifier)
+    facts: FactsVerifier = Field(default_factory=FactsVerifier)
+    planner: PlannerVerifier = Field(default_factory=PlannerVerifier)
 
     def enabled(self) -> list[str]:
         """Names of the enabled verifiers."""
-        return [n for n in ("arithmetic", "code", "citations") if getattr(self, n).enabled]
+        return [n for n in VERIFIER_NAMES if getattr(self, n).enabled]
 
     def run_options(self) -> dict[str, dict[str, Any]]:
-        """Per-verifier options in the shape ``verifiers.run.run(options=...)`` takes."""
+        """Per-verifier options in the shape ``verifiers.run.run(options=...)`` takes (the
+        per-request objects -- verifier model, context messages -- are added by the pipeline)."""
         out: dict[str, dict[str, Any]] = {}
-        for n in ("arithmetic", "code", "citations"):
+        for n in VERIFIER_NAMES:
             v = getattr(self, n)
             o: dict[str, Any] = dict(v.options)
             o["timeout_ms"] = v.timeout_ms
@@ -136,8 +180,29 @@ class Verifiers(_Strict):
                 o["sandbox"] = {"backend": v.sandbox.backend, "limits": dict(v.sandbox.limits)}
             if n == "citations":
                 o["sources"] = dict(v.sources)
+                if v.relevance:
+                    o["relevance"] = dict(v.relevance)
+            if n == "facts":
+                o.update(backends=dict(v.backends), max_claims=v.max_claims, max_rounds=v.max_rounds, k=v.k,
+                         weights=dict(v.weights))
+            if n == "planner":
+                o.update(when=v.when, high_risk=v.high_risk, max_steps=v.max_steps, templates=v.templates)
             out[n] = o
         return out
+
+
+#: Every verifier a policy can name, in run order.
+VERIFIER_NAMES = ("arithmetic", "code", "citations", "facts", "planner")
+
+
+class VerificationModel(_Strict):
+    """The verifier model (DESIGN.md "The verifier model"): ``model`` plans and judges (null =
+    the client's model on the client's upstream; any model a configured upstream serves, e.g. a
+    cheaper one; an upstream other than the client's must hold its own ``api_key``).
+    ``max_tokens``: completion cap per call. Every call is charged to ``budgets.request``."""
+
+    model: str | None = None
+    max_tokens: int = Field(1024, gt=0, le=32768)
 
 
 class RiskPolicy(_Strict):
@@ -241,6 +306,7 @@ class Policy(_Strict):
     budgets: Budgets = Field(default_factory=Budgets)
     streaming: StreamingPolicy = Field(default_factory=StreamingPolicy)
     audit: AuditPolicy = Field(default_factory=AuditPolicy)
+    verification: VerificationModel = Field(default_factory=VerificationModel)
     #: dotted field paths a request's ``veracity`` object may override ("streaming" covers
     #: "streaming.mode"); budgets and round limits may always be lowered.
     overridable: list[Annotated[str, AfterValidator(_field_path)]] = Field(default_factory=list)

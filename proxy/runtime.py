@@ -157,3 +157,31 @@ def get(cfg: Any) -> VerificationRuntime:
     rt = VerificationRuntime(pol, ver)
     _RUNTIMES[id(cfg)] = (cfg, rt)
     return rt
+
+
+_FACTS_CACHES: dict[str, Any] = {}
+
+
+def facts_cache(spec: str) -> Any:
+    """The facts verifier's verdict cache for a policy's ``verifiers.facts.cache`` value:
+    ``off`` -> None; ``memory`` -> one in-memory SQLite cache per process; ``redis`` -> Redis at
+    ``VERACITY_REDIS_URL``; anything else is a SQLite file path. Made once per spec per process;
+    None when the facts verifier is not installed."""
+    if spec == "off":
+        return None
+    hit = _FACTS_CACHES.get(spec)
+    if hit is not None:
+        return hit
+    try:
+        from verifiers.facts import VerdictCache
+    except ImportError:
+        return None
+    if spec == "memory":
+        cache = VerdictCache(":memory:")
+    elif spec == "redis":
+        url = os.environ.get("VERACITY_REDIS_URL")
+        cache = VerdictCache(redis_url=url) if url else VerdictCache(":memory:")
+    else:
+        cache = VerdictCache(spec)
+    _FACTS_CACHES[spec] = cache
+    return cache

@@ -76,7 +76,9 @@ async def test_no_verifier_means_skipped():
 def test_status_of():
     assert status_of([]) == "skipped"
     assert status_of([Check("a", "", "error")]) == "error"
-    assert status_of([Check("a", "", "error"), Check("b", "", "unknown")]) == "passed"
+    assert status_of([Check("a", "", "error"), Check("b", "", "unknown")]) == "unverified"
+    assert status_of([Check("a", "", "unknown")]) == "unverified"
+    assert status_of([Check("a", "", "pass"), Check("b", "", "unknown")]) == "passed"
     assert status_of([Check("a", "", "pass"), Check("b", "", "fail")]) == "failed"
 
 

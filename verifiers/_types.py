@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any, Literal
 
 Outcome = Literal["pass", "fail", "unknown", "error"]
-ReportStatus = Literal["passed", "corrected", "failed", "skipped", "error"]
+ReportStatus = Literal["passed", "unverified", "corrected", "failed", "skipped", "error"]
 
 OUTCOMES: tuple[str, ...] = ("pass", "fail", "unknown", "error")
 
@@ -83,20 +83,27 @@ def _plain(v: Any) -> Any:
 @dataclass(slots=True)
 class Cost:
     """Extra work verification caused: ``tokens`` (prompt+completion of extra upstream
-    calls), ``upstream_calls``, ``ms`` (gateway wall time spent verifying/correcting)."""
+    calls and verifier-model calls), ``upstream_calls`` (sentinel and correction calls),
+    ``verifier_calls`` (verifier-model calls: plans, claims, queries, verdicts),
+    ``searches`` (search-backend queries of the facts verifier), ``ms`` (gateway wall time
+    spent verifying/correcting)."""
 
     tokens: int = 0
     upstream_calls: int = 0
     ms: float = 0.0
+    verifier_calls: int = 0
+    searches: int = 0
 
 
 @dataclass(slots=True)
 class Report:
     """All checks of one answer.
 
-    ``status``: ``passed`` (no check failed), ``corrected`` (a correction round fixed every
-    failure), ``failed`` (failures remain), ``skipped`` (nothing was verified: low risk, over
-    budget, checks off; ``reason`` says which), ``error`` (verification itself broke).
+    ``status`` (DESIGN.md vocabulary): ``passed`` (at least one check passed and none failed),
+    ``unverified`` (checks were attempted, none failed, none passed: every check ``unknown`` or
+    some ``error``), ``corrected`` (a correction round fixed every failure), ``failed``
+    (failures remain), ``skipped`` (nothing was worth checking: low risk, over budget, checks
+    off; ``reason`` says which), ``error`` (every check is an ``error``: verification broke).
     ``risk``: the risk score dict (``score`` 0..1, ``signals``, ``verifiers``).
     ``rounds``: one dict per correction round.
     In :meth:`to_dict`, ``cost.ms`` and ``extra["durations_ms"]`` values are rounded to 0.1 ms.
@@ -124,6 +131,7 @@ class Report:
             # not asdict(): it deep-copies every value, ~10 us on the gateway's hot path
             # ms rounded to 0.1: sub-0.1 ms digits are timer noise, not information
             "cost": {"tokens": self.cost.tokens, "upstream_calls": self.cost.upstream_calls,
+                     "verifier_calls": self.cost.verifier_calls, "searches": self.cost.searches,
                      "ms": round(self.cost.ms, 1)},
         }
         if self.reason:

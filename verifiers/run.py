@@ -130,6 +130,65 @@ async def _citations(answer: str, question: str | None, options: Mapping[str, An
     return await asyncio.to_thread(mod.check, answer, question, sources=sources, **kw)
 
 
+async def _planner(answer: str, question: str | None, options: Mapping[str, Any]) -> Any:
+    """The AMTFV planner (``verifiers.planner.acheck``), run after the rule-based verifiers
+    (:func:`run` passes their checks as ``rule_checks``). Model-written plans only when
+    ``options["when"]`` allows (``never`` | ``unexplained``: no rule check passed or failed |
+    ``high_risk``: unexplained, or risk >= ``options["high_risk"]`` | ``always``) and a
+    ``model`` is given; template plans always. Returns ``(checks, extra)``."""
+    mod = importlib.import_module("verifiers.planner")
+    rule_checks = list(options.get("rule_checks") or ())
+    model = options.get("model")
+    when = options.get("when", "never")
+    explained = any(c.outcome in ("pass", "fail") for c in rule_checks)
+    risk_score = float(options.get("risk_score") or 0.0)
+    use_model = model is not None and (when == "always" or (when in ("unexplained", "high_risk") and not explained)
+                                       or (when == "high_risk" and risk_score >= float(options.get("high_risk", 0.7))))
+    tools = mod.Toolbox(sandbox=_code_sandbox(options.get("sandbox")) if options.get("sandbox") is not None else None,
+                        citation_sources=options.get("citation_sources"), search_facts=options.get("search_facts"))
+    outcome = await mod.acheck(answer, question, model=model if use_model else None, rule_checks=rule_checks,
+                               use_model=use_model, tools=tools, max_steps=int(options.get("max_steps", 6)),
+                               deadline_s=max(0.05, _timeout_of(options) * 0.9))
+    checks = list(outcome.checks)
+    if outcome.error:
+        checks.append(Check(verifier="planner", claim="", outcome="error", confidence=0.0,
+                            evidence={"plan_source": outcome.plan_source}, note=f"plan: {outcome.error}"[:_NOTE_MAX]))
+    extra: dict[str, Any] = {}
+    if outcome.plan_source:
+        extra["plan_source"] = outcome.plan_source
+        if outcome.plan is not None:
+            extra["plan"] = outcome.plan
+    return checks, extra
+
+
+def _code_sandbox(spec: Any) -> Any:
+    if spec is None or isinstance(spec, Mapping):
+        spec = spec or {}
+        return _sandbox(spec.get("backend", "auto"), spec.get("limits"))
+    return spec
+
+
+async def _facts(answer: str, question: str | None, options: Mapping[str, Any]) -> Any:
+    """Fact checking (``verifiers.facts.acheck``): claims searched over the configured
+    backends (``options["backends"]``: backend objects, or a config dict for
+    ``verifiers.facts.backends.make_backends`` with ``context_messages``) and judged.
+    Returns ``(checks, extra)`` with the numbered ``sources`` and the unconfirmed claims."""
+    mod = importlib.import_module("verifiers.facts")
+    backends = options.get("backends")
+    if backends is None or isinstance(backends, Mapping):
+        bmod = importlib.import_module("verifiers.facts.backends")
+        backends = bmod.make_backends(backends or {"use": ["context"]},
+                                      context_messages=options.get("context_messages"))
+    outcome = await mod.acheck(answer, question, model=options.get("model"), backends=backends,
+                               max_claims=int(options.get("max_claims", 8)),
+                               max_rounds=int(options.get("max_rounds", 3)), k=int(options.get("k", 5)),
+                               weights=options.get("weights"), cache=options.get("cache"),
+                               deadline_s=max(0.05, _timeout_of(options) * 0.9))
+    extra = {"sources": list(outcome.sources), "unconfirmed": list(outcome.unconfirmed),
+             "searches": outcome.searches}
+    return list(outcome.checks), extra
+
+
 #: Verifier name -> adapter. Tests and embedders may pass their own ``registry`` to
 #: :func:`run`; the modules are imported on first use, so a missing verifier module turns
 #: into an ``error`` check, not an import error at start-up.
@@ -137,19 +196,28 @@ REGISTRY: dict[str, Adapter] = {
     "arithmetic": _arithmetic,
     "code": _code,
     "citations": _citations,
+    "facts": _facts,
+    "planner": _planner,
 }
+
+#: Verifiers that run after the others and receive their checks (``rule_checks``).
+SECOND_PHASE = ("planner",)
 
 
 def status_of(checks: list[Check]) -> str:
-    """Report status from checks alone: ``failed`` if any check failed, ``skipped`` when
-    there are none, ``error`` when every check is an ``error``, else ``passed``."""
+    """Report status from checks alone (DESIGN.md "report"): ``failed`` if any check failed,
+    ``skipped`` when there are none, ``error`` when every check is an ``error``, ``passed``
+    when at least one check passed, else ``unverified`` (checks attempted, none passed: a
+    ``passed`` must mean something was verified)."""
     if not checks:
         return "skipped"
     if any(c.outcome == "fail" for c in checks):
         return "failed"
     if all(c.outcome == "error" for c in checks):
         return "error"
-    return "passed"
+    if any(c.outcome == "pass" for c in checks):
+        return "passed"
+    return "unverified"
 
 
 def _safe_note(exc: BaseException) -> str:
@@ -166,12 +234,17 @@ def _timeout_of(opts: Mapping[str, Any]) -> float:
 
 
 async def _one(name: str, adapter: Adapter, answer: str, question: str | None,
-               opts: Mapping[str, Any], timeout: float, durations: dict[str, float]) -> list[Check]:
+               opts: Mapping[str, Any], timeout: float, durations: dict[str, float],
+               extras: dict[str, Any] | None = None) -> list[Check]:
     t0 = time.perf_counter()
     try:
         if timeout <= 0:
             raise asyncio.TimeoutError
         checks = await asyncio.wait_for(adapter(answer, question, opts), timeout)
+        if isinstance(checks, tuple):  # (checks, extra): planner/facts side information
+            checks, more = checks
+            if extras is not None and isinstance(more, Mapping):
+                extras.update(more)
         out: list[Check] = []
         for c in checks or []:
             if isinstance(c, Check):
@@ -195,6 +268,12 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
               registry: Mapping[str, Adapter] | None = None) -> Report:
     """Run the verifiers ``names`` on ``answer`` concurrently and merge their checks.
 
+    Two phases: every verifier but those in :data:`SECOND_PHASE` runs at once; then the
+    planner runs with their checks (``rule_checks``), so it can merge duplicates and plan
+    only for what the rules left unexplained. Adapters may return ``(checks, extra)``; the
+    extras (``plan_source``, ``plan``, ``sources``, ``unconfirmed``) go to ``report.extra``
+    and ``searches`` to ``report.cost.searches``.
+
     Args:
         answer: the draft answer text (untrusted).
         names: verifier names; unknown names (``sentinel``, typos) are skipped.
@@ -213,24 +292,40 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
     options = options or {}
     t0 = time.perf_counter()
     durations: dict[str, float] = {}
-    jobs = []
-    for name in dict.fromkeys(names):
-        adapter = registry.get(name)
-        if adapter is None:
-            continue
-        opts = options.get(name, {})
-        timeout = _timeout_of(opts)
-        if deadline_s is not None:
-            timeout = min(timeout, deadline_s)
-        jobs.append(_one(name, adapter, answer, question, opts, timeout, durations))
-    if len(jobs) == 1:  # the common case: no gather (one Task and its callbacks less)
-        results = [await jobs[0]]
+    extras: dict[str, Any] = {}
+    wanted = list(dict.fromkeys(names))
+
+    def jobs_for(selected: list[str], extra_opts: Mapping[str, Any] | None = None) -> list[Any]:
+        jobs = []
+        for name in selected:
+            adapter = registry.get(name)
+            if adapter is None:
+                continue
+            opts = options.get(name, {})
+            if extra_opts:
+                opts = {**opts, **extra_opts}
+            timeout = _timeout_of(opts)
+            if deadline_s is not None:
+                timeout = min(timeout, max(0.0, deadline_s - (time.perf_counter() - t0)))
+            jobs.append(_one(name, adapter, answer, question, opts, timeout, durations, extras))
+        return jobs
+
+    first = jobs_for([n for n in wanted if n not in SECOND_PHASE])
+    if len(first) == 1:  # the common case: no gather (one Task and its callbacks less)
+        results = [await first[0]]
     else:
-        results = await asyncio.gather(*jobs) if jobs else []
+        results = await asyncio.gather(*first) if first else []
     checks = [c for part in results for c in part]
+    second = jobs_for([n for n in wanted if n in SECOND_PHASE], {"rule_checks": tuple(checks)})
+    for job in second:  # the planner sees the rule-based checks (merge, "unexplained")
+        checks.extend(await job)
+    jobs = first + second
     report = Report(status=status_of(checks), checks=checks)  # type: ignore[arg-type]
     if not checks:
         report.reason = "no checkable claims" if jobs else "no verifier triggered"
+    if extras:
+        report.cost.searches += int(extras.pop("searches", 0) or 0)
+        report.extra.update(extras)
     report.cost.ms = (time.perf_counter() - t0) * 1000.0
     report.extra["durations_ms"] = {k: round(v, 3) for k, v in durations.items()}
     return report
