@@ -145,6 +145,10 @@ class Match(_Strict):
     * ``tool``: a tool of this name is offered in ``tools``.
     * ``tool_choice``: ``auto`` | ``none`` | ``required`` or the forced function's name.
     * ``stream``: true/false to match only streamed / non-streamed requests.
+    * ``schema``: glob on the structured-output schema name the request asks for
+      (``response_format.json_schema.name``, e.g. ``Plan`` for the verifier model's plans);
+      ``"-"`` matches requests without one. This is how a script answers verifier-model calls
+      (planner, claims, verdicts) by their structure.
     * ``path``: glob on the request path; rules without it answer only
       ``/v1/chat/completions`` (give ``/v1/embeddings`` or ``/v1/completions`` to script
       errors and delays on those).
@@ -159,6 +163,7 @@ class Match(_Strict):
     tool_choice: str | None = None
     stream: bool | None = None
     path: str | None = None
+    schema_name: str | None = Field(default=None, alias="schema")
 
     @field_validator("model_regex", "last_user", "any_message")
     @classmethod
@@ -197,7 +202,20 @@ class Match(_Strict):
             return False
         if self.tool_choice is not None and _tool_choice_name(body.get("tool_choice")) != self.tool_choice:
             return False
+        if self.schema_name is not None:
+            name = _schema_name(body.get("response_format"))
+            if not fnmatch.fnmatchcase(name or "-", self.schema_name):
+                return False
         return True
+
+
+def _schema_name(response_format: Any) -> str | None:
+    """``response_format.json_schema.name`` of a request, or None."""
+    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
+        js = response_format.get("json_schema")
+        if isinstance(js, dict) and isinstance(js.get("name"), str):
+            return js["name"]
+    return None
 
 
 class ToolCallSpec(_Strict):
