@@ -124,7 +124,7 @@ def test_bad_input_never_crashes(answer):
 
 
 def test_question_examples_parsing_is_conservative():
-    from verifiers._code_extract import question_examples
+    from verifiers.code._extract import question_examples
 
     q = '''def tri(n):
     """tri(1) = 3

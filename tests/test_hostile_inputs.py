@@ -757,7 +757,7 @@ def test_citation_extraction_of_thousands_of_reference_lines() -> None:
 def test_code_block_line_numbers_with_thousands_of_fences() -> None:
     """Fault: each block's line number was ``text.count("\\n", 0, start)`` (quadratic: 5,000
     fences ~0.4 s of the code verifier's time); now counted incrementally. Same numbers."""
-    from verifiers._code_extract import fenced_blocks
+    from verifiers.code._extract import fenced_blocks
 
     text = "intro\n" + "```python\nx = 1\n```\n" * 3000
     blocks = fenced_blocks(text)
@@ -837,7 +837,7 @@ def test_thousands_of_stated_outputs_in_one_block() -> None:
     import ast
 
     from verifiers import code
-    from verifiers._code_extract import _SOURCE_LINE, _source_segment
+    from verifiers.code._extract import _SOURCE_LINE, _source_segment
 
     src = 'x = (1,\r\n  2)\nprint("é", x)  # Output: (1, 2)\rdef f():\n    return "ü"\nf()  # -> \'ü\'\n'
     tree = ast.parse(src)
@@ -855,7 +855,7 @@ def test_thousands_of_undefined_names_in_one_block() -> None:
     1,000 ``def fi(): return gi()`` took 2.4 s. Near-miss search now stops after
     ``NEAR_MISS_LOOKUPS`` names; the rest are context names (``unknown``), never failures."""
     from verifiers import code
-    from verifiers._code_static import NEAR_MISS_LOOKUPS
+    from verifiers.code._static import NEAR_MISS_LOOKUPS
 
     src = "def greet():\n    pritn('hi')\n" + "".join(f"def f{i}():\n    return g{i}()\n" for i in range(1000))
     checks = code.check(f"```python\n{src}```", sandbox="none")

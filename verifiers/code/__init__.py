@@ -49,7 +49,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifiers._code_extract import (
+from verifiers.code._extract import (
     Block,
     Example,
     classify,
@@ -63,8 +63,8 @@ from verifiers._code_extract import (
     session_examples,
     stdin_examples,
 )
-from verifiers._code_harness import build, parse_records
-from verifiers._code_static import (
+from verifiers.code._harness import build, parse_records
+from verifiers.code._static import (
     defined_names,
     has_import,
     has_star_import,
