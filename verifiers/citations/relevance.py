@@ -67,7 +67,8 @@ UNSUPPORTED_COVERAGE_SPECIAL = 0.34
 SUPPORTED_SENTENCE_COVERAGE = 0.9
 #: Fewer key terms than this: too little to judge.
 MIN_TERMS = 2
-#: Confidence of the deterministic flags: their precision on SciFact dev (held back), rounded down.
+#: Confidence of the deterministic flags: their precision on SciFact (unsupported: 92.5 % dev, 97.5 % train;
+#: supported: 6/6 dev, 15/16 train -- few flags), rounded down.
 DETERMINISTIC_CONFIDENCE = {UNSUPPORTED: 0.9, SUPPORTED: 0.9}
 #: rapidfuzz partial_ratio a model's quote needs against the abstract to count as quoted.
 QUOTE_MATCH = 90
