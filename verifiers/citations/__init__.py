@@ -10,14 +10,18 @@ Public API::
 Each check has ``verifier="citations"``, the citation status in ``evidence["status"]``
 (VERIFIED, PARTIALLY_VERIFIED, LIKELY_HALLUCINATION, NOT_FOUND, CONFLICT), the best candidate
 record in ``expected`` and the outcome mapping documented in :mod:`verifiers.citations.verify`.
+``acheck(..., relevance=True, model=...)`` also judges whether each resolved reference's abstract
+supports the sentences citing it (``evidence["relevance"]``; :mod:`verifiers.citations.relevance`,
+entry point :func:`judge_relevance`).
 """
 
 from verifiers.citations.config import Sources, SourceSettings
 from verifiers.citations.extract import extract
 from verifiers.citations.match import STATUS_AUTHENTICITY, STATUSES
 from verifiers.citations.records import CitationClaim, Record
+from verifiers.citations.relevance import Relevance, judge_relevance
 from verifiers.citations.sources.local_index import LocalIndex, build_index
 from verifiers.citations.verify import acheck, aclose_all, check
 
 __all__ = ["extract", "check", "acheck", "aclose_all", "Sources", "SourceSettings", "CitationClaim", "Record",
-           "build_index", "LocalIndex", "STATUSES", "STATUS_AUTHENTICITY"]
+           "build_index", "LocalIndex", "STATUSES", "STATUS_AUTHENTICITY", "Relevance", "judge_relevance"]

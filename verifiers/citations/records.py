@@ -247,6 +247,12 @@ class Record:
     (``crossref``, ``openalex``, ``arxiv``, ``semantic_scholar``, ``dblp``, ``local``);
     ``retracted`` is True when the source marks the work retracted (Crossref ``updated-by`` /
     ``relation``, OpenAlex ``is_retracted``); ``retraction`` keeps the notice details.
+    ``abstract`` is the work's abstract as plain text when the source has one (OpenAlex
+    ``abstract_inverted_index`` rebuilt, Semantic Scholar ``abstract`` or ``tldr.text``, Crossref
+    ``abstract`` with its JATS markup stripped, arXiv ``summary``, the local index's ``abstract``),
+    else None; ``abstract_kind`` says which (``abstract`` | ``tldr``). Neither goes into
+    :meth:`to_dict` (a check's ``expected`` stays small); both go into the cache
+    (:meth:`to_cache_dict`).
     """
 
     title: str
@@ -260,6 +266,8 @@ class Record:
     retracted: bool = False
     retraction: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    abstract: str | None = None
+    abstract_kind: str | None = None
 
     @property
     def people(self) -> list[Person]:
@@ -269,13 +277,23 @@ class Record:
         """JSON-ready dict: the ``expected`` value of a citation check."""
         d = asdict(self)
         d.pop("extra", None)
+        d.pop("abstract", None)
+        d.pop("abstract_kind", None)
         if not d.get("retraction"):
             d.pop("retraction", None)
         return d
 
+    def to_cache_dict(self) -> dict[str, Any]:
+        """:meth:`to_dict` plus the abstract (when there is one): what the source cache keeps."""
+        d = self.to_dict()
+        if self.abstract:
+            d["abstract"], d["abstract_kind"] = self.abstract, self.abstract_kind
+        return d
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Record":
-        keys = {"title", "authors", "year", "venue", "doi", "arxiv_id", "url", "source", "retracted", "retraction"}
+        keys = {"title", "authors", "year", "venue", "doi", "arxiv_id", "url", "source", "retracted", "retraction",
+                "abstract", "abstract_kind"}
         return cls(**{k: v for k, v in d.items() if k in keys})
 
 

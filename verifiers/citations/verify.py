@@ -27,6 +27,11 @@ source, url, retracted); ``found`` = the stated fields; ``evidence`` = ``{"statu
 ``confidence`` = how sure the outcome is (:data:`OUTCOME_CONFIDENCE`); ``note`` = one line.
 Retracted works keep their status (citing them is not a hallucination) but the note and
 ``evidence["retracted"]`` say so.
+
+With ``relevance`` on (:func:`acheck`), every resolved reference (VERIFIED / PARTIALLY_VERIFIED)
+also gets ``evidence["relevance"]``: the sentences of the answer that cite it judged against the
+work's abstract (:mod:`verifiers.citations.relevance`). It changes the outcome only with
+``{"fail_unsupported": true}``: then an ``unsupported`` reference is a ``fail``.
 """
 
 from __future__ import annotations
@@ -55,10 +60,12 @@ from verifiers.citations.match import (
     compare,
     status_rank,
 )
-from verifiers.citations.records import CitationClaim, registered_doi, repository_doi
+from verifiers.citations import relevance as _rel
+from verifiers.citations.records import CitationClaim, Record, registered_doi, repository_doi
 from verifiers.citations.sources import NETWORK_SOURCES, SourceResult
 from verifiers.citations.sources._base import CACHE_ONLY, _RateLimiter
 from verifiers.citations.sources.local_index import LocalIndex
+from verifiers.model import ChatModel
 
 #: Check.confidence per (status, outcome): for pass it is the framework's authenticity; for
 #: fail it is 1 - authenticity (0.7 for LIKELY_HALLUCINATION, 0.9 for CONFLICT / definitive
@@ -223,7 +230,8 @@ def _enough_to_judge(claim: CitationClaim) -> bool:
     return bool(claim.title) and bool(claim.authors or claim.year or claim.venue)
 
 
-async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, deadline_at: float) -> Check:
+async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, deadline_at: float
+                        ) -> tuple[Check, list[Comparison]]:
     loop = asyncio.get_running_loop()
     results: list[tuple[_Query, SourceResult]] = []
     comps: list[Comparison] = []
@@ -236,7 +244,7 @@ async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, dea
         results.append((q, res))
         comps.extend(compare(claim, rec, via_identifier=q.via_identifier) for rec in res.records)
     if _confident(claim, comps):
-        return _decide(claim, results, comps, True, shared)
+        return _decide(claim, results, comps, True, shared), comps
     pending: dict[asyncio.Task, _Query] = {asyncio.ensure_future(_none_safe(f())): q for q, f in ask}
     early = False
     try:
@@ -265,7 +273,7 @@ async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, dea
                 results.append((q, SourceResult(q.source, "timeout", [], "deadline reached")))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-    return _decide(claim, results, comps, early, shared)
+    return _decide(claim, results, comps, early, shared), comps
 
 
 async def _none_safe(coro) -> SourceResult | None:
@@ -382,8 +390,16 @@ def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], co
 
 
 async def acheck(answer: str, question: str | None = None, *, sources: Sources | dict[str, Any] | None,
-                 deadline: float | None = None) -> list[Check]:
+                 deadline: float | None = None, relevance: bool | dict[str, Any] = False,
+                 model: ChatModel | None = None) -> list[Check]:
     """Verify the citations in ``answer``; one :class:`Check` per checked claim, in text order.
+
+    ``relevance``: False (default: nothing changes), True, or ``{"fail_unsupported": bool}``.
+    When on, each resolved reference's check gets ``evidence["relevance"]`` = ``{"status"
+    (supported | unsupported | abstract_unavailable | unknown), "confidence", "quote", "method",
+    "note", "abstract_source", "sentences": [{"sentence", "status", ...}]}``; an ``unsupported``
+    reference fails the check only with ``fail_unsupported: true``. ``model``: the verifier
+    model for the relevance model tier (None: the deterministic tier alone).
 
     ``sources``: a :class:`Sources` or a dict for :meth:`Sources.from_dict` (None = defaults:
     the public APIs). ``deadline`` overrides ``Sources.deadline`` (seconds for the whole
@@ -404,7 +420,16 @@ async def acheck(answer: str, question: str | None = None, *, sources: Sources |
     rt, shared = _runtime(cfg)
     loop = asyncio.get_running_loop()
     deadline_at = loop.time() + (deadline if deadline is not None else cfg.deadline)
-    checks = list(await asyncio.gather(*(_verify_claim(c, rt, shared, deadline_at) for c in claims)))
+    done = await asyncio.gather(*(_verify_claim(c, rt, shared, deadline_at) for c in claims))
+    checks = [chk for chk, _ in done]
+    if relevance:
+        opts = relevance if isinstance(relevance, dict) else {}
+        unknown_opts = set(opts) - {"fail_unsupported"}
+        if unknown_opts:
+            raise ValueError(f"unknown relevance option(s): {', '.join(sorted(unknown_opts))}")
+        await asyncio.gather(*(_add_relevance(answer, claim, found, chk, comps, rt, deadline_at, model,
+                                              bool(opts.get("fail_unsupported")))
+                               for claim, (chk, comps) in zip(claims, done)))
     if rest:
         checks.append(Check(verifier="citations", claim=f"{len(rest)} more references", outcome="unknown",
                             confidence=0.0, span=(rest[0].span[0], rest[-1].span[1]),
@@ -413,8 +438,84 @@ async def acheck(answer: str, question: str | None = None, *, sources: Sources |
     return checks
 
 
+# --------------------------------------------------------------------------- relevance
+
+
+_ABSTRACT_SOURCES = ("openalex", "semantic_scholar", "arxiv", "crossref", "local")
+
+
+def _with_abstract(recs: list[Record]) -> Record | None:
+    """The first record with a real abstract, else the first with a TLDR, else None."""
+    return next((r for r in recs if r.abstract and r.abstract_kind != "tldr"), None) or next(
+        (r for r in recs if r.abstract), None)
+
+
+async def _find_abstract(check_: Check, comps: list[Comparison], rt: _Runtime, deadline_at: float) -> Record | None:
+    """The resolved work's abstract: from the records that resolved it, else by asking the other
+    enabled sources for the resolved DOI / arXiv ID (cached; within the answer's deadline)."""
+    resolved = [c.record for c in sorted(comps, key=lambda c: -status_rank(c.status))
+                if c.status in (VERIFIED, PARTIALLY_VERIFIED)]
+    rec = _with_abstract(resolved)
+    if rec is not None or not check_.expected:
+        return rec
+    doi, arxiv_id = check_.expected.get("doi"), check_.expected.get("arxiv_id")
+    calls = []
+    for name in _ABSTRACT_SOURCES:
+        src = rt.sources.get(name)
+        if src is None:
+            continue
+        if doi:
+            calls.append(src.lookup_doi(doi))
+        elif arxiv_id and hasattr(src, "lookup_arxiv"):
+            calls.append(src.lookup_arxiv(arxiv_id))
+    if not calls:
+        return None
+    timeout = deadline_at - asyncio.get_running_loop().time()
+    if timeout <= 0:
+        for c in calls:
+            c.close()
+        return None
+    tasks = [asyncio.ensure_future(_none_safe(c)) for c in calls]
+    done, pending = await asyncio.wait(tasks, timeout=timeout)
+    for t in pending:
+        t.cancel()
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
+    recs = [r for t in done if t.result() is not None for r in t.result().records]
+    return _with_abstract(recs)
+
+
+async def _add_relevance(answer: str, claim: CitationClaim, found: list[CitationClaim], check_: Check,
+                         comps: list[Comparison], rt: _Runtime, deadline_at: float, model: ChatModel | None,
+                         fail_unsupported: bool) -> None:
+    """Judge the sentences citing a resolved reference against its abstract; record the result in
+    ``check_.evidence["relevance"]`` and, with ``fail_unsupported``, fail an unsupported one."""
+    if check_.evidence.get("status") not in (VERIFIED, PARTIALLY_VERIFIED):
+        return
+    sentences = _rel.citing_sentences(answer, claim, found)
+    if not sentences:
+        check_.evidence["relevance"] = {**_rel.Relevance(_rel.UNKNOWN, 0.0, note="no sentence of the answer cites this "
+                                                         "reference").to_dict(), "sentences": [], "abstract_source": None}
+        return
+    rec = await _find_abstract(check_, comps, rt, deadline_at)
+    abstract = rec.abstract if rec is not None else None
+    title = rec.title if rec is not None else (check_.expected or {}).get("title")
+    judged = [await _rel.judge_relevance(s, abstract, model=model, title=title) for s in sentences[:5]]
+    overall = _rel.aggregate(judged)
+    check_.evidence["relevance"] = {
+        **overall.to_dict(),
+        "abstract_source": f"{rec.source}:{rec.abstract_kind}" if rec is not None else None,
+        "sentences": [{"sentence": s[:500], **r.to_dict()} for s, r in zip(sentences, judged)],
+    }
+    if overall.status == _rel.UNSUPPORTED and fail_unsupported and check_.outcome == "pass":
+        check_.outcome = "fail"
+        check_.confidence = overall.confidence
+        check_.note = f"cited for something its abstract does not say: {overall.note}; " + check_.note
+        check_.note = check_.note[:300]
+
+
 def check(answer: str, question: str | None = None, *, sources: Sources | dict[str, Any] | None,
-          deadline: float | None = None) -> list[Check]:
+          deadline: float | None = None, relevance: bool | dict[str, Any] = False) -> list[Check]:
     """Synchronous :func:`acheck` (runs its own event loop; call :func:`acheck` from async code).
 
     Raises ``RuntimeError`` when called from a running event loop.
@@ -428,7 +529,7 @@ def check(answer: str, question: str | None = None, *, sources: Sources | dict[s
 
     async def run() -> list[Check]:
         try:
-            return await acheck(answer, question, sources=sources, deadline=deadline)
+            return await acheck(answer, question, sources=sources, deadline=deadline, relevance=relevance)
         finally:
             await aclose_all()
 

@@ -59,7 +59,7 @@ class SourceResult:
         return self.status in DEFINITIVE
 
     def to_cache(self) -> dict[str, Any]:
-        return {"status": self.status, "records": [r.to_dict() for r in self.records], "detail": self.detail,
+        return {"status": self.status, "records": [r.to_cache_dict() for r in self.records], "detail": self.detail,
                 "registry": self.registry}
 
     @classmethod

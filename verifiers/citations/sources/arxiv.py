@@ -9,7 +9,7 @@ The response is an Atom 1.0 feed (namespaces Atom, ``opensearch`` and ``arxiv``)
 gives ``opensearch:totalResults`` 0 / no entry; a malformed query gives an entry titled
 "Error"; throttling gives a plain-text body. Entry fields read: ``title``, ``author/name``,
 ``published`` (year), ``id`` (``http://arxiv.org/abs/ID vN``), ``arxiv:journal_ref`` (venue when
-published, else "arXiv"), ``arxiv:doi`` (the journal DOI).
+published, else "arXiv"), ``arxiv:doi`` (the journal DOI), ``summary`` (the abstract).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from verifiers.citations.records import Record, normalize_arxiv, normalize_doi, parse_year
+from verifiers.citations.sources._abstract import clean_text
 from verifiers.citations.sources._base import HttpSource, SourceResult
 
 NS = {"a": "http://www.w3.org/2005/Atom", "arxiv": "http://arxiv.org/schemas/atom",
@@ -44,11 +45,12 @@ def parse_feed(xml_text: str) -> tuple[list[Record], bool]:
         if not title:
             continue
         jref = e.findtext("arxiv:journal_ref", None, NS)
+        summary = clean_text(e.findtext("a:summary", "", NS))
         recs.append(Record(
             title=title, authors=[" ".join((a.findtext("a:name", "", NS) or "").split()) for a in e.findall("a:author", NS)],
             year=parse_year(e.findtext("a:published", "", NS)), venue=" ".join(jref.split()) if jref else "arXiv",
             doi=normalize_doi(e.findtext("arxiv:doi", "", NS) or ""), arxiv_id=normalize_arxiv(eid), url=eid,
-            source="arxiv"))
+            source="arxiv", abstract=summary, abstract_kind="abstract" if summary else None))
     return recs, error
 
 

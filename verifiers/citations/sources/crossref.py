@@ -19,7 +19,9 @@ All carry ``mailto`` to join the "polite" pool. Work fields read: ``title[0]``, 
 (api_format.md "Update"; Crossref's Retraction Watch integration): ``updated-by[]`` entries of
 type ``retraction`` / ``withdrawal`` / ``removal`` on the retracted work, a ``relation`` key
 naming a retraction (``is-retracted-by``), or a title starting with "RETRACTED"; an item whose
-own ``update-to[]`` has type ``retraction`` is the retraction notice itself.
+own ``update-to[]`` has type ``retraction`` is the retraction notice itself. ``abstract`` (a JATS
+XML fragment, present only when the publisher deposited one) becomes plain text
+(:func:`~verifiers.citations.sources._abstract.from_jats`); the API returns it without ``select=``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from verifiers.citations.records import Record, normalize_doi, registered_doi
+from verifiers.citations.sources._abstract import from_jats
 from verifiers.citations.sources._base import HttpSource, SourceResult, quote_id
 
 _RETRACT_TYPES = {"retraction", "withdrawal", "removal", "partial_retraction"}
@@ -71,9 +74,11 @@ def work_to_record(w: dict[str, Any]) -> Record:
     if title.upper().startswith("RETRACTED"):
         retraction = retraction or {"type": "retraction", "notice_doi": None, "source": "title"}
     notice = any(str(u.get("type", "")).lower() in _RETRACT_TYPES for u in w.get("update-to") or [])
+    abstract = from_jats(w.get("abstract"))
     return Record(title=title, authors=authors, year=_year(w), venue=venue, doi=normalize_doi(w.get("DOI")),
                   url=w.get("URL"), source="crossref", retracted=retraction is not None, retraction=retraction,
-                  extra={"type": w.get("type"), "is_retraction_notice": notice})
+                  extra={"type": w.get("type"), "is_retraction_notice": notice},
+                  abstract=abstract, abstract_kind="abstract" if abstract else None)
 
 
 class Crossref(HttpSource):

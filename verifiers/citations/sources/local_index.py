@@ -15,7 +15,9 @@ Lookups are local and synchronous (sub-millisecond): by DOI, by arXiv ID, and by
 FTS5 (``bm25`` ranking over folded title tokens; CJK titles indexed per character), re-ranked
 with the matcher's title similarity. The ``doi_prefix`` table (records per canonical venue and DOI
 registrant prefix) backs :meth:`LocalIndex.foreign_doi_prefix`, the offline evidence against a
-made-up DOI on a real work.
+made-up DOI on a real work. A record's ``abstract`` (BibTeX / CSL-JSON / JSONL field ``abstract``)
+is kept when the file has one, for the citation relevance check; an index built before that
+column existed gets it added on the next build and reads as "no abstract" until then.
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ from typing import Any
 from verifiers.citations.match import PREPRINT_VENUES, canonical_venue, normalize_title, title_similarity
 from verifiers.citations.records import (Record, doi_prefix, normalize_arxiv, normalize_doi, parse_year, repository_doi,
                                          split_bibtex_authors)
+from verifiers.citations.sources._abstract import clean_text
 from verifiers.citations.sources._base import SourceResult
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS records(
     id INTEGER PRIMARY KEY, title TEXT NOT NULL, norm_title TEXT NOT NULL, authors TEXT NOT NULL,
-    year INTEGER, venue TEXT, doi TEXT, arxiv_id TEXT, url TEXT, origin TEXT);
+    year INTEGER, venue TEXT, doi TEXT, arxiv_id TEXT, url TEXT, origin TEXT, abstract TEXT);
 CREATE INDEX IF NOT EXISTS records_doi ON records(doi);
 CREATE INDEX IF NOT EXISTS records_arxiv ON records(arxiv_id);
 CREATE INDEX IF NOT EXISTS records_norm ON records(norm_title);
@@ -92,8 +95,10 @@ def _from_fields(f: dict[str, Any], origin: str) -> Record | None:
     if not venue and (arxiv or "arxiv.org" in str(url or "")):
         venue = "arXiv"  # an arXiv-identified record without a venue is the preprint
     authors = [html.unescape(a) for a in authors if a]
+    abstract = clean_text(html.unescape(re.sub(r"[{}]", "", f["abstract"]))) if isinstance(f.get("abstract"), str) else None
     return Record(title=title, authors=authors, year=year, venue=venue, doi=doi, arxiv_id=arxiv,
-                  url=url, source="local", extra={"origin": origin})
+                  url=url, source="local", extra={"origin": origin}, abstract=abstract,
+                  abstract_kind="abstract" if abstract else None)
 
 
 def _bibtex_records(text: str, origin: str) -> Iterator[Record]:
@@ -164,6 +169,8 @@ def build_index(files: Iterable[str | os.PathLike[str]], db_path: str | os.PathL
     db = sqlite3.connect(str(db_path))
     try:
         db.executescript(SCHEMA)
+        if "abstract" not in {row[1] for row in db.execute("PRAGMA table_info(records)")}:
+            db.execute("ALTER TABLE records ADD COLUMN abstract TEXT")  # an index built before the column
         if not db.execute("SELECT 1 FROM doi_prefix LIMIT 1").fetchone():  # an index built before the table
             with db:
                 for venue, doi in db.execute("SELECT venue, doi FROM records").fetchall():
@@ -194,10 +201,10 @@ def build_index(files: Iterable[str | os.PathLike[str]], db_path: str | os.PathL
                 if not nt or (r.doi and r.doi in seen_doi) or (nt, r.year) in seen_ty:
                     continue
                 cur = db.execute(
-                    "INSERT INTO records(title, norm_title, authors, year, venue, doi, arxiv_id, url, origin) "
-                    "VALUES (?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO records(title, norm_title, authors, year, venue, doi, arxiv_id, url, origin, abstract) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (r.title, nt, json.dumps(r.authors, ensure_ascii=False), r.year, r.venue, r.doi, r.arxiv_id, r.url,
-                     r.extra.get("origin")))
+                     r.extra.get("origin"), r.abstract))
                 fts = _fts_text(nt)
                 db.execute("INSERT INTO records_fts(rowid, title) VALUES (?, ?)", (cur.lastrowid, fts))
                 for term in set(fts.split()):
@@ -243,11 +250,19 @@ class LocalIndex:
 
     @staticmethod
     def _row(row: tuple) -> Record:
-        title, authors, year, venue, doi, arxiv_id, url, origin = row
+        title, authors, year, venue, doi, arxiv_id, url, origin, abstract = row
         return Record(title=title, authors=json.loads(authors), year=year, venue=venue, doi=doi, arxiv_id=arxiv_id,
-                      url=url, source="local", extra={"origin": origin})
+                      url=url, source="local", extra={"origin": origin}, abstract=abstract or None,
+                      abstract_kind="abstract" if abstract else None)
 
-    _COLS = "title, authors, year, venue, doi, arxiv_id, url, origin"
+    @property
+    def _COLS(self) -> str:  # noqa: N802 -- the column list, with NULL for an index built before ``abstract``
+        cols = getattr(self, "_cols", None)
+        if cols is None:
+            have = {row[1] for row in self._db().execute("PRAGMA table_info(records)")}
+            cols = self._cols = "title, authors, year, venue, doi, arxiv_id, url, origin, " + (
+                "abstract" if "abstract" in have else "NULL")
+        return cols
 
     def _done(self, recs: list[Record], what: str) -> SourceResult:
         if recs:
@@ -274,7 +289,7 @@ class LocalIndex:
             q = " OR ".join('"' + t.replace('"', "") + '"' for t in tokens)
             try:
                 rows = db.execute(
-                    f"SELECT {', '.join('r.' + c.strip() for c in self._COLS.split(','))} FROM records_fts f "
+                    f"SELECT {', '.join(c if c == 'NULL' else 'r.' + c for c in (x.strip() for x in self._COLS.split(',')))} FROM records_fts f "
                     f"JOIN records r ON r.id = f.rowid WHERE records_fts MATCH ? ORDER BY bm25(records_fts) LIMIT ?",
                     (q, self.limit)).fetchall()
             except sqlite3.OperationalError:

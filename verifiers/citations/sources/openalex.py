@@ -12,7 +12,9 @@ Endpoints used:
 ``mailto`` (polite pool) and the optional ``api_key`` go in the query string. Work fields read:
 ``title`` / ``display_name``, ``authorships[].author.display_name``, ``publication_year``,
 ``primary_location.source.display_name``, ``doi`` (URL form; a ``10.48550/arxiv.<id>`` DOI gives
-the arXiv ID), ``is_retracted``, ``id``.
+the arXiv ID), ``is_retracted``, ``id``, ``abstract_inverted_index`` (rebuilt with every position of
+every word, :func:`~verifiers.citations.sources._abstract.from_inverted_index`). No ``select=``:
+OpenAlex returns the whole work object, abstract index included, by default.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from verifiers.citations.records import Record, normalize_arxiv, normalize_doi, registered_doi
+from verifiers.citations.sources._abstract import from_inverted_index
 from verifiers.citations.sources._base import HttpSource, SourceResult, quote_id
 
 
@@ -32,11 +35,13 @@ def work_to_record(w: dict[str, Any]) -> Record:
     src = ((w.get("primary_location") or {}).get("source") or {})
     doi = normalize_doi(w.get("doi") or "")
     retracted = bool(w.get("is_retracted"))
+    abstract = from_inverted_index(w.get("abstract_inverted_index"))
     return Record(title=w.get("title") or w.get("display_name") or "", authors=[a for a in authors if a],
                   year=w.get("publication_year"), venue=src.get("display_name"), doi=doi,
                   arxiv_id=normalize_arxiv(doi) if doi and doi.startswith("10.48550/arxiv.") else None,
                   url=w.get("id"), source="openalex", retracted=retracted,
-                  retraction={"type": "retraction", "source": "openalex is_retracted"} if retracted else None)
+                  retraction={"type": "retraction", "source": "openalex is_retracted"} if retracted else None,
+                  abstract=abstract, abstract_kind="abstract" if abstract else None)
 
 
 class OpenAlex(HttpSource):

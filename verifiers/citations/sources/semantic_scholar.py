@@ -7,7 +7,10 @@ Endpoints used:
   (closest title match); 404 "Title match not found".
 
 Optional API key in the ``x-api-key`` header. ``fields`` requested: title, authors (``name``),
-year, venue, publicationVenue (``name``), externalIds (``DOI``, ``ArXiv``), url.
+year, venue, publicationVenue (``name``), externalIds (``DOI``, ``ArXiv``), url, abstract (null
+when the publisher does not allow it); the single-paper lookups also ask for ``tldr``
+(``{"model", "text"}``, the fallback when the abstract is null) -- the search endpoints do not
+return it (allenai/s2-folks#161).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from __future__ import annotations
 from typing import Any
 
 from verifiers.citations.records import Record, normalize_arxiv, normalize_doi
+from verifiers.citations.sources._abstract import from_s2
 from verifiers.citations.sources._base import HttpSource, SourceResult, quote_id
 
-FIELDS = "title,authors,year,venue,publicationVenue,externalIds,url"
+FIELDS = "title,authors,year,venue,publicationVenue,externalIds,url,abstract"
+PAPER_FIELDS = FIELDS + ",tldr"
 
 
 def paper_to_record(p: dict[str, Any]) -> Record:
@@ -26,10 +31,11 @@ def paper_to_record(p: dict[str, Any]) -> Record:
         raise TypeError("paper is not an object")
     ext = p.get("externalIds") or {}
     venue = p.get("venue") or (p.get("publicationVenue") or {}).get("name")
+    abstract, kind = from_s2(p)
     return Record(title=p.get("title") or "", authors=[a.get("name", "") for a in p.get("authors") or [] if a.get("name")],
                   year=p.get("year"), venue=venue or None, doi=normalize_doi(ext.get("DOI") or ""),
                   arxiv_id=normalize_arxiv(ext.get("ArXiv") or "") if ext.get("ArXiv") else None,
-                  url=p.get("url"), source="semantic_scholar")
+                  url=p.get("url"), source="semantic_scholar", abstract=abstract, abstract_kind=kind)
 
 
 class SemanticScholar(HttpSource):
@@ -45,7 +51,7 @@ class SemanticScholar(HttpSource):
 
     async def _paper(self, pid: str, key: str) -> SourceResult:
         async def run() -> SourceResult:
-            r = await self.get(f"/graph/v1/paper/{quote_id(pid)}", {"fields": FIELDS})
+            r = await self.get(f"/graph/v1/paper/{quote_id(pid)}", {"fields": PAPER_FIELDS})
             if r.status_code == 404:
                 return SourceResult(self.name, "not_found", [], "paper not found")
             if r.status_code != 200:
