@@ -307,7 +307,7 @@ def needs_model(policy: Policy) -> bool:
     model-judged facts, citation relevance)."""
     v = policy.verifiers
     return ((v.planner.enabled and v.planner.when != "never") or (v.facts.enabled and v.facts.use_model)
-            or (v.citations.enabled and bool(v.citations.relevance.get("enabled"))))
+            or (v.citations.enabled and v.citations.relevance.enabled))
 
 
 def verifier_model(ctx: RequestContext, plan: _Plan) -> GatewayChatModel:
@@ -417,7 +417,7 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
             options["facts"].update(model=model if v.facts.use_model else None,
                                     context_messages=messages if isinstance(messages, list) else None,
                                     cache=runtime.facts_cache(v.facts.cache))
-        if v.citations.relevance.get("enabled"):
+        if v.citations.relevance.enabled and "citations" in names:
             options["citations"]["model"] = model
         report = await run_verifiers(text, names, question=question, options=options,
                                      deadline_s=budget.remaining_s())

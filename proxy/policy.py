@@ -93,6 +93,16 @@ class CodeVerifier(VerifierToggle):
     sandbox: SandboxOptions = Field(default_factory=SandboxOptions)
 
 
+class CitationRelevance(_Strict):
+    """Content relevance (issue 11; ``verifiers.citations.relevance``): ``enabled`` compares the
+    sentence that cites each resolved reference with the work's abstract (supported /
+    unsupported / abstract_unavailable, recorded in the check's ``evidence["relevance"]``);
+    ``fail_unsupported`` makes an unsupported reference a failed check."""
+
+    enabled: bool = False
+    fail_unsupported: bool = False
+
+
 class CitationVerifier(VerifierToggle):
     """``sources``: the ``verifiers.citations.Sources`` configuration (``use``: crossref,
     openalex, arxiv, semantic_scholar, dblp, local; ``local_index: {path}``; ``mailto``,
@@ -100,10 +110,7 @@ class CitationVerifier(VerifierToggle):
 
     timeout_ms: int = Field(8000, gt=0, le=600_000)
     sources: dict[str, Any] = Field(default_factory=dict)
-    #: content relevance (issue 11): ``{enabled: true, fail_unsupported: false}`` compares the
-    #: citing sentence with the work's abstract; unsupported fails the check only with
-    #: ``fail_unsupported``
-    relevance: dict[str, Any] = Field(default_factory=dict)
+    relevance: CitationRelevance = Field(default_factory=lambda: CitationRelevance())
 
     @field_validator("sources")
     @classmethod
@@ -180,8 +187,8 @@ class Verifiers(_Strict):
                 o["sandbox"] = {"backend": v.sandbox.backend, "limits": dict(v.sandbox.limits)}
             if n == "citations":
                 o["sources"] = dict(v.sources)
-                if v.relevance:
-                    o["relevance"] = dict(v.relevance)
+                if v.relevance.enabled:
+                    o["relevance"] = {"fail_unsupported": v.relevance.fail_unsupported}
             if n == "facts":
                 o.update(backends=dict(v.backends), max_claims=v.max_claims, max_rounds=v.max_rounds, k=v.k,
                          weights=dict(v.weights))
