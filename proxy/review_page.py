@@ -87,9 +87,9 @@ def csrf_token(key: str) -> str:
     return hmac.new(key.encode("utf-8", "surrogateescape"), b"veracity-review-csrf", hashlib.sha256).hexdigest()
 
 
-def _render(status: int, **ctx: Any) -> HTMLResponse:
+def _render(http_status: int, /, **ctx: Any) -> HTMLResponse:
     html = _ENV.get_template("review.html").render(verdicts=review.VERDICTS, max_note=review.MAX_NOTE, **ctx)
-    return HTMLResponse(html, status, headers=dict(_HEADERS))
+    return HTMLResponse(html, http_status, headers=dict(_HEADERS))
 
 
 def _session(state: Any, request: Request, rec: Any) -> tuple[Principal, str] | None:
