@@ -698,13 +698,13 @@ async def list_reviews(request: Request) -> Response:
         q = request.query_params
         status = q.get("status", "open")
         if status not in ("open", "resolved", "all"):
-            raise GatewayError(400, "status must be one of open, resolved, all.", code="invalid_value", param="status")
+            raise GatewayError(400, "status must be one of open, resolved, all.", code="invalid_request", param="status")
         try:
             limit = int(q.get("limit", "20"))
         except ValueError:
             limit = 0
         if not 1 <= limit <= 100:
-            raise GatewayError(400, "limit must be an integer from 1 to 100.", code="invalid_value", param="limit")
+            raise GatewayError(400, "limit must be an integer from 1 to 100.", code="invalid_request", param="limit")
         after = q.get("after") or None
         try:
             data, more = await review.store_for(state.cfg).list(None if status == "all" else status, limit, after)
@@ -747,11 +747,11 @@ async def resolve_review(request: Request) -> Response:
                                   request.headers.get("content-encoding"))
         verdict, note = body.get("verdict"), body.get("note")
         if verdict not in review.VERDICTS:
-            raise GatewayError(400, f"verdict must be one of {', '.join(review.VERDICTS)}.", code="invalid_value",
+            raise GatewayError(400, f"verdict must be one of {', '.join(review.VERDICTS)}.", code="invalid_request",
                                param="verdict")
         if note is not None and (not isinstance(note, str) or len(note) > review.MAX_NOTE):
             raise GatewayError(400, f"note must be a string of at most {review.MAX_NOTE} characters.",
-                               code="invalid_value", param="note")
+                               code="invalid_request", param="note")
         try:
             return await review.store_for(state.cfg).resolve(review_id, verdict, note, principal.key_name)
         except review.ReviewNotFound:

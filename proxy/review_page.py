@@ -119,7 +119,7 @@ async def _form(request: Request) -> dict[str, str]:
         parts.append(chunk)
     ctype = request.headers.get("content-type", "")
     if not ctype.startswith("application/x-www-form-urlencoded"):
-        raise GatewayError(415, "Send the form as application/x-www-form-urlencoded.", code="unsupported_media_type")
+        raise GatewayError(415, "Send the form as application/x-www-form-urlencoded.", code="invalid_request")
     parsed = parse_qs(b"".join(parts).decode("utf-8", "replace"), keep_blank_values=True)
     return {k: v[0] for k, v in parsed.items()}
 
