@@ -208,6 +208,9 @@ class SQLiteReviewStore:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=10)
         if path != ":memory:":
             self._db.execute("PRAGMA journal_mode=WAL")  # the CLI reads while the gateway writes
+            # WAL + NORMAL: no fsync per commit (SQLite docs "WAL mode": consistent, and durable
+            # except for the last commits on power loss); an add took 4.5 ms with FULL, 0.16 ms with NORMAL (measured, 500 reviews of ~7 kB)
+            self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("CREATE TABLE IF NOT EXISTS review (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
                          "id TEXT UNIQUE NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL)")
         self._lock = threading.Lock()

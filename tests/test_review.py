@@ -343,3 +343,27 @@ def test_cli_list_show_resolve_export(gw, tmp_path):
     case = mine[0]
     assert case["label"]["verdict"] == "incorrect" and case["label"]["note"] == "wrong product"
     assert case["question"] == QUESTION and case["answer"] == WRONG and case["failed_checks"]
+
+
+@pytest.mark.redis
+def test_reviews_live_in_redis_when_configured(gateway_factory, mock, tmp_path):
+    url = os.environ.get("VERACITY_TEST_REDIS_URL")
+    if not url:
+        pytest.skip("VERACITY_TEST_REDIS_URL not set")
+    pdir = tmp_path / "policies"
+    pdir.mkdir()
+    (pdir / "reviewed.yaml").write_text(yaml.safe_dump({
+        "name": "reviewed", "on_failure": "correct", "risk": {"threshold": 0.1}, "correction": {"max_rounds": 1}}))
+    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": mock.base_url}],
+           "policies": {"dir": str(pdir), "check_interval_s": 0},
+           "verification": {"redis_url": url, "review_db": str(tmp_path / "unused.sqlite3")},
+           "keys": [{"hash": hash_key(ADMIN_KEY), "name": "admin", "policy": "reviewed", "admin": True},
+                    {"hash": hash_key(USER_KEY), "name": "app", "policy": "reviewed"}]}
+    g = gateway_factory(cfg)
+    rid = _review_of(g, _ask(g)._request_id)["id"]
+    assert not (tmp_path / "unused.sqlite3").exists()
+    cfg_path = tmp_path / "veracity.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    shown = _cli("review", "show", rid, "--config", str(cfg_path))           # another process, same Redis
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["reason"] == "max_retry_exceeded"
