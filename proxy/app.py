@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Match
 
-from proxy import azure, cors, metrics, pipeline, sentinel
+from proxy import azure, cors, metrics, pipeline, review, review_page, sentinel
 from proxy.auth import Authenticator, Principal, client_authorization, client_authorization_bytes
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
@@ -61,6 +61,9 @@ log = get_logger("veracity")
 CHAT_ROUTE = "/v1/chat/completions"
 MODELS_ROUTE = "/v1/models"
 VERIFY_ROUTE = "/v1/veracity/verify"
+REVIEWS_ROUTE = "/v1/veracity/reviews"
+REVIEW_ROUTE = "/v1/veracity/reviews/{review_id}"
+REVIEW_PAGE_ROUTE = "/veracity/review"
 #: the ``route`` label of every pass-through request (never the raw path: bounded cardinality)
 PASSTHROUGH_ROUTE = "/v1/*"
 #: the ``route`` label of a request no route serves (404 ``unknown_url``, 405)
@@ -646,6 +649,129 @@ async def veracity_verify(request: Request) -> Response:
                     headers={"x-request-id": rid, "x-veracity-status": out["veracity"]["status"]})
 
 
+# ------------------------------------------------------------------ human review (proxy/review.py)
+
+
+def _admin(state: GatewayState, headers: Any) -> Principal:
+    """The caller of a review route: 401 ``invalid_api_key`` without a (valid) key, 403
+    ``admin_required`` for a key without ``admin: true`` (and in pass-through auth, where no
+    key is an admin)."""
+    cred = _credential(headers)
+    if not cred:
+        raise GatewayError(401, "Missing API key: the review routes need an admin key "
+                           "('Authorization: Bearer <key>' of a key with `admin: true`).", code="invalid_api_key")
+    principal = state.auth.authenticate(cred)
+    if not principal.admin:
+        raise GatewayError(403, "This key may not use the review routes: they need a virtual key with "
+                           "`admin: true` in the gateway config.", type="permission_error", code="admin_required")
+    return principal
+
+
+def _review_not_found(review_id: str, param: str | None = None) -> GatewayError:
+    return GatewayError(404, f"No review with id {review_id[:100]!r}.", code="review_not_found", param=param)
+
+
+async def _review_call(rec: _RequestRecord, work: Any) -> Response:
+    """Run a review route's ``work()`` (-> JSON-ready dict), mapping failures to OpenAI-shaped
+    errors: the store unreachable is 503 ``review_store_unavailable``."""
+    try:
+        return Response(dumps(await work()), 200, headers={"x-request-id": rec.rid}, media_type=_JSON)
+    except GatewayError as exc:
+        rec.fields["error_code"] = exc.code
+        return _error_response(exc, rec.rid)
+    except Exception as exc:  # noqa: BLE001 - the store (SQLite file, Redis) failed
+        rec.fields["error_code"] = "review_store_unavailable"
+        log.error("review_store_error", request_id=rec.rid, error=type(exc).__name__, message=str(exc)[:300])
+        return _error_response(GatewayError(503, "The review store is unavailable; see the gateway's logs.",
+                                            type="server_error", code="review_store_unavailable"), rec.rid)
+
+
+async def list_reviews(request: Request) -> Response:
+    """``GET /v1/veracity/reviews?status=open|resolved|all&limit=1..100&after=ID``: reviews
+    oldest first, as OpenAI lists (``{"object": "list", "data", "first_id", "last_id",
+    "has_more"}``; the next page: ``after=last_id``). Admin key only."""
+    state: GatewayState = request.app.state.gw
+    rec = _record(request, REVIEWS_ROUTE)
+
+    async def work() -> dict[str, Any]:
+        rec.principal = _admin(state, request.headers)
+        q = request.query_params
+        status = q.get("status", "open")
+        if status not in ("open", "resolved", "all"):
+            raise GatewayError(400, "status must be one of open, resolved, all.", code="invalid_request", param="status")
+        try:
+            limit = int(q.get("limit", "20"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= 100:
+            raise GatewayError(400, "limit must be an integer from 1 to 100.", code="invalid_request", param="limit")
+        after = q.get("after") or None
+        try:
+            data, more = await review.store_for(state.cfg).list(None if status == "all" else status, limit, after)
+        except review.ReviewNotFound:
+            raise _review_not_found(after or "", "after") from None
+        return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None, "has_more": more}
+
+    return await _review_call(rec, work)
+
+
+async def get_review(request: Request) -> Response:
+    """``GET /v1/veracity/reviews/{id}``: one review (404 ``review_not_found``). Admin key only."""
+    state: GatewayState = request.app.state.gw
+    rec = _record(request, REVIEW_ROUTE)
+    review_id = request.path_params["review_id"]
+
+    async def work() -> dict[str, Any]:
+        rec.principal = _admin(state, request.headers)
+        try:
+            return await review.store_for(state.cfg).get(review_id)
+        except review.ReviewNotFound:
+            raise _review_not_found(review_id) from None
+
+    return await _review_call(rec, work)
+
+
+async def resolve_review(request: Request) -> Response:
+    """``POST /v1/veracity/reviews/{id}`` with ``{"verdict": correct|incorrect|partially_correct|
+    cannot_tell, "note": "..."}``: resolve (the reviewer is the admin key's name); 400
+    ``invalid_value`` (param ``verdict``/``note``), 404 ``review_not_found``, 409
+    ``review_already_resolved``. Admin key only."""
+    state: GatewayState = request.app.state.gw
+    rec = _record(request, REVIEW_ROUTE)
+    review_id = request.path_params["review_id"]
+
+    async def work() -> dict[str, Any]:
+        principal = rec.principal = _admin(state, request.headers)
+        body = _parse_json_object(await _receive_body(request.receive, request.headers, state.max_body),
+                                  request.headers.get("content-encoding"))
+        verdict, note = body.get("verdict"), body.get("note")
+        if verdict not in review.VERDICTS:
+            raise GatewayError(400, f"verdict must be one of {', '.join(review.VERDICTS)}.", code="invalid_request",
+                               param="verdict")
+        if note is not None and (not isinstance(note, str) or len(note) > review.MAX_NOTE):
+            raise GatewayError(400, f"note must be a string of at most {review.MAX_NOTE} characters.",
+                               code="invalid_request", param="note")
+        try:
+            return await review.store_for(state.cfg).resolve(review_id, verdict, note, principal.key_name)
+        except review.ReviewNotFound:
+            raise _review_not_found(review_id) from None
+        except review.ReviewConflict:
+            raise GatewayError(409, f"Review {review_id!r} is already resolved.",
+                               code="review_already_resolved") from None
+
+    return await _review_call(rec, work)
+
+
+def _page(handler: Any) -> Any:
+    """A :mod:`proxy.review_page` handler as a Starlette endpoint (route label :data:`REVIEW_PAGE_ROUTE`)."""
+    async def endpoint(request: Request) -> Response:
+        rec = _record(request, REVIEW_PAGE_ROUTE)
+        args = [request.path_params["review_id"]] if "review_id" in request.path_params else []
+        return await handler(request.app.state.gw, request, rec, *args)
+    return endpoint
+
+
 async def healthz(request: Request) -> Response:
     """Liveness: the process answers."""
     return Response(b'{"status":"ok"}', 200, media_type=_JSON)
@@ -691,7 +817,7 @@ async def _http_exception(request: Request, exc: StarletteHTTPException) -> Resp
 
 
 _ROUTES_HINT = ("This gateway serves the OpenAI API under /v1 (POST /v1/chat/completions, GET /v1/models, "
-                "POST /v1/veracity/verify; other /v1/* paths go to the upstream) and GET /healthz, /readyz, /metrics.")
+                "POST /v1/veracity/verify, GET/POST /v1/veracity/reviews; other /v1/* paths go to the upstream) and GET /healthz, /readyz, /metrics.")
 
 
 def _allowed_methods(request: Request) -> list[str]:
@@ -783,6 +909,14 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     app.router.add_route("/readyz", readyz, methods=["GET"])
     app.router.add_route("/metrics", metrics_endpoint, methods=["GET"])
     app.router.add_route(VERIFY_ROUTE, veracity_verify, methods=["POST"])
+    app.router.add_route(REVIEWS_ROUTE, list_reviews, methods=["GET"])
+    app.router.add_route(REVIEW_ROUTE, get_review, methods=["GET"])
+    app.router.add_route(REVIEW_ROUTE, resolve_review, methods=["POST"])
+    app.router.add_route(REVIEW_PAGE_ROUTE, _page(review_page.page), methods=["GET"])
+    app.router.add_route(REVIEW_PAGE_ROUTE + "/login", _page(review_page.login), methods=["POST"])
+    app.router.add_route(REVIEW_PAGE_ROUTE + "/logout", _page(review_page.logout), methods=["POST"])
+    app.router.add_route(REVIEW_PAGE_ROUTE + "/{review_id}", _page(review_page.detail), methods=["GET"])
+    app.router.add_route(REVIEW_PAGE_ROUTE + "/{review_id}", _page(review_page.resolve), methods=["POST"])
     app.router.add_route("/v1/{rest:path}", passthrough, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
     app.add_exception_handler(StarletteHTTPException, _http_exception)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _unhandled)

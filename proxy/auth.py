@@ -30,7 +30,8 @@ class Principal:
     """Who is calling: ``key_name`` (None in pass-through), ``team``, ``policy`` (name),
     ``allow_policy_header`` (may ``x-veracity-policy`` pick another policy), ``models``
     (glob patterns allowed, None = all), ``upstream_auth`` (the Authorization value to pass
-    upstream; only in pass-through mode)."""
+    upstream; only in pass-through mode), ``admin`` (``keys[].admin``: may use the review
+    routes; never in pass-through mode)."""
 
     key_name: str | None
     team: str
@@ -38,6 +39,7 @@ class Principal:
     allow_policy_header: bool
     models: tuple[str, ...] | None = None
     upstream_auth: str | None = None
+    admin: bool = False
 
 
 _PASS_THROUGH = Principal(key_name=None, team="default", policy="default", allow_policy_header=True)
@@ -49,7 +51,7 @@ class Authenticator:
     def __init__(self, keys: list[KeyConfig]) -> None:
         self._keys = [(bytes.fromhex(k.hash), Principal(
             key_name=k.name, team=k.team, policy=k.policy, allow_policy_header=k.allow_policy_header,
-            models=tuple(k.models) if k.models is not None else None)) for k in keys]
+            models=tuple(k.models) if k.models is not None else None, admin=k.admin)) for k in keys]
         self.mode = "virtual_keys" if self._keys else "pass_through"
 
     def authenticate(self, authorization: str | None) -> Principal:

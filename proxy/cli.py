@@ -220,5 +220,159 @@ def _index_build(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+def _review_store(config: str | None):
+    """The review store of ``--config`` (else ``$VERACITY_CONFIG``, else ./veracity.yaml, else
+    the default ``.veracity/reviews.sqlite3`` in the working folder), or a message."""
+    from proxy import review
+    from proxy.config import ConfigError, resolve_config
+
+    try:
+        cfg = resolve_config(config)
+    except ConfigError as exc:
+        raise SystemExit(f"veracity: {exc}") from None
+    return review.open_store(cfg)
+
+
+def _review_run(config: str | None, work) -> int:
+    """Run ``work(store) -> int`` on the configured store (asyncio), closing it after."""
+    import asyncio
+
+    async def go() -> int:
+        store = _review_store(config)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def _config_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", "-c", default=None, help="gateway config whose review store to read "
+                   "(default: $VERACITY_CONFIG, else ./veracity.yaml, else ./.veracity/reviews.sqlite3)")
+
+
+@command("review list", help="List reviews (oldest first): id, created, reason, status, verdict, model, team.")
+def _review_list(p: argparse.ArgumentParser) -> Handler:
+    _config_arg(p)
+    p.add_argument("--status", choices=["open", "resolved", "all"], default="open")
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--json", action="store_true", help="one JSON review per line instead of a table")
+
+    def run(args: argparse.Namespace) -> int:
+        import datetime as dt
+        import json
+
+        async def work(store) -> int:
+            rows, _ = await store.list(None if args.status == "all" else args.status, args.limit)
+            for r in rows:
+                if args.json:
+                    print(json.dumps(r, ensure_ascii=False))
+                    continue
+                when = dt.datetime.fromtimestamp(r["created"], dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+                verdict = (r.get("resolution") or {}).get("verdict") or "-"
+                print(f"{r['id']}  {when}  {r['reason']:<18} {r['status']:<8} {verdict:<17} "
+                      f"{r.get('model')}  {r.get('team')}")
+            return 0
+
+        return _review_run(args.config, work)
+
+    return run
+
+
+@command("review show", help="Print one review as JSON (question, drafts, checks, evidence, resolution).")
+def _review_show(p: argparse.ArgumentParser) -> Handler:
+    _config_arg(p)
+    p.add_argument("id")
+
+    def run(args: argparse.Namespace) -> int:
+        import json
+
+        from proxy.review import ReviewNotFound
+
+        async def work(store) -> int:
+            try:
+                r = await store.get(args.id)
+            except ReviewNotFound:
+                print(f"veracity: no review {args.id}", file=sys.stderr)
+                return 1
+            print(json.dumps(r, ensure_ascii=False, indent=2))
+            return 0
+
+        return _review_run(args.config, work)
+
+    return run
+
+
+@command("review resolve", help="Resolve a review with a verdict on the answer and a note.")
+def _review_resolve(p: argparse.ArgumentParser) -> Handler:
+    _config_arg(p)
+    p.add_argument("id")
+    p.add_argument("--verdict", required=True,
+                   help="the verdict on the answer: correct, incorrect, partially_correct or cannot_tell")
+    p.add_argument("--note", default="")
+    p.add_argument("--reviewer", default=None, help="who resolves (default: $USER)")
+
+    def run(args: argparse.Namespace) -> int:
+        import os
+
+        from proxy.review import ReviewConflict, ReviewNotFound
+
+        async def work(store) -> int:
+            try:
+                r = await store.resolve(args.id, args.verdict, args.note,
+                                        args.reviewer or os.environ.get("USER") or "cli")
+            except ReviewNotFound:
+                print(f"veracity: no review {args.id}", file=sys.stderr)
+                return 1
+            except ReviewConflict:
+                print(f"veracity: review {args.id} is already resolved", file=sys.stderr)
+                return 1
+            except ValueError as exc:
+                print(f"veracity: {exc}", file=sys.stderr)
+                return 2
+            print(f"{r['id']}: resolved as {r['resolution']['verdict']}")
+            return 0
+
+        return _review_run(args.config, work)
+
+    return run
+
+
+@command("review export", help="Write reviews as labelled JSONL for evaluation (one case per line; "
+                               "see proxy.review.export_line for the shape).")
+def _review_export(p: argparse.ArgumentParser) -> Handler:
+    _config_arg(p)
+    p.add_argument("--out", required=True, help="JSONL file to write (- = stdout)")
+    p.add_argument("--status", choices=["open", "resolved", "all"], default="resolved",
+                   help="which reviews (default: resolved, i.e. labelled)")
+
+    def run(args: argparse.Namespace) -> int:
+        import json
+
+        from proxy.review import export_line
+
+        async def work(store) -> int:
+            lines, after = [], None
+            while True:
+                page, more = await store.list(None if args.status == "all" else args.status, 500, after)
+                lines += [json.dumps(export_line(r), ensure_ascii=False) for r in page]
+                if not more or not page:
+                    break
+                after = page[-1]["id"]
+            text = "".join(line + "\n" for line in lines)
+            if args.out == "-":
+                sys.stdout.write(text)
+            else:
+                with open(args.out, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+                print(f"{args.out}: {len(lines)} reviews", file=sys.stderr)
+            return 0
+
+        return _review_run(args.config, work)
+
+    return run
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

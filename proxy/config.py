@@ -153,6 +153,9 @@ class KeyConfig(_Strict):
     policy: str = "default"
     allow_policy_header: bool = False
     models: list[str] | None = None  # glob patterns this key may use; None = all
+    #: may use the human review routes (``/v1/veracity/reviews``, the ``/veracity/review`` page);
+    #: an admin key is an ordinary key otherwise (chat, models, its team and policy)
+    admin: bool = False
 
     @field_validator("hash")
     @classmethod
@@ -366,11 +369,16 @@ class VerificationSettings(_Strict):
     (``redis://``, ``rediss://`` or ``unix://``, see :data:`REDIS_URL_SCHEMES`; default: SQLite).
     ``budget_db``: SQLite file for daily budgets (default: in memory). ``audit``: audit log path,
     JSONL, or SQLite for a ``.sqlite3``/``.sqlite``/``.db`` suffix (default: none). In a config
-    file, relative paths are resolved against the file's folder (:func:`load_config`)."""
+    file, relative paths are resolved against the file's folder (:func:`load_config`).
+    ``review_db``: SQLite file of the human review queue (:mod:`proxy.review`; default
+    ``.veracity/reviews.sqlite3`` next to the config file, else in the working folder;
+    ``:memory:`` = this process only; unused when ``redis_url`` is set: the queue is then in
+    Redis). Opened on the first review, so a gateway with nothing to review creates no file."""
 
     redis_url: str | None = None
     budget_db: str | None = None
     audit: str | None = None
+    review_db: str | None = None
 
     @field_validator("redis_url")
     @classmethod
@@ -382,7 +390,7 @@ class VerificationSettings(_Strict):
                                  "unix:///path/to/socket")
         return v
 
-    @field_validator("budget_db", "audit")
+    @field_validator("budget_db", "audit", "review_db")
     @classmethod
     def _path(cls, v: str | None) -> str | None:
         if v is not None and not v.strip():
@@ -650,6 +658,7 @@ def _resolve_paths(cfg: GatewayConfig, base: Path) -> None:
     cfg.policies.dir = absolute(cfg.policies.dir)
     cfg.verification.audit = absolute(cfg.verification.audit)
     cfg.verification.budget_db = absolute(cfg.verification.budget_db)
+    cfg.verification.review_db = absolute(cfg.verification.review_db)
 
 
 def _unwritable(path: str | None) -> str | None:
@@ -684,7 +693,7 @@ def _file_problems(cfg: GatewayConfig, env: dict[str, str] | None, check_policie
         out.append(f"{src}:{_line(cfg, ('upstreams',), ())}: upstreams: {what}, so every request would be a 404 "
                    "model_not_found; add one (README \"Configuration\"), or start without a config file "
                    "to use OPENAI_API_KEY or the demo mode")
-    for name in ("audit", "budget_db"):
+    for name in ("audit", "budget_db", "review_db"):
         problem = _unwritable(getattr(cfg.verification, name))
         if problem:
             out.append(f"{src}:{_line(cfg, ('verification', name), ('verification',))}: verification.{name}: "

@@ -56,7 +56,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy import choices, metrics, runtime, sentinel
+from proxy import choices, metrics, review, runtime, sentinel
 from proxy import verification_metrics as vmetrics
 from proxy.audit import make_record
 from proxy.auth import Principal
@@ -231,6 +231,7 @@ class _Plan:
     usage: dict[str, int] = field(default_factory=lambda: {"prompt": 0, "completion": 0})
     model: GatewayChatModel | None = None   # the verifier model, bound on first use
     messages: Any = None                    # the client's messages (grounding context)
+    drafts: list[str] = field(default_factory=list)  # the drafts the correction loop saw, in order (review queue)
 
     def start_verification(self) -> None:
         """Start the request budget's clock: the deadline covers verification and correction,
@@ -507,7 +508,16 @@ async def _verify_one(ctx: RequestContext, plan: _Plan, body: dict[str, Any], dr
         report = await verify(text)
     if not report.failed_checks:  # the correction loop only when something failed
         return draft, report
-    result = await correct(body, draft, complete=complete, verify=verify, max_rounds=rounds,
+    plan.drafts.append(text)
+
+    async def recording(req: dict[str, Any]) -> dict[str, Any]:  # keeps each draft for the review queue
+        out = await complete(req)
+        new = completion_text(out)
+        if new and len(plan.drafts) < review.MAX_DRAFTS:
+            plan.drafts.append(new)
+        return out
+
+    result = await correct(body, draft, complete=recording, verify=verify, max_rounds=rounds,
                            budget=plan.budget, correction_model=plan.policy.correction.model,
                            initial_report=report)
     draft, report = result.completion, result.report
@@ -603,6 +613,13 @@ async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], 
                                    model=ctx.model, policy=plan.policy.name, report=report.to_dict(),
                                    prompt=plan.body.get("messages"), answer=_answer_text(completion),
                                    include_text=plan.policy.audit.include_text))
+    reason = review.review_reason(report, plan.policy)
+    if reason is not None:  # unsettled answers go to people (proxy/review.py)
+        rid = await review.submit(ctx.config, review.make_review(
+            request_id=ctx.request_id, model=ctx.model, team=ctx.team, key=ctx.principal.key_name,
+            policy=plan.policy.name, reason=reason, report=report.to_dict(), question=plan.question,
+            drafts=plan.drafts, answer=_answer_text(completion), include_text=plan.policy.audit.include_text))
+        ctx.log["review_id"] = rid
 
 
 def _answer_text(completion: dict[str, Any]) -> str | list[str | None] | None:

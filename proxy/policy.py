@@ -18,6 +18,7 @@ A policy file (``policies/default.yaml``)::
       team_daily: {extra_tokens: null, cost_usd: null}
     streaming: {mode: passthrough, keepalive_s: 5}
     audit: {enabled: true, include_text: false}
+    review: {enabled: true, when: [max_retry_exceeded, divergence]}   # human review queue
     overridable: [on_failure, streaming, sentinel.mode]
 
 Selection (:func:`resolve`): the key's policy; the ``x-veracity-policy`` header only when the
@@ -274,6 +275,19 @@ class AuditPolicy(_Strict):
     include_text: bool = False
 
 
+ReviewWhen = Literal["divergence", "max_retry_exceeded", "failed", "unverified", "error"]
+
+
+class ReviewPolicy(_Strict):
+    """Which answers go to the human review queue (:mod:`proxy.review`). ``when``: any of
+    ``max_retry_exceeded`` (the correction loop gave up), ``divergence`` (a correction dropped
+    or reversed the claim), ``failed``, ``unverified``, ``error`` (the report's status); the
+    default is the two the correction loop cannot settle (issue 10 "Human review")."""
+
+    enabled: bool = True
+    when: list[ReviewWhen] = Field(default_factory=lambda: ["max_retry_exceeded", "divergence"])
+
+
 OnFailure = Literal["annotate", "correct", "block", "observe"]
 
 
@@ -314,6 +328,7 @@ class Policy(_Strict):
     streaming: StreamingPolicy = Field(default_factory=StreamingPolicy)
     audit: AuditPolicy = Field(default_factory=AuditPolicy)
     verification: VerificationModel = Field(default_factory=VerificationModel)
+    review: ReviewPolicy = Field(default_factory=ReviewPolicy)
     #: dotted field paths a request's ``veracity`` object may override ("streaming" covers
     #: "streaming.mode"); budgets and round limits may always be lowered.
     overridable: list[Annotated[str, AfterValidator(_field_path)]] = Field(default_factory=list)

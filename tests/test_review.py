@@ -1,0 +1,368 @@
+"""The human review queue (proxy/review.py): when an answer goes to review, the stores
+(SQLite; Redis under the ``redis`` marker), the routes through the real gateway with the
+three kinds of caller, and the ``veracity review`` CLI as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from proxy import review
+from proxy.config import hash_key
+from proxy.policy import Policy
+from tests.conftest import ROOT
+from tests.fixtures.mock import scripted_mock
+from verifiers._types import Report
+
+ADMIN_KEY = "vk-admin-" + "a" * 20
+USER_KEY = "vk-user-" + "b" * 20
+QUESTION = "What is 17 * 23? [case:review]"
+WRONG = "17 * 23 = 401 apples."
+
+#: the model stays wrong whatever the evidence says: every round answers "17 * 23 = 401"
+mock, _reset_mock = scripted_mock({"models": ["gpt-test"], "rules": [
+    {"name": "wrong", "match": {"any_message": r"\[case:review\]"}, "reply": {"content": WRONG}},
+    {"name": "right", "match": {"any_message": r"\[case:right\]"}, "reply": {"content": "17 * 23 = 391."}},
+]})
+
+
+# ----------------------------------------------------------------------------- review_reason
+
+
+def _report(status: str, correction: dict[str, Any] | None = None, choices: list | None = None) -> Report:
+    rep = Report(status=status)  # type: ignore[arg-type]
+    if correction is not None:
+        rep.extra["correction"] = correction
+    if choices is not None:
+        rep.extra["choices"] = choices
+    return rep
+
+
+GAVE_UP = {"state": "MAX_RETRY_EXCEEDED", "stop_reason": "max_rounds"}
+DIVERGED = {"state": "MAX_RETRY_EXCEEDED", "stop_reason": "divergence"}
+
+
+@pytest.mark.parametrize("report, when, expected", [
+    (_report("failed", GAVE_UP), None, "max_retry_exceeded"),
+    (_report("failed", DIVERGED), None, "divergence"),              # the more specific reason wins
+    (_report("failed", {"state": "VERIFICATION_FAILED", "stop_reason": "not_attempted"}), None, None),
+    (_report("failed", {"state": "VERIFICATION_FAILED", "stop_reason": "not_attempted"}), ["failed"], "failed"),
+    (_report("corrected", {"state": "VERIFICATION_PASSED", "stop_reason": "passed"}), None, None),
+    (_report("passed"), ["failed", "unverified", "error"], None),
+    (_report("unverified"), ["unverified"], "unverified"),
+    (_report("error"), ["error"], "error"),
+    (_report("failed", DIVERGED), ["max_retry_exceeded"], "max_retry_exceeded"),
+    # n > 1: one choice that gave up is enough
+    (_report("failed", None, [{"index": 0, "status": "passed"}, {"index": 1, "status": "failed", "correction": GAVE_UP}]),
+     None, "max_retry_exceeded"),
+])
+def test_review_reason(report, when, expected):
+    policy = Policy() if when is None else Policy.model_validate({"review": {"when": when}})
+    assert review.review_reason(report, policy) == expected
+
+
+def test_review_reason_disabled():
+    policy = Policy.model_validate({"review": {"enabled": False}})
+    assert review.review_reason(_report("failed", GAVE_UP), policy) is None
+
+
+def test_policy_rejects_unknown_review_when():
+    with pytest.raises(Exception, match="review.when"):
+        Policy.model_validate({"review": {"when": ["sometimes"]}})
+
+
+def test_make_review_keeps_text_only_when_the_policy_audit_does():
+    report = {"status": "failed", "checks": []}
+    kept = review.make_review(request_id="r1", model="m", team="t", key="k", policy="p", reason="failed",
+                              report=report, question="Q", drafts=["a", "b"], answer="b", include_text=True)
+    dropped = review.make_review(request_id="r1", model="m", team="t", key="k", policy="p", reason="failed",
+                                 report=report, question="Q", drafts=["a", "b"], answer="b", include_text=False)
+    assert (kept["question"], kept["drafts"], kept["answer"]) == ("Q", ["a", "b"], "b")
+    assert (dropped["question"], dropped["drafts"], dropped["answer"]) == (None, None, None)
+    assert kept["status"] == "open" and kept["resolution"] is None and kept["id"].startswith("rev_")
+
+
+# ----------------------------------------------------------------------------- the stores
+
+
+def _new(n: int) -> dict[str, Any]:
+    return review.make_review(request_id=f"req-{n}", model="gpt-test", team="t", key="k", policy="p",
+                              reason="max_retry_exceeded", question=f"q{n} <b>", answer="a",
+                              report={"status": "failed", "checks": [{"verifier": "arithmetic", "outcome": "fail"}]},
+                              include_text=True)
+
+
+async def _contract(store: review.ReviewStore) -> None:
+    ids = [await store.add(_new(n)) for n in range(5)]
+    got = await store.get(ids[0])
+    assert got["question"] == "q0 <b>" and got["status"] == "open"
+    page, more = await store.list("open", 2)
+    assert [r["id"] for r in page] == ids[:2] and more                       # oldest first
+    page, more = await store.list("open", 2, after=ids[1])
+    assert [r["id"] for r in page] == ids[2:4] and more
+    page, more = await store.list("open", 2, after=ids[3])
+    assert [r["id"] for r in page] == ids[4:] and not more
+
+    done = await store.resolve(ids[1], "incorrect", "17*23 is 391", "alice")
+    assert done["status"] == "resolved"
+    assert done["resolution"]["verdict"] == "incorrect" and done["resolution"]["reviewer"] == "alice"
+    assert (await store.get(ids[1]))["resolution"]["note"] == "17*23 is 391"
+    with pytest.raises(review.ReviewConflict):                                 # no silent overwrite
+        await store.resolve(ids[1], "correct", "", "bob")
+    assert (await store.get(ids[1]))["resolution"]["verdict"] == "incorrect"
+    with pytest.raises(ValueError):
+        await store.resolve(ids[2], "probably", "", "bob")
+    with pytest.raises(review.ReviewNotFound):
+        await store.resolve("rev_nope", "correct", "", "bob")
+    with pytest.raises(review.ReviewNotFound):
+        await store.get("rev_nope")
+    with pytest.raises(review.ReviewNotFound):
+        await store.list("open", 2, after="rev_nope")
+
+    assert [r["id"] for r in (await store.list("open", 10))[0]] == [ids[0], *ids[2:]]
+    assert [r["id"] for r in (await store.list("resolved", 10))[0]] == [ids[1]]
+    assert [r["id"] for r in (await store.list(None, 10))[0]] == ids
+
+
+async def test_sqlite_store(tmp_path):
+    store = review.SQLiteReviewStore(tmp_path / "sub" / "reviews.sqlite3")
+    try:
+        await _contract(store)
+    finally:
+        await store.close()
+    again = review.SQLiteReviewStore(tmp_path / "sub" / "reviews.sqlite3")      # a file: kept across opens
+    try:
+        assert len((await again.list(None, 100))[0]) == 5
+    finally:
+        await again.close()
+
+
+async def test_sqlite_store_keeps_lone_surrogates():
+    store = review.SQLiteReviewStore()
+    rec = _new(0)
+    rec["answer"] = "bad \udc80 text"
+    rid = await store.add(rec)
+    assert (await store.get(rid))["answer"] == "bad \udc80 text"
+    await store.close()
+
+
+@pytest.mark.redis
+async def test_redis_store():
+    url = os.environ.get("VERACITY_TEST_REDIS_URL")
+    if not url:
+        pytest.skip("VERACITY_TEST_REDIS_URL not set")
+    store = review.RedisReviewStore(url, prefix=f"veracity:test-review:{uuid.uuid4().hex}")
+    try:
+        await _contract(store)
+    finally:
+        keys = [k async for k in store._r.scan_iter(match=store.prefix + ":*")]
+        if keys:
+            await store._r.delete(*keys)
+        await store.close()
+
+
+def test_export_line_shape():
+    rec = _new(1)
+    rec["status"] = "resolved"
+    rec["resolution"] = {"verdict": "incorrect", "note": "n", "reviewer": "r", "resolved_at": 1}
+    line = review.export_line(rec)
+    assert line["label"]["verdict"] == "incorrect"
+    assert line["question"] == "q1 <b>" and line["failed_checks"] == [{"verifier": "arithmetic", "outcome": "fail"}]
+
+
+# ----------------------------------------------------------------------------- through the gateway
+
+
+@pytest.fixture(scope="module")
+def gw(gateway_factory, mock, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("review")
+    pdir = tmp / "policies"
+    pdir.mkdir()
+    base = {"on_failure": "correct", "risk": {"threshold": 0.1}, "correction": {"max_rounds": 1},
+            "verifiers": {"code": {"enabled": False}, "citations": {"enabled": False}}}
+    (pdir / "reviewed.yaml").write_text(yaml.safe_dump({**base, "name": "reviewed",
+                                                        "audit": {"enabled": True, "include_text": True}}))
+    (pdir / "notext.yaml").write_text(yaml.safe_dump({**base, "name": "notext"}))
+    (pdir / "noreview.yaml").write_text(yaml.safe_dump({**base, "name": "noreview", "review": {"enabled": False}}))
+    db = tmp / "reviews.sqlite3"
+    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": mock.base_url}],
+           "policies": {"dir": str(pdir), "check_interval_s": 0},
+           "verification": {"review_db": str(db)},
+           "keys": [{"hash": hash_key(ADMIN_KEY), "name": "reviewer-ann", "team": "qa", "policy": "reviewed",
+                     "admin": True},
+                    {"hash": hash_key(USER_KEY), "name": "app", "team": "shop", "policy": "reviewed",
+                     "allow_policy_header": True}]}
+    cfg_path = tmp / "veracity.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    g = gateway_factory(cfg)
+    g.config_path = cfg_path
+    g.db = db
+    return g
+
+
+def _ask(gw, question: str = QUESTION, policy: str | None = None) -> Any:
+    c = openai.OpenAI(base_url=gw.base_url, api_key=USER_KEY, max_retries=0, timeout=60,
+                      default_headers={"x-veracity-policy": policy} if policy else None)
+    return c.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": question}])
+
+
+def _api(gw, method: str, path: str, key: str | None = ADMIN_KEY, **kw: Any) -> httpx.Response:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    return httpx.request(method, gw.url + path, headers=headers, timeout=30, trust_env=False, **kw)
+
+
+def _review_of(gw, request_id: str) -> dict[str, Any]:
+    found = [r for r in _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=100").json()["data"]
+             if r["request_id"] == request_id]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_an_answer_that_stays_wrong_goes_to_review_with_text_and_evidence(gw):
+    resp = _ask(gw)
+    rep = resp.model_extra["veracity"]
+    assert rep["status"] == "failed" and rep["correction"]["state"] == "MAX_RETRY_EXCEEDED"
+    rid = resp._request_id
+    r = _review_of(gw, rid)
+    assert r["reason"] == "max_retry_exceeded" and r["status"] == "open" and r["object"] == "veracity.review"
+    assert (r["model"], r["team"], r["key"], r["policy"]) == ("gpt-test", "shop", "app", "reviewed")
+    assert r["question"] == QUESTION and r["answer"] == WRONG
+    assert r["drafts"] == [WRONG, WRONG]                          # the first draft and the one correction
+    failed = [c for c in r["report"]["checks"] if c["outcome"] == "fail"]
+    assert failed and failed[0]["verifier"] == "arithmetic" and "391" in json.dumps(failed[0])
+    assert ADMIN_KEY not in json.dumps(r) and USER_KEY not in json.dumps(r)
+    # the request's log line names the review
+    assert any(rec.get("review_id") == r["id"] for rec in gw.log_records() if rec.get("request_id") == rid)
+
+
+def test_without_audit_text_the_review_keeps_checks_but_no_text(gw):
+    resp = _ask(gw, policy="notext")
+    r = _review_of(gw, resp._request_id)
+    assert (r["question"], r["drafts"], r["answer"]) == (None, None, None)
+    assert any(c["outcome"] == "fail" for c in r["report"]["checks"])
+
+
+def test_no_review_for_right_answers_or_when_the_policy_turns_it_off(gw):
+    before = _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=100").json()["data"]
+    assert _ask(gw, "What is 17 * 23? [case:right]").model_extra["veracity"]["status"] == "passed"
+    assert _ask(gw, policy="noreview").model_extra["veracity"]["status"] == "failed"
+    assert _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=100").json()["data"] == before
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("GET", "/v1/veracity/reviews", None),
+    ("GET", "/v1/veracity/reviews/rev_x", None),
+    ("POST", "/v1/veracity/reviews/rev_x", {"verdict": "correct"}),
+])
+def test_review_routes_need_an_admin_key(gw, method, path, body):
+    none = _api(gw, method, path, key=None, json=body)
+    assert none.status_code == 401 and none.json()["error"]["code"] == "invalid_api_key"
+    wrong = _api(gw, method, path, key="vk-wrong", json=body)
+    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
+    user = _api(gw, method, path, key=USER_KEY, json=body)
+    assert user.status_code == 403
+    assert user.json()["error"] == {"message": user.json()["error"]["message"], "type": "permission_error",
+                                    "param": None, "code": "admin_required"}
+    with pytest.raises(openai.PermissionDeniedError):           # the SDK's typed error for the shape
+        openai.OpenAI(base_url=gw.base_url, api_key=USER_KEY, max_retries=0).get(
+            "/veracity/reviews", cast_to=object)
+
+
+def test_resolve_through_the_api(gw):
+    r = _review_of(gw, _ask(gw)._request_id)
+    bad = _api(gw, "POST", f"/v1/veracity/reviews/{r['id']}", json={"verdict": "maybe"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "verdict"
+    ok = _api(gw, "POST", f"/v1/veracity/reviews/{r['id']}", json={"verdict": "incorrect", "note": "391"})
+    assert ok.status_code == 200
+    res = ok.json()["resolution"]
+    assert ok.json()["status"] == "resolved" and res["verdict"] == "incorrect" and res["reviewer"] == "reviewer-ann"
+    again = _api(gw, "POST", f"/v1/veracity/reviews/{r['id']}", json={"verdict": "correct"})
+    assert again.status_code == 409 and again.json()["error"]["code"] == "review_already_resolved"
+    assert _api(gw, "GET", f"/v1/veracity/reviews/{r['id']}").json()["resolution"]["verdict"] == "incorrect"
+    assert r["id"] not in [x["id"] for x in _api(gw, "GET", "/v1/veracity/reviews?limit=100").json()["data"]]
+    missing = _api(gw, "GET", "/v1/veracity/reviews/rev_missing")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "review_not_found"
+
+
+def test_list_pages_and_validates(gw):
+    for _ in range(2):
+        _ask(gw)
+    first = _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=1").json()
+    assert first["object"] == "list" and len(first["data"]) == 1 and first["has_more"]
+    second = _api(gw, "GET", f"/v1/veracity/reviews?status=all&limit=1&after={first['last_id']}").json()
+    assert second["data"][0]["id"] != first["data"][0]["id"]
+    for query, param in (("status=later", "status"), ("limit=0", "limit"), ("limit=x", "limit"),
+                         ("after=rev_none", "after")):
+        resp = _api(gw, "GET", f"/v1/veracity/reviews?{query}")
+        assert resp.status_code in (400, 404) and resp.json()["error"]["param"] == param, query
+
+
+# ----------------------------------------------------------------------------- the CLI
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("VERACITY_CONFIG", "VERACITY_REDIS_URL")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", "proxy", *args], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=str(ROOT))
+
+
+def test_cli_list_show_resolve_export(gw, tmp_path):
+    rid = _review_of(gw, _ask(gw)._request_id)["id"]
+    cfg = str(gw.config_path)
+    listed = _cli("review", "list", "--config", cfg)
+    assert listed.returncode == 0, listed.stderr
+    assert rid in listed.stdout and "max_retry_exceeded" in listed.stdout
+    shown = _cli("review", "show", rid, "--config", cfg)
+    assert shown.returncode == 0 and json.loads(shown.stdout)["question"] == QUESTION
+    assert _cli("review", "show", "rev_missing", "--config", cfg).returncode == 1
+    bad = _cli("review", "resolve", rid, "--verdict", "maybe", "--config", cfg)
+    assert bad.returncode == 2 and "verdict" in bad.stderr
+    done = _cli("review", "resolve", rid, "--verdict", "incorrect", "--note", "wrong product",
+                "--reviewer", "carol", "--config", cfg)
+    assert done.returncode == 0, done.stderr
+    # the gateway sees what the CLI wrote (one store)
+    assert _api(gw, "GET", f"/v1/veracity/reviews/{rid}").json()["resolution"]["reviewer"] == "carol"
+    assert _cli("review", "resolve", rid, "--verdict", "correct", "--config", cfg).returncode == 1
+    out = tmp_path / "labelled.jsonl"
+    exported = _cli("review", "export", "--out", str(out), "--config", cfg)
+    assert exported.returncode == 0, exported.stderr
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    mine = [x for x in lines if x["id"] == rid]
+    assert len(mine) == 1 and all(x["label"] is not None for x in lines)
+    case = mine[0]
+    assert case["label"]["verdict"] == "incorrect" and case["label"]["note"] == "wrong product"
+    assert case["question"] == QUESTION and case["answer"] == WRONG and case["failed_checks"]
+
+
+@pytest.mark.redis
+def test_reviews_live_in_redis_when_configured(gateway_factory, mock, tmp_path):
+    url = os.environ.get("VERACITY_TEST_REDIS_URL")
+    if not url:
+        pytest.skip("VERACITY_TEST_REDIS_URL not set")
+    pdir = tmp_path / "policies"
+    pdir.mkdir()
+    (pdir / "reviewed.yaml").write_text(yaml.safe_dump({
+        "name": "reviewed", "on_failure": "correct", "risk": {"threshold": 0.1}, "correction": {"max_rounds": 1}}))
+    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": mock.base_url}],
+           "policies": {"dir": str(pdir), "check_interval_s": 0},
+           "verification": {"redis_url": url, "review_db": str(tmp_path / "unused.sqlite3")},
+           "keys": [{"hash": hash_key(ADMIN_KEY), "name": "admin", "policy": "reviewed", "admin": True},
+                    {"hash": hash_key(USER_KEY), "name": "app", "policy": "reviewed"}]}
+    g = gateway_factory(cfg)
+    rid = _review_of(g, _ask(g)._request_id)["id"]
+    assert not (tmp_path / "unused.sqlite3").exists()
+    cfg_path = tmp_path / "veracity.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg))
+    shown = _cli("review", "show", rid, "--config", str(cfg_path))           # another process, same Redis
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["reason"] == "max_retry_exceeded"
