@@ -118,7 +118,7 @@ Fault = Literal[
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, populate_by_name=True)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -997,7 +997,7 @@ class MockUpstream:
     def _start_subprocess(self) -> None:
         fd, self._tmp = tempfile.mkstemp(prefix="veracity-mock-", suffix=".json")
         with os.fdopen(fd, "w") as fh:
-            json.dump(self._script.model_dump(mode="json"), fh)
+            json.dump(self._script.model_dump(mode="json", by_alias=True), fh)
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -1067,7 +1067,7 @@ class MockUpstream:
 
     def set_script(self, script: Script | dict[str, Any] | str | os.PathLike[str]) -> None:
         """Replace the running server's script (validated here first; raises ScriptError)."""
-        self._call("PUT", "/_mock/script", load_script(script).model_dump(mode="json"))
+        self._call("PUT", "/_mock/script", load_script(script).model_dump(mode="json", by_alias=True))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -180,7 +180,7 @@ def facts_cache(spec: str) -> Any:
         cache = VerdictCache(":memory:")
     elif spec == "redis":
         url = os.environ.get("VERACITY_REDIS_URL")
-        cache = VerdictCache(redis_url=url) if url else VerdictCache(":memory:")
+        cache = VerdictCache(url=url) if url else VerdictCache(":memory:")
     else:
         cache = VerdictCache(spec)
     _FACTS_CACHES[spec] = cache
