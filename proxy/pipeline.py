@@ -48,6 +48,7 @@ Contract for the steps:
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import hashlib
 import json
@@ -475,6 +476,8 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
             draft, report = await _verify_one(ctx, plan, plan.body, draft, text, complete, rounds)
             _correction_metrics([report])
     report.extra["policy"] = policy.name
+    if policy.verifiers.facts.unconfirmed_note and text is not None:
+        draft = _with_unconfirmed_note(draft, report)
     if plan.sentinel_info is not None:
         report.extra["sentinel"] = plan.sentinel_info
         if plan.sentinel_info.get("injected"):
@@ -484,6 +487,30 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
     if report.risk is None and text and policy.verifiers.enabled():
         report.risk = risk_mod.score(plan.question, text).to_dict()
     return draft, report
+
+
+def _with_unconfirmed_note(draft: dict[str, Any], report: Report) -> dict[str, Any]:
+    """``draft`` with the facts verifier's templated note (``verifiers.facts.unconfirmed_note``)
+    appended to choice 0's text when claims stayed unconfirmed (``report.extra["unconfirmed"]``)
+    and no check failed (a failed answer is corrected, annotated or blocked instead). The note is
+    a template, never generated text (design: state unknowns honestly, in a fixed form)."""
+    claims = report.extra.get("unconfirmed")
+    if not claims or report.failed_checks:
+        return draft
+    try:
+        from verifiers.facts import unconfirmed_note
+        msg = draft["choices"][0]["message"]
+    except (ImportError, KeyError, IndexError, TypeError):
+        return draft
+    if not isinstance(msg, dict) or not isinstance(msg.get("content"), str):
+        return draft
+    note = unconfirmed_note([str(c) for c in claims])
+    if not note:
+        return draft
+    out = copy.deepcopy(draft)
+    out["choices"][0]["message"]["content"] = msg["content"].rstrip() + "\n\n" + note
+    report.extra["unconfirmed_note"] = note
+    return out
 
 
 def _verifier(ctx: RequestContext, plan: _Plan):

@@ -51,6 +51,8 @@ class VerificationRuntime:
         self.policies = PolicyStore(policies.dir, check_interval_s=policies.check_interval_s)
         redis_url = settings.redis_url or os.environ.get("VERACITY_REDIS_URL") or None
         self.daily = DailyBudgets.from_settings(redis_url=redis_url, sqlite_path=settings.budget_db)
+        global _REDIS_URL
+        _REDIS_URL = redis_url  # the facts verdict cache's `redis` spec uses the same server
         audit_path = settings.audit or os.environ.get("VERACITY_AUDIT") or None
         self.audit = AuditLog.open(audit_path) if audit_path else None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -160,12 +162,15 @@ def get(cfg: Any) -> VerificationRuntime:
 
 
 _FACTS_CACHES: dict[str, Any] = {}
+#: ``verification.redis_url`` (or ``VERACITY_REDIS_URL``) of the running gateway, set by
+#: :class:`VerificationRuntime`; the facts verdict cache's ``redis`` spec uses it.
+_REDIS_URL: str | None = None
 
 
 def facts_cache(spec: str) -> Any:
     """The facts verifier's verdict cache for a policy's ``verifiers.facts.cache`` value:
     ``off`` -> None; ``memory`` -> one in-memory SQLite cache per process; ``redis`` -> Redis at
-    ``VERACITY_REDIS_URL``; anything else is a SQLite file path. Made once per spec per process;
+    ``verification.redis_url`` (else ``VERACITY_REDIS_URL``; in memory without either); anything else is a SQLite file path. Made once per spec per process;
     None when the facts verifier is not installed."""
     if spec == "off":
         return None
@@ -179,7 +184,7 @@ def facts_cache(spec: str) -> Any:
     if spec == "memory":
         cache = VerdictCache(":memory:")
     elif spec == "redis":
-        url = os.environ.get("VERACITY_REDIS_URL")
+        url = _REDIS_URL or os.environ.get("VERACITY_REDIS_URL")
         cache = VerdictCache(url=url) if url else VerdictCache(":memory:")
     else:
         cache = VerdictCache(spec)
