@@ -25,6 +25,7 @@ import re
 from fractions import Fraction
 from typing import Any
 
+from verifiers.arithmetic._expr import Literal
 from verifiers.arithmetic._normalize import normalize
 from verifiers.arithmetic._tokens import tokenize
 from verifiers.planner._execute import Step
@@ -280,19 +281,54 @@ _FINAL = [
 ]
 
 
-def _final_value(draft: str, exclude: set[Fraction]) -> Stated | None:
-    """The draft's final stated value: the last number after a result marker (or the draft's
-    only number); None when it is symbolic (followed by ``/``, ``^``, π, √, a letter)."""
-    nums = numbers_in(draft)
-    if not nums:
+def _boxed(draft: str) -> tuple[int, int] | None:
+    """Span of the content of the last ``\\boxed{...}`` (balanced braces), or None."""
+    i = draft.rfind("\\boxed{")
+    if i < 0:
         return None
+    start = i + len("\\boxed{")
+    depth = 1
+    for j in range(start, min(len(draft), start + 300)):
+        if draft[j] == "{":
+            depth += 1
+        elif draft[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return start, j
+    return None
+
+
+def _final_value(draft: str, exclude: set[Fraction]) -> Stated | None:
+    """The draft's final stated value: the content of its last ``\\boxed{}`` (a number, or an
+    exact expression such as ``\\frac{17}{16}``), else the last number after a result marker in
+    the draft's last paragraph (or the draft's only number). None when it is symbolic (followed
+    by ``/``, ``^``, π, √, a letter) or inside a LaTeX construct."""
+    box = _boxed(draft)
+    if box is not None:
+        content = draft[box[0]:box[1]]
+        nums = numbers_in(content)
+        if len(nums) == 1 and content.strip(" $") == content[nums[0].span[0]:nums[0].span[1]].strip():
+            n = nums[0]
+            return Stated(lit=n.lit, sign=n.sign, approx=False, span=(box[0] + n.span[0], box[0] + n.span[1]))
+        try:
+            v = value_of(parse_expression(content))
+        except ExprError:
+            return None
+        exact = Fraction(v)
+        lit = Literal(value=abs(exact), text=content.strip(), decimals=12, ulp=Fraction(1, 10**12),
+                      approx_ulp=Fraction(1, 10**12))
+        return Stated(lit=lit, sign=-1 if exact < 0 else 1, approx=False, span=box)
+    tail_start = max(draft.rstrip().rfind("\n\n"), 0)
+    nums = numbers_in(draft)
     for s in reversed(nums):
+        if s.span[0] < tail_start:
+            return None
         after = draft[s.span[1]:s.span[1] + 3]
         before = draft[max(0, s.span[0] - 40):s.span[0]]
         marked = s.approx or any(rx.search(before) for rx in _FINAL)
         if not marked and len(nums) > 1:
             continue
-        if re.match(r"\s*(?:[/^√π]|\\frac|\\sqrt|[A-Za-z](?!\w))", after) or re.search(r"[/^]\s*$", before):
+        if re.match(r"\s*(?:[/^√π{}]|\\frac|\\sqrt|[A-Za-z](?!\w))", after) or re.search(r"[/^{]\s*$", before):
             return None
         if s.value in exclude:
             return None
