@@ -165,6 +165,32 @@ def test_restated_or_invented_inputs_are_rejected(expr, why):
     assert c.outcome == "unknown" and why in c.note
 
 
+def test_claim_with_several_unmarked_numbers_is_not_guessed():
+    m = scripted(plan(calc("17 * 23", "401 apples and 5 pears")))
+    [c] = check("He has 401 apples and 5 pears.", APPLES_Q, model=m, use_model=True).checks
+    assert c.outcome == "unknown" and "several numbers" in c.note
+
+
+@pytest.mark.parametrize("draft,want", [("He has about 390 apples.", "pass"), ("He has about 380 apples.", "fail"),
+                                        ("He has 390 apples.", "fail")])
+def test_approximate_claims_use_the_stated_precision(draft, want):
+    m = scripted(plan(calc("17 * 23", draft.rstrip("."))))
+    assert outcomes(check(draft, APPLES_Q, model=m, use_model=True)) == [want]
+
+
+def test_slow_tool_leaves_the_remaining_steps_unknown():
+    async def slow(claim):
+        await asyncio.sleep(5)
+        return {"verdict": "supported"}
+
+    tools = planner.Toolbox(search_facts=slow)
+    step = {"tool": "search_facts", "input": {"claim": "Paris is in France"}, "claim": "Paris is in France"}
+    m = scripted(plan(step, calc("17 * 23", "391 apples")))
+    out = check("Paris is in France. He has 391 apples.", APPLES_Q, model=m, use_model=True, tools=tools,
+                deadline_s=0.3)
+    assert outcomes(out) == ["unknown", "unknown"] and all("deadline" in c.note for c in out.checks)
+
+
 def test_short_circuit_on_first_failure():
     m = scripted(plan(calc("17 * 23", "401 apples"), calc("401 / 17", "23.6 apples per box")))
     out = check("He has 401 apples, 23.6 apples per box.", APPLES_Q, model=m, use_model=True)

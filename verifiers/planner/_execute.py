@@ -23,6 +23,7 @@ arithmetic verifier checked the same ``17 * 23 = 401``) is merged: it produces n
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -87,12 +88,20 @@ def _grounded(values: list[Fraction], question: str | None, draft: str) -> list[
     return [v for v in values if abs(v) not in stated and abs(v) not in CONSTANTS]
 
 
+_RESULT_BEFORE = re.compile(r"(?:=|≈|~|\bis|\bare|\bwas|\bequals?|\bgives?|\bget|\bmakes?|\btotal(?:s|\s+of)?|"
+                            r"\bof|\bto|为|是|得|约|:|：)\s*(?:about|approximately|around|roughly)?\s*[$€£¥]?\s*$", re.I)
+
+
 def _pick_stated(answer: str, span: tuple[int, int], exclude: set[Fraction]) -> Stated | None:
-    """The value the claim states: the last number inside the claim's span that is not one of
-    the tool's own inputs."""
+    """The value the claim states: among the numbers inside the claim's span that are not the
+    tool's own inputs, the only one, else the last one right after a result word (``=``,
+    "is", "为", "approximately"); None when that is ambiguous."""
     cands = [s for s in numbers_in(answer) if span[0] <= s.span[0] and s.span[1] <= span[1]]
     cands = [s for s in cands if s.value not in exclude and abs(s.value) not in exclude]
-    return cands[-1] if cands else None
+    if len(cands) <= 1:
+        return cands[0] if cands else None
+    marked = [s for s in cands if s.approx or _RESULT_BEFORE.search(answer, max(span[0], s.span[0] - 30), s.span[0])]
+    return marked[-1] if marked else None
 
 
 def _covered(rule_checks: list[Check], span: tuple[int, int]) -> Check | None:
@@ -197,14 +206,14 @@ class Executor:
         if step.template and step.stated is not None:  # deterministic code located the draft's value
             return {"stated": step.stated, "cmp_span": step.stated.span}
         lits = {lit.value for lit in literals(node)}
-        stated = _pick_stated(self.answer, span, set())
-        if stated is None:
+        if not [s for s in numbers_in(self.answer) if span[0] <= s.span[0] and s.span[1] <= span[1]]:
             raise _Rejected("unknown", "the claim states no number to compare")
-        if stated.value in lits or abs(stated.value) in lits:
-            others = _pick_stated(self.answer, span, lits)
-            if others is None:
+        stated = _pick_stated(self.answer, span, lits)
+        if stated is None:
+            everything = _pick_stated(self.answer, span, set())
+            if everything is not None and (everything.value in lits or abs(everything.value) in lits):
                 raise _Rejected("unknown", "restates the claim: the expression contains the value it should check")
-            stated = others
+            raise _Rejected("unknown", "the claim states no single result to compare (several numbers, none marked)")
         foreign = _grounded(sorted(lits), self.question, self.answer)
         if foreign:
             raise _Rejected("unknown", "input numbers not in the question or draft: " +
