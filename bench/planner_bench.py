@@ -92,7 +92,9 @@ async def bench(records: list[dict[str, Any]], model: Any = None) -> dict[str, A
     t_model: list[float] = []
     calls = tokens = 0
     stand_in = _no_plan()
-    real = {"calls": 0, "fail_on_correct": 0, "fail_on_wrong": 0, "errors": 0, "answers": 0}
+    real = {"calls": 0, "fail_on_correct": 0, "fail_on_wrong": 0, "errors": 0, "answers": 0, "tokens": 0,
+            "ms_median": 0.0}
+    real_ms: list[float] = []
     for rec in records:
         s = sets.setdefault(rec["set"], {"answers": 0, "correct": 0, "covered": 0, "fired_correct": 0,
                                          "fail_correct": 0, "fired_wrong": 0, "fail_wrong": 0, "merged": 0})
@@ -127,14 +129,19 @@ async def bench(records: list[dict[str, Any]], model: Any = None) -> dict[str, A
         calls += len(stand_in.calls) - before_calls
         tokens += sum(c.tokens for c in stand_in.calls) - before_tok
         if model is not None:
-            n0 = len(model.calls)
+            n0, tok0 = len(model.calls), sum(c.tokens for c in model.calls)
+            t4 = time.perf_counter()
             o = await planner.acheck(rec["answer"], rec["question"], model=model, rule_checks=rc, use_model=True,
                                      deadline_s=120)
+            real_ms.append((time.perf_counter() - t4) * 1000)
+            real["tokens"] += sum(c.tokens for c in model.calls) - tok0
             real["answers"] += 1
             real["calls"] += len(model.calls) - n0
             real["errors"] += bool(o.error)
             if any(c.outcome == "fail" for c in o.checks):
                 real["fail_on_correct" if rec["correct"] else "fail_on_wrong"] += 1
+    if real_ms:
+        real["ms_median"] = round(statistics.median(real_ms), 2)
     return {"sets": sets, "fires": fires, "t_rules": t_rules, "t_tmpl": t_tmpl, "t_model": t_model,
             "calls": calls, "tokens": tokens, "uncovered": len(t_model), "real": real if model is not None else None}
 

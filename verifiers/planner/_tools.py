@@ -31,6 +31,7 @@ Tools (only those the :class:`Toolbox` can run are offered to the planner):
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -101,11 +102,18 @@ class Tool:
     run: Callable[[Any], Awaitable[ToolOutput]]
 
     def schema(self) -> dict[str, Any]:
-        s = self.input_model.model_json_schema()
-        s.pop("title", None)
-        for p in s.get("properties", {}).values():
-            p.pop("title", None)
-        return s
+        """The input model's JSON schema without titles (built once per model: pydantic's
+        schema generation costs ~0.5 ms; treat the returned dict as read-only)."""
+        return _schema(self.input_model)
+
+
+@functools.lru_cache(maxsize=None)
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    s = model.model_json_schema()
+    s.pop("title", None)
+    for p in s.get("properties", {}).values():
+        p.pop("title", None)
+    return s
 
 
 _UNIT_TEXT = re.compile(r"^[A-Za-z°µ_][A-Za-z°µ_ /*^0-9.]{0,39}$")
