@@ -13,7 +13,7 @@ Per answer it runs the rule-based verifiers (arithmetic; code tiers 1-2 for code
   ``use_model=True`` for every answer no template covered: extra model calls, tokens and wall
   time per answer against rules alone (the stand-in answers instantly, so the wall time is the
   planner's own overhead: prompt building, parsing, executing);
-* ``--model URL``: the same with ``proxy.verifier_model.OpenAIChatModel(URL, NAME)`` on any
+* ``--model URL`` (or ``--model mock``: the scripted mock upstream on 127.0.0.1): the same with ``proxy.verifier_model.OpenAIChatModel(URL, NAME)`` on any
   OpenAI-compatible endpoint (real plans executed; their fails on correct answers counted).
 
 Writes a markdown table to stdout (``bench/results/planner.md`` holds a measured run).
@@ -184,7 +184,8 @@ async def amain() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cases", default=str(ROOT.parent / "shared" / "cases"))
     ap.add_argument("--limit", type=int, default=None, help="records per file")
-    ap.add_argument("--model", help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1)")
+    ap.add_argument("--model", help="OpenAI-compatible base URL (e.g. http://127.0.0.1:8000/v1), or 'mock': the "
+                    "scripted mock upstream over HTTP answering every plan 'not needed'")
     ap.add_argument("--model-name", default="gpt-4o-mini")
     ap.add_argument("--api-key", default=None)
     ap.add_argument("--fires", action="store_true", help="print every template firing")
@@ -194,6 +195,14 @@ async def amain() -> None:
         cases = Path("/work/shared/cases")
     records = load(cases, a.limit)
     model = None
+    mock = None
+    if a.model == "mock":  # the scripted upstream over real HTTP, answering every plan "not needed"
+        from proxy.mock_upstream import MockUpstream
+
+        mock = MockUpstream({"rules": [{"match": {"schema": "Plan"}, "reply": {
+            "content": json.dumps({"verification_needed": False, "verification_steps": []})}}]})
+        mock.__enter__()
+        a.model = mock.base_url
     if a.model:
         from proxy.verifier_model import OpenAIChatModel
 
@@ -206,6 +215,8 @@ async def amain() -> None:
             print(json.dumps(f, ensure_ascii=False, default=str))
     if model is not None:
         await model.aclose()
+    if mock is not None:
+        mock.__exit__(None, None, None)
 
 
 if __name__ == "__main__":

@@ -61,6 +61,21 @@ def test_templates_detect_and_pass(question, draft, want, expected):
     assert draft[c.span[0]:c.span[1]] == c.claim
 
 
+@pytest.mark.parametrize("question,draft", [
+    (CI_Q, "A = 10000 × (1 + 0.05/4)^(4×3) = 10000 × 1.16075 ≈ 11607.55元。所以最终本息和约为11607.55元。"),
+    (CI_Q, "最终本息和约为11607.55元，其中利息为1607.55元。"),
+    (EN_Q, "You'll have about $11,608."),
+    (EN_Q, "Year 1: $10,509.45, Year 2: $11,044.86, Year 3: $11,607.55"),
+    (EN_Q, "Total after 3 years: $11,607.55 (compared to $11,500 with simple interest)"),
+    (PRODUCT_Q, "≈ 6.82, i.e. 6.822 to three decimals"),
+    (PRODUCT_Q, "97/117 = 0.829, then /0.6534725 = 1.2687, /0.27613576234 = 4.5945, /0.6734576 = 6.8222.\n\n"
+                "So the product is about 6.82."),
+])
+def test_correct_drafts_in_other_shapes_pass(question, draft):
+    out = check(draft, question)
+    assert outcomes(out) == ["pass"]
+
+
 def test_compound_interest_names_the_numbers():
     out = check("根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。", CI_Q)
     c = out.checks[0]

@@ -27,6 +27,7 @@ from typing import Any
 
 from verifiers.arithmetic._expr import Literal
 from verifiers.arithmetic._normalize import normalize
+from verifiers.arithmetic._tolerance import judge
 from verifiers.arithmetic._tokens import tokenize
 from verifiers.planner._execute import Step
 from verifiers.planner._text import ExprError, Stated, find_span, numbers_in, parse_expression, value_of
@@ -123,7 +124,10 @@ def interest_template(question: str, draft: str) -> list[Step]:
              and not s.lit.percent]
     if not cands:
         return []
-    stated = cands[-1]
+    # a draft that states the right value anywhere is read as stating it (a later number may be
+    # a comparison: "... $11,607.55, against $11,500 with simple interest")
+    agree = [c for c in cands if judge(target, c.lit, sign=c.sign, approx=c.approx, bounds=bounds).outcome != "fail"]
+    stated = agree[-1] if agree else cands[-1]
     if abs(stated.value - target) > target / 2:
         return []  # the draft's last number is something else (a yearly figure, a rate): no reading
     claim = _claim_around(draft, stated)
@@ -345,6 +349,13 @@ def expression_template(question: str, draft: str) -> list[Step]:
     stated = _final_value(draft, set())
     if stated is None:
         return []
+    if _boxed(draft) is None and judge(value, stated.lit, sign=stated.sign, approx=stated.approx).outcome == "fail":
+        # another number of the last paragraph that agrees wins ("≈ 6.82, i.e. 6.822 to 3 d.p.")
+        tail = max(draft.rstrip().rfind("\n\n"), 0)
+        for s in reversed(numbers_in(draft)):
+            if s.span[0] >= tail and judge(value, s.lit, sign=s.sign, approx=s.approx).outcome != "fail":
+                stated = s
+                break
     claim = _claim_around(draft, stated)
     if find_span(claim, draft) is None:
         return []
