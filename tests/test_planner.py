@@ -299,6 +299,26 @@ def test_search_facts_is_offered_only_when_set_and_its_verdict_is_used():
     assert outcomes(out) == ["fail"] and asked == ["Sydney is the capital of Australia"]
 
 
+def test_check_citation_on_one_reference_from_a_local_index(tmp_path):
+    from verifiers.citations import build_index
+    from verifiers.citations.records import Record
+
+    db = str(tmp_path / "lib.sqlite3")
+    build_index([], db, records=[Record(
+        title="Deep Residual Learning for Image Recognition", year=2016,
+        authors=["Kaiming He", "Xiangyu Zhang", "Shaoqing Ren", "Jian Sun"],
+        venue="IEEE Conference on Computer Vision and Pattern Recognition", doi="10.1109/CVPR.2016.90")])
+    tools = planner.Toolbox(citation_sources={"use": [], "local_index": {"path": db}, "cache": {"backend": "none"}})
+    assert "check_citation" in tools.names() and "check_citation" not in planner.Toolbox().names()
+    ref = ("He, K., & Sun, J. (2019). Deep Residual Learning for Image Recognition. Nature, 12(3), 45-67. "
+           "https://doi.org/10.1038/s41586-019-9999-9")
+    draft = "ResNets were introduced in " + ref
+    step = {"tool": "check_citation", "input": {"reference": ref}, "claim": ref}
+    [c] = check(draft, "Who introduced ResNets?", model=scripted(plan(step)), use_model=True, tools=tools).checks
+    assert c.outcome == "fail" and c.evidence["output"]["status"] == "LIKELY_HALLUCINATION"
+    assert c.span == (draft.index(ref), len(draft))
+
+
 def test_run_python_not_offered_without_a_working_sandbox():
     tools = planner.Toolbox(sandbox=sandbox.get("none"))
     assert "run_python" not in tools.names()

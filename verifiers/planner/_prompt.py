@@ -14,9 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAX_PLAN_STEPS = 20
-
-
 class PlanStep(BaseModel):
     """One verification step: call ``tool`` with ``input`` to check ``claim`` (an exact span of
     the draft); ``expected_check`` says in words what must hold (never used as a value)."""
@@ -24,11 +21,11 @@ class PlanStep(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     step_id: int | str = Field(..., description="1, 2, 3 ... in execution order")
-    description: str = Field("", max_length=500, description="what this step verifies")
+    description: str = Field("", max_length=4000, description="what this step verifies")
     tool: str = Field(..., max_length=40, description="one of the offered tool names")
     input: dict[str, Any] = Field(..., description="the tool's input, following its input_schema")
-    claim: str = Field(..., max_length=2000, description="the exact text of the draft this step checks, copied")
-    expected_check: str = Field("", max_length=500, description="what the tool result must show for the claim "
+    claim: str = Field(..., max_length=8000, description="the exact text of the draft this step checks, copied")
+    expected_check: str = Field("", max_length=4000, description="what the tool result must show for the claim "
                                                                  "to hold")
 
 
@@ -38,7 +35,8 @@ class Plan(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     verification_needed: bool
-    verification_steps: list[PlanStep] = Field(default_factory=list, max_length=MAX_PLAN_STEPS)
+    # no max_length: a plan longer than the policy's max_steps is cut (and logged), not rejected
+    verification_steps: list[PlanStep] = Field(default_factory=list)
 
 
 SYSTEM = (
