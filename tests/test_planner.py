@@ -398,6 +398,21 @@ def test_run_python_correct_filter_passes_and_foreign_code_is_rejected(pandas_bo
 
 @pytest.mark.docker
 @pytest.mark.bwrap
+@pytest.mark.parametrize("setup,assertions,why", [
+    (SETUP + "\nimport pandas\npandas.DataFrame.__getitem__ = lambda self, k: self", ["len(df) == 4"], "setup may"),
+    (SETUP + "\ndef bool_(x):\n    return True", ["len(df) == 2"], "setup may only build data"),
+    (SETUP, ["True"], "must be about the draft's code"),
+])
+def test_run_python_harness_cannot_patch_the_code_into_passing(pandas_box, setup, assertions, why):
+    line = "df = df[(df['Age'] > 0) and (df['Age'] < 120)]"
+    step = {"tool": "run_python", "claim": line, "input": {"setup": setup, "code": line, "assertions": assertions}}
+    tools = planner.Toolbox(sandbox=pandas_box)
+    [c] = check(DATA_DRAFT, DATA_Q, model=scripted(plan(step)), use_model=True, tools=tools, deadline_s=60).checks
+    assert c.outcome == "unknown" and why in c.note
+
+
+@pytest.mark.docker
+@pytest.mark.bwrap
 def test_run_python_harness_that_hangs_is_unknown(box):
     draft = "```python\nwhile True:\n    pass\n```"
     step = {"tool": "run_python", "claim": "while True:", "input": {"code": "while True:\n    pass"}}

@@ -111,6 +111,60 @@ def _covered(rule_checks: list[Check], span: tuple[int, int]) -> Check | None:
     return None
 
 
+_FORBIDDEN_NAMES = frozenset({"exec", "eval", "compile", "setattr", "delattr", "globals", "locals", "vars",
+                              "builtins", "__builtins__", "importlib", "sys", "monkeypatch", "patch", "mock"})
+
+
+def _setup_problem(setup: str, assertions: list[str], code: str) -> str | None:
+    """Why a ``run_python`` harness is not plain constructed data and checks, or None.
+
+    ``setup`` may import modules, bind names to values and call functions (``df.to_csv(...)``,
+    writing an input file); it may not define functions or classes, assign attributes, or touch
+    the interpreter (``exec``, ``setattr``, ``sys``, dunder names): the planner -- which reads the
+    untrusted draft -- must not be able to patch the code under test into passing. Each
+    assertion must be one expression over a name the draft's code binds or uses (an assertion
+    about nothing, such as ``True``, only restates the plan)."""
+    import ast
+
+    try:
+        tree = ast.parse(setup or "pass")
+        code_tree = ast.parse(code)
+    except SyntaxError as exc:
+        return f"harness does not parse: {exc.msg}"
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Global,
+                             ast.Nonlocal, ast.Delete)):
+            return "setup may only build data (no functions, classes or deletions)"
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(not isinstance(t, (ast.Name, ast.Tuple)) for t in targets):
+                return "setup may only bind names (no attribute or item assignment)"
+        if isinstance(node, ast.Name) and (node.id in _FORBIDDEN_NAMES or "__" in node.id):
+            return f"setup may not use {node.id!r}"
+        if isinstance(node, ast.Attribute) and "__" in node.attr:
+            return "setup may not use dunder attributes"
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            mods = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) and node.module
+                                                   else [])
+            if any(m.split(".")[0] in _FORBIDDEN_NAMES or m.split(".")[0] in ("unittest", "os", "ctypes", "gc",
+                                                                               "inspect") for m in mods):
+                return "setup may not import interpreter or patching modules"
+    code_names = {n.id for n in ast.walk(code_tree) if isinstance(n, ast.Name)}
+    code_names |= {n.name for n in ast.walk(code_tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    for a in assertions:
+        try:
+            expr = ast.parse(a, mode="eval")
+        except SyntaxError:
+            return "an assertion is not one Python expression"
+        names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+        if any(x in _FORBIDDEN_NAMES or "__" in x for x in names) or any(
+                isinstance(n, ast.Attribute) and "__" in n.attr for n in ast.walk(expr)):
+            return "an assertion may not touch the interpreter"
+        if not names & code_names:
+            return "an assertion must be about the draft's code (it names nothing the code binds or uses)"
+    return None
+
+
 class Executor:
     """Runs steps against a :class:`Toolbox` within a deadline (``loop.time()`` value)."""
 
@@ -245,6 +299,9 @@ class Executor:
         for ln in lines:
             if normalized(ln, drop_space=True) not in draft:
                 raise _Rejected("unknown", f"code line not in the draft: {ln.strip()[:80]}")
+        why = _setup_problem(inp.setup, inp.assertions, inp.code)
+        if why:
+            raise _Rejected("unknown", why)
         return {}
 
     def _guard_check_citation(self, step: Step, inp: Any, span: tuple[int, int]) -> dict[str, Any]:
