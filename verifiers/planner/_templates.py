@@ -53,7 +53,7 @@ _PRINCIPAL_EN = re.compile(r"(?:[$€£¥]\s?(\d[\d,]*(?:\.\d+)?)(?!\s*%)|(\d[\d
                            re.I)
 _YEARS = re.compile(r"(\d+(?:\.\d+)?)\s*(?:年(?!利率|化|复利)|years?\b)", re.I)
 _MONTHS = re.compile(r"(\d+)\s*(?:个月|months?\b)", re.I)
-_ASK_INTEREST = re.compile(r"利息(?:是|为|有)?多少|多少利息|how\s+much\s+interest|interest\s+(?:earned|will|is\s+earned)|"
+_ASK_INTEREST = re.compile(r"利息(?:是|为|有)?多少|多少利息|how\s+much\b[^?.]*\binterest|interest\s+(?:earned|will|is\s+earned)|"
                            r"total\s+interest|amount\s+of\s+interest", re.I)
 _ASK_AMOUNT = re.compile(r"本息和|本息合计|本利和|最终|到期|一共|总额|总共|total\s+amount|final\s+amount|future\s+value|"
                          r"balance|how\s+much\s+(?:money\s+)?(?:will|would|does|is)|worth|amount\s+(?:in|after|at)",
@@ -124,10 +124,13 @@ def interest_template(question: str, draft: str) -> list[Step]:
              and not s.lit.percent]
     if not cands:
         return []
-    # a draft that states the right value anywhere is read as stating it (a later number may be
-    # a comparison: "... $11,607.55, against $11,500 with simple interest")
-    agree = [c for c in cands if judge(target, c.lit, sign=c.sign, approx=c.approx, bounds=bounds).outcome != "fail"]
-    stated = agree[-1] if agree else cands[-1]
+    # the last plausible value is the draft's answer; when it disagrees but an earlier one agrees
+    # ("... $11,607.55, against $11,500 with simple interest") the reading is ambiguous: no
+    # template (neither a fail nor a pass that verified something else)
+    stated = cands[-1]
+    if judge(target, stated.lit, sign=stated.sign, approx=stated.approx, bounds=bounds).outcome == "fail" and any(
+            judge(target, c.lit, sign=c.sign, approx=c.approx, bounds=bounds).outcome != "fail" for c in cands[:-1]):
+        return []
     if abs(stated.value - target) > target / 2:
         return []  # the draft's last number is something else (a yearly figure, a rate): no reading
     claim = _claim_around(draft, stated)
@@ -157,10 +160,9 @@ def _fmt(v: Fraction) -> str:
 
 _ELLIPSIS = re.compile(r"\.\.\.|…|⋯|\\[lc]dots|\\dots")
 _ASK_EN = re.compile(r"^\s*(?:please\s+)?(?:what\s+is|what's|calculate|compute|evaluate|find|simplify|determine|"
-                     r"work\s+out|give)\b", re.I)
-_ASK_WORDS = frozenset(
-    "what is whats what's the value of calculate compute evaluate find please simplify determine work out give "
-    "result product sum difference quotient exact numerical expression following answer equal equals to".split())
+                     r"work\s+out|give)\s+(?:the\s+)?(?:(?:exact|numerical|numeric)\s+)?"
+                     r"(?:(?:value|product|sum|difference|quotient|result)\s+of\s+)?(?:the\s+)?(?:following\s+)?"
+                     r"(?:(?:expression|sum|series|product)\s*:?\s*)?", re.I)
 _ASK_ZH = re.compile(r"计算|求|请|的值|的结果|等于多少|是多少|等于几|结果是|值为|多少|等于|一下|：|:|？|\?|。|！")
 _LATEX_LEFT = re.compile(r"\\[a-zA-Z]+|[_{}\[\]|]")
 
@@ -179,12 +181,11 @@ def _question_expression(question: str) -> tuple[str, Fraction | float] | None:
         if re.search(r"[\u4e00-\u9fffA-Za-z]{2,}", re.sub(r"\\[a-zA-Z]+|sqrt", "", body)):
             return None
     else:
-        if not _ASK_EN.search(q):
-            return None
-        words = re.findall(r"[A-Za-z][A-Za-z']*", re.sub(r"\\[a-zA-Z]+", " ", q))
-        if any(w.lower() not in _ASK_WORDS and w.lower() not in ("sqrt", "pi") for w in words if len(w) > 1):
-            return None
-        body = re.sub(r"(?i)\b(?:" + "|".join(sorted(_ASK_WORDS, key=len, reverse=True)) + r")\b", " ", q)
+        m = _ASK_EN.match(q)
+        if m:
+            body = q[m.end():]  # the rest must be the expression alone (else it does not parse)
+        elif not re.fullmatch(r"[\d\s+\-*/^().,!%×÷·−]+(?:=\s*\?*|\?)?\s*", q):
+            return None  # a bare "12*(3+4) = ?" needs no asking words
     body = body.strip().rstrip("?？.。=").strip()
     body = re.sub(r"=\s*\?*$", "", body).strip()
     if not body or not re.search(r"\d", body):
@@ -350,12 +351,12 @@ def expression_template(question: str, draft: str) -> list[Step]:
     if stated is None:
         return []
     if _boxed(draft) is None and judge(value, stated.lit, sign=stated.sign, approx=stated.approx).outcome == "fail":
-        # another number of the last paragraph that agrees wins ("≈ 6.82, i.e. 6.822 to 3 d.p.")
+        # another number of the last paragraph agrees: two readings, no template (not a pass
+        # for a number that is not the answer, not a fail that may misread the answer)
         tail = max(draft.rstrip().rfind("\n\n"), 0)
-        for s in reversed(numbers_in(draft)):
-            if s.span[0] >= tail and judge(value, s.lit, sign=s.sign, approx=s.approx).outcome != "fail":
-                stated = s
-                break
+        if any(s.span[0] >= tail and judge(value, s.lit, sign=s.sign, approx=s.approx).outcome != "fail"
+               for s in numbers_in(draft)):
+            return []
     claim = _claim_around(draft, stated)
     if find_span(claim, draft) is None:
         return []
