@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gzip  # noqa: F401 - kept for HumanEval.jsonl.gz readers
 import json
 import re
 import statistics

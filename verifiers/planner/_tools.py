@@ -41,7 +41,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from verifiers.arithmetic._expr import format_value, to_text
-from verifiers.planner._text import ExprError, literals, parse_expression, value_of
+from verifiers.planner._text import ExprError, parse_expression, value_of
 
 
 class _In(BaseModel):
@@ -279,4 +279,4 @@ def _available(box: Any) -> bool:
 
 
 __all__ = ["Toolbox", "Tool", "ToolOutput", "ENVIRONMENT_ERRORS", "CalculateIn", "SympyEquivalentIn",
-           "ConvertUnitsIn", "RunPythonIn", "CheckCitationIn", "SearchFactsIn", "literals"]
+           "ConvertUnitsIn", "RunPythonIn", "CheckCitationIn", "SearchFactsIn"]
