@@ -451,3 +451,24 @@ def test_through_run_templates_and_model_plans():
     rep = asyncio.run(run("He has 401 apples.", ["planner"], question=APPLES_Q,
                           options={"planner": {"model": m, "when": "never"}}))
     assert rep.status == "skipped" and m.calls == []
+
+
+@pytest.mark.docker
+@pytest.mark.bwrap
+def test_through_run_the_data_cleaning_case_the_rules_leave_unknown(pandas_box):
+    """The design's case end to end in ``verifiers.run``: the code verifier cannot run code that
+    reads a file (``unknown``), so the planner (``when: unexplained``) is asked, builds the
+    constructed DataFrame and the draft's line raises the pandas truth-value error."""
+    line = "df = df[(df['Age'] > 0) and (df['Age'] < 120)]"
+    step = {"tool": "run_python", "claim": line,
+            "input": {"setup": SETUP, "code": line, "assertions": ["list(df['Age']) == [25, 30]"]}}
+    m = scripted(plan(step))
+    rep = asyncio.run(run(DATA_DRAFT, ["code", "planner"], question=DATA_Q,
+                          options={"code": {"sandbox": pandas_box, "timeout_s": 60},
+                                   "planner": {"model": m, "when": "unexplained", "sandbox": pandas_box,
+                                               "timeout_s": 60}}))
+    code_checks = [c for c in rep.checks if c.verifier == "code"]
+    assert code_checks and all(c.outcome == "unknown" for c in code_checks)
+    [p] = [c for c in rep.checks if c.verifier == "planner"]
+    assert p.outcome == "fail" and "truth value" in p.expected and rep.status == "failed"
+    assert len(m.calls) == 1 and rep.extra["plan_source"] == "model"
