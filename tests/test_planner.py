@@ -472,3 +472,24 @@ def test_through_run_the_data_cleaning_case_the_rules_leave_unknown(pandas_box):
     [p] = [c for c in rep.checks if c.verifier == "planner"]
     assert p.outcome == "fail" and "truth value" in p.expected and rep.status == "failed"
     assert len(m.calls) == 1 and rep.extra["plan_source"] == "model"
+
+
+def test_the_prompts_own_few_shot_plan_obeys_the_guard():
+    """The example the prompt teaches with must itself pass the executor's guard (else the
+    planner is taught to write steps that get rejected)."""
+    from verifiers.planner._prompt import _EXAMPLES
+
+    q, d, p = _EXAMPLES[0]
+    out = check(d, q, model=scripted(p), use_model=True)
+    assert outcomes(out) == ["pass", "pass"]
+    assert [e["status"] for e in out.plan["executed"]] == ["checked", "checked"]
+
+
+@pytest.mark.docker
+@pytest.mark.bwrap
+def test_the_prompts_run_python_example_obeys_the_guard(pandas_box):
+    from verifiers.planner._prompt import _EXAMPLES
+
+    q, d, p = _EXAMPLES[1]
+    out = check(d, q, model=scripted(p), use_model=True, tools=planner.Toolbox(sandbox=pandas_box), deadline_s=60)
+    assert outcomes(out) == ["pass"]
