@@ -148,7 +148,8 @@ async def _planner(answer: str, question: str | None, options: Mapping[str, Any]
                         citation_sources=options.get("citation_sources"), search_facts=options.get("search_facts"))
     outcome = await mod.acheck(answer, question, model=model if use_model else None, rule_checks=rule_checks,
                                use_model=use_model, tools=tools, max_steps=int(options.get("max_steps", 6)),
-                               deadline_s=max(0.05, _timeout_of(options) * 0.9))
+                               deadline_s=max(0.05, _timeout_of(options) * 0.9),
+                               templates=bool(options.get("templates", True)))
     checks = list(outcome.checks)
     if outcome.error:
         checks.append(Check(verifier="planner", claim="", outcome="error", confidence=0.0,
