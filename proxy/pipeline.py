@@ -401,8 +401,10 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
     if grounding and "facts" not in names:
         names.append("facts")
     risky = r.score >= policy.risk.threshold
-    if "planner" in enabled and "planner" not in names and risky and names:
-        names.append("planner")  # template plans cost nothing; model plans follow planner.when
+    if "planner" in enabled and "planner" not in names and risky and (names or v.planner.when != "never"):
+        # template plans cost nothing (with a verifier that triggered); model plans follow
+        # planner.when, also for a risky answer no rule could read (AMTFV: plan what rules miss)
+        names.append("planner")
     if not risky and not grounding:
         report = Report(status="skipped", reason="risk below threshold")
     elif not names:
