@@ -135,15 +135,24 @@ async def test_wikipedia_one_request_at_a_time(api):
         await b.aclose()
     assert all(len(r) == 2 for r in results)
     assert len(api.hits) == 8 and probe.max_seen == 1
-    # the probe does see concurrency when two instances (two locks) search at once
-    probe2 = Concurrency(mediawiki(), hold=0.2)
+    # instances made per request share the lock of their wiki host
+    probe2 = Concurrency(mediawiki(), hold=0.05)
     api.routes["/w/api.php"] = probe2
     b1, b2 = wiki(api), wiki(api)
     try:
-        await asyncio.gather(b1.search("a", 1), b2.search("b", 1))
+        await asyncio.gather(b1.search("a", 1), b2.search("b", 1), b1.search("c", 1))
     finally:
         await aclose_backends([b1, b2])
-    assert probe2.max_seen == 2
+    assert len(api.hits) == 8 + 6 and probe2.max_seen == 1
+    # and the probe does see concurrency where there is no lock (SearXNG)
+    probe3 = Concurrency(searxng_ok(), hold=0.3)
+    api.routes["/search"] = probe3
+    s1 = SearxngBackend(api.url + "/search")
+    try:
+        await asyncio.gather(s1.search("a", 1), s1.search("b", 1))
+    finally:
+        await s1.aclose()
+    assert probe3.max_seen == 2
 
 
 async def test_wikipedia_timeout(api):
@@ -256,7 +265,7 @@ async def test_brave_parses_web_results_and_sends_key(api):
     h = api.hits[0]
     assert h["headers"]["X-Subscription-Token"] == "BSA-test-key"
     assert h["query"]["q"] == ["tesla q4 2023 deliveries"] and h["query"]["count"] == ["3"]
-    assert h["query"]["extra_snippets"] == ["1"]
+    assert h["query"]["extra_snippets"] == ["true"] and h["query"]["text_decorations"] == ["false"]
 
 
 async def test_brave_without_web_section_is_empty(api):
@@ -515,3 +524,26 @@ def test_wikipedia_default_url_from_lang():
     (b,) = make_backends({"use": ["wikipedia"], "wikipedia": {"lang": "de"}})
     assert str(b.url) == "https://de.wikipedia.org/w/api.php"
     asyncio.run(aclose_backends([b]))
+
+
+async def test_urls_in_the_query_are_never_fetched(api, tmp_path, corpus_files):
+    """A query carrying a URL (as model text may) goes to the configured host as a search
+    string; the URL's own server sees nothing."""
+    db = tmp_path / "c.sqlite3"
+    build_corpus(corpus_files[:1], db)
+    with FakeAPI() as trap:
+        trap.routes["/*"] = searxng_ok()
+        api.routes["/w/api.php"] = mediawiki()
+        api.routes["/search"] = searxng_ok()
+        api.routes["/brave"] = brave_ok()
+        q = f"see {trap.url}/w/api.php?action=query and {trap.url}/search"
+        bs = [wiki(api), SearxngBackend(api.url + "/search"), BraveBackend("k", url=api.url + "/brave"),
+              LocalBackend(db)]
+        try:
+            for b in bs:
+                await b.search(q, 2)
+        finally:
+            await aclose_backends(bs)
+        assert trap.hits == []
+    assert {h["path"] for h in api.hits} == {"/w/api.php", "/search", "/brave"}
+    assert api.hits[0]["query"]["srsearch"] == [q]

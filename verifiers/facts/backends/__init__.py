@@ -106,14 +106,8 @@ def make_backends(config: Mapping[str, Any], *, context_messages: list | None = 
                              f"(allowed: {allowed})")
         sections[name] = dict(sec)
 
-    out: list[SearchBackend] = []
-    try:
-        for name in use:
-            out.append(_make_one(name, sections[name], timeout, context_messages))
-    except BaseException:
-        _close_sync_best_effort(out)
-        raise
-    return out
+    # a failure part-way drops what was made: a client that never sent a request holds no socket
+    return [_make_one(name, sections[name], timeout, context_messages) for name in use]
 
 
 def _net_common(name: str, sec: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -179,12 +173,6 @@ def _make_one(name: str, sec: dict[str, Any], timeout: float, context_messages: 
         except ValueError as exc:
             raise ValueError(f"facts backends: {exc}") from None
     raise ValueError(f"facts backends: unknown backend {name!r}")  # pragma: no cover - checked above
-
-
-def _close_sync_best_effort(backends: list[Any]) -> None:
-    """Drop what a failed :func:`make_backends` had made (no I/O was started: an httpx
-    client that never sent a request holds no sockets, so dropping it is enough)."""
-    backends.clear()
 
 
 async def aclose_backends(backends: list[Any]) -> None:

@@ -1,6 +1,6 @@
 """``brave``: the Brave Search API, web search (api-dashboard.search.brave.com documentation).
 
-One GET per search: ``https://api.search.brave.com/res/v1/web/search?q=Q&count=k&text_decorations=0
+One GET per search: ``https://api.search.brave.com/res/v1/web/search?q=Q&count=k&text_decorations=false
 &result_filter=web`` with headers ``X-Subscription-Token: <key>`` and ``Accept: application/json``
 -> ``{"type": "search", "query": {...}, "web": {"type": "search", "results": [{"title", "url",
 "description", "page_age"?, "age"?, "extra_snippets"?, "meta_url": {...}, ...}]}}``.
@@ -41,7 +41,7 @@ class BraveBackend(HttpBackend):
         super().__init__(url, timeout_s=timeout_s, retries=retries, client=client,
                          headers={"Accept": "application/json", "X-Subscription-Token": api_key})
         self.params = {"country": country, "search_lang": search_lang,
-                       "extra_snippets": "1" if extra_snippets else None}
+                       "extra_snippets": "true" if extra_snippets else None}
 
     async def search(self, query: str, k: int = 5) -> list[Passage]:
         """Up to ``k`` (<= 20) passages (title + description), rank order. Raises
@@ -50,7 +50,7 @@ class BraveBackend(HttpBackend):
         if not query or k <= 0:
             return []
         k = min(int(k), MAX_K)
-        body = await self.get_json({"q": query, "count": k, "text_decorations": "0", "result_filter": "web",
+        body = await self.get_json({"q": query, "count": k, "text_decorations": "false", "result_filter": "web",
                                     **self.params})
         if not isinstance(body, dict):
             raise self._fail("unexpected answer shape (not a JSON object)", 200)

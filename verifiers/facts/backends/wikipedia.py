@@ -1,6 +1,7 @@
 """``wikipedia``: the MediaWiki Action API (any MediaWiki with TextExtracts; Wikipedia by default).
 
-A search is two GETs to the configured ``api.php``, one at a time per backend instance:
+A search is two GETs to the configured ``api.php``; requests to one wiki host go one at a time
+across all instances in the process (a lock per event loop and host, API:Etiquette):
 
 1. ``action=query&list=search&srsearch=Q&srlimit=k&srprop=snippet|timestamp`` -> hits
    ``query.search[] = {ns, title, pageid, snippet, timestamp}`` (API:Search);
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import weakref
 from typing import Any
 from urllib.parse import quote
 
@@ -39,6 +41,17 @@ DEFAULT_USER_AGENT = "veracity-facts/0.1 (https://github.com/veracity; contact: 
 MAX_K = 20
 
 _SENT_END = re.compile(r"(?<=[.!?])\s+")
+
+#: One lock per (event loop, wiki host): backends are made per request, and the etiquette is
+#: per client, so every instance talking to one wiki from this process queues on one lock.
+_HOST_LOCKS: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def host_lock(host: str) -> asyncio.Lock:
+    """The lock serialising requests to ``host`` on the running event loop."""
+    locks = _HOST_LOCKS.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault(host, asyncio.Lock())
 
 
 def _cut(text: str, max_chars: int) -> str:
@@ -83,11 +96,10 @@ class WikipediaBackend(HttpBackend):
                          headers={"User-Agent": user_agent, "Accept": "application/json"}, client=client)
         self.maxlag = maxlag
         self.max_chars = int(max_chars)
-        self._lock = asyncio.Lock()  # one request at a time (API:Etiquette)
 
     async def _api(self, params: dict[str, Any]) -> dict[str, Any]:
         base = {"action": "query", "format": "json", "formatversion": "2", "maxlag": self.maxlag}
-        async with self._lock:
+        async with host_lock(self.host):  # one request at a time (API:Etiquette)
             body = await self.get_json({**base, **params})
         if not isinstance(body, dict):
             raise self._fail("unexpected answer shape (not a JSON object)", 200)
