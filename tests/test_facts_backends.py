@@ -384,14 +384,31 @@ async def test_corpus_ranking_prefers_more_matching_terms(tmp_path):
     assert ps[0].text.startswith("The Eiffel Tower") and len(ps) == 3
 
 
-async def test_rebuild_replaces_documents(tmp_path, corpus_files):
+async def test_rebuild_replaces_documents_and_a_live_backend_sees_it(tmp_path, corpus_files):
     db = tmp_path / "c.sqlite3"
     first = build_corpus(corpus_files, db)
+    b = LocalBackend(db)
+    assert "opened in 2015" in (await b.search("Porto warehouse", 1))[0].text
     corpus_files[2].write_text("The warehouse in Porto closed in 2020.\n", encoding="utf-8")
     again = build_corpus(corpus_files, db)
     assert again.total_passages == first.total_passages
-    ps = await LocalBackend(db).search("Porto warehouse", 5)
+    ps = await b.search("Porto warehouse", 5)
     assert [p.text for p in ps] == ["The warehouse in Porto closed in 2020."]
+    # a corpus file replaced by a new one (new inode) is read afresh
+    db.unlink()
+    build_corpus([corpus_files[4]], db)
+    assert await b.search("Porto warehouse", 5) == []
+    assert (await b.search("Danube", 1))[0].text == "The Danube flows through ten countries."
+
+
+async def test_missing_corpus_at_search_time_is_source_unavailable(tmp_path, corpus_files):
+    db = tmp_path / "c.sqlite3"
+    build_corpus(corpus_files[:1], db)
+    b = LocalBackend(db)
+    db.unlink()
+    with pytest.raises(SourceUnavailable) as ei:
+        await b.search("leave", 1)
+    assert ei.value.backend == "local"
 
 
 @pytest.mark.parametrize("query", ['"', '"unbalanced quote', "AND(", "leave AND(", "*", "leav*", "NEAR",
@@ -547,3 +564,18 @@ async def test_urls_in_the_query_are_never_fetched(api, tmp_path, corpus_files):
         assert trap.hits == []
     assert {h["path"] for h in api.hits} == {"/w/api.php", "/search", "/brave"}
     assert api.hits[0]["query"]["srsearch"] == [q]
+
+
+def test_html_reader_keeps_loose_text_sections_and_table_rows(tmp_path):
+    from verifiers.facts.corpus import read_html
+
+    f = tmp_path / "p.html"
+    f.write_text("<html><head><title>T</title><style>p{}</style></head><body><div>Intro text "
+                 "<p>Revenue grew <i>sharply</i> in 2023.</p> tail</div><h2>Section <em>two</em></h2>"
+                 "<p>Body two.</p><table><tr><th>Year</th><th>Staff</th></tr><tr><td>2023</td><td>4,200</td>"
+                 "</tr></table><aside>Ad</aside></body></html>", encoding="utf-8")
+    (doc,) = read_html(f)
+    assert doc.blocks == [("p", "Intro text"), ("p", "Revenue grew sharply in 2023."), ("p", "tail"),
+                          ("h", "Section two"), ("p", "Body two."), ("p", "Year Staff"), ("p", "2023 4,200")]
+    assert chunk(doc.blocks) == ["Intro text Revenue grew sharply in 2023. tail",
+                                 "Section two Body two. Year Staff 2023 4,200"]
