@@ -224,7 +224,8 @@ def _index_build(p: argparse.ArgumentParser) -> Handler:
                               "plain text, PDF and JSONL files.")
 def _corpus_build(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("files", nargs="+", metavar="FILE",
-                   help=".md/.markdown, .html/.htm, .txt/.text/.rst, .pdf or .jsonl (title/text/url/date per line)")
+                   help=".md/.markdown, .html/.htm, .txt/.text/.rst, .pdf or .jsonl (title/text/url/date per line); "
+                        "a directory adds every such file under it")
     p.add_argument("--db", default="corpus.sqlite3", help="corpus file to create or extend (default: %(default)s); "
                    "point facts.backends.local.db at it")
 

@@ -215,9 +215,9 @@ async def test_searxng_parses_results(api):
     assert q["q"] == ["tesla q4 2023 deliveries"] and q["format"] == ["json"] and q["categories"] == ["general"]
 
 
-async def test_searxng_respects_k(api):
+async def test_searxng_respects_k_and_base_url_gets_search_path(api):
     api.routes["/search"] = searxng_ok()
-    b = SearxngBackend(api.url + "/search")
+    b = SearxngBackend(api.url + "/")
     try:
         assert len(await b.search("tesla", k=1)) == 1
     finally:
@@ -469,6 +469,11 @@ def test_cli_corpus_build_end_to_end(tmp_path, corpus_files):
     assert "5 files, 6 documents" in r.stdout
     ps = asyncio.run(LocalBackend(db).search("parental leave weeks", 1))
     assert "16 weeks" in ps[0].text
+    # a directory adds every supported file under it (the same documents again: replaced)
+    again = subprocess.run([sys.executable, "-m", "proxy", "corpus", "build", str(tmp_path), "--db", str(db)],
+                           capture_output=True, text=True, cwd=root, timeout=120)
+    assert again.returncode == 0 and "5 files, 6 documents" in again.stdout, again.stderr
+    assert again.stdout.strip().endswith(r.stdout.strip().split("; ")[1])  # same total
     bad = subprocess.run([sys.executable, "-m", "proxy", "corpus", "build", str(tmp_path / "x.exe"), "--db", str(db)],
                          capture_output=True, text=True, cwd=root, timeout=120)
     assert bad.returncode == 2 and "unsupported file type" in bad.stderr

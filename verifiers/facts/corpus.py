@@ -333,15 +333,30 @@ def add_documents(conn: sqlite3.Connection, docs: Iterable[Document]) -> tuple[i
     return nd, npass
 
 
+def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
+    """Files named in ``paths``; a directory stands for every file under it with a supported
+    suffix (recursively, sorted; hidden files and folders skipped)."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out.extend(f for f in sorted(p.rglob("*"))
+                       if f.is_file() and f.suffix.lower() in SUFFIXES
+                       and not any(part.startswith(".") for part in f.relative_to(p).parts))
+        else:
+            out.append(p)
+    return out
+
+
 def build_corpus(files: Sequence[str | Path], db: str | Path) -> BuildStats:
-    """Add ``files`` to the corpus at ``db`` (created when missing), one transaction per file.
+    """Add ``files`` (or every supported file under a directory, :func:`expand_paths`) to the
+    corpus at ``db`` (created when missing), one transaction per file.
 
     Returns :class:`BuildStats`. Raises ValueError (unsupported type, bad JSONL line, not a
     corpus) or OSError (missing/unreadable file) before anything of that file is written."""
     stats = BuildStats()
     conn = connect(db, create=True)
     try:
-        for f in files:
+        for f in expand_paths(files):
             docs = list(read_file(f))  # read fully first: a bad file writes nothing
             with conn:
                 nd, np_ = add_documents(conn, docs)

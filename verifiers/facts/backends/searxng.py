@@ -27,7 +27,8 @@ PASS_THROUGH = ("categories", "engines", "language", "safesearch", "time_range")
 
 class SearxngBackend(HttpBackend):
     """The ``searxng`` backend (module doc). ``url``: the instance's search endpoint, e.g.
-    ``http://searx.internal:8080/search``; ``params``: any of :data:`PASS_THROUGH`."""
+    ``http://searx.internal:8080/search`` (a bare base URL gets ``/search``); ``params``: any
+    of :data:`PASS_THROUGH`."""
 
     name = "searxng"
 
@@ -37,6 +38,8 @@ class SearxngBackend(HttpBackend):
         headers = {"Accept": "application/json"}
         if user_agent:
             headers["User-Agent"] = user_agent
+        if isinstance(url, str) and httpx.URL(url.strip()).path in ("", "/"):
+            url = url.strip().rstrip("/") + "/search"  # the instance's base URL was given
         super().__init__(url, timeout_s=timeout_s, retries=retries, headers=headers, client=client)
         self.params = {k: v for k, v in (params or {}).items() if k in PASS_THROUGH and v is not None}
 
