@@ -9,8 +9,8 @@ name       settings (``config[name]``)              cost per ``search(query, k)`
 context    none (the request's own messages)        no network
 local      ``db`` (required): corpus path           no network; one SQLite FTS5 query
 wikipedia  ``url`` | ``lang`` (default ``en``),     2 GETs (search, then extracts), one at a time per
-           ``user_agent``, ``maxlag``,              instance; free, no key; contactable User-Agent
-           ``max_chars``                            expected
+           ``user_agent``, ``maxlag``,              wiki host in the process; free, no key; contactable
+           ``max_chars``                            User-Agent expected
 searxng    ``url`` (required: the ``/search``       1 GET to your instance; JSON must be enabled there
            endpoint), ``categories``, ``engines``,
            ``language``, ``safesearch``,
