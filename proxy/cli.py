@@ -220,6 +220,30 @@ def _index_build(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+@command("corpus build", help="Build the facts verifier's local search corpus (SQLite FTS5) from Markdown, HTML, "
+                              "plain text, PDF and JSONL files.")
+def _corpus_build(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help=".md/.markdown, .html/.htm, .txt/.text/.rst, .pdf or .jsonl (title/text/url/date per line); "
+                        "a directory adds every such file under it")
+    p.add_argument("--db", default="corpus.sqlite3", help="corpus file to create or extend (default: %(default)s); "
+                   "point facts.backends.local.db at it")
+
+    def run(args: argparse.Namespace) -> int:
+        from verifiers.facts.corpus import build_corpus
+
+        try:
+            st = build_corpus(args.files, args.db)
+        except (OSError, ValueError) as exc:
+            print(f"veracity: {exc}", file=sys.stderr)
+            return 2
+        print(f"{args.db}: {st.files} files, {st.documents} documents, {st.passages} passages added; "
+              f"{st.total_passages} passages in total")
+        return 0
+
+    return run
+
+
 def _review_store(config: str | None):
     """The review store of ``--config`` (else ``$VERACITY_CONFIG``, else ./veracity.yaml, else
     the default ``.veracity/reviews.sqlite3`` in the working folder), or a message."""
