@@ -168,6 +168,12 @@ def env(tmp_path_factory, gateway_factory):
     cheap.stop()
 
 
+@pytest.fixture(autouse=True)
+def _reset_mocks(env):
+    env["mock"].reset()
+    env["cheap"].reset()
+
+
 def ask(env, policy: str, question: str, **kw: Any):
     c = openai.OpenAI(base_url=env["gw"].base_url, api_key="sk-test", max_retries=0, timeout=240,
                       default_headers={"x-veracity-policy": policy})
@@ -238,7 +244,10 @@ def test_model_plan_catches_a_wrong_value_and_the_correction_is_verified_again(e
     resp, rep = ask(env, "plans", "[case:plan-fail] How fast is the train on average?")
     assert resp.choices[0].message.content == PLAN_DRAFT
     assert rep["status"] == "corrected", rep
-    assert rep["rounds"][0]["status"] == "failed"
+    # what the first draft got wrong, and the round that fixed it
+    assert [c["claim"] for c in rep["corrected_checks"]] == ["its average speed is 90 km/h"]
+    assert rep["corrected_checks"][0]["outcome"] == "fail" and rep["corrected_checks"][0]["expected"] == "80"
+    assert rep["rounds"][0]["status"] == "passed"
     fix = [r["body"] for r in env["mock"].requests() if r.get("rule") == "plan-fail-fix"]
     assert len(fix) == 1 and "120 / 1.5" in fix[0]["messages"][-1]["content"]
     assert len(rules_hit(env["mock"], "plan-fail-plan")) == 2        # each draft planned once
