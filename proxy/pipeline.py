@@ -62,7 +62,7 @@ from proxy.audit import make_record
 from proxy.auth import Principal
 from proxy.budget import RequestBudget
 from proxy.config import GatewayConfig
-from proxy.correction import choice_text, completion_text, correct
+from proxy.correction import choice_text, completion_text, correct, walked_states
 from proxy.errors import GatewayError, UpstreamError, error_body, sse_error_event
 from proxy.policy import KeyGrant, Policy, PolicyError, resolve
 from proxy.sse import IncompleteStream, assemble, parse_stream
@@ -177,6 +177,7 @@ async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> S
     if mode == "observe":
         report.status, report.reason = "skipped", "observe: verified in the background"
         report.extra["policy"] = plan.policy.name
+        report.extra["states"] = walked_states(report)
         events = _observe_stream(ctx, plan, stream)
     elif mode == "passthrough":
         events = _passthrough_stream(ctx, plan, stream, report)
@@ -351,7 +352,8 @@ def forwards_only(policy: Policy) -> bool:
 
 def checks_off_report(policy: Policy) -> Report:
     """The report of an answer forwarded under a :func:`forwards_only` policy."""
-    return Report(status="skipped", reason="no verifier enabled", extra={"policy": policy.name})
+    return Report(status="skipped", reason="no verifier enabled",
+                  extra={"policy": policy.name, "states": walked_states(Report())})
 
 
 def _inject_sentinel(plan: _Plan, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -579,6 +581,7 @@ async def _verify_choices(ctx: RequestContext, plan: _Plan, draft: dict[str, Any
         # as for one choice (_verify_and_correct): the choice's `cost.ms` is the wall time its
         # verification added, its own correction rounds included (not only the last draft's checks)
         rep.cost.ms = spent[i] * 1000.0
+        rep.extra["states"] = walked_states(rep)
         final.append((index, rep))
     _correction_metrics([rep for _, rep in final])
     return draft, choices.combine(final)
@@ -596,9 +599,13 @@ def _skipped(plan: _Plan, text: str) -> Report | None:
 
 async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report,
                   checks_seen: bool = False) -> None:
-    """Metrics, daily budget charge and the audit record of one verified answer
-    (``checks_seen``: the checks were already counted run by run)."""
+    """Metrics, daily budget charge, the audit record and the review queue (:mod:`proxy.review`)
+    of one verified answer (``checks_seen``: the checks were already counted run by run). Sets
+    the report's ``states`` (:func:`proxy.correction.walked_states`) first, so every verifying
+    path (non-stream, buffer, passthrough, observe) reports the states actually walked."""
     rt = runtime.get(ctx.config)
+    if "choices" not in report.extra:  # n > 1: each choice's entry carries its own states
+        report.extra["states"] = walked_states(report)
     vmetrics.observe_report(report, model=ctx.model, team=ctx.team, checks=not checks_seen)
     ctx.log["veracity_checks"] = len(report.checks)
     if report.cost.tokens:
@@ -674,6 +681,7 @@ def _observe_in_background(ctx: RequestContext, plan: _Plan, draft: dict[str, An
         runtime.get(ctx.config).spawn(_observe_job(ctx, plan, draft))
     report = Report(status="skipped", reason="observe: verified in the background for metrics and audit")
     report.extra["policy"] = plan.policy.name
+    report.extra["states"] = walked_states(report)
     return report
 
 
@@ -697,6 +705,8 @@ async def _verify_only(plan: _Plan, completion: dict[str, Any]) -> Report:
     if plan.skip_reason:
         return Report(status="skipped", reason=plan.skip_reason)
     reports = await asyncio.gather(*(one(single) for _, single in parts))
+    for rep in reports:
+        rep.extra["states"] = walked_states(rep)
     return choices.combine([(index, rep) for (index, _), rep in zip(parts, reports)])
 
 
