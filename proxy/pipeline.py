@@ -165,7 +165,7 @@ async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> S
     plan = await _plan(ctx, body)
     mode = "observe" if plan.policy.on_failure == "observe" else plan.policy.streaming.mode
     request = plan.body
-    if mode == "buffer":
+    if mode in ("buffer", "passthrough"):
         request, plan.sentinel_on = _inject_sentinel(plan, plan.body)
     stream = await ctx.upstream.open_stream(request)
     try:
@@ -179,6 +179,8 @@ async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> S
         report.extra["policy"] = plan.policy.name
         report.extra["states"] = walked_states(report)
         events = _observe_stream(ctx, plan, stream)
+    elif mode == "passthrough" and plan.sentinel_on:
+        events = _sentinel_stream(ctx, plan, request, stream, report)
     elif mode == "passthrough":
         events = _passthrough_stream(ctx, plan, stream, report)
     else:
@@ -460,11 +462,7 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
         settled = await sentinel.settle(request, draft, complete, mode=policy.sentinel.mode,
                                         max_rounds=policy.sentinel.max_rounds, budget=plan.budget)
         draft = settled.completion
-        schema = sentinel.overhead_tokens_cached()
-        plan.sentinel_info = {"injected": True, "schema_tokens": schema, **settled.info}
-        vmetrics.EXTRA_TOKENS.labels("sentinel").inc(settled.info["extra_tokens"])
-        if schema:
-            vmetrics.EXTRA_TOKENS.labels("sentinel_schema").inc(schema)
+        _settled(plan, settled)
     t_verify = time.perf_counter()
     text = completion_text(draft)
     rounds = policy.correction.max_rounds if policy.on_failure in ("correct", "block") else 0
@@ -477,15 +475,30 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
             draft, report = await _verify_one(ctx, plan, plan.body, draft, text, complete, rounds)
             _correction_metrics([report])
     report.extra["policy"] = policy.name
+    _sentinel_entry(plan, report)
+    report.cost.ms = (time.perf_counter() - t_verify) * 1000.0
+    if report.risk is None and text and policy.verifiers.enabled():
+        report.risk = risk_mod.score(plan.question, text).to_dict()
+    return draft, report
+
+
+def _settled(plan: _Plan, settled: sentinel.SettleResult) -> None:
+    """Keep the sentinel's record (``plan.sentinel_info``) and count its extra tokens."""
+    schema = sentinel.overhead_tokens_cached()
+    plan.sentinel_info = {"injected": True, "schema_tokens": schema, **settled.info}
+    vmetrics.EXTRA_TOKENS.labels("sentinel").inc(settled.info["extra_tokens"])
+    if schema:
+        vmetrics.EXTRA_TOKENS.labels("sentinel_schema").inc(schema)
+
+
+def _sentinel_entry(plan: _Plan, report: Report) -> None:
+    """The report's ``sentinel`` entry (injected or why not) and the sentinel's extra calls and
+    tokens in ``report.cost``."""
     if plan.sentinel_info is not None:
         report.extra["sentinel"] = plan.sentinel_info
         if plan.sentinel_info.get("injected"):
             report.cost.tokens += plan.sentinel_info.get("extra_tokens", 0)
             report.cost.upstream_calls += plan.sentinel_info.get("extra_calls", 0)
-    report.cost.ms = (time.perf_counter() - t_verify) * 1000.0
-    if report.risk is None and text and policy.verifiers.enabled():
-        report.risk = risk_mod.score(plan.question, text).to_dict()
-    return draft, report
 
 
 def _verifier(ctx: RequestContext, plan: _Plan):
@@ -809,19 +822,24 @@ def _is_usage_frame(frame: bytes) -> bool:
     return isinstance(obj, dict) and obj.get("choices") == [] and obj.get("usage") is not None
 
 
-async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream,
-                              report: Report) -> AsyncIterator[bytes]:
+async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream, report: Report, *,
+                              started: bool = False,
+                              frame_filter: Callable[[bytes], bytes] | None = None) -> AsyncIterator[bytes]:
     """Passthrough mode: relay live; hold back the usage chunk and ``[DONE]`` (and, when the
     report rides on the last chunk, everything from the first ``finish_reason`` on); verify;
     then send the report in the usage chunk (when the upstream sent one), on the last chunk
     with a ``finish_reason``, or in one added ``choices: []`` chunk (see
-    :func:`_with_report_frames`), then ``[DONE]``."""
+    :func:`_with_report_frames`), then ``[DONE]``. ``started``: the request budget already
+    runs (the sentinel's rounds came first, :func:`_sentinel_stream`); ``frame_filter``: applied
+    to every relayed piece before anything else (:class:`proxy.sentinel.DeltaFilter`)."""
     parts: list[bytes] = []
     held: list[bytes] = []  # from the first finish_reason on, when the report rides on it
     hold_finish = report_on_last_chunk(plan.body)
     usage_frame: bytes | None = None
     done = False
     async for blob in relay(ctx, stream):
+        if frame_filter is not None:
+            blob = frame_filter(blob)
         if blob.endswith(DONE_FRAME):
             blob, done = blob[: -len(DONE_FRAME)], True
         if b"[]" in blob or held or (hold_finish and has_finish(blob)):
@@ -847,15 +865,7 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
         return
     parsed = parse_stream(b"".join(parts + held + ([usage_frame] if usage_frame else [])))
     completion = assemble(parsed.chunks, done=True, strict=False) if parsed.chunks else {}
-    final = _skipped(plan, completion_text(completion)) if len(choices.choice_list(completion)) <= 1 else None
-    if final is None:
-        t0 = time.perf_counter()
-        plan.start_verification()
-        final = await _verify_only(plan, completion)
-        final.cost.ms = (time.perf_counter() - t0) * 1000.0
-        if final.status == "failed":
-            final.reason = "passthrough: the answer was already sent; failed checks are reported, not corrected"
-    final.extra["policy"] = plan.policy.name
+    final = await _passthrough_report(plan, completion, started=started)
     await _finish(ctx, plan, completion, final)
     _update(report, final)
     if usage_frame is not None:
@@ -868,6 +878,98 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
         for frame in _with_report_frames(plan, held, completion, final.to_dict(), ctx.model):
             yield frame
     yield DONE_FRAME
+
+
+async def _passthrough_report(plan: _Plan, completion: dict[str, Any], *, started: bool = False) -> Report:
+    """The report of an answer relayed in passthrough mode: verified, never corrected (it was
+    already sent), with the sentinel's entry. ``started``: keep the running request budget."""
+    final = _skipped(plan, completion_text(completion)) if len(choices.choice_list(completion)) <= 1 else None
+    if final is None:
+        t0 = time.perf_counter()
+        if not started:
+            plan.start_verification()
+        final = await _verify_only(plan, completion)
+        final.cost.ms = (time.perf_counter() - t0) * 1000.0
+        if final.status == "failed":
+            final.reason = "passthrough: the answer was already sent; failed checks are reported, not corrected"
+    final.extra["policy"] = plan.policy.name
+    _sentinel_entry(plan, final)
+    return final
+
+
+#: the stand-in completion :func:`_sentinel_stream` gives ``sentinel.settle`` for the final turn,
+#: which goes to the client live instead
+_LIVE = "_veracity_live_turn"
+
+
+async def _sentinel_stream(ctx: RequestContext, plan: _Plan, request: dict[str, Any], stream: UpstreamStream,
+                           report: Report) -> AsyncIterator[bytes]:
+    """Passthrough mode with the sentinel offered (e.g. the shipped ``agent`` policy).
+
+    A turn that is offered ``verify_result`` is held (keep-alive comments, never relayed: it may
+    call the tool), and :func:`proxy.sentinel.settle` runs its rounds as on the non-stream
+    path: the first turn is the client's stream, collected; rounds that still offer the tool
+    (not ready yet, the ``forced`` check) are non-stream calls. The turn that no longer offers
+    it (ready, or the last round) is streamed to the client live, through
+    :class:`proxy.sentinel.DeltaFilter` (a model that calls the tool anyway is not relayed),
+    and verified as in :func:`_passthrough_stream`; when the final answer is a held turn (the
+    model answered without the tool, or called only the client's tools) it is streamed from
+    the assembled completion (:func:`proxy.streaming.completion_frames`). The client sees one
+    stream: comments, then one turn's chunks (one id, one ``finish_reason``), the report, then
+    ``[DONE]``; the report carries the ``sentinel`` entry."""
+    live: dict[str, UpstreamStream] = {}
+    complete = _counting(ctx, plan)
+
+    async def turn(req: dict[str, Any]) -> dict[str, Any]:
+        if sentinel.offers_tool(req):
+            return await complete(req)  # held: it may call verify_result again
+        body = dict(req, stream=True)
+        if isinstance(plan.body.get("stream_options"), dict):
+            body["stream_options"] = plan.body["stream_options"]
+        opened = await ctx.upstream.open_stream(body)
+        try:
+            await opened.peek()
+        except BaseException:
+            await opened.aclose()
+            raise
+        live["stream"] = opened
+        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
+                             "finish_reason": "stop"}], _LIVE: True}
+
+    async def work() -> list[bytes]:
+        try:
+            draft, err = await _collect(stream)
+        finally:
+            await stream.aclose()
+        if err is not None:
+            report.status, report.reason = "error", "upstream stream failed"
+            return [err]
+        plan.start_verification()
+        settled = await sentinel.settle(request, draft, turn, mode=plan.policy.sentinel.mode,
+                                        max_rounds=plan.policy.sentinel.max_rounds, budget=plan.budget)
+        _settled(plan, settled)
+        if settled.completion.get(_LIVE) and "stream" in live:
+            return []  # the final turn is relayed live below
+        completion = settled.completion
+        final = await _passthrough_report(plan, completion, started=True)
+        await _finish(ctx, plan, completion, final)
+        _update(report, final)
+        frames = completion_frames(completion, usage=include_usage(plan.body))
+        return _with_report_frames(plan, frames, completion, final.to_dict(), ctx.model) + [DONE_FRAME]
+
+    stats: dict[str, Any] = {}
+    try:
+        async for frame in hold(work(), plan.policy.streaming.keepalive_s, stats=stats):
+            yield frame
+        if "stream" in live:
+            async for frame in _passthrough_stream(ctx, plan, live["stream"], report, started=True,
+                                                   frame_filter=sentinel.DeltaFilter()):
+                yield frame
+    finally:
+        ctx.log["keepalives"] = stats.get("keepalives", 0)
+        await stream.aclose()
+        if "stream" in live:
+            await live["stream"].aclose()
 
 
 async def _observe_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream) -> AsyncIterator[bytes]:
