@@ -57,7 +57,9 @@ REFUSAL = re.compile(
     r"|(?:无法|不能|没法)(?:帮助|帮您|帮你|回答|提供|完成|协助|处理))")
 
 # a number as written: thousands groups (comma, space, no-break/narrow/thin space), decimals, a sign
-_NUM = re.compile(r"(?<![\w.,])([-−]?)(\d{1,3}(?:[,\u00a0\u202f\u2009 ]\d{3})+(?!\d)|\d+)(\.\d+)?(?![\d])")
+# (ASCII word characters only before it: in Chinese text a number follows a character, "等于391")
+_NUM = re.compile(r"(?<![A-Za-z0-9_.,])([-−]?)(\d{1,3}(?:[,\u00a0\u202f\u2009 ]\d{3})+(?!\d)|\d+)(\.\d+)?"
+                  r"(?:[eE]([-+]?\d+)|\s*[×x*]\s*10\s*(?:\^|\*\*)\s*\(?([-−+]?\d+)\)?)?(?!\d)")
 _SEPARATORS = str.maketrans("", "", ",\u00a0\u202f\u2009 ")
 # a negation right before a value: "is not 391", "isn't 391", "≠ 391", "does not equal 391", "不是391"
 _NEGATED = re.compile(r"(?i)(?:≠|!=|\bnot|n't|n’t|\bnever|不是|不等于|并非)\s*(?:equal(?:s)?\s*(?:to)?|be|"
@@ -91,7 +93,8 @@ class Divergence:
 
 @dataclass(frozen=True, slots=True)
 class Number:
-    """A number found in text: ``value``, ``decimals`` written after the point, ``start``/``end``
+    """A number found in text: ``value``, ``decimals`` (the power of ten of its last written
+    digit, negated: ``3.25`` has 2, ``6.82e-6`` has 8, ``3e3`` has -3), ``start``/``end``
     character offsets."""
 
     value: Decimal
@@ -102,16 +105,17 @@ class Number:
 
 def numbers(text: str) -> list[Number]:
     """Every number written in ``text``, thousands separators joined (``1,391``, ``1 391``,
-    ``1\\u00a0391`` -> 1391), ``−`` read as minus. Digits glued to letters (``x2``) are not
-    numbers."""
+    ``1\\u00a0391`` -> 1391), ``−`` read as minus, scientific notation read (``6.82e-6``,
+    ``6.82 × 10^-6``). Digits glued to ASCII letters (``x2``) are not numbers."""
     out = []
     for m in _NUM.finditer(text or ""):
         sign, whole, frac = m.group(1), m.group(2).translate(_SEPARATORS), m.group(3) or ""
+        exp = int((m.group(4) or m.group(5) or "0").replace("−", "-"))
         try:
-            value = Decimal(("-" if sign else "") + whole + frac)
+            value = Decimal(("-" if sign else "") + whole + frac).scaleb(exp)
         except InvalidOperation:  # pragma: no cover - the regex only lets digits through
             continue
-        out.append(Number(value, max(0, len(frac) - 1), m.start(), m.end()))
+        out.append(Number(value, max(0, len(frac) - 1) - exp, m.start(), m.end()))
     return out
 
 

@@ -9,7 +9,7 @@ prompt (its user turn starts with :data:`EVIDENCE`). Right values are computed h
 
 from __future__ import annotations
 
-import json
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -46,8 +46,8 @@ def _fix(tag: str, first: str, *fixes: str) -> list[dict[str, Any]]:
 REWRITES = {
     "rw-eq": (WRONG, f"17 * 23 = {RIGHT} apples"),
     "rw-words": (WRONG, f"There are {RIGHT} apples (17 × 23)."),
-    "rw-comma": (f"170 * 23 = 3,901 apples", f"That makes {BIG:,} apples in all."),
-    "rw-nbsp": (f"170 * 23 = 3,901 apples", f"That makes {BIG:,} apples in all.".replace(",", "\u00a0")),
+    "rw-comma": ("170 * 23 = 3,901 apples", f"That makes {BIG:,} apples in all."),
+    "rw-nbsp": ("170 * 23 = 3,901 apples", f"That makes {BIG:,} apples in all.".replace(",", "\u00a0")),
 }
 
 RULES: list[dict[str, Any]] = [
@@ -210,6 +210,7 @@ CLAIM = Check("arithmetic", "17 * 23 = 401", "fail", "391", "401",
 @pytest.mark.parametrize("text", [
     "17 * 23 = 391 apples", "There are 391 apples (17 × 23).", "17×23=391", "Sorry, the answer is 391.",
     "17 × 23 is not 401, it is 391.", "17 * 23 = 402 apples",  # still about the claim: verified as usual
+    "17乘以23等于391个苹果。", "17 × 23 = 3.91e2 apples", "17 × 23 = 3.91 × 10^2",
 ])
 def test_no_false_alarm_on_answers_that_keep_the_claim(text):
     assert diverged([CLAIM], text, WRONG) is None
@@ -231,6 +232,15 @@ def test_thousands_separators():
     for text in ("1,391", "1 391", "1\u00a0391", "1\u202f391", "1\u2009391"):
         assert [n.value for n in numbers(text)] == [1391], text
     assert [n.value for n in numbers("−3.25 and x2 and 391.")] == [-3.25, 391]
+    assert [n.value for n in numbers("共391个，6.82e-6 或 6.82 × 10^-6")] == [391, Decimal("6.82e-6"), Decimal("6.82e-6")]
+
+
+def test_claim_subject_from_the_draft_words_when_it_wrote_no_operands():
+    total = Check("arithmetic", "2500 * 1.045**6 = 3175.0", "fail", 3255.65, 3175.0, {"input": "2500*1.045**6"})
+    old = "The total is $3,175.00."
+    assert diverged([total], "The total is $3,300.00.", old) is None      # same subject, wrong value: verified
+    assert diverged([total], "The total is $3,255.65.", old) is None
+    assert diverged([total], "Paris is the capital of France.", old).kind == "dropped"
 
 
 def test_a_dropped_citation_is_a_fix_not_divergence():
