@@ -16,7 +16,8 @@ was asked to fix. Per failed check, by kind:
   neither is not judged). It is *reversed* when every mention
   of the expected value is negated (``17 × 23 is not 391``, ``≠ 391``). Otherwise *dropped*.
 * code claims (``code``; planner ``run_python``): kept when the new text still has code (a
-  fenced or indented block).
+  fenced or indented block, inline code in backticks) or names an identifier of the claim
+  (``pandas`` of ``block 1: import pandas as pd``).
 * citations, facts and other claims: not judged (dropping a fabricated reference or a false
   statement *is* the fix).
 
@@ -67,7 +68,10 @@ _NEGATED = re.compile(r"(?i)(?:≠|!=|\bnot|n't|n’t|\bnever|不是|不等于|�
 _OPS = str.maketrans({"×": "*", "·": "*", "∗": "*", "÷": "/", "−": "-", "^": "**", "–": "-"})
 _SPLIT_CLAIM = re.compile(r"\s*(?:=|≈|≅|~=|\bis\b|\bequals\b)\s*")
 _WORD = re.compile(r"[^\W\d_]{3,}")
-_FENCE = re.compile(r"```|~~~|^(?: {4}|\t)\S", re.M)
+_FENCE = re.compile(r"```|~~~|`[^`\n]+`|^(?: {4}|\t)\S", re.M)
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+_KEYWORDS = frozenset({"block", "blocks", "import", "from", "def", "return", "print", "class", "for", "while",
+                       "and", "not", "the", "True", "False", "None", "self", "stdin", "lambda", "with"})
 _NUMERIC_TOOLS = frozenset({"calculate", "sympy_equivalent", "convert_units"})
 _CODE_TOOLS = frozenset({"run_python"})
 _COMMON = frozenset({"the", "and", "are", "was", "were", "that", "this", "with", "for", "from", "then", "than",
@@ -236,7 +240,9 @@ def diverged(failed: Sequence[Check], new_text: str, old_text: str | None = None
             if verdict != "unknown":
                 verdicts.append((c, verdict))
         elif kind == "code":
-            verdicts.append((c, "kept" if has_code else "dropped"))
+            names = set(_IDENT.findall(str(c.claim or ""))) - _KEYWORDS
+            kept = has_code or any(re.search(rf"\b{re.escape(n)}\b", text) for n in names)
+            verdicts.append((c, "kept" if kept else "dropped"))
     if any(v == "kept" for _, v in verdicts):
         return None
     if is_refusal(text):

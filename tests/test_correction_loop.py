@@ -273,3 +273,12 @@ async def test_planning_state_only_when_a_plan_was_made():
     assert walked_states(Report(status="skipped")) == [State.INITIAL_GENERATION.value]
     unverified = Report(status="unverified", checks=[Check("arithmetic", "x", "unknown")])
     assert walked_states(unverified) == ["INITIAL_GENERATION", "EXECUTING_VERIFICATION"]
+
+
+def test_code_claims_kept_by_code_or_its_names_dropped_otherwise():
+    code = Check("code", "block 1: import pandas as pd", "fail", None, "ValueError", {"stderr": "ValueError: ..."})
+    assert diverged([code], "```python\nimport pandas as pd\nprint(df[m1 & m2])\n```") is None
+    assert diverged([code], "Combine the masks with `&`: `df[(a > 0) & (a < 120)]`.") is None
+    assert diverged([code], "With pandas, combine the masks with & rather than and.") is None
+    assert diverged([code], "The weather in Paris is sunny today.").kind == "dropped"
+    assert diverged([code], REFUSAL).kind == "refusal"
