@@ -12,7 +12,7 @@ The sequence (DESIGN.md "The path of one request"), in :func:`chat_completion`:
    the request's ``veracity`` object within the policy's ``overridable``), check the daily
    budgets, start the request budget; the ``veracity`` field is never sent upstream.
 2. ``sentinel.inject`` (policy ``sentinel.mode``; never when the client's ``tool_choice`` is
-   ``none``/``required``/forces its own tool).
+   ``none``/``required``/forces its own tool; streams too, ``buffer`` and ``passthrough``).
 3. ``upstream.complete``; 4. ``sentinel.settle`` (``verify_result`` calls intercepted).
 5-7. ``correction.correct``: risk score -> verifiers (only those the risk triggers and the
    policy enables) -> evidence-based correction rounds within budget and deadline. With
@@ -26,8 +26,9 @@ Side effects: metrics (:mod:`proxy.verification_metrics`), daily budget charge, 
 
 Streaming (:func:`chat_completion_stream`): ``buffer`` holds the stream (keep-alive comments),
 runs the same sequence, then streams the final answer as valid chunks; ``passthrough`` relays
-live and sends the report before ``[DONE]``; ``observe`` relays live and verifies in the
-background. Both verifying modes end with the report: on the last chunk with a
+live and sends the report before ``[DONE]`` (with the sentinel offered, turns that may call
+``verify_result`` are held and only the final turn is relayed, :func:`_sentinel_stream`);
+``observe`` relays live and verifies in the background. Both verifying modes end with the report: on the last chunk with a
 ``finish_reason`` (one choice, no usage chunk asked), else in a ``choices: []`` chunk.
 
 Contract for the steps:
