@@ -12,11 +12,16 @@ It needs no HTTP: :func:`correct` takes an async ``complete(body) -> chat.comple
 functions.
 
 Stop rules (first that applies): every check passes; ``max_rounds`` correction rounds done;
-the same failure twice in a row (oscillation: the new draft fails exactly the checks the
-previous one failed, with the same stated values); the request budget is exhausted (extra
-calls, extra tokens); the verification deadline passed; the upstream call failed or the model
-answered without text. The answer returned is the best draft seen: the fewest failed checks,
-ties to the latest; every round is recorded in ``report.rounds``.
+divergence (design §4.2 "answer divergence": the new draft refuses, drops or negates the
+claims it was asked to fix, :mod:`proxy.divergence`; never ``corrected``); oscillation (the
+new draft fails exactly the checks the previous one failed, with the same stated values, or a
+failed claim goes back to a value it stated before a different one: A, B, A); the request
+budget is exhausted (extra calls, extra tokens); the verification deadline passed; the
+upstream call failed or the model answered without text. The answer returned is the best
+draft seen: the fewest failed checks, ties to the latest; every round is recorded in
+``report.rounds``, the states actually walked in ``report.extra["states"]``
+(:func:`walked_states`), the stop in ``report.extra["correction"]`` (read by the review queue,
+:func:`proxy.review.review_reason`: ``divergence`` and ``MAX_RETRY_EXCEEDED`` go to people).
 """
 
 from __future__ import annotations
@@ -32,10 +37,11 @@ from typing import Any
 
 from verifiers._types import Check, Report
 
+from proxy import divergence
 from proxy.budget import RequestBudget, usage_tokens
 
 __all__ = ["State", "CorrectionResult", "correct", "evidence_prompt", "failure_signature",
-           "completion_text", "choice_text"]
+           "completion_text", "choice_text", "walked_states"]
 
 Complete = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 Verify = Callable[[str], Awaitable[Report]]
@@ -62,9 +68,10 @@ class CorrectionResult:
     ``completion``: the chat.completion dict to return (the best draft). ``report``: that
     draft's checks, with ``status`` (``passed`` | ``corrected`` | ``failed`` | ``skipped``),
     ``rounds`` and ``cost``. ``state``: the final state. ``stop_reason``: ``passed``,
-    ``max_rounds``, ``oscillation``, ``budget:<what>``, ``deadline``, ``upstream_error``,
+    ``max_rounds``, ``oscillation``, ``divergence``, ``budget:<what>``, ``deadline``, ``upstream_error``,
     ``no_text``, ``not_failed``, or ``not_attempted`` (checks failed but ``max_rounds`` was 0:
-    no correction was tried; state ``VERIFICATION_FAILED``). ``history``: every state visited.
+    no correction was tried; state ``VERIFICATION_FAILED``). ``history``: every state visited
+    (also in ``report.extra["states"]``).
     """
 
     completion: dict[str, Any]
@@ -196,6 +203,38 @@ def _round_record(n: int, report: Report, tokens: int, ms: float, state: State) 
     }
 
 
+def _pass_states(rep: Report) -> list[State]:
+    """The states one verification pass walked, from its report: ``PLANNING_VERIFICATION`` when
+    a plan was made (``extra["plan_source"]``, set by :mod:`verifiers.run` for template and model
+    plans), ``EXECUTING_VERIFICATION`` when any verifier ran, then ``VERIFICATION_FAILED`` (a
+    check failed) or ``VERIFICATION_PASSED`` (status ``passed``/``corrected``); an ``unverified``
+    or ``error`` pass reached no verdict and ends at ``EXECUTING_VERIFICATION``. A ``skipped``
+    report without checks walked nothing (low risk, no text, budget)."""
+    if rep.status == "skipped" and not rep.checks and not rep.extra.get("plan_source"):
+        return []
+    out = [State.PLANNING_VERIFICATION] if rep.extra.get("plan_source") else []
+    out.append(State.EXECUTING_VERIFICATION)
+    if rep.failed_checks:
+        out.append(State.VERIFICATION_FAILED)
+    elif rep.status in ("passed", "corrected"):
+        out.append(State.VERIFICATION_PASSED)
+    return out
+
+
+def walked_states(report: Report) -> list[str]:
+    """The state sequence (AMTFV, :class:`State` values) ``report``'s answer actually walked.
+
+    A report that went through :func:`correct` carries it in ``report.extra["states"]`` (every
+    verification pass, ``CORRECTING`` per round, ``MAX_RETRY_EXCEEDED`` when the loop gave up);
+    any other report is one pass at most: ``INITIAL_GENERATION`` followed by
+    :func:`_pass_states` (only ``INITIAL_GENERATION`` for an answer that was not verified).
+    The caller stores the result in ``report.extra["states"]`` (the report's ``states``)."""
+    states = report.extra.get("states")
+    if isinstance(states, list) and states:
+        return [str(s) for s in states]
+    return [State.INITIAL_GENERATION.value] + [s.value for s in _pass_states(report)]
+
+
 async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Complete, verify: Verify,
                   max_rounds: int = 3, budget: RequestBudget | None = None,
                   correction_model: str | None = None, initial_report: Report | None = None) -> CorrectionResult:
@@ -213,33 +252,48 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         correction_model: model for the correction calls (policy ``correction.model``).
         initial_report: the draft's report when already computed (skips the first verify).
 
+    Each round's new draft is first checked for divergence (:func:`proxy.divergence.diverged`
+    against the failed checks it was asked to fix: a refusal, a draft that drops or negates
+    them); a divergent draft is not verified, never returned, and ends the loop (stop reason
+    ``divergence``, ``report.extra["correction"]["divergence"]`` says why). A draft that states
+    a value a failed claim already had two or more drafts before (A, B, A) or fails exactly as
+    the previous one did ends the loop as ``oscillation``. The states walked are in
+    ``report.extra["states"]`` (:func:`walked_states`).
+
     Returns a :class:`CorrectionResult`; never raises for upstream or verifier failures.
     """
-    history = [State.INITIAL_GENERATION, State.PLANNING_VERIFICATION, State.EXECUTING_VERIFICATION]
+    history = [State.INITIAL_GENERATION]
     text = completion_text(draft)
     report = initial_report if initial_report is not None else await verify(text or "")
+    history += _pass_states(report)
     rounds: list[dict[str, Any]] = []
     extra_tokens = 0
     extra_calls = 0
+    stop_info: dict[str, Any] = {}
 
     def finish(completion: dict[str, Any], rep: Report, state: State, reason: str, status: str) -> CorrectionResult:
-        history.append(state) if history[-1] is not state else None
+        if history[-1] is not state and state in (State.MAX_RETRY_EXCEEDED, State.VERIFICATION_FAILED,
+                                                  State.VERIFICATION_PASSED):
+            history.append(state)
         rep.status = status  # type: ignore[assignment]
         rep.rounds = rounds
         rep.cost.tokens += extra_tokens
         rep.cost.upstream_calls += extra_calls
-        rep.extra["correction"] = {"state": state.value, "stop_reason": reason}
+        rep.extra["correction"] = {"state": state.value, "stop_reason": reason, **stop_info}
+        rep.extra["states"] = [s.value for s in history]
         return CorrectionResult(completion, rep, state, reason, history)
 
     if not report.failed_checks:
-        return finish(draft, report, State.VERIFICATION_PASSED, "not_failed", report.status)
+        return finish(draft, report, history[-1], "not_failed", report.status)
     first_failed = [c.to_dict() for c in report.failed_checks]
 
-    history.append(State.VERIFICATION_FAILED)
     if max_rounds <= 0:  # the policy (annotate) allows no correction
         return finish(draft, report, State.VERIFICATION_FAILED, "not_attempted", "failed")
     best = (draft, report)
     prev_sig = failure_signature(report)
+    values: dict[str, list[str]] = {}  # each failed claim's stated values, draft by draft (A/B/A)
+    for c in report.failed_checks:
+        values.setdefault(divergence.subject_key(c), []).append(divergence.value_key(c))
     current, current_report = draft, report
     for n in range(1, max_rounds + 1):
         if budget is not None and not budget.allow_call():
@@ -274,21 +328,50 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
             rounds.append({"round": n, "state": State.CORRECTING.value, "error": "no text in correction",
                            "tokens": tokens})
             return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "no_text", "failed")
-        history.append(State.EXECUTING_VERIFICATION)
+        gone = divergence.diverged(current_report.failed_checks, new_text, completion_text(current))
+        if gone is not None:  # refused, dropped or negated what it was asked to fix: not verified
+            rounds.append({"round": n, "state": State.CORRECTING.value, "diverged": gone.kind,
+                           "detail": gone.detail, "tokens": tokens,
+                           "ms": round((time.perf_counter() - t0) * 1000.0, 1)})
+            stop_info["divergence"] = {"round": n, **gone.to_dict()}
+            best[1].reason = f"correction stopped: divergence in round {n} ({gone.kind}: {gone.detail})"
+            return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "divergence", "failed")
         rep = await verify(new_text)
         ms = (time.perf_counter() - t0) * 1000.0
+        walked = _pass_states(rep)
+        history.extend(walked)
         if not rep.failed_checks:
-            history.append(State.VERIFICATION_PASSED)
+            if not walked or walked[-1] is not State.VERIFICATION_PASSED:
+                history.append(State.VERIFICATION_PASSED)  # nothing failed any more: the loop's exit
             rounds.append(_round_record(n, rep, tokens, ms, State.VERIFICATION_PASSED))
             rep.extra["corrected_checks"] = first_failed  # what was wrong in the first draft
             return finish(new, rep, State.VERIFICATION_PASSED, "passed", "corrected")
-        history.append(State.VERIFICATION_FAILED)
         rounds.append(_round_record(n, rep, tokens, ms, State.VERIFICATION_FAILED))
         if len(rep.failed_checks) <= len(best[1].failed_checks):
             best = (new, rep)
         sig = failure_signature(rep)
-        if sig == prev_sig:
+        repeat = _repeated_value(values, rep.failed_checks)
+        if sig == prev_sig or repeat is not None:
+            if repeat is not None:
+                stop_info["oscillation"] = repeat
+            best[1].reason = "correction stopped: oscillation (" + (
+                f"{repeat['claim']}: {' -> '.join(repeat['values'])}" if repeat is not None
+                else "the same failure twice") + ")"
             return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "oscillation", "failed")
         prev_sig = sig
         current, current_report = new, rep
     return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "max_rounds", "failed")
+
+
+def _repeated_value(values: dict[str, list[str]], failed: list[Check]) -> dict[str, Any] | None:
+    """Record each failed claim's value of this round in ``values`` (subject -> values so far);
+    return ``{"claim", "values"}`` for the first claim that went back to a value it stated
+    before a different one (A, B, A), else None."""
+    hit = None
+    for c in failed:
+        seq = values.setdefault(divergence.subject_key(c), [])
+        v = divergence.value_key(c)
+        if hit is None and v in seq[:-1] and seq and seq[-1] != v:
+            hit = {"claim": " ".join(str(c.claim).split())[:120], "values": seq + [v]}
+        seq.append(v)
+    return hit

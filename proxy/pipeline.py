@@ -12,7 +12,7 @@ The sequence (DESIGN.md "The path of one request"), in :func:`chat_completion`:
    the request's ``veracity`` object within the policy's ``overridable``), check the daily
    budgets, start the request budget; the ``veracity`` field is never sent upstream.
 2. ``sentinel.inject`` (policy ``sentinel.mode``; never when the client's ``tool_choice`` is
-   ``none``/``required``/forces its own tool).
+   ``none``/``required``/forces its own tool; streams too, ``buffer`` and ``passthrough``).
 3. ``upstream.complete``; 4. ``sentinel.settle`` (``verify_result`` calls intercepted).
 5-7. ``correction.correct``: risk score -> verifiers (only those the risk triggers and the
    policy enables) -> evidence-based correction rounds within budget and deadline. With
@@ -26,8 +26,9 @@ Side effects: metrics (:mod:`proxy.verification_metrics`), daily budget charge, 
 
 Streaming (:func:`chat_completion_stream`): ``buffer`` holds the stream (keep-alive comments),
 runs the same sequence, then streams the final answer as valid chunks; ``passthrough`` relays
-live and sends the report before ``[DONE]``; ``observe`` relays live and verifies in the
-background. Both verifying modes end with the report: on the last chunk with a
+live and sends the report before ``[DONE]`` (with the sentinel offered, turns that may call
+``verify_result`` are held and only the final turn is relayed, :func:`_sentinel_stream`);
+``observe`` relays live and verifies in the background. Both verifying modes end with the report: on the last chunk with a
 ``finish_reason`` (one choice, no usage chunk asked), else in a ``choices: []`` chunk.
 
 Contract for the steps:
@@ -63,7 +64,7 @@ from proxy.audit import make_record
 from proxy.auth import Principal
 from proxy.budget import RequestBudget
 from proxy.config import GatewayConfig
-from proxy.correction import choice_text, completion_text, correct
+from proxy.correction import choice_text, completion_text, correct, walked_states
 from proxy.errors import GatewayError, UpstreamError, error_body, sse_error_event
 from proxy.policy import KeyGrant, Policy, PolicyError, resolve
 from proxy.sse import IncompleteStream, assemble, parse_stream
@@ -166,7 +167,7 @@ async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> S
     plan = await _plan(ctx, body)
     mode = "observe" if plan.policy.on_failure == "observe" else plan.policy.streaming.mode
     request = plan.body
-    if mode == "buffer":
+    if mode in ("buffer", "passthrough"):
         request, plan.sentinel_on = _inject_sentinel(plan, plan.body)
     stream = await ctx.upstream.open_stream(request)
     try:
@@ -178,7 +179,10 @@ async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> S
     if mode == "observe":
         report.status, report.reason = "skipped", "observe: verified in the background"
         report.extra["policy"] = plan.policy.name
+        report.extra["states"] = walked_states(report)
         events = _observe_stream(ctx, plan, stream)
+    elif mode == "passthrough" and plan.sentinel_on:
+        events = _sentinel_stream(ctx, plan, request, stream, report)
     elif mode == "passthrough":
         events = _passthrough_stream(ctx, plan, stream, report)
     else:
@@ -352,7 +356,8 @@ def forwards_only(policy: Policy) -> bool:
 
 def checks_off_report(policy: Policy) -> Report:
     """The report of an answer forwarded under a :func:`forwards_only` policy."""
-    return Report(status="skipped", reason="no verifier enabled", extra={"policy": policy.name})
+    return Report(status="skipped", reason="no verifier enabled",
+                  extra={"policy": policy.name, "states": walked_states(Report())})
 
 
 def _inject_sentinel(plan: _Plan, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
@@ -461,11 +466,7 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
         settled = await sentinel.settle(request, draft, complete, mode=policy.sentinel.mode,
                                         max_rounds=policy.sentinel.max_rounds, budget=plan.budget)
         draft = settled.completion
-        schema = sentinel.overhead_tokens_cached()
-        plan.sentinel_info = {"injected": True, "schema_tokens": schema, **settled.info}
-        vmetrics.EXTRA_TOKENS.labels("sentinel").inc(settled.info["extra_tokens"])
-        if schema:
-            vmetrics.EXTRA_TOKENS.labels("sentinel_schema").inc(schema)
+        _settled(plan, settled)
     t_verify = time.perf_counter()
     text = completion_text(draft)
     rounds = policy.correction.max_rounds if policy.on_failure in ("correct", "block") else 0
@@ -480,15 +481,30 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
     report.extra["policy"] = policy.name
     if policy.verifiers.facts.unconfirmed_note and text is not None:
         draft = _with_unconfirmed_note(draft, report)
+    _sentinel_entry(plan, report)
+    report.cost.ms = (time.perf_counter() - t_verify) * 1000.0
+    if report.risk is None and text and policy.verifiers.enabled():
+        report.risk = risk_mod.score(plan.question, text).to_dict()
+    return draft, report
+
+
+def _settled(plan: _Plan, settled: sentinel.SettleResult) -> None:
+    """Keep the sentinel's record (``plan.sentinel_info``) and count its extra tokens."""
+    schema = sentinel.overhead_tokens_cached()
+    plan.sentinel_info = {"injected": True, "schema_tokens": schema, **settled.info}
+    vmetrics.EXTRA_TOKENS.labels("sentinel").inc(settled.info["extra_tokens"])
+    if schema:
+        vmetrics.EXTRA_TOKENS.labels("sentinel_schema").inc(schema)
+
+
+def _sentinel_entry(plan: _Plan, report: Report) -> None:
+    """The report's ``sentinel`` entry (injected or why not) and the sentinel's extra calls and
+    tokens in ``report.cost``."""
     if plan.sentinel_info is not None:
         report.extra["sentinel"] = plan.sentinel_info
         if plan.sentinel_info.get("injected"):
             report.cost.tokens += plan.sentinel_info.get("extra_tokens", 0)
             report.cost.upstream_calls += plan.sentinel_info.get("extra_calls", 0)
-    report.cost.ms = (time.perf_counter() - t_verify) * 1000.0
-    if report.risk is None and text and policy.verifiers.enabled():
-        report.risk = risk_mod.score(plan.question, text).to_dict()
-    return draft, report
 
 
 def _with_unconfirmed_note(draft: dict[str, Any], report: Report) -> dict[str, Any]:
@@ -608,6 +624,7 @@ async def _verify_choices(ctx: RequestContext, plan: _Plan, draft: dict[str, Any
         # as for one choice (_verify_and_correct): the choice's `cost.ms` is the wall time its
         # verification added, its own correction rounds included (not only the last draft's checks)
         rep.cost.ms = spent[i] * 1000.0
+        rep.extra["states"] = walked_states(rep)
         final.append((index, rep))
     _correction_metrics([rep for _, rep in final])
     return draft, choices.combine(final)
@@ -625,9 +642,13 @@ def _skipped(plan: _Plan, text: str) -> Report | None:
 
 async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report,
                   checks_seen: bool = False) -> None:
-    """Metrics, daily budget charge and the audit record of one verified answer
-    (``checks_seen``: the checks were already counted run by run)."""
+    """Metrics, daily budget charge, the audit record and the review queue (:mod:`proxy.review`)
+    of one verified answer (``checks_seen``: the checks were already counted run by run). Sets
+    the report's ``states`` (:func:`proxy.correction.walked_states`) first, so every verifying
+    path (non-stream, buffer, passthrough, observe) reports the states actually walked."""
     rt = runtime.get(ctx.config)
+    if "choices" not in report.extra:  # n > 1: each choice's entry carries its own states
+        report.extra["states"] = walked_states(report)
     vmetrics.observe_report(report, model=ctx.model, team=ctx.team, checks=not checks_seen)
     ctx.log["veracity_checks"] = len(report.checks)
     if report.cost.tokens:
@@ -703,6 +724,7 @@ def _observe_in_background(ctx: RequestContext, plan: _Plan, draft: dict[str, An
         runtime.get(ctx.config).spawn(_observe_job(ctx, plan, draft))
     report = Report(status="skipped", reason="observe: verified in the background for metrics and audit")
     report.extra["policy"] = plan.policy.name
+    report.extra["states"] = walked_states(report)
     return report
 
 
@@ -726,6 +748,8 @@ async def _verify_only(plan: _Plan, completion: dict[str, Any]) -> Report:
     if plan.skip_reason:
         return Report(status="skipped", reason=plan.skip_reason)
     reports = await asyncio.gather(*(one(single) for _, single in parts))
+    for rep in reports:
+        rep.extra["states"] = walked_states(rep)
     return choices.combine([(index, rep) for (index, _), rep in zip(parts, reports)])
 
 
@@ -828,19 +852,24 @@ def _is_usage_frame(frame: bytes) -> bool:
     return isinstance(obj, dict) and obj.get("choices") == [] and obj.get("usage") is not None
 
 
-async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream,
-                              report: Report) -> AsyncIterator[bytes]:
+async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream, report: Report, *,
+                              started: bool = False,
+                              frame_filter: Callable[[bytes], bytes] | None = None) -> AsyncIterator[bytes]:
     """Passthrough mode: relay live; hold back the usage chunk and ``[DONE]`` (and, when the
     report rides on the last chunk, everything from the first ``finish_reason`` on); verify;
     then send the report in the usage chunk (when the upstream sent one), on the last chunk
     with a ``finish_reason``, or in one added ``choices: []`` chunk (see
-    :func:`_with_report_frames`), then ``[DONE]``."""
+    :func:`_with_report_frames`), then ``[DONE]``. ``started``: the request budget already
+    runs (the sentinel's rounds came first, :func:`_sentinel_stream`); ``frame_filter``: applied
+    to every relayed piece before anything else (:class:`proxy.sentinel.DeltaFilter`)."""
     parts: list[bytes] = []
     held: list[bytes] = []  # from the first finish_reason on, when the report rides on it
     hold_finish = report_on_last_chunk(plan.body)
     usage_frame: bytes | None = None
     done = False
     async for blob in relay(ctx, stream):
+        if frame_filter is not None:
+            blob = frame_filter(blob)
         if blob.endswith(DONE_FRAME):
             blob, done = blob[: -len(DONE_FRAME)], True
         if b"[]" in blob or held or (hold_finish and has_finish(blob)):
@@ -866,15 +895,7 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
         return
     parsed = parse_stream(b"".join(parts + held + ([usage_frame] if usage_frame else [])))
     completion = assemble(parsed.chunks, done=True, strict=False) if parsed.chunks else {}
-    final = _skipped(plan, completion_text(completion)) if len(choices.choice_list(completion)) <= 1 else None
-    if final is None:
-        t0 = time.perf_counter()
-        plan.start_verification()
-        final = await _verify_only(plan, completion)
-        final.cost.ms = (time.perf_counter() - t0) * 1000.0
-        if final.status == "failed":
-            final.reason = "passthrough: the answer was already sent; failed checks are reported, not corrected"
-    final.extra["policy"] = plan.policy.name
+    final = await _passthrough_report(plan, completion, started=started)
     await _finish(ctx, plan, completion, final)
     _update(report, final)
     if usage_frame is not None:
@@ -887,6 +908,98 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
         for frame in _with_report_frames(plan, held, completion, final.to_dict(), ctx.model):
             yield frame
     yield DONE_FRAME
+
+
+async def _passthrough_report(plan: _Plan, completion: dict[str, Any], *, started: bool = False) -> Report:
+    """The report of an answer relayed in passthrough mode: verified, never corrected (it was
+    already sent), with the sentinel's entry. ``started``: keep the running request budget."""
+    final = _skipped(plan, completion_text(completion)) if len(choices.choice_list(completion)) <= 1 else None
+    if final is None:
+        t0 = time.perf_counter()
+        if not started:
+            plan.start_verification()
+        final = await _verify_only(plan, completion)
+        final.cost.ms = (time.perf_counter() - t0) * 1000.0
+        if final.status == "failed":
+            final.reason = "passthrough: the answer was already sent; failed checks are reported, not corrected"
+    final.extra["policy"] = plan.policy.name
+    _sentinel_entry(plan, final)
+    return final
+
+
+#: the stand-in completion :func:`_sentinel_stream` gives ``sentinel.settle`` for the final turn,
+#: which goes to the client live instead
+_LIVE = "_veracity_live_turn"
+
+
+async def _sentinel_stream(ctx: RequestContext, plan: _Plan, request: dict[str, Any], stream: UpstreamStream,
+                           report: Report) -> AsyncIterator[bytes]:
+    """Passthrough mode with the sentinel offered (e.g. the shipped ``agent`` policy).
+
+    A turn that is offered ``verify_result`` is held (keep-alive comments, never relayed: it may
+    call the tool), and :func:`proxy.sentinel.settle` runs its rounds as on the non-stream
+    path: the first turn is the client's stream, collected; rounds that still offer the tool
+    (not ready yet, the ``forced`` check) are non-stream calls. The turn that no longer offers
+    it (ready, or the last round) is streamed to the client live, through
+    :class:`proxy.sentinel.DeltaFilter` (a model that calls the tool anyway is not relayed),
+    and verified as in :func:`_passthrough_stream`; when the final answer is a held turn (the
+    model answered without the tool, or called only the client's tools) it is streamed from
+    the assembled completion (:func:`proxy.streaming.completion_frames`). The client sees one
+    stream: comments, then one turn's chunks (one id, one ``finish_reason``), the report, then
+    ``[DONE]``; the report carries the ``sentinel`` entry."""
+    live: dict[str, UpstreamStream] = {}
+    complete = _counting(ctx, plan)
+
+    async def turn(req: dict[str, Any]) -> dict[str, Any]:
+        if sentinel.offers_tool(req):
+            return await complete(req)  # held: it may call verify_result again
+        body = dict(req, stream=True)
+        if isinstance(plan.body.get("stream_options"), dict):
+            body["stream_options"] = plan.body["stream_options"]
+        opened = await ctx.upstream.open_stream(body)
+        try:
+            await opened.peek()
+        except BaseException:
+            await opened.aclose()
+            raise
+        live["stream"] = opened
+        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": ""},
+                             "finish_reason": "stop"}], _LIVE: True}
+
+    async def work() -> list[bytes]:
+        try:
+            draft, err = await _collect(stream)
+        finally:
+            await stream.aclose()
+        if err is not None:
+            report.status, report.reason = "error", "upstream stream failed"
+            return [err]
+        plan.start_verification()
+        settled = await sentinel.settle(request, draft, turn, mode=plan.policy.sentinel.mode,
+                                        max_rounds=plan.policy.sentinel.max_rounds, budget=plan.budget)
+        _settled(plan, settled)
+        if settled.completion.get(_LIVE) and "stream" in live:
+            return []  # the final turn is relayed live below
+        completion = settled.completion
+        final = await _passthrough_report(plan, completion, started=True)
+        await _finish(ctx, plan, completion, final)
+        _update(report, final)
+        frames = completion_frames(completion, usage=include_usage(plan.body))
+        return _with_report_frames(plan, frames, completion, final.to_dict(), ctx.model) + [DONE_FRAME]
+
+    stats: dict[str, Any] = {}
+    try:
+        async for frame in hold(work(), plan.policy.streaming.keepalive_s, stats=stats):
+            yield frame
+        if "stream" in live:
+            async for frame in _passthrough_stream(ctx, plan, live["stream"], report, started=True,
+                                                   frame_filter=sentinel.DeltaFilter()):
+                yield frame
+    finally:
+        ctx.log["keepalives"] = stats.get("keepalives", 0)
+        await stream.aclose()
+        if "stream" in live:
+            await live["stream"].aclose()
 
 
 async def _observe_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream) -> AsyncIterator[bytes]:

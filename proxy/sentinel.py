@@ -11,7 +11,9 @@ became "may"); the tool is inserted at a position other than last among the clie
 (71% call rate when last, 87-91% elsewhere); the system rule has at most three lines (eight
 rules dropped the rate to 52%) and says "check only what the user explicitly asked for".
 
-Entry points: :func:`should_inject`, :func:`inject`, :func:`settle`, :func:`overhead_tokens`.
+Entry points: :func:`should_inject`, :func:`inject`, :func:`settle`, :func:`overhead_tokens`;
+for streams, :func:`offers_tool` (is this turn still offered the tool? then it is held, not
+relayed) and :class:`DeltaFilter` (drops ``verify_result`` tool-call deltas from relayed SSE).
 Modes (policy ``sentinel.mode``): ``offered`` — tool + rule injected, calls intercepted;
 ``forced`` — as offered, and when the model answered without calling the tool, one extra call
 forces ``verify_result`` on the draft; if ready, the draft is returned as is (no third call).
@@ -28,9 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.budget import RequestBudget, usage_tokens
+from proxy.sse import encode_chunk
 
 __all__ = ["TOOL_NAME", "TOOL", "RULE", "should_inject", "inject", "settle", "SettleResult",
-           "overhead_tokens", "overhead_tokens_cached", "strip_sentinel"]
+           "overhead_tokens", "overhead_tokens_cached", "strip_sentinel", "offers_tool", "DeltaFilter"]
 
 Complete = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -137,6 +140,85 @@ def _without_tool(body: dict[str, Any]) -> dict[str, Any]:
         for k in ("tools", "tool_choice", "parallel_tool_calls"):
             new.pop(k, None)
     return new
+
+
+def offers_tool(body: Any) -> bool:
+    """Whether the request ``body`` offers ``verify_result`` (the turn may call it)."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    return isinstance(tools, list) and any(_is_ours_tool(t) for t in tools)
+
+
+class DeltaFilter:
+    """A stateful filter of relayed SSE bytes (``data: {chunk}\n\n`` frames, as
+    :class:`proxy.upstream.SSERelay` yields them) that drops ``verify_result`` tool-call deltas:
+    a call is recognised by its first delta (``function.name``) and its later deltas by their
+    ``index`` (OpenAI's chunk format: "The chat completion chunk object", ``tool_calls[].index``).
+    The client's own calls are renumbered from 0 in order of appearance, and a choice whose only
+    calls were ours finishes with ``stop`` instead of ``tool_calls``. Frames without our tool
+    pass unchanged (byte for byte)."""
+
+    __slots__ = ("_ours", "_theirs")
+
+    def __init__(self) -> None:
+        self._ours: dict[int, set[Any]] = {}      # choice index -> our calls' indexes
+        self._theirs: dict[int, dict[Any, int]] = {}  # choice index -> client call index -> new index
+
+    def __call__(self, blob: bytes) -> bytes:
+        """``blob`` with our tool-call deltas removed (``b""`` stays ``b""``)."""
+        if TOOL_NAME.encode() not in blob and not any(self._ours.values()):
+            return blob
+        out = []
+        for frame in blob.split(b"\n\n"):
+            if frame:
+                out.append(self._frame(frame + b"\n\n"))
+        return b"".join(out)
+
+    def _frame(self, frame: bytes) -> bytes:
+        if not frame.startswith(b"data: {") or b"\n" in frame[:-2]:
+            return frame
+        try:
+            chunk = json.loads(frame[6:])
+        except (ValueError, RecursionError):
+            return frame
+        changed = False
+        for ch in chunk.get("choices") or () if isinstance(chunk, dict) else ():
+            if not isinstance(ch, dict):
+                continue
+            ci = ch.get("index", 0) if isinstance(ch.get("index", 0), int) else 0
+            ours, theirs = self._ours.setdefault(ci, set()), self._theirs.setdefault(ci, {})
+            delta = ch.get("delta")
+            calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+            if isinstance(calls, list):
+                keep = []
+                for c in calls:
+                    if not isinstance(c, dict):
+                        keep.append(c)
+                        continue
+                    idx, fn = c.get("index"), c.get("function")
+                    name = fn.get("name") if isinstance(fn, dict) else None
+                    if name == TOOL_NAME or (not name and idx in ours and idx not in theirs):
+                        ours.add(idx)
+                        continue
+                    if idx not in theirs:
+                        theirs[idx] = len(theirs)
+                    if isinstance(idx, int) and theirs[idx] != idx:
+                        c = dict(c, index=theirs[idx])
+                        changed = True
+                    keep.append(c)
+                if len(keep) != len(calls):
+                    changed = True
+                    if keep:
+                        delta["tool_calls"] = keep
+                    else:
+                        delta.pop("tool_calls")
+                elif changed:
+                    delta["tool_calls"] = keep
+            if ch.get("finish_reason") == "tool_calls" and ours and not theirs:
+                ch["finish_reason"] = "stop"
+                changed = True
+        if not changed:
+            return frame
+        return encode_chunk(chunk)
 
 
 def _is_ours_tool(t: Any) -> bool:

@@ -202,7 +202,8 @@ def test_lean_lane_answers_exactly_as_the_normal_path(mock: Any, tmp_path: Path,
     if status == 200:
         assert out["veracity"] == {"status": "skipped", "risk": None, "checks": [], "rounds": [],
                                    "cost": {"tokens": 0, "upstream_calls": 0, "verifier_calls": 0, "searches": 0, "ms": 0.0},
-                                   "reason": "no verifier enabled", "policy": "default"}
+                                   "reason": "no verifier enabled", "policy": "default",
+                                   "states": ["INITIAL_GENERATION"]}
         assert out["vendor_meta"] == {"region": "eu"}  # upstream fields kept
         assert dict(lean["headers"])[b"x-veracity-status"] == b"skipped"
     else:

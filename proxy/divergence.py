@@ -1,0 +1,275 @@
+"""Answer divergence and value oscillation: two ways a correction loop stops without a fix.
+
+Design §4.2 ("answer divergence"; DESIGN.md vocabulary "divergence": a correction that drops
+or reverses the claim it was asked to fix; it ends the loop and is never ``corrected``).
+
+:func:`diverged` compares a correction round's new draft with the failed checks of the draft it
+was asked to fix. Per failed check, by kind:
+
+* numeric claims (``arithmetic``; ``planner`` steps on ``calculate`` / ``sympy_equivalent`` /
+  ``convert_units``; any check whose ``expected`` is a number): the claim is *kept* when the new
+  text states the expected value (to the decimals it writes: ``391``, ``3,178.62``), still states
+  the value found before (it will fail again; the loop's other rules handle that), or still
+  names the claim's operands that the corrected draft wrote (``17`` and ``23`` of ``17 * 23``;
+  for a claim without such numbers, the words naming its subject -- its left side, the words
+  before the stated value: "The *total* is $3.00" -- fuzzy-matched with rapidfuzz; a claim with
+  neither is not judged). It is *reversed* when every mention
+  of the expected value is negated (``17 × 23 is not 391``, ``≠ 391``). Otherwise *dropped*.
+* code claims (``code``; planner ``run_python``): kept when the new text still has code (a
+  fenced or indented block, inline code in backticks) or names an identifier of the claim
+  (``pandas`` of ``block 1: import pandas as pd``).
+* citations, facts and other claims: not judged (dropping a fabricated reference or a false
+  statement *is* the fix).
+
+A new draft diverges when it is a refusal (:data:`REFUSAL`) that keeps no judged claim, or when
+every judged claim is dropped or reversed. False alarms cost more than misses (COMMON rules): one
+kept claim is enough to let the loop go on, and a rewrite in other words that still states the
+right value (``There are 391 apples (17 × 23).``) is kept.
+
+Numbers are read with thousands separators (``,``, space, no-break space U+00A0, narrow
+no-break space U+202F, thin space U+2009: ``1,391`` and ``1 391`` are 1391, never 391) and
+Unicode minus.
+
+:func:`subject_key` / :func:`value_key` name a failed claim and its stated value across rounds,
+for the A/B/A oscillation rule of :func:`proxy.correction.correct`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Literal
+
+from rapidfuzz import fuzz
+
+from verifiers._types import Check
+
+__all__ = ["Divergence", "diverged", "is_refusal", "numbers", "subject_key", "value_key", "REFUSAL"]
+
+#: A refusal or non-answer, English and Chinese ("Sorry, I cannot help with that.",
+#: "I'm unable to answer", "As an AI language model", "抱歉，我无法回答").
+REFUSAL = re.compile(
+    r"(?i)(?:\b(?:can\s*not|cannot|can't|can’t|won't|won’t|will\s+not|(?:am|'m|’m)\s+(?:not\s+able|unable))\s+"
+    r"(?:to\s+)?(?:help|assist|answer|provide|comply|do\s+that|complete|fulfil+|support|respond)\b"
+    r"|\bas\s+an\s+ai(?:\s+language\s+model)?\b"
+    r"|(?:无法|不能|没法)(?:帮助|帮您|帮你|回答|提供|完成|协助|处理))")
+
+# a number as written: thousands groups (comma, space, no-break/narrow/thin space), decimals, a sign
+# (ASCII word characters only before it: in Chinese text a number follows a character, "等于391")
+_NUM = re.compile(r"(?<![A-Za-z0-9_.,])([-−]?)(\d{1,3}(?:[,\u00a0\u202f\u2009 ]\d{3})+(?!\d)|\d+)(\.\d+)?"
+                  r"(?:[eE]([-+]?\d+)|\s*[×x*]\s*10\s*(?:\^|\*\*)\s*\(?([-−+]?\d+)\)?)?(?!\d)")
+_SEPARATORS = str.maketrans("", "", ",\u00a0\u202f\u2009 ")
+# a negation right before a value: "is not 391", "isn't 391", "≠ 391", "does not equal 391", "不是391"
+_NEGATED = re.compile(r"(?i)(?:≠|!=|\bnot|n't|n’t|\bnever|不是|不等于|并非)\s*(?:equal(?:s)?\s*(?:to)?|be|"
+                      r"the\s+(?:answer|result|total)|)\s*[=:]?\s*[$€£¥]?\s*$")
+_OPS = str.maketrans({"×": "*", "·": "*", "∗": "*", "÷": "/", "−": "-", "^": "**", "–": "-"})
+_SPLIT_CLAIM = re.compile(r"\s*(?:=|≈|≅|~=|\bis\b|\bequals\b)\s*")
+_WORD = re.compile(r"[^\W\d_]{3,}")
+_FENCE = re.compile(r"```|~~~|`[^`\n]+`|^(?: {4}|\t)\S", re.M)
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+_KEYWORDS = frozenset({"block", "blocks", "import", "from", "def", "return", "print", "class", "for", "while",
+                       "and", "not", "the", "True", "False", "None", "self", "stdin", "lambda", "with"})
+_NUMERIC_TOOLS = frozenset({"calculate", "sympy_equivalent", "convert_units"})
+_CODE_TOOLS = frozenset({"run_python"})
+_COMMON = frozenset({"the", "and", "are", "was", "were", "that", "this", "with", "for", "from", "then", "than",
+                     "which", "its", "has", "have", "will", "would", "about", "approximately", "equals", "equal",
+                     "gives", "you", "your", "our", "there", "here", "answer", "result", "so", "thus", "therefore"})
+#: rapidfuzz ``partial_ratio`` (0..100) from which a claim's words count as still present
+WORDS_MIN_RATIO = 85
+
+Kind = Literal["refusal", "dropped", "reversed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """Why a correction diverged: ``kind`` (``refusal`` | ``dropped`` | ``reversed``) and a short
+    human-readable ``detail`` naming the claim(s)."""
+
+    kind: Kind
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "detail": self.detail}
+
+
+@dataclass(frozen=True, slots=True)
+class Number:
+    """A number found in text: ``value``, ``decimals`` (the power of ten of its last written
+    digit, negated: ``3.25`` has 2, ``6.82e-6`` has 8, ``3e3`` has -3), ``start``/``end``
+    character offsets."""
+
+    value: Decimal
+    decimals: int
+    start: int
+    end: int
+
+
+def numbers(text: str) -> list[Number]:
+    """Every number written in ``text``, thousands separators joined (``1,391``, ``1 391``,
+    ``1\\u00a0391`` -> 1391), ``−`` read as minus, scientific notation read (``6.82e-6``,
+    ``6.82 × 10^-6``). Digits glued to ASCII letters (``x2``) are not numbers."""
+    out = []
+    for m in _NUM.finditer(text or ""):
+        sign, whole, frac = m.group(1), m.group(2).translate(_SEPARATORS), m.group(3) or ""
+        exp = int((m.group(4) or m.group(5) or "0").replace("−", "-"))
+        try:
+            value = Decimal(("-" if sign else "") + whole + frac).scaleb(exp)
+        except InvalidOperation:  # pragma: no cover - the regex only lets digits through
+            continue
+        out.append(Number(value, max(0, len(frac) - 1) - exp, m.start(), m.end()))
+    return out
+
+
+def _as_number(value: Any) -> Decimal | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        try:
+            d = Decimal(str(value))
+        except InvalidOperation:
+            return None
+        return d if d.is_finite() else None
+    if isinstance(value, str):
+        raw = value.strip().strip("$€£¥%").strip().translate(_SEPARATORS).replace("−", "-")
+        if not re.fullmatch(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", raw):
+            return None
+        return Decimal(raw)
+    return None
+
+
+def _states(n: Number, value: Decimal) -> bool:
+    """Whether the written ``n`` states ``value`` to the precision it is written with (half a
+    unit of its last written decimal, the rounding convention of the arithmetic verifier)."""
+    tol = Decimal(5) * Decimal(10) ** (-(n.decimals + 1))
+    return abs(n.value - value) <= max(tol, abs(value) * Decimal("1e-9"))
+
+
+def _kind_of(c: Check) -> str | None:
+    """``numeric`` | ``code`` | None (not judged) for a failed check."""
+    tool = c.evidence.get("tool") if isinstance(c.evidence, dict) else None
+    if c.verifier == "code" or tool in _CODE_TOOLS:
+        return "code"
+    if c.verifier == "arithmetic" or tool in _NUMERIC_TOOLS:
+        return "numeric"
+    if c.verifier in ("citations", "facts", "sentinel") or tool in ("check_citation", "search_facts"):
+        return None
+    return "numeric" if _as_number(c.expected) is not None else None
+
+
+def _left(c: Check) -> str:
+    """The claim's subject: the expression the evidence names, else the claim's text before its
+    last ``=``/``≈``/``is`` (the whole claim when it has none)."""
+    ev = c.evidence if isinstance(c.evidence, dict) else {}
+    for key in ("expression", "input"):
+        if isinstance(ev.get(key), str) and ev[key].strip():
+            return ev[key]
+    parts = _SPLIT_CLAIM.split(str(c.claim or ""))
+    return " ".join(parts[:-1]) if len(parts) > 1 else str(c.claim or "")
+
+
+def _context_words(c: Check, old: str | None, found: Decimal | None) -> set[str]:
+    """Words naming a claim's subject: the words of its left side, and in the draft it came from
+    (``old``) the words just before the value it stated, within that sentence ("The *total* is
+    $3.00" -> ``total``). Short and common words are left out."""
+    words = {w.casefold() for w in _WORD.findall(_left(c))}
+    if old and found is not None:
+        for n in numbers(old):
+            if n.value == found:
+                before = re.split(r"[.!?。！？\n]", old[max(0, n.start - 60):n.start])[-1]
+                words |= {w.casefold() for w in _WORD.findall(before)[-4:]}
+    return words - _COMMON
+
+
+def _numeric(c: Check, text: str, nums: list[Number], old: str | None) -> str:
+    """``kept`` | ``reversed`` | ``dropped`` | ``unknown`` for one numeric claim in the new
+    ``text`` (``old``: the draft the claim was found in)."""
+    expected, found = _as_number(c.expected), _as_number(c.found)
+    if expected is not None:
+        mentions = [n for n in nums if _states(n, expected)]
+        if mentions:
+            negated = [n for n in mentions if _NEGATED.search(text[max(0, n.start - 40):n.start])]
+            if len(negated) == len(mentions):
+                return "reversed"
+            return "kept"
+    if found is not None and any(n.value == found for n in nums):
+        return "kept"
+    operands = {n.value for n in numbers(_left(c))}
+    operands.discard(found)
+    if old is not None:  # only what the draft itself wrote can be required of its correction
+        written = {n.value for n in numbers(old)}
+        operands &= written
+    if operands:
+        present = {n.value for n in nums}
+        return "kept" if operands <= present else "dropped"
+    words = _context_words(c, old, found)
+    if not words:
+        return "unknown"  # nothing names the claim's subject: not judged
+    folded = text.casefold()
+    if any(fuzz.partial_ratio(w, folded) >= WORDS_MIN_RATIO for w in words):
+        return "kept"
+    return "dropped"
+
+
+def _label(c: Check) -> str:
+    claim = " ".join(str(c.claim or c.verifier).split())
+    return claim if len(claim) <= 80 else claim[:79] + "…"
+
+
+def is_refusal(text: str) -> bool:
+    """Whether ``text`` refuses or declines to answer (:data:`REFUSAL`)."""
+    return REFUSAL.search(text or "") is not None
+
+
+def diverged(failed: Sequence[Check], new_text: str, old_text: str | None = None) -> Divergence | None:
+    """Whether ``new_text`` (a correction round's draft) diverged from what it was asked to fix:
+    ``failed``, the failed checks of the draft it corrects, ``old_text`` (when given: only the
+    operands and words that draft wrote are asked of the correction). See the module doc for the rules.
+    Returns a :class:`Divergence` or None (no divergence: the loop verifies the draft as usual).
+    Pure and cheap (regular expressions, one rapidfuzz ratio per claim without numbers)."""
+    text = new_text or ""
+    nums = numbers(text)
+    has_code = _FENCE.search(text) is not None
+    verdicts: list[tuple[Check, str]] = []
+    for c in failed:
+        kind = _kind_of(c)
+        if kind == "numeric":
+            verdict = _numeric(c, text, nums, old_text)
+            if verdict != "unknown":
+                verdicts.append((c, verdict))
+        elif kind == "code":
+            names = set(_IDENT.findall(str(c.claim or ""))) - _KEYWORDS
+            kept = has_code or any(re.search(rf"\b{re.escape(n)}\b", text) for n in names)
+            verdicts.append((c, "kept" if kept else "dropped"))
+    if any(v == "kept" for _, v in verdicts):
+        return None
+    if is_refusal(text):
+        return Divergence("refusal", "the correction refused or declined to answer")
+    if not verdicts:
+        return None
+    reversed_ = [c for c, v in verdicts if v == "reversed"]
+    if reversed_:
+        return Divergence("reversed", "the correction negates the corrected value of: "
+                          + "; ".join(_label(c) for c in reversed_[:3]))
+    return Divergence("dropped", "the correction no longer states: " + "; ".join(_label(c) for c, _ in verdicts[:3]))
+
+
+def subject_key(c: Check) -> str:
+    """A failed claim's identity across rounds, whatever value it states: the verifier and the
+    claim's subject (:func:`_left`) with spacing and operator spelling normalised (``17 × 23``
+    and ``17*23`` are one subject)."""
+    left = _left(c)
+    found = c.found if isinstance(c.found, str) else json.dumps(c.found, default=str)
+    if left == str(c.claim or "") and found:
+        left = left.replace(found, "")
+    return c.verifier + ":" + "".join(left.translate(_OPS).casefold().split())
+
+
+def value_key(c: Check) -> str:
+    """The value a failed claim states, comparable across rounds (``1,391`` == ``1391``)."""
+    d = _as_number(c.found)
+    if d is not None:
+        return format(d.normalize(), "f")
+    return json.dumps(c.found, default=str, sort_keys=True)
