@@ -235,6 +235,23 @@ def walked_states(report: Report) -> list[str]:
     return [State.INITIAL_GENERATION.value] + [s.value for s in _pass_states(report)]
 
 
+def _add_verification_costs(rep: Report, others: list[Report]) -> None:
+    """Add the verifier-model calls, their tokens and the searches of the other drafts'
+    verifications (``others``) to ``rep``, the report returned: ``cost`` is what the whole
+    request spent, not only the last verification."""
+    calls = list((rep.extra.get("verifier_model") or {}).get("calls", []))
+    model = (rep.extra.get("verifier_model") or {}).get("model")
+    for r in others:
+        rep.cost.tokens += r.cost.tokens
+        rep.cost.verifier_calls += r.cost.verifier_calls
+        rep.cost.searches += r.cost.searches
+        vm = r.extra.get("verifier_model") or {}
+        calls = list(vm.get("calls", [])) + calls
+        model = model or vm.get("model")
+    if calls:
+        rep.extra["verifier_model"] = {"model": model, "calls": calls}
+
+
 async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Complete, verify: Verify,
                   max_rounds: int = 3, budget: RequestBudget | None = None,
                   correction_model: str | None = None, initial_report: Report | None = None) -> CorrectionResult:
@@ -265,6 +282,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
     history = [State.INITIAL_GENERATION]
     text = completion_text(draft)
     report = initial_report if initial_report is not None else await verify(text or "")
+    verified = [report]  # every draft's report: their verifier-model calls and searches are costs too
     history += _pass_states(report)
     rounds: list[dict[str, Any]] = []
     extra_tokens = 0
@@ -279,6 +297,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         rep.rounds = rounds
         rep.cost.tokens += extra_tokens
         rep.cost.upstream_calls += extra_calls
+        _add_verification_costs(rep, [r for r in verified if r is not rep])
         rep.extra["correction"] = {"state": state.value, "stop_reason": reason, **stop_info}
         rep.extra["states"] = [s.value for s in history]
         return CorrectionResult(completion, rep, state, reason, history)
@@ -337,6 +356,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
             best[1].reason = f"correction stopped: divergence in round {n} ({gone.kind}: {gone.detail})"
             return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "divergence", "failed")
         rep = await verify(new_text)
+        verified.append(rep)
         ms = (time.perf_counter() - t0) * 1000.0
         walked = _pass_states(rep)
         history.extend(walked)

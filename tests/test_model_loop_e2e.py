@@ -251,6 +251,8 @@ def test_model_plan_catches_a_wrong_value_and_the_correction_is_verified_again(e
     fix = [r["body"] for r in env["mock"].requests() if r.get("rule") == "plan-fail-fix"]
     assert len(fix) == 1 and "120 / 1.5" in fix[0]["messages"][-1]["content"]
     assert len(rules_hit(env["mock"], "plan-fail-plan")) == 2        # each draft planned once
+    # both plans are in the request's cost, not only the last draft's
+    assert rep["cost"]["verifier_calls"] == 2 and len(rep["verifier_model"]["calls"]) == 2
 
 
 def test_malformed_plan_is_an_error_after_one_repair_and_the_answer_still_arrives(env):
