@@ -14,9 +14,22 @@ Signals (each counted, capped at :data:`_CAP`):
 - ``citations`` family — ``doi`` (``10.1000/xyz``), ``arxiv`` (``arXiv:2101.00001``),
   ``et_al``, ``reference_list`` (a "References"/"Bibliography" heading), ``author_year``
   (``(Smith, 2019)``).
+- ``facts`` family (issue 11 "Risk") — world claims: ``date`` (a year 1500-2099, "2023年",
+  "3月5日"), ``quantity`` ("484,507", "3.2 million", "330 metres", "5万"), ``statistic``
+  ("20%", "5 percent", "百分之"), ``superlative`` (objective ones: "largest", "most populous",
+  "最大"; not "best"/"greatest"), ``attribution`` ("according to", "data show", "据报道"),
+  ``factoid`` (a short who/when/where/which question that names something). Counted only when
+  the answer names something (a capitalised word mid-sentence, or a first word that is not a
+  common sentence starter), carries an attribution, or has a date plus another kind; never in an
+  answer that shows worked arithmetic, in unfenced code, or in a reference list.
 - ``sentinel`` family (question only) — ``enumeration`` (numbered or bulleted lines),
   ``also`` ("and also", "as well as", "additionally", "顺便", "另外", "并且"),
   ``questions`` (question marks beyond the first).
+- ``computation`` family (question + answer; issue 10's template shapes) — the question
+  states an expression (``stated_expression``: "97/117/0.65", "1/1! + 1/2!") or two numbers
+  (not years) and a computing word (``numeric_task``: "how much", "product", "复利"), and
+  the answer states a number with no operation or equation shown and no code
+  (``unshown_value``). Triggers the ``planner`` verifier.
 - ``length`` — answer length in characters (longer answers carry more claims).
 
 The score is ``1 - prod(1 - w_f * min(1, n_f / k_f))`` over the families, a noisy-OR of the
@@ -155,6 +168,22 @@ def _is_ref_heading(text: str, start: int, end: int) -> bool:
     return not any(ch.isalnum() for ch in text[ls:start]) and not any(ch.isalnum() for ch in text[end:le])
 
 
+def _first_ref_heading(text: str) -> int:
+    """Position of the first reference-list heading (:func:`_is_ref_heading`) in ``text``, or
+    -1."""
+    best = -1
+    for needle in _REF_HEADINGS:
+        i = text.find(needle)
+        probes = 0
+        while i != -1 and probes < _MAX_PROBES and (best < 0 or i < best):
+            probes += 1
+            if _is_ref_heading(text, i, i + len(needle)):
+                best = i
+                break
+            i = text.find(needle, i + 1)
+    return best
+
+
 def _is_author_year(text: str, start: int, end: int) -> bool:
     return (end < len(text) and text[end].isupper()
             and _AUTHOR_YEAR.match(text, start) is not None)
@@ -176,13 +205,92 @@ def _is_enum_item(text: str, start: int, end: int) -> bool:
     return _ENUM.match(text, end) is not None
 
 
+# -- facts family ----------------------------------------------------------------------------
+# Cost: SRE scans at ~0.5 ns per character only when a pattern starts with a literal (its
+# prefix search); a pattern that starts with a class or an alternation costs 10-20 ns per
+# character (measured: ``\d+`` over 2 kB ~ 20 µs), and each ``str.find`` is a full pass too.
+# So the facts signals work on the answer's UTF-8 bytes, with every digit mapped to "0"
+# (``bytes.translate``, ~1 µs per 2 kB): every number pattern then starts with the literal
+# "0", and each word pattern with a literal ("est", "most ", " show", " ").
+_DIGIT_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+_U = str.encode
+_UNITS = (rb"km\b|kilomet(?:er|re)s?\b|miles?\b|met(?:er|re)s?\b|feet\b|kg\b|kilograms?\b|tonnes?\b|tons\b"
+          rb"|acres\b|hectares\b|people\b|inhabitants\b|residents\b|employees\b|vehicles\b|copies\b|votes\b"
+          rb"|deaths\b|" + b"|".join(_U(u) for u in ("°C", "°F", "平方公里", "公里", "千米", "辆", "吨", "名")))
+# ``0(?<!00)``: the first digit of a number (no digit before it), so no match starts inside one;
+# possessive ``*+``: a failed unit is not retried at every shorter digit run (that backtracking
+# made the scan ~3x slower on number-heavy text).
+_NUM0 = re.compile(
+    rb"0(?<!00)(?:"
+    rb"(?P<quantity>0{0,2}(?:,000)++(?!0)"                                               # 484,507
+    rb"|0*+(?:\.0++)?+ ?+(?:million|billion|trillion|thousand|bn\b|" + _U("万|亿") + rb"|" + _UNITS + rb"))"
+    rb"|(?P<statistic>0*+(?:\.0++)?+ ?+(?:%|" + _U("％") + rb"|percent\b|per cent\b))"    # 20%, 5 percent
+    rb"|(?P<date>000 ?" + _U("年") + rb"|0? ?" + _U("月") + rb" ?0)"                      # 2023年, 3月5日
+    rb"|(?P<year>000(?![0%]|[.,]0| ?%))"                                                  # 2023 (value checked)
+    rb")")
+_FACT_CAP = 4   # number anchors counted per answer (the family saturates at 2)
+_HAN_LEADS = (b"\xe3", b"\xe4", b"\xe5", b"\xe6", b"\xe7", b"\xe8", b"\xe9")
+_YEAR_HEADS = frozenset((b"15", b"16", b"17", b"18", b"19", b"20"))   # years 1500-2099
+_NOT_BEFORE_YEAR = frozenset(b"$.,\xac\xa3\xa5")  # "$2019", "3.2019", and the last bytes of € £ ¥
+#: Objective superlatives (opinion ones -- best, worst, greatest, easiest -- are left out on
+#: purpose: "the best way to learn" is advice, "the largest city" a checkable claim).
+_SUPERLATIVES = ("largest", "biggest", "smallest", "oldest", "youngest", "tallest", "highest", "lowest",
+                 "longest", "shortest", "earliest", "fastest", "slowest", "richest", "poorest", "deepest",
+                 "heaviest", "hottest", "coldest", "busiest", "densest", "wealthiest")
+_SUPER_EST = re.compile(rb"est(?:" + b"|".join(rb"(?<=" + _U(w) + rb")" for w in _SUPERLATIVES)
+                        + rb"|(?<=best)(?=-selling))(?![a-z])")
+_SUPER_MOST = re.compile(rb"most (?:populous|visited|spoken|widely spoken)\b")
+_CJK_FACT = re.compile(r"[〇零一二三四五六七八九]{4}年|[一二三四五六七八九十百千两]+[万亿]|百分之")
+_CJK_SUPER = re.compile(r"最(?:大|高|早|长|多|小|低|快|深|古老|先|重|富|热|冷|年轻|老)|首位|首个|首次|第一位|第一家|第一座")
+_ATTRIBUTION = (b"according to", b"reported", b"announced", b"census", b"survey")
+_SHOWS = re.compile(rb" show(?:(?<=studies show)|(?<=research show)|(?<=data show)|(?<=statistics show)"
+                    rb"|(?<=figures show)|(?<=polls show))")
+_CJK_ATTRIBUTION = ("据报道", "据统计", "据悉", "据了解", "数据显示", "报告显示", "统计显示", "调查显示")
+# A proper noun: a capitalised word after a lower-case word or ",;:(" ("in Q4", "by Tesla",
+# "Elon Musk", "The Eiffel"); "I" and "I'm" do not count. Literal " " first: ~3 ns/char.
+_ENTITY = re.compile(rb" (?<=[a-z,;:(] )[A-Z][A-Za-z]")
+_FIRST_WORD = re.compile(r"[\s*#>_\"'(-]{0,8}([A-Z][^\W\d_]*)")
+#: Words that start sentences without naming anything; the first word of an answer that is
+#: capitalised and not one of these counts as a name ("Tesla delivered ...", "Paris.").
+_STARTERS = frozenset(
+    "a an the this that these those there here it its i we you he she they my our your his her their "
+    "yes no sure ok okay well hi hello hey thanks thank great good sorry unfortunately absolutely "
+    "certainly of in on at for to as if when while after before since so but and or also however "
+    "let please what why how who where which not some many most all each every one by with from "
+    "because although though just maybe perhaps probably actually honestly personally overall first "
+    "second third finally then now today note do does did is are was were be can could would "
+    "should will may might must have has had yeah yep yup nope wow oh ah lol haha hmm right true "
+    "cool nice awesome interesting really exactly indeed agreed definitely totally".split())
+# A factoid question: asks for a name, date, place or amount (HotpotQA-style) and names
+# something itself. Only short questions (a long prompt carrying documents is grounding's
+# business, decided by the pipeline); matched on the lower-cased question.
+_FACTOID_Q = re.compile(r"\b(?:who|whom|whose|when|where|which|in (?:what|which) (?:year|city|country|state)"
+                        r"|what (?:year|city|country|state|company|team|county|nationality|is the name)"
+                        r"|how (?:many|old|tall|long ago|far))\b")
+_FACTOID_WORDS = ("who", "when", "where", "which", "what ", "how ")
+_FACTOID_MAX_Q = 400
+
+# -- computation family (question + answer) -> planner ----------------------------------------
+# A question that states numbers and asks for a computed value, answered with a value and no
+# visible working: the template plans of the planner (issue 10, design §6.1) check exactly
+# this shape ("What is the product of 97/117/...?" -> "approximately 0.000191").
+# On the digit-mapped bytes of the question, like _NUM0.
+_Q_EXPRESSION = re.compile(rb"0(?: ?(?:[-+*/^]|\*\*|" + _U("×|÷") + rb") ?\(?0|!| x 0)")
+_Q_NUMBER = re.compile(rb"0(?<!00)0*(?:[.,]0+)*")
+_COMPUTE_WORDS = ("what is", "what's", "calculate", "compute", "how much", "how many", "total", "product",
+                  "sum of", "interest", "rate", "average", "evaluate", "solve", "percent", "%",
+                  "多少", "计算", "求", "复利", "利率", "本金", "总共", "合计", "平均", "等于")
+_Q_COMPUTE_TAIL = 600   # characters at the end of a question read for the computation shape
+
 #: family -> (weight, saturation count k, verifier it triggers). A family's evidence is
 #: ``min(1, n / k)``; the weight is how much one saturated family alone raises the score.
 FAMILIES: dict[str, tuple[float, int, str]] = {
     "arithmetic": (0.7, 3, "arithmetic"),   # three worked operations make a numeric answer
     "code": (0.8, 1, "code"),               # any code block is worth running
     "citations": (0.8, 2, "citations"),     # two citation marks make a reference list
+    "facts": (0.62, 2, "facts"),            # one entity + date/quantity claim: 0.31, two saturate
     "multi_part": (0.5, 2, "sentinel"),     # two sub-tasks are enough to forget one
+    "computation": (0.5, 1, "planner"),     # a stated task answered with a bare value: plan it
 }
 _LENGTH_WEIGHT = 0.2   # a 4,000-character answer adds at most 0.2 by length alone
 _LENGTH_SAT = 4000
@@ -194,8 +302,8 @@ class RiskScore:
 
     ``score``: 0..1. ``signals``: signal name -> count (only non-zero ones).
     ``verifiers``: the verifiers the signals trigger, in a stable order
-    (``arithmetic``, ``code``, ``citations``, ``sentinel``); the caller applies the policy's
-    threshold and enabled set.
+    (``arithmetic``, ``code``, ``citations``, ``facts``, ``sentinel``, ``planner``); the caller
+    applies the policy's threshold and enabled set.
     """
 
     score: float
@@ -234,6 +342,136 @@ def question_signals(question: str | None) -> dict[str, int]:
     if n >= 2:
         out["questions"] = n - 1
     return out
+
+
+def _first_word_is_name(text: str) -> bool:
+    """The first word of ``text`` is capitalised and not a common sentence starter."""
+    m = _FIRST_WORD.match(text)
+    return m is not None and m.group(1).lower() not in _STARTERS
+
+
+def _count_numbers(raw: bytes, mapped: bytes, cap: int) -> int:
+    """Numbers in ``raw`` (``mapped``: the same bytes, digits mapped to "0") that are not
+    years (1500-2099 written as four digits), up to ``cap``."""
+    n = 0
+    for m in _Q_NUMBER.finditer(mapped):
+        a, b = m.span()
+        if b - a == 4 and raw[a:a + 2] in _YEAR_HEADS:
+            continue
+        n += 1
+        if n >= cap:
+            break
+    return n
+
+
+def _facts_signals(prose: str, question: str | None, has_digit: bool, worked: int,
+                   signals: dict[str, int]) -> int:
+    """Facts-family anchors of ``prose``, counted into ``signals``: ``date`` (a year, 3月5日),
+    ``quantity`` (484,507; 3.2 million; 330 metres; 5万), ``statistic`` (20%, 5 percent,
+    百分之), ``superlative`` (the largest, most populous, 最大), ``attribution`` ("according
+    to", "data show", 据报道), ``factoid`` (a short who/when/which question about something
+    named). Returns the family count, 0 unless a gate holds: a proper noun in the answer, an
+    attribution, or a date with a second kind of anchor (CJK text has no capitals: it needs the
+    date or the attribution).
+
+    An answer that shows its working (``worked`` > 0: an operation or equation between
+    numbers) is a solution: its numbers, superlatives ("the smallest n") and "according to the
+    problem" are not world claims, so the family is 0 (measured on GSM8K and ProcessBench
+    solutions: bench/results/risk.md)."""
+    if worked:
+        return 0
+    raw = prose.encode("utf-8", "surrogatepass")
+    low = raw.lower()   # ASCII-only lower-casing: C speed, multi-byte characters untouched
+    kinds: dict[str, int] = {}
+    if has_digit:
+        mapped = raw.translate(_DIGIT_TO_0)
+        n = 0
+        for m in _NUM0.finditer(mapped):   # ~0.5 µs per match: stop once the family is saturated twice
+            kind = m.lastgroup
+            if kind == "year":
+                a = m.start()
+                if raw[a:a + 2] not in _YEAR_HEADS or (a and raw[a - 1] in _NOT_BEFORE_YEAR):
+                    continue
+                kind = "date"
+            kinds[kind] = kinds.get(kind, 0) + 1
+            n += 1
+            if n >= _FACT_CAP:
+                break
+    n = 0
+    if b"est" in low:
+        for _ in _SUPER_EST.finditer(low):
+            n += 1
+    if b"most " in low:
+        for _ in _SUPER_MOST.finditer(low):
+            n += 1
+    # Han characters (U+3400-U+9FFF) have UTF-8 lead bytes E3-E9; memchr finds one at C speed,
+    # and the CJK patterns (which start with a class, ~20 ns/char) run only when there is one
+    han = len(raw) != len(prose) and any([b in raw for b in _HAN_LEADS])
+    if han:
+        for m in _CJK_FACT.finditer(prose):
+            g = m.group()
+            kind = "date" if g.endswith("年") else "statistic" if g == "百分之" else "quantity"
+            kinds[kind] = kinds.get(kind, 0) + 1
+        n += len(_CJK_SUPER.findall(prose))
+    if n:
+        kinds["superlative"] = min(_CAP, n)
+    attribution = sum([low.count(w) for w in _ATTRIBUTION])
+    if b" show" in low:
+        attribution += len(_SHOWS.findall(low))
+    if han:
+        attribution += sum(prose.count(w) for w in _CJK_ATTRIBUTION)
+    factoid = 0
+    if (question and len(question) <= _FACTOID_MAX_Q and ("?" in question or "？" in question)
+            and not prose.isspace()):
+        ql = question.lower()
+        if any(w in ql for w in _FACTOID_WORDS) and _FACTOID_Q.search(ql) is not None:
+            qraw = question.encode("utf-8", "surrogatepass")
+            # a question that states two numbers is a word problem (computation family)
+            if (_ENTITY.search(qraw) is not None or _first_word_is_name(question)) and \
+                    _count_numbers(qraw, qraw.translate(_DIGIT_TO_0), 2) < 2:
+                factoid = 1
+    if not kinds and not attribution and not factoid:
+        return 0
+    if not (attribution or ("date" in kinds and len(kinds) >= 2) or _first_word_is_name(prose)
+            or _ENTITY.search(raw) is not None):
+        return 0
+    total = 0
+    for kind, n in kinds.items():
+        signals[kind] = min(_CAP, n)
+        total += min(_CAP, n)
+    if attribution:
+        signals["attribution"] = min(_CAP, attribution)
+        total += min(_CAP, attribution)
+    if factoid:
+        signals["factoid"] = 1
+    return total + factoid
+
+
+def _computation_signals(question: str, prose: str, has_digit: bool, worked: int, code_blocks: int,
+                         signals: dict[str, int]) -> int:
+    """Computation-family count (0 or 1): the question states an expression
+    (``stated_expression``: ``97/117``, ``1/2!``) or at least two numbers that are not years
+    and a computing word (``numeric_task``: "how much", "复利", "product"), and the answer's
+    prose states a number with no worked operation or equation (``unshown_value``). Code
+    answers are the code verifier's and never count. Only the last :data:`_Q_COMPUTE_TAIL`
+    characters of the question are read."""
+    if not has_digit or worked or code_blocks:
+        return 0
+    qt = question[-_Q_COMPUTE_TAIL:]
+    if not any(d in qt for d in "0123456789"):
+        return 0
+    qraw = qt.encode("utf-8", "surrogatepass")
+    mapped = qraw.translate(_DIGIT_TO_0)
+    if _Q_EXPRESSION.search(mapped) is not None:
+        kind = "stated_expression"
+    else:
+        low = qt.lower()
+        if not any(w in low for w in _COMPUTE_WORDS) or _count_numbers(qraw, mapped, 2) < 2:
+            return 0
+        kind = "numeric_task"
+    signals[kind] = 1
+    signals["unshown_value"] = 1
+    return 1
 
 
 #: Characters of an answer scanned for signals (the citation verifier reads 200,000, the
@@ -314,15 +552,30 @@ def score(question: str | None, answer: str | None) -> RiskScore:
         signals["et_al"] = n
         r += n
     n = _anchored(answer, _REF_HEADINGS, _is_ref_heading, _CAP)
+    ref_at = -1
     if n:
         signals["reference_list"] = n
         r += n
+        ref_at = _first_ref_heading(prose)
     # the pattern starts with a literal "(": SRE's literal-prefix search makes one scan cheap
     n = _count(_AUTHOR_YEAR, answer) if has_digit and ("19" in answer or "20" in answer) else 0
     if n:
         signals["author_year"] = n
         r += n
     fam["citations"] = r
+
+    # facts: world claims in the prose (fenced code is the code verifier's)
+    worked = signals.get("operation", 0) + signals.get("equation", 0)
+    # unfenced code (code_line): its docstrings and literals are not world claims
+    # the reference list is the citations verifier's: its years and titles are not claims
+    facts_text = prose if ref_at < 0 else prose[:ref_at]
+    fam["facts"] = 0 if "code_line" in signals else _facts_signals(
+        facts_text, question, has_digit_prose and (ref_at < 0 or any(d in facts_text for d in "0123456789")),
+        worked, signals)
+
+    # computation: a stated numeric task answered with a bare value
+    fam["computation"] = _computation_signals(question, prose, has_digit_prose, worked, c, signals) \
+        if question else 0
 
     # multi-part question
     q = question_signals(question) if question else {}
