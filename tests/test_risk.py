@@ -304,3 +304,32 @@ def test_facts_fire_on_halueval_answers_to_their_questions():
     wrong = sum("facts" in risk.score(r["question"], r["hallucinated_answer"]).verifiers for r in rows)
     # risk is not a hallucination detector: it must send both to the facts verifier
     assert right >= 100 and wrong >= 100, (right, wrong)
+
+
+def test_default_policy_sends_the_design_cases_past_the_threshold(monkeypatch):
+    """Through the gateway's own risk step (``proxy.pipeline.verify_text``) under the shipped
+    ``default`` policy: the compound-interest draft of issue 10 was ``skipped`` ("risk below
+    threshold", risk 0.002); now the planner is asked (its template plans cost no model call).
+    The Tesla answer of issue 11 (0.24, skipped) is now scored risky and names ``facts``."""
+    import asyncio
+
+    from proxy import pipeline
+    from proxy.budget import RequestBudget
+    from proxy.policy import default_policies_dir, load_file
+    from verifiers._types import Report
+
+    policy = load_file(default_policies_dir() / "default.yaml")
+    calls = []
+
+    async def recorded(text, names, **kw):  # what the gateway would run; the verifiers are not ours here
+        calls.append(list(names))
+        return Report(status="skipped", reason="recorded")
+
+    monkeypatch.setattr(pipeline, "run_verifiers", recorded)
+    rep = asyncio.run(pipeline.verify_text(policy, "本金10000元，年利率5%，按季度复利，存3年，最终本息和是多少？",
+                                           "根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。", RequestBudget()))
+    assert rep.reason != "risk below threshold" and calls[-1] == ["planner"]
+    assert rep.risk["score"] >= policy.risk.threshold
+    rep = asyncio.run(pipeline.verify_text(policy, None, "Tesla delivered 484,507 vehicles in Q4 2023, up 20%",
+                                           RequestBudget()))
+    assert rep.risk["score"] >= policy.risk.threshold and "facts" in rep.risk["verifiers"]

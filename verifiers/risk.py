@@ -254,7 +254,7 @@ _SHOWS = re.compile(rb" show(?:(?<=studies show)|(?<=research show)|(?<=data sho
                     rb"|(?<=figures show)|(?<=polls show))")
 _CJK_ATTRIBUTION = ("据报道", "据统计", "据悉", "据了解", "数据显示", "报告显示", "统计显示", "调查显示")
 # A proper noun: a capitalised word after a lower-case word or ",;:(" ("in Q4", "by Tesla",
-# "Elon Musk", "The Eiffel"); "I" and "I'm" do not count. Literal " " first: ~3 ns/char.
+# "Elon Musk", "The Eiffel"); "I" and "I'm" do not count. Literal " " first: ~0.6 µs per 1.5 kB.
 _ENTITY = re.compile(rb" (?<=[a-z,;:(] )[A-Z][A-Za-z]")
 _FIRST_WORD = re.compile(r"[\s*#>_\"'(-]{0,8}([A-Z][^\W\d_]*)")
 #: Words that start sentences without naming anything; the first word of an answer that is
