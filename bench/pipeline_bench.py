@@ -15,7 +15,7 @@ against a baseline measured in the same run:
 5. Sentinel overhead: tokens added by the tool schema + rule (tiktoken ``o200k_base``).
 
     .venv/bin/python bench/pipeline_bench.py [--n 3000] [--out bench/results/pipeline.md]
-    .venv/bin/python bench/pipeline_bench.py --risk-only [--out bench/results/risk.md]
+    .venv/bin/python bench/pipeline_bench.py --risk-only [--risk-baseline OLD_RISK.py] [--out bench/results/risk.md]
 
 ``--risk-only`` runs section 1 alone, adds per-call percentiles and factual prose (SummEdits
 documents cut to 2 kB, HaluEval answers), and measures how often the ``facts`` and ``planner``
@@ -164,6 +164,39 @@ def risk_family_cost(sets: dict[str, list[tuple[str | None, str]]]) -> list[tupl
     return out
 
 
+def risk_vs_baseline(sets: dict[str, list[tuple[str | None, str]]], path: str) -> list[tuple[str, float, float]]:
+    """CPU µs per answer of another version of ``risk.py`` (loaded from ``path``, e.g.
+    ``git show main:verifiers/risk.py > /tmp/risk_main.py``) and of this one, interleaved,
+    best of 9: rows of (set, baseline µs, this µs)."""
+    import importlib.util
+
+    from verifiers import risk
+
+    spec = importlib.util.spec_from_file_location("risk_baseline", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    base = importlib.util.module_from_spec(spec)
+    sys.modules["risk_baseline"] = base   # dataclasses look their module up
+    spec.loader.exec_module(base)
+
+    def once(mod, pairs: list[tuple[str | None, str]]) -> float:  # noqa: ANN001
+        reps = max(1, 2000 // len(pairs))
+        t0 = time.process_time()
+        for _ in range(reps):
+            for q, a in pairs:
+                mod.score(q, a)
+        return (time.process_time() - t0) / (reps * len(pairs)) * 1e6
+
+    out = []
+    for name, pairs in sets.items():
+        b, t = [], []
+        for _ in range(9):
+            b.append(once(base, pairs))
+            t.append(once(risk, pairs))
+        out.append((name, min(b), min(t)))
+    return out
+
+
 def risk_firing(d: Path) -> list[tuple[str, str, int, int, int]]:
     """How often the ``facts`` and ``planner`` families fire on the labelled real data:
     rows of (set, family, answers, fired, answers scoring >= 0.3, the default threshold)."""
@@ -227,7 +260,7 @@ def risk_firing(d: Path) -> list[tuple[str, str, int, int, int]]:
     return out
 
 
-def risk_only(d: Path, out_path: str | None) -> int:
+def risk_only(d: Path, out_path: str | None, baseline: str | None = None) -> int:
     """``--risk-only``: risk-scoring cost (mean and per-call percentiles) and the family
     firing rates on the real data, as Markdown."""
     from verifiers import risk
@@ -252,6 +285,11 @@ def risk_only(d: Path, out_path: str | None) -> int:
     for name, with_us, without_us in risk_family_cost(all_pairs):
         lines.append(f"| {name} | {with_us:.1f} | {without_us:.1f} | {with_us - without_us:.1f} | "
                      f"{100 * (with_us - without_us) / without_us:.0f}% |")
+    if baseline:
+        lines += ["", f"Against `{baseline}` (another version of risk.py), interleaved, CPU µs per answer, best of 9:\n",
+                  "| answers | baseline µs | this µs | ratio |", "|---|---:|---:|---:|"]
+        for name, b, t in risk_vs_baseline(all_pairs, baseline):
+            lines.append(f"| {name} | {b:.1f} | {t:.1f} | {t / b:.2f} |")
     lines += ["", "## Where the new families fire on labelled real data\n",
               "`fired` = the family named its verifier (`facts` / `planner`); `>= 0.3` = the whole score "
               "reached the default policy's threshold (any family).\n",
@@ -500,10 +538,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None)
     ap.add_argument("--risk-only", action="store_true",
                     help="risk scoring cost with percentiles and family firing rates on the real data")
+    ap.add_argument("--risk-baseline", default=None, metavar="PATH",
+                    help="with --risk-only: another risk.py to compare against in the same run")
     args = ap.parse_args(argv)
     d = cases_dir()
     if args.risk_only:
-        return risk_only(d, args.out)
+        return risk_only(d, args.out, args.risk_baseline)
     lines = [f"# Verification pipeline benchmark\n\nMachine: {os.cpu_count()} cores shared with other work; "
              f"Python {sys.version.split()[0]}. Cases: {d if d.is_dir() else 'none'}.\n"]
 
