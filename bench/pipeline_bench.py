@@ -15,6 +15,11 @@ against a baseline measured in the same run:
 5. Sentinel overhead: tokens added by the tool schema + rule (tiktoken ``o200k_base``).
 
     .venv/bin/python bench/pipeline_bench.py [--n 3000] [--out bench/results/pipeline.md]
+    .venv/bin/python bench/pipeline_bench.py --risk-only [--risk-baseline OLD_RISK.py] [--out bench/results/risk.md]
+
+``--risk-only`` runs section 1 alone, adds per-call percentiles and factual prose (SummEdits
+documents cut to 2 kB, HaluEval answers), and measures how often the ``facts`` and ``planner``
+risk families fire on the labelled real data (issues 10 and 11).
 """
 
 from __future__ import annotations
@@ -46,10 +51,9 @@ def _pct(xs: list[float], q: float) -> float:
 # ------------------------------------------------------------------------------ 1. risk
 
 
-def risk_bench(d: Path) -> list[tuple[str, int, float, float]]:
-    from verifiers import risk
-
-    sets: dict[str, list[tuple[str, str]]] = {
+def _risk_pairs(d: Path) -> dict[str, list[tuple[str | None, str]]]:
+    """The answer sets of :func:`risk_bench` (name -> (question, answer) pairs)."""
+    sets: dict[str, list[tuple[str | None, str]]] = {
         "short chat reply": [("hello there", "Mock reply to: hello there"),
                              ("How are you?", "I'm fine, thanks for asking! How can I help you today?")],
     }
@@ -67,6 +71,17 @@ def risk_bench(d: Path) -> list[tuple[str, int, float, float]]:
             ("Give me references.", "References\n" + "\n".join(
                 f"{j + 1}. {e['fields'].get('author', '')} ({e['fields'].get('year', '')}). {e['fields'].get('title', '')}."
                 for j, e in enumerate(rows[i:i + 5]))) for i in range(0, len(rows) - 5, 5)]
+    return sets
+
+
+def risk_bench(d: Path, extra: dict[str, list[tuple[str | None, str]]] | None = None
+               ) -> list[tuple[str, int, float, float]]:
+    """Mean CPU µs of ``risk.score`` per answer on each set (best of 3), with the baseline of
+    one ``str.count`` over the same answers: rows of (set, mean chars, µs, baseline µs)."""
+    from verifiers import risk
+
+    sets = _risk_pairs(d)
+    sets.update(extra or {})
     out = []
     for name, pairs in sets.items():
         reps = max(1, 3000 // len(pairs))
@@ -81,6 +96,220 @@ def risk_bench(d: Path) -> list[tuple[str, int, float, float]]:
         base = min(_time_count(pairs) for _ in range(3))
         out.append((name, int(chars), best, base))
     return out
+
+
+def _risk_sets(d: Path) -> dict[str, list[tuple[str | None, str]]]:
+    """The risk-timing sets of :func:`risk_bench` plus factual prose: SummEdits documents cut
+    to 2,000 characters (number- and name-dense), HaluEval hallucinated answers with their
+    question."""
+    sets: dict[str, list[tuple[str | None, str]]] = {}
+    g = d / "grounding"
+    if (g / "SummEdits").is_dir():
+        docs = []
+        for f in sorted((g / "SummEdits" / "data" / "summedits").glob("*.json")):
+            docs += list(dict.fromkeys(x["doc"][:2000] for x in json.loads(f.read_text())))[:20]
+        sets["factual prose (SummEdits doc, <= 2 kB)"] = [("Summarise the document.", t) for t in docs]
+    if (g / "HaluEval-qa").is_dir():
+        rows = [json.loads(x) for x in (g / "HaluEval-qa" / "qa_data.json").open()][:300]
+        sets["HaluEval Q + answer"] = [(r["question"], r["hallucinated_answer"]) for r in rows]
+    return sets
+
+
+def risk_percentiles(pairs: list[tuple[str | None, str]], reps: int = 5) -> tuple[float, float, float]:
+    """Per-call wall µs of ``risk.score`` (``perf_counter_ns`` around each call; each pair
+    ``reps`` times): p50, p95, p99."""
+    from verifiers import risk
+
+    lat = []
+    clock = time.perf_counter_ns
+    for _ in range(reps):
+        for q, a in pairs:
+            t0 = clock()
+            risk.score(q, a)
+            lat.append((clock() - t0) / 1000)
+    return _pct(lat, 0.5), _pct(lat, 0.95), _pct(lat, 0.99)
+
+
+def risk_family_cost(sets: dict[str, list[tuple[str | None, str]]]) -> list[tuple[str, float, float]]:
+    """CPU µs per answer of ``risk.score`` with and without the facts and computation families
+    (their functions swapped for ``return 0``), interleaved, best of 9: rows of (set, with,
+    without). A ratio in one run, so machine load affects both sides alike."""
+    from verifiers import risk
+
+    real = (risk._facts_signals, risk._computation_signals)
+
+    def off(*_a: object) -> int:
+        return 0
+
+    def once(pairs: list[tuple[str | None, str]]) -> float:
+        reps = max(1, 2000 // len(pairs))
+        t0 = time.process_time()
+        for _ in range(reps):
+            for q, a in pairs:
+                risk.score(q, a)
+        return (time.process_time() - t0) / (reps * len(pairs)) * 1e6
+
+    out = []
+    try:
+        for name, pairs in sets.items():
+            w, wo = [], []
+            for _ in range(9):
+                risk._facts_signals, risk._computation_signals = real
+                w.append(once(pairs))
+                risk._facts_signals = risk._computation_signals = off
+                wo.append(once(pairs))
+            out.append((name, min(w), min(wo)))
+    finally:
+        risk._facts_signals, risk._computation_signals = real
+    return out
+
+
+def risk_vs_baseline(sets: dict[str, list[tuple[str | None, str]]], path: str) -> list[tuple[str, float, float]]:
+    """CPU µs per answer of another version of ``risk.py`` (loaded from ``path``, e.g.
+    ``git show main:verifiers/risk.py > /tmp/risk_main.py``) and of this one, interleaved,
+    best of 9: rows of (set, baseline µs, this µs)."""
+    import importlib.util
+
+    from verifiers import risk
+
+    spec = importlib.util.spec_from_file_location("risk_baseline", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    base = importlib.util.module_from_spec(spec)
+    sys.modules["risk_baseline"] = base   # dataclasses look their module up
+    spec.loader.exec_module(base)
+
+    def once(mod, pairs: list[tuple[str | None, str]]) -> float:  # noqa: ANN001
+        reps = max(1, 2000 // len(pairs))
+        t0 = time.process_time()
+        for _ in range(reps):
+            for q, a in pairs:
+                mod.score(q, a)
+        return (time.process_time() - t0) / (reps * len(pairs)) * 1e6
+
+    out = []
+    for name, pairs in sets.items():
+        b, t = [], []
+        for _ in range(9):
+            b.append(once(base, pairs))
+            t.append(once(risk, pairs))
+        out.append((name, min(b), min(t)))
+    return out
+
+
+def risk_firing(d: Path) -> list[tuple[str, str, int, int, int]]:
+    """How often the ``facts`` and ``planner`` families fire on the labelled real data:
+    rows of (set, family, answers, fired, answers scoring >= 0.3, the default threshold)."""
+    import csv
+
+    from verifiers import risk
+
+    out = []
+
+    def rate(name: str, pairs: list[tuple[str | None, str]], fam: str) -> None:
+        fired = over = 0
+        for q, a in pairs:
+            r = risk.score(q, a)
+            fired += fam in r.verifiers
+            over += r.score >= 0.3
+        out.append((name, fam, len(pairs), fired, over))
+
+    g = d / "grounding"
+    if (g / "HaluEval-qa").is_dir():
+        rows = [json.loads(x) for x in (g / "HaluEval-qa" / "qa_data.json").open()]
+        rate("HaluEval right answer (with question)", [(r["question"], r["right_answer"]) for r in rows], "facts")
+        rate("HaluEval hallucinated answer (with question)", [(r["question"], r["hallucinated_answer"]) for r in rows],
+             "facts")
+        rate("HaluEval right answer (answer alone)", [(None, r["right_answer"]) for r in rows], "facts")
+        rate("HaluEval hallucinated answer (answer alone)", [(None, r["hallucinated_answer"]) for r in rows], "facts")
+    if (g / "SummEdits").is_dir():
+        se = []
+        for f in sorted((g / "SummEdits" / "data" / "summedits").glob("*.json")):
+            se += json.loads(f.read_text())
+        rate("SummEdits consistent summary", [(None, x["summary"]) for x in se if x["label"] == 1], "facts")
+        rate("SummEdits inconsistent summary", [(None, x["summary"]) for x in se if x["label"] == 0], "facts")
+    if (g / "BEGIN").is_dir():
+        rows = []
+        for f in sorted((g / "BEGIN").glob("*/*.tsv")):
+            with f.open(newline="") as fh:
+                rows += list(csv.DictReader(fh, delimiter="\t"))
+        for lab in ("Generic", "Fully attributable", "Not fully attributable"):
+            rate(f"BEGIN dialogue reply: {lab}", [(r["message"], r["response"]) for r in rows if r["begin_label"] == lab],
+                 "facts")
+    m = d / "math"
+    if m.is_dir():
+        sols = [json.loads(x) for x in (m / "example_model_solutions.jsonl").open()]
+        test = [json.loads(x) for x in (m / "test.jsonl").open()]
+        pb = json.loads((m / "processbench_gsm8k.json").read_text())
+        om = json.loads((m / "processbench_omnimath.json").read_text())
+        for fam in ("facts", "planner"):
+            rate("GSM8K GPT-3 175B solutions (worked)", [(r["question"], re.sub(r"<<[^>]*>>", "", r["175b_verification"]
+                                                                                ["solution"])) for r in sols], fam)
+            rate("GSM8K reference solutions (worked)", [(r["question"], re.sub(r"<<[^>]*>>", "", r["answer"]))
+                                                        for r in test], fam)
+            rate("GSM8K final answer alone (\"The answer is N.\")",
+                 [(r["question"], "The answer is " + r["answer"].split("####")[-1].strip() + ".") for r in test], fam)
+            rate("ProcessBench GSM8K step solutions", [(p["problem"], "\n".join(p["steps"])) for p in pb], fam)
+            rate("ProcessBench Omni-MATH step solutions", [(p["problem"], "\n".join(p["steps"])) for p in om], fam)
+    c = d / "code"
+    if c.is_dir():
+        rows = [json.loads(x) for x in (c / "humaneval_py_gpt4_simple.jsonl").open()]
+        for fam in ("facts", "planner"):
+            rate("HumanEval GPT-4 solution, fenced", [(r["prompt"], f"```python\n{r['solution']}\n```") for r in rows], fam)
+            rate("HumanEval GPT-4 solution, unfenced", [(r["prompt"], r["solution"]) for r in rows], fam)
+    return out
+
+
+def risk_only(d: Path, out_path: str | None, baseline: str | None = None) -> int:
+    """``--risk-only``: risk-scoring cost (mean and per-call percentiles) and the family
+    firing rates on the real data, as Markdown."""
+    from verifiers import risk
+
+    lines = [f"# Risk scoring benchmark\n\nMachine: {os.cpu_count()} cores shared with other work; "
+             f"Python {sys.version.split()[0]}. Cases: {d if d.is_dir() else 'none'}. "
+             f"Reproduce: `.venv/bin/python bench/pipeline_bench.py --risk-only --out bench/results/risk.md`.\n",
+             "## Cost (µs per answer; budget <= 50 µs for a typical 1-2 kB answer)\n",
+             "| answers | n | mean chars | mean CPU µs (best of 3) | p50 | p95 | p99 | one str.count µs | budget |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    sets = dict(_risk_sets(d))
+    timing = {name: (chars, us, base) for name, chars, us, base in risk_bench(d, extra=sets)}
+    all_pairs = _risk_pairs(d)
+    all_pairs.update(sets)
+    for name, (chars, us, base) in timing.items():
+        p50, p95, p99 = risk_percentiles(all_pairs[name])
+        lines.append(f"| {name} | {len(all_pairs[name])} | {chars} | {us:.1f} | {p50:.1f} | {p95:.1f} | {p99:.1f} | "
+                     f"{base:.2f} | {'ok' if us <= 50 else 'OVER'} |")
+    lines += ["", "What the `facts` and `computation` families add, same run, interleaved (CPU µs per answer, "
+              "best of 9; `without` = both family functions replaced by `return 0`):\n",
+              "| answers | with | without | added µs | added % |", "|---|---:|---:|---:|---:|"]
+    for name, with_us, without_us in risk_family_cost(all_pairs):
+        lines.append(f"| {name} | {with_us:.1f} | {without_us:.1f} | {with_us - without_us:.1f} | "
+                     f"{100 * (with_us - without_us) / without_us:.0f}% |")
+    if baseline:
+        lines += ["", f"Against `{baseline}` (another version of risk.py), interleaved, CPU µs per answer, best of 9:\n",
+                  "| answers | baseline µs | this µs | ratio |", "|---|---:|---:|---:|"]
+        for name, b, t in risk_vs_baseline(all_pairs, baseline):
+            lines.append(f"| {name} | {b:.1f} | {t:.1f} | {t / b:.2f} |")
+    lines += ["", "## Where the new families fire on labelled real data\n",
+              "`fired` = the family named its verifier (`facts` / `planner`); `>= 0.3` = the whole score "
+              "reached the default policy's threshold (any family).\n",
+              "| answers | family | n | fired | fired % | score >= 0.3 |", "|---|---|---:|---:|---:|---:|"]
+    for name, fam, n, fired, over in risk_firing(d):
+        lines.append(f"| {name} | {fam} | {n} | {fired} | {100 * fired / max(n, 1):.1f}% | {100 * over / max(n, 1):.1f}% |")
+    lines += ["", "Reading it: the risk score decides what gets checked, it does not judge truth, so the `facts` "
+              "family should fire on right and hallucinated factual answers alike and stay quiet on chit-chat "
+              "(BEGIN's `Generic` replies), worked math and code. HaluEval's right answers are mostly bare "
+              "names (\"Delhi\"), so alone they carry no visible claim; with their question the `factoid` "
+              "signal makes them checkable. The `planner` family fires when a stated task is answered with a "
+              "bare value (GSM8K's final number alone) and not on worked solutions, which the arithmetic "
+              "verifier already checks step by step. The held-back ChatGPT answers of issue 11 are not on "
+              "this machine; these sets stand in for them."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out_path:
+        Path(out_path).write_text(text)
+    del risk
+    return 0
 
 
 def _time_count(pairs: list[tuple[str, str]]) -> float:
@@ -307,8 +536,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n", type=int, default=3000, help="requests per in-process measurement")
     ap.add_argument("--verifier-n", type=int, default=100, help="answers per verifier")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--risk-only", action="store_true",
+                    help="risk scoring cost with percentiles and family firing rates on the real data")
+    ap.add_argument("--risk-baseline", default=None, metavar="PATH",
+                    help="with --risk-only: another risk.py to compare against in the same run")
     args = ap.parse_args(argv)
     d = cases_dir()
+    if args.risk_only:
+        return risk_only(d, args.out, args.risk_baseline)
     lines = [f"# Verification pipeline benchmark\n\nMachine: {os.cpu_count()} cores shared with other work; "
              f"Python {sys.version.split()[0]}. Cases: {d if d.is_dir() else 'none'}.\n"]
 

@@ -14,9 +14,22 @@ Signals (each counted, capped at :data:`_CAP`):
 - ``citations`` family — ``doi`` (``10.1000/xyz``), ``arxiv`` (``arXiv:2101.00001``),
   ``et_al``, ``reference_list`` (a "References"/"Bibliography" heading), ``author_year``
   (``(Smith, 2019)``).
+- ``facts`` family (issue 11 "Risk") — world claims: ``date`` (a year 1500-2099, "2023年",
+  "3月5日"), ``quantity`` ("484,507", "3.2 million", "330 metres", "5万"), ``statistic``
+  ("20%", "5 percent", "百分之"), ``superlative`` (objective ones: "largest", "most populous",
+  "最大"; not "best"/"greatest"), ``attribution`` ("according to", "data show", "据报道"),
+  ``factoid`` (a short who/when/where/which question that names something). Counted only when
+  the answer names something (a capitalised word mid-sentence, or a first word that is not a
+  common sentence starter), carries an attribution, or has a date plus another kind; never in an
+  answer that shows worked arithmetic, in unfenced code, or in a reference list.
 - ``sentinel`` family (question only) — ``enumeration`` (numbered or bulleted lines),
   ``also`` ("and also", "as well as", "additionally", "顺便", "另外", "并且"),
   ``questions`` (question marks beyond the first).
+- ``computation`` family (question + answer; issue 10's template shapes) — the question
+  states an expression (``stated_expression``: "97/117/0.65", "1/1! + 1/2!") or two numbers
+  (not years) and a computing word (``numeric_task``: "how much", "product", "复利"), and
+  the answer states a number with no operation or equation shown and no code
+  (``unshown_value``). Triggers the ``planner`` verifier.
 - ``length`` — answer length in characters (longer answers carry more claims).
 
 The score is ``1 - prod(1 - w_f * min(1, n_f / k_f))`` over the families, a noisy-OR of the
@@ -56,6 +69,8 @@ _CODE_STARTS = ("def ", "class ", "import ", "from ", "async def ")
 _DOI = re.compile(r"10\.\d{4,9}/[^\s\"'<>]+")
 # arXiv identifiers: new style YYMM.NNNNN (arXiv help "Understanding the arXiv identifier").
 _ARXIV = re.compile(r"arXiv:\s?\d{4}\.\d{4,5}|arxiv\.org/abs/", re.IGNORECASE)
+#: Lower-cased substrings, one of which every heading of :data:`_REF_HEADINGS` contains.
+_REF_HINTS = (b"references", b"bibliography", b"works cited", b"sources", "参考文献".encode())
 _REF_HEADINGS = ("References", "REFERENCES", "references", "Bibliography", "BIBLIOGRAPHY", "Works Cited",
                  "Sources", "SOURCES", "参考文献")
 # "(Smith, 2019)", "(Smith and Jones 2020a)"; matched at each "(".
@@ -155,6 +170,27 @@ def _is_ref_heading(text: str, start: int, end: int) -> bool:
     return not any(ch.isalnum() for ch in text[ls:start]) and not any(ch.isalnum() for ch in text[end:le])
 
 
+def _ref_headings(text: str) -> tuple[int, int]:
+    """``(count, position of the first)`` of the reference-list headings
+    (:func:`_is_ref_heading`) in ``text``; position -1 when there is none. At most
+    :data:`_MAX_PROBES` probes per heading word, count capped at :data:`_CAP`."""
+    n = 0
+    first = -1
+    for needle in _REF_HEADINGS:
+        i = text.find(needle)
+        probes = 0
+        while i != -1 and probes < _MAX_PROBES:
+            probes += 1
+            if _is_ref_heading(text, i, i + len(needle)):
+                n += 1
+                if first < 0 or i < first:
+                    first = i
+                if n >= _CAP:
+                    return n, first
+            i = text.find(needle, i + 1)
+    return n, first
+
+
 def _is_author_year(text: str, start: int, end: int) -> bool:
     return (end < len(text) and text[end].isupper()
             and _AUTHOR_YEAR.match(text, start) is not None)
@@ -176,13 +212,93 @@ def _is_enum_item(text: str, start: int, end: int) -> bool:
     return _ENUM.match(text, end) is not None
 
 
+# -- facts family ----------------------------------------------------------------------------
+# Cost: SRE scans at ~0.5 ns per character only when a pattern starts with a literal (its
+# prefix search); a pattern that starts with a class or an alternation costs 10-20 ns per
+# character (measured: ``\d+`` over 2 kB ~ 20 µs), and each ``str.find`` is a full pass too.
+# So the facts signals work on the answer's UTF-8 bytes, with every digit mapped to "0"
+# (``bytes.translate``, ~1 µs per 2 kB): every number pattern then starts with the literal
+# "0", and each word pattern with a literal ("est", "most ", " show", " ").
+_DIGIT_TO_0 = bytes.maketrans(b"123456789", b"000000000")
+_U = str.encode
+_UNITS = (rb"km\b|kilomet(?:er|re)s?\b|miles?\b|met(?:er|re)s?\b|feet\b|kg\b|kilograms?\b|tonnes?\b|tons\b"
+          rb"|acres\b|hectares\b|people\b|inhabitants\b|residents\b|employees\b|vehicles\b|copies\b|votes\b"
+          rb"|deaths\b|" + b"|".join(_U(u) for u in ("°C", "°F", "平方公里", "公里", "千米", "辆", "吨", "名")))
+# ``0(?<!00)``: the first digit of a number (no digit before it), so no match starts inside one;
+# possessive ``*+``: a failed unit is not retried at every shorter digit run (that backtracking
+# made the scan ~3x slower on number-heavy text).
+_NUM0 = re.compile(
+    rb"0(?<!00)(?:"
+    rb"(?P<quantity>0{0,2}(?:,000)++(?!0)"                                               # 484,507
+    rb"|0*+(?:\.0++)?+ ?+(?:million|billion|trillion|thousand|bn\b|" + _U("万|亿") + rb"|" + _UNITS + rb"))"
+    rb"|(?P<statistic>0*+(?:\.0++)?+ ?+(?:%|" + _U("％") + rb"|percent\b|per cent\b))"    # 20%, 5 percent
+    rb"|(?P<date>000 ?" + _U("年") + rb"|0? ?" + _U("月") + rb" ?0)"                      # 2023年, 3月5日
+    rb"|(?P<year>000(?![0%]|[.,]0| ?%))"                                                  # 2023 (value checked)
+    rb")")
+_FACT_CAP = 4   # number anchors counted per answer (the family saturates at 2)
+_HAN_LEADS = (0xE4, 0xE5, 0xE6, 0xE7, 0xE8, 0xE9)   # UTF-8 lead bytes of U+4000-U+9FFF (int: memchr)
+_YEAR_HEADS = frozenset((b"15", b"16", b"17", b"18", b"19", b"20"))   # years 1500-2099
+_NOT_BEFORE_YEAR = frozenset(b"$.,\xac\xa3\xa5")  # "$2019", "3.2019", and the last bytes of € £ ¥
+#: Objective superlatives (opinion ones -- best, worst, greatest, easiest -- are left out on
+#: purpose: "the best way to learn" is advice, "the largest city" a checkable claim).
+_SUPERLATIVES = ("largest", "biggest", "smallest", "oldest", "youngest", "tallest", "highest", "lowest",
+                 "longest", "shortest", "earliest", "fastest", "slowest", "richest", "poorest", "deepest",
+                 "heaviest", "hottest", "coldest", "busiest", "densest", "wealthiest")
+# "est" found with bytes.find (~2x faster than a regex with that literal prefix, measured),
+# then the word it ends looked up in a set (a lookbehind per superlative cost ~3 µs per "est")
+_SUPER_SET = frozenset(_U(w) for w in _SUPERLATIVES)
+_SUPER_MOST = re.compile(rb"most (?:populous|visited|spoken|widely spoken)\b")
+_CJK_FACT = re.compile(r"[〇零一二三四五六七八九]{4}年|[一二三四五六七八九十百千两]+[万亿]|百分之")
+_CJK_SUPER = re.compile(r"最(?:大|高|早|长|多|小|低|快|深|古老|先|重|富|热|冷|年轻|老)|首位|首个|首次|第一位|第一家|第一座")
+_SHOWS = re.compile(rb" show(?:(?<=studies show)|(?<=research show)|(?<=data show)|(?<=statistics show)"
+                    rb"|(?<=figures show)|(?<=polls show))")
+_CJK_ATTRIBUTION = ("据报道", "据统计", "据悉", "据了解", "数据显示", "报告显示", "统计显示", "调查显示")
+# A proper noun: a capitalised word after a lower-case word or ",;:(" ("in Q4", "by Tesla",
+# "Elon Musk", "The Eiffel"); "I" and "I'm" do not count. Literal " " first: ~0.6 µs per 1.5 kB.
+_ENTITY = re.compile(rb" (?<=[a-z,;:(] )[A-Z][A-Za-z]")
+_FIRST_WORD = re.compile(r"[\s*#>_\"'(-]{0,8}([A-Z][^\W\d_]*)")
+#: Words that start sentences without naming anything; the first word of an answer that is
+#: capitalised and not one of these counts as a name ("Tesla delivered ...", "Paris.").
+_STARTERS = frozenset(
+    "a an the this that these those there here it its i we you he she they my our your his her their "
+    "yes no sure ok okay well hi hello hey thanks thank great good sorry unfortunately absolutely "
+    "certainly of in on at for to as if when while after before since so but and or also however "
+    "let please what why how who where which not some many most all each every one by with from "
+    "because although though just maybe perhaps probably actually honestly personally overall first "
+    "second third finally then now today note do does did is are was were be can could would "
+    "should will may might must have has had yeah yep yup nope wow oh ah lol haha hmm right true "
+    "cool nice awesome interesting really exactly indeed agreed definitely totally".split())
+# A factoid question: asks for a name, date, place or amount (HotpotQA-style) and names
+# something itself. Only short questions (a long prompt carrying documents is grounding's
+# business, decided by the pipeline); words of the lower-cased question (a regex with \b
+# and an alternation cost ~3 µs per question).
+_WH_WORDS = frozenset(("who", "whom", "whose", "when", "where", "which"))
+_HOW_PHRASES = ("how many", "how old", "how tall", "how long ago", "how far")
+_WHAT_PHRASES = ("what year", "what city", "what country", "what state", "what company", "what team",
+                 "what county", "what nationality", "what is the name")
+_FACTOID_MAX_Q = 400
+
+# -- computation family (question + answer) -> planner ----------------------------------------
+# A question that states numbers and asks for a computed value, answered with a value and no
+# visible working: the template plans of the planner (issue 10, design §6.1) check exactly
+# this shape ("What is the product of 97/117/...?" -> "approximately 0.000191").
+# On the digit-mapped bytes of the question, like _NUM0.
+_Q_EXPRESSION = re.compile(rb"0(?: ?(?:[-+*/^]|\*\*|" + _U("×|÷") + rb") ?\(?0|!| x 0)")
+_Q_NUMBER = re.compile(rb"0(?<!00)0*(?:[.,]0+)*")
+_COMPUTE_WORDS = ("what is", "what's", "calculate", "compute", "how much", "how many", "total", "product",
+                  "sum of", "interest", "rate", "average", "evaluate", "solve", "percent", "%",
+                  "多少", "计算", "求", "复利", "利率", "本金", "总共", "合计", "平均", "等于")
+_Q_COMPUTE_TAIL = 600   # characters at the end of a question read for the computation shape
+
 #: family -> (weight, saturation count k, verifier it triggers). A family's evidence is
 #: ``min(1, n / k)``; the weight is how much one saturated family alone raises the score.
 FAMILIES: dict[str, tuple[float, int, str]] = {
     "arithmetic": (0.7, 3, "arithmetic"),   # three worked operations make a numeric answer
     "code": (0.8, 1, "code"),               # any code block is worth running
     "citations": (0.8, 2, "citations"),     # two citation marks make a reference list
+    "facts": (0.62, 2, "facts"),            # one entity + date/quantity claim: 0.31, two saturate
     "multi_part": (0.5, 2, "sentinel"),     # two sub-tasks are enough to forget one
+    "computation": (0.5, 1, "planner"),     # a stated task answered with a bare value: plan it
 }
 _LENGTH_WEIGHT = 0.2   # a 4,000-character answer adds at most 0.2 by length alone
 _LENGTH_SAT = 4000
@@ -194,8 +310,8 @@ class RiskScore:
 
     ``score``: 0..1. ``signals``: signal name -> count (only non-zero ones).
     ``verifiers``: the verifiers the signals trigger, in a stable order
-    (``arithmetic``, ``code``, ``citations``, ``sentinel``); the caller applies the policy's
-    threshold and enabled set.
+    (``arithmetic``, ``code``, ``citations``, ``facts``, ``sentinel``, ``planner``); the caller
+    applies the policy's threshold and enabled set.
     """
 
     score: float
@@ -235,6 +351,194 @@ def question_signals(question: str | None) -> dict[str, int]:
         out["questions"] = n - 1
     return out
 
+
+def _first_word_is_name(text: str) -> bool:
+    """The first word of ``text`` is capitalised and not a common sentence starter."""
+    m = _FIRST_WORD.match(text)
+    return m is not None and m.group(1).lower() not in _STARTERS
+
+
+def _is_named(prose: str, raw: bytes) -> int:
+    """1 when the answer names something: a proper noun (:data:`_ENTITY`) in ``raw`` (its
+    UTF-8 bytes) or a first word that is a name; else 0."""
+    return int(_first_word_is_name(prose) or _ENTITY.search(raw) is not None)
+
+
+def _is_factoid_question(question: str) -> bool:
+    """A who/when/where/which (or how many/old, what year/city...) question that names
+    something and does not state two numbers (that is a word problem: the computation
+    family's)."""
+    ql = question.lower()
+    ws = ql.replace("?", " ").replace(",", " ").replace("？", " ").split()
+    if _WH_WORDS.isdisjoint(ws):
+        if not ("how" in ws and any([p in ql for p in _HOW_PHRASES])) and \
+                not ("what" in ws and any([p in ql for p in _WHAT_PHRASES])):
+            return False
+    qraw = question.encode("utf-8", "surrogatepass")
+    if _ENTITY.search(qraw) is None and not _first_word_is_name(question):
+        return False
+    return _count_numbers(qraw, qraw.translate(_DIGIT_TO_0), 2) < 2
+
+
+def _count_numbers(raw: bytes, mapped: bytes, cap: int) -> int:
+    """Numbers in ``raw`` (``mapped``: the same bytes, digits mapped to "0") that are not
+    years (1500-2099 written as four digits), up to ``cap``."""
+    n = 0
+    for m in _Q_NUMBER.finditer(mapped):
+        a, b = m.span()
+        if b - a == 4 and raw[a:a + 2] in _YEAR_HEADS:
+            continue
+        n += 1
+        if n >= cap:
+            break
+    return n
+
+
+def _facts_signals(prose: str, question: str | None, has_digit: bool, worked: int,
+                   signals: dict[str, int], encoded: tuple[bytes, bytes] | None = None) -> int:
+    """Facts-family anchors of ``prose``, counted into ``signals``: ``date`` (a year, 3月5日),
+    ``quantity`` (484,507; 3.2 million; 330 metres; 5万), ``statistic`` (20%, 5 percent,
+    百分之), ``superlative`` (the largest, most populous, 最大), ``attribution`` ("according
+    to", "data show", 据报道), ``factoid`` (a short who/when/which question about something
+    named). ``encoded``: ``prose`` as UTF-8 bytes and their ASCII lower-case, when the caller
+    has them. Returns the family count, 0 unless a gate holds: a proper noun in the answer, an
+    attribution, or a date with a second kind of anchor (CJK text has no capitals: it needs the
+    date or the attribution).
+
+    An answer that shows its working (``worked`` > 0: an operation or equation between
+    numbers) is a solution: its numbers, superlatives ("the smallest n") and "according to the
+    problem" are not world claims, so the family is 0 (measured on GSM8K and ProcessBench
+    solutions: bench/results/risk.md)."""
+    if worked:
+        return 0
+    if encoded is None:
+        raw = prose.encode("utf-8", "surrogatepass")
+        low = raw.lower()   # ASCII-only lower-casing: C speed, multi-byte characters untouched
+    else:
+        raw, low = encoded
+    k = FAMILIES["facts"][1]
+    named = -1   # does the answer name something (the gate)? looked up lazily, -1 = not yet
+    kinds: dict[str, int] = {}
+    total = 0
+    if has_digit:
+        mapped = raw.translate(_DIGIT_TO_0)
+        for m in _NUM0.finditer(mapped):   # ~0.5 µs per match
+            kind = m.lastgroup
+            if kind == "year":
+                a = m.start()
+                if raw[a:a + 2] not in _YEAR_HEADS or (a and raw[a - 1] in _NOT_BEFORE_YEAR):
+                    continue
+                kind = "date"
+            kinds[kind] = kinds.get(kind, 0) + 1
+            total += 1
+            if total >= _FACT_CAP:
+                break
+    # Han characters (U+4E00-U+9FFF) have UTF-8 lead bytes E4-E9; memchr finds one at C speed,
+    # and the CJK patterns (which start with a class, ~20 ns/char) run only when there is one
+    han = len(raw) != len(prose) and any([b in raw for b in _HAN_LEADS])
+    if han:
+        n = 0
+        for m in _CJK_FACT.finditer(prose):
+            g = m.group()
+            kind = "date" if g.endswith("年") else "statistic" if g == "百分之" else "quantity"
+            kinds[kind] = kinds.get(kind, 0) + 1
+            n += 1
+            if n >= _FACT_CAP:
+                break
+        total += n
+        n = 0
+        for _ in _CJK_SUPER.finditer(prose):
+            n += 1
+            if n >= _FACT_CAP:
+                break
+        if n:
+            kinds["superlative"] = n
+            total += n
+    # once k anchors stand in a named answer the family cannot rise: like the arithmetic
+    # family, counting stops there (on number-dense prose this skips most of the passes)
+    if total >= k:
+        named = _is_named(prose, raw)
+    if named != 1:
+        n = probes = 0
+        i = low.find(b"est")
+        while i != -1 and probes < _MAX_PROBES:
+            probes += 1
+            e = i + 3
+            if e >= len(low) or not (97 <= low[e] <= 122):   # the word ends here
+                w = low[low.rfind(b" ", max(0, e - 16), e) + 1:e]
+                if (w in _SUPER_SET or w.lstrip(b"(\"'*_") in _SUPER_SET
+                        or (low.startswith(b"-selling", e) and w.endswith(b"best"))):
+                    n += 1
+            i = low.find(b"est", e)
+        if b"most " in low:   # bytes in/count: ~0.4 ns per byte; a multi-byte-prefix regex ~2 ns
+            n += len(_SUPER_MOST.findall(low))
+        if n:
+            kinds["superlative"] = min(_CAP, kinds.get("superlative", 0) + n)
+            total += n
+            if total >= k and named < 0:
+                named = _is_named(prose, raw)
+    attribution = 0
+    if named != 1 or total < k:
+        attribution = low.count(b"according to") + low.count(b"reported")
+        if b" show" in low:
+            attribution += len(_SHOWS.findall(low))
+        if han:
+            attribution += sum([prose.count(w) for w in _CJK_ATTRIBUTION])
+    factoid = 0
+    if (question and (named != 1 or total + attribution < k) and len(question) <= _FACTOID_MAX_Q
+            and ("?" in question or "？" in question) and prose and not prose.isspace()
+            and _is_factoid_question(question)):
+        factoid = 1
+    if not kinds and not attribution and not factoid:
+        return 0
+    if not (attribution or ("date" in kinds and len(kinds) >= 2)):
+        if named < 0:
+            named = _is_named(prose, raw)
+        if named != 1:
+            return 0
+    total = 0
+    for kind, n in kinds.items():
+        signals[kind] = min(_CAP, n)
+        total += min(_CAP, n)
+    if attribution:
+        signals["attribution"] = min(_CAP, attribution)
+        total += min(_CAP, attribution)
+    if factoid:
+        signals["factoid"] = 1
+    return total + factoid
+
+
+def _computation_signals(question: str, prose: str, has_digit: bool, worked: int, code_blocks: int,
+                         signals: dict[str, int]) -> int:
+    """Computation-family count (0 or 1): the question states an expression
+    (``stated_expression``: ``97/117``, ``1/2!``) or at least two numbers that are not years
+    and a computing word (``numeric_task``: "how much", "复利", "product"), and the answer's
+    prose states a number with no worked operation or equation (``unshown_value``). Code
+    answers are the code verifier's and never count. Only the last :data:`_Q_COMPUTE_TAIL`
+    characters of the question are read."""
+    if not has_digit or worked or code_blocks:
+        return 0
+    qt = question[-_Q_COMPUTE_TAIL:]
+    if not any(d in qt for d in "0123456789"):
+        return 0
+    qraw = qt.encode("utf-8", "surrogatepass")
+    mapped = qraw.translate(_DIGIT_TO_0)
+    if _Q_EXPRESSION.search(mapped) is not None:
+        kind = "stated_expression"
+    else:
+        low = qt.lower()
+        if not any(w in low for w in _COMPUTE_WORDS) or _count_numbers(qraw, mapped, 2) < 2:
+            return 0
+        kind = "numeric_task"
+    signals[kind] = 1
+    signals["unshown_value"] = 1
+    return 1
+
+
+#: Characters of an answer's prose read by the facts family: it saturates at two anchors, so a
+#: claim-bearing answer shows them long before this; the bound keeps a 200 kB answer of CJK
+#: text (whose patterns scan at ~20-40 ns per character) at ~1 ms.
+FACTS_SCAN_CHARS = 20_000
 
 #: Characters of an answer scanned for signals (the citation verifier reads 200,000, the
 #: arithmetic verifier 60,000); ``length`` still counts the whole answer.
@@ -313,16 +617,34 @@ def score(question: str | None, answer: str | None) -> RiskScore:
     if n:
         signals["et_al"] = n
         r += n
-    n = _anchored(answer, _REF_HEADINGS, _is_ref_heading, _CAP)
+    # one lower-cased byte copy (~1 µs per 2 kB) rules the nine heading needles out in five passes
+    raw = answer.encode("utf-8", "surrogatepass")
+    low = raw.lower()
+    n, ref_at = _ref_headings(answer) if any([h in low for h in _REF_HINTS]) else (0, -1)
     if n:
         signals["reference_list"] = n
         r += n
+        if prose is not answer:   # headings were found in the answer; the facts cut is in the prose
+            ref_at = _ref_headings(prose)[1]
     # the pattern starts with a literal "(": SRE's literal-prefix search makes one scan cheap
     n = _count(_AUTHOR_YEAR, answer) if has_digit and ("19" in answer or "20" in answer) else 0
     if n:
         signals["author_year"] = n
         r += n
     fam["citations"] = r
+
+    # facts: world claims in the prose (fenced code is the code verifier's)
+    worked = signals.get("operation", 0) + signals.get("equation", 0)
+    # unfenced code (code_line): its docstrings and literals are not world claims
+    # the reference list is the citations verifier's: its years and titles are not claims
+    facts_text = (prose if ref_at < 0 else prose[:ref_at])[:FACTS_SCAN_CHARS]
+    fam["facts"] = 0 if "code_line" in signals else _facts_signals(
+        facts_text, question, has_digit_prose and (ref_at < 0 or any(d in facts_text for d in "0123456789")),
+        worked, signals, (raw, low) if facts_text is answer else None)
+
+    # computation: a stated numeric task answered with a bare value
+    fam["computation"] = _computation_signals(question, prose, has_digit_prose, worked, c, signals) \
+        if question else 0
 
     # multi-part question
     q = question_signals(question) if question else {}
