@@ -32,7 +32,7 @@ CI_RIGHT = 10000 * (1 + 0.05 / 4) ** 12                    # 11607.545...
 CI_GOOD = f"根据公式A=P*(1+r/n)^(nt)，本息和约为{CI_RIGHT:.2f}元。"
 
 # --- a question that states an expression; the answer states a value
-PROD_Q = "[case:product] What is the product of 97/117/0.6534725/0.27613576234/0.6734576?"
+PROD_Q = "What is the product of 97/117/0.6534725/0.27613576234/0.6734576?"
 PROD_RIGHT = 97 / 117 / 0.6534725 / 0.27613576234 / 0.6734576   # 6.8222...
 PROD_BAD = "The result is approximately 0.000191."
 PROD_GOOD = f"The result is approximately {PROD_RIGHT:.4f}."
@@ -100,7 +100,7 @@ def _rules() -> list[dict[str, Any]]:
     r.append({"name": "plan-unexpected", "match": {"schema": "Plan"},
               "reply": {"content": json.dumps({"verification_needed": False, "verification_steps": []})}})
     correctable("compound", "按季度复利", CI_BAD, CI_GOOD)
-    correctable("product", r"\[case:product\]", PROD_BAD, PROD_GOOD)
+    correctable("product", r"product of 97/117/", PROD_BAD, PROD_GOOD)
     correctable("pandas-plan", r"\[case:pandas-plan\]", PANDAS_BAD, PANDAS_GOOD)
     correctable("plan-fail", r"\[case:plan-fail\]", PLAN_DRAFT.replace("80", "90"), PLAN_DRAFT)
     r.append({"name": "plan-draft", "match": {"last_user": r"\[case:(plan-|other-upstream)", "schema": "-"},
@@ -203,13 +203,14 @@ def test_compound_interest_case_detected_by_template_and_corrected_without_a_pla
     resp, rep = ask(env, "templates", CI_Q)
     assert resp.choices[0].message.content == CI_GOOD
     assert rep["status"] == "corrected", rep
-    first = rep["rounds"][0] if rep.get("rounds") else None
-    assert first is not None and first["status"] == "failed"
+    wrong = rep["corrected_checks"]
+    assert [c["verifier"] for c in wrong] == ["planner"] and "11608.92" in wrong[0]["claim"]
+    assert wrong[0]["evidence"]["plan_source"] == "template"
     # the template computed the right value from the question; no verifier-model call was made
     assert not rules_hit(env["mock"], "plan"), env["mock"].requests()
     assert rep["cost"]["verifier_calls"] == 0
-    assert "PLANNING_VERIFICATION" in rep.get("states", []) or rep.get("plan_source") == "template" or \
-        any(c.get("evidence", {}).get("plan_source") == "template" for c in planner_checks(rep))
+    assert rep["states"][:3] == ["INITIAL_GENERATION", "PLANNING_VERIFICATION", "EXECUTING_VERIFICATION"]
+    assert "CORRECTING" in rep["states"] and rep["states"][-1] == "VERIFICATION_PASSED"
     fix = [r["body"] for r in env["mock"].requests() if r.get("rule") == "compound-fix"]
     assert len(fix) == 1 and "11607.5" in fix[0]["messages"][-1]["content"]
 
