@@ -153,14 +153,30 @@ def _evidence_lines(i: int, c: Check) -> list[str]:
 def evidence_prompt(report: Report) -> str:
     """The user turn of a correction round: for each failed check the claim, the tool, its
     input, its actual output, the expected value and a short analysis, then the instruction
-    to answer the original question again, completely."""
+    to answer the original question again, completely. Failed fact claims come with the
+    passages that contradict them as numbered sources, and the model is asked to cite them as
+    ``[n]`` (``verifiers.facts.sources_prompt``; the numbers are those of the report's
+    ``sources``; design §2.3 synthesis with per-fact sources)."""
     failed = report.failed_checks
     lines = [f"Automatic verification found {len(failed)} error(s) in your previous answer. "
              "Evidence from the verification tools:", ""]
-    for i, c in enumerate(failed[:EVIDENCE_MAX_CHECKS], 1):
+    others = [c for c in failed if c.verifier != "facts"]
+    for i, c in enumerate(others[:EVIDENCE_MAX_CHECKS], 1):
         lines.extend(_evidence_lines(i, c))
-    if len(failed) > EVIDENCE_MAX_CHECKS:  # an answer with thousands of wrong claims: a bounded prompt
-        lines.append(f"... and {len(failed) - EVIDENCE_MAX_CHECKS} more error(s) like these, not listed.")
+    if len(others) > EVIDENCE_MAX_CHECKS:  # an answer with thousands of wrong claims: a bounded prompt
+        lines.append(f"... and {len(others) - EVIDENCE_MAX_CHECKS} more error(s) like these, not listed.")
+    if len(others) < len(failed):
+        facts = [c for c in failed if c.verifier == "facts"][:EVIDENCE_MAX_CHECKS]
+        try:
+            from verifiers.facts import sources_prompt
+            block = sources_prompt(facts, report.extra.get("sources") or [])
+        except Exception:  # noqa: BLE001 - the facts package missing or a malformed source: plain evidence
+            block = ""
+        if block:
+            lines += ["", block]
+        else:
+            for i, c in enumerate(facts, len(others) + 1):
+                lines.extend(_evidence_lines(i, c))
     lines += ["", "Fix these errors and give your complete corrected answer to the original request. "
               "Keep everything that was correct. Answer directly, without mentioning this verification."]
     return "\n".join(lines)

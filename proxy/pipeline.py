@@ -421,7 +421,9 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
         if "planner" in names:
             options["planner"].update(model=model, risk_score=r.score,
                                       sandbox=options["code"]["sandbox"] if v.code.enabled else None,
-                                      citation_sources=options["citations"]["sources"] if v.citations.enabled else None)
+                                      citation_sources=options["citations"]["sources"] if v.citations.enabled else None,
+                                      search_facts=_search_facts_tool(policy, question, model, messages, budget)
+                                      if v.facts.enabled else None)
         if "facts" in names:
             options["facts"].update(model=model if v.facts.use_model else None,
                                     context_messages=messages if isinstance(messages, list) else None,
@@ -438,6 +440,35 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
                                               "calls": [c.to_dict() for c in new_calls]}
     report.risk = r.to_dict()
     return report
+
+
+def _search_facts_tool(policy: Policy, question: str | None, model: GatewayChatModel | None, messages: Any,
+                       budget: RequestBudget):
+    """The planner's ``search_facts`` tool: ``await tool(claim) -> {"outcome", "verdict",
+    "evidence", "note", "confidence", "sources"}`` -- one claim through the facts verifier with the
+    policy's backends (``verifiers.facts.acheck``, ``max_claims=1``), inside the request deadline."""
+    f = policy.verifiers.facts
+
+    async def search_facts(claim: str) -> dict[str, Any]:
+        from verifiers.facts import acheck
+        from verifiers.facts.backends import aclose_backends, make_backends
+
+        backends = make_backends(f.backends, context_messages=messages if isinstance(messages, list) else None)
+        try:
+            out = await acheck(claim, question, model=model if f.use_model else None, backends=backends,
+                               max_claims=1, max_rounds=f.max_rounds, k=f.k, weights=f.weights,
+                               cache=runtime.facts_cache(f.cache),
+                               deadline_s=max(0.05, min(f.timeout_ms / 1000.0, budget.remaining_s()) * 0.9))
+        finally:
+            await aclose_backends(backends)
+        if not out.checks:
+            return {"outcome": "unknown", "note": "no check-worthy claim", "sources": out.sources}
+        c = out.checks[0]
+        verdict = {"pass": "supported", "fail": "refuted"}.get(c.outcome, "not_enough_info")
+        return {"outcome": c.outcome, "verdict": verdict, "evidence": c.expected if c.expected is not None
+                else c.evidence, "note": c.note, "confidence": c.confidence, "sources": out.sources}
+
+    return search_facts
 
 
 #: Characters of non-assistant message text from which a request counts as carrying documents

@@ -176,15 +176,20 @@ async def _facts(answer: str, question: str | None, options: Mapping[str, Any]) 
     Returns ``(checks, extra)`` with the numbered ``sources`` and the unconfirmed claims."""
     mod = importlib.import_module("verifiers.facts")
     backends = options.get("backends")
+    bmod = None
     if backends is None or isinstance(backends, Mapping):
         bmod = importlib.import_module("verifiers.facts.backends")
         backends = bmod.make_backends(backends or {"use": ["context"]},
                                       context_messages=options.get("context_messages"))
-    outcome = await mod.acheck(answer, question, model=options.get("model"), backends=backends,
-                               max_claims=int(options.get("max_claims", 8)),
-                               max_rounds=int(options.get("max_rounds", 3)), k=int(options.get("k", 5)),
-                               weights=options.get("weights"), cache=options.get("cache"),
-                               deadline_s=max(0.05, _timeout_of(options) * 0.9))
+    try:
+        outcome = await mod.acheck(answer, question, model=options.get("model"), backends=backends,
+                                   max_claims=int(options.get("max_claims", 8)),
+                                   max_rounds=int(options.get("max_rounds", 3)), k=int(options.get("k", 5)),
+                                   weights=options.get("weights"), cache=options.get("cache"),
+                                   deadline_s=max(0.05, _timeout_of(options) * 0.9))
+    finally:
+        if bmod is not None:  # the clients made here are closed here (a timeout cancels into this too)
+            await bmod.aclose_backends(backends)
     extra = {"sources": list(outcome.sources), "unconfirmed": list(outcome.unconfirmed),
              "searches": outcome.searches}
     return list(outcome.checks), extra
