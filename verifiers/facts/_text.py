@@ -1,0 +1,213 @@
+"""Text helpers of the facts verifier: sentences, key terms, numbers, dates, named entities.
+
+Sentences come from pysbd (Sadvilkar & Neumann, "PySBD: Pragmatic Sentence Boundary
+Disambiguation", NLP-OSS 2020; rule-based, handles "Dr.", "U.S.", "Jan. 5", decimals), with the
+spans kept so a claim can point into the answer. Key terms are lower-case content words cut to
+their first :data:`KEY_PREFIX` letters (a crude, language-agnostic stem, the same one
+``verifiers.citations.relevance`` uses), so "deliveries"/"delivered" meet.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = ["sentences", "keys", "key_set", "numbers", "Quantity", "entities", "words", "STOP", "KEY_PREFIX",
+           "MONTHS", "is_time_bound", "norm_claim", "NEGATION"]
+
+#: Words are compared by their first KEY_PREFIX letters.
+KEY_PREFIX = 6
+
+STOP = frozenset("""
+a an the of in on at to for from by with and or is are was were be been being that this these those as it its
+their there than which who whom whose what when where how can may might will would should could do does did has
+have had into between among also both either neither nor via per more less most least about over under after before
+during while whereas he she they we you i his her him them our your my me us one ones so such just very much many
+some any all each other another only own same too s t up out off then once here why if because until against above
+below again further not no never nor say said says according
+""".split())
+
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+          "november", "december")
+_MONTH_ABBR = {m[:3]: i + 1 for i, m in enumerate(MONTHS)} | {"sept": 9}
+_MONTH_RE = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|jun(?:e)?|jul(?:y)?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+
+_WORD_RE = re.compile(r"[a-z0-9][a-z0-9]*(?:'[a-z]+)?")
+NEGATION = re.compile(r"\b(?:not|no|never|neither|nor|none|cannot|without)\b|n't\b", re.IGNORECASE)
+
+_SCALE = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "mn": 1e6, "mln": 1e6, "billion": 1e9, "bn": 1e9,
+          "b": 1e9, "trillion": 1e12, "tn": 1e12}
+_NUM_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
+              "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15, "sixteen": 16,
+              "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
+              "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90, "hundred": 100, "dozen": 12}
+_NUMBER_RE = re.compile(
+    r"(?<![\w.])(?P<cur>[$€£¥])?\s?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
+    r"(?:\s?(?P<pct>%|percent\b|per cent\b))?"
+    r"(?:\s?(?P<scale>thousand|million|billion|trillion|mln|mn|bn|tn|k|m|b)\b)?"
+    r"|(?<![\w-])(?P<word>" + "|".join(_NUM_WORDS) + r")(?![\w-])",
+    re.IGNORECASE)
+_HEDGE_RE = re.compile(r"\b(?:about|around|approximately|approx|roughly|nearly|almost|over|more than|less than|fewer than|"
+                       r"at least|at most|up to|some|an estimated|estimated|under|close to|upwards of|~)\s*$", re.IGNORECASE)
+_TIME_BOUND_RE = re.compile(r"\b(?:current(?:ly)?|now|today|latest|as of|this year|recent(?:ly)?|incumbent|presently|"
+                            r"so far|to date|still)\b", re.IGNORECASE)
+#: A run of capitalised words (optionally joined by of/the/de/and/&), not counting the first
+#: word of a sentence unless it is followed by another capitalised word.
+_ENTITY_RE = re.compile(r"(?<![\w'])([A-Z][\w'.&-]*[\w]|[A-Z])(?:\s+(?:(?:of|the|de|del|von|van|and|&)\s+)?[A-Z][\w'.&-]*[\w])*")
+
+
+@lru_cache(maxsize=4096)
+def _segmenter():
+    import pysbd
+
+    return pysbd.Segmenter(language="en", clean=False, char_span=True)
+
+
+@lru_cache(maxsize=8192)
+def sentences(text: str) -> tuple[tuple[int, int], ...]:
+    """``(start, end)`` spans of the sentences of ``text`` (pysbd, trailing blanks excluded);
+    line breaks also end a sentence (lists, headings). Cached: passages are re-read each round."""
+    out: list[tuple[int, int]] = []
+    pos = 0
+    for block in re.split(r"(\n\s*)", text):
+        if block and not block.isspace():
+            try:
+                spans = [(s.start, s.end) for s in _segmenter().segment(block)]
+            except Exception:  # pysbd on odd input: the block is one sentence
+                spans = [(0, len(block))]
+            for a, b in spans:
+                seg = block[a:b]
+                a2 = a + (len(seg) - len(seg.lstrip()))
+                b2 = a + len(seg.rstrip())
+                if b2 > a2:
+                    out.append((pos + a2, pos + b2))
+        pos += len(block)
+    return tuple(out)
+
+
+def words(text: str) -> list[str]:
+    """Lower-case word tokens."""
+    return _WORD_RE.findall(text.lower())
+
+
+def keys(text: str) -> list[str]:
+    """Key terms of ``text`` in order: content words (no stop words, no bare numbers), cut to
+    :data:`KEY_PREFIX` letters."""
+    return [w[:KEY_PREFIX] for w in words(text) if w not in STOP and len(w) > 1 and not w[0].isdigit()
+            and w not in _NUM_WORDS]
+
+
+@lru_cache(maxsize=8192)
+def key_set(text: str) -> frozenset[str]:
+    return frozenset(keys(text))
+
+
+@dataclass(slots=True, frozen=True)
+class Quantity:
+    """A number stated in text: ``value`` (scale words applied: "1.2 million" -> 1.2e6),
+    ``kind`` (``percent`` | ``currency`` | ``year`` | ``number``), ``decimals`` (digits after
+    the point as written, for rounding), ``zeros`` (trailing zeros of an integer as written:
+    "484,500" -> 2), ``hedged`` ("about 500"), ``start``/``end`` (span), ``text``."""
+
+    value: float
+    kind: str
+    decimals: int
+    zeros: int
+    hedged: bool
+    start: int
+    end: int
+    text: str
+
+    def rounds_to(self, other: "Quantity") -> bool:
+        """True when ``other`` is consistent with ``self`` as written: equal, or ``self`` is
+        ``other`` rounded to the precision ``self`` was written with (half-up)."""
+        if self.value == other.value:
+            return True
+        if other.value == 0:
+            return False
+        if self.decimals > 0:
+            unit = 10.0 ** -self.decimals
+        else:
+            unit = 10.0 ** self.zeros
+        scale = 1.0
+        if "illion" in self.text.lower() or re.search(r"\d\s?(?:k|m|b|bn|mn|tn)\b", self.text.lower()):
+            m = re.search(r"(?:thousand|million|billion|trillion|mln|mn|bn|tn|k|m|b)\b", self.text.lower())
+            scale = _SCALE.get(m.group(0), 1.0) if m else 1.0
+        step = unit * scale
+        return abs(self.value - other.value) <= step / 2 + 1e-9 * max(1.0, abs(other.value))
+
+
+def numbers(text: str) -> list[Quantity]:
+    """The quantities of ``text`` in order (see :class:`Quantity`). Spelled numbers two..ninety
+    count ("one" does not: it is more often a pronoun)."""
+    out: list[Quantity] = []
+    for m in _NUMBER_RE.finditer(text):
+        hedged = bool(_HEDGE_RE.search(text[max(0, m.start() - 16):m.start()]))
+        if m.group("word"):
+            w = m.group("word").lower()
+            out.append(Quantity(float(_NUM_WORDS[w]), "number", 0, 0, hedged, m.start(), m.end(), m.group(0)))
+            continue
+        raw = m.group("num")
+        plain = raw.replace(",", "")
+        try:
+            v = float(plain)
+        except ValueError:
+            continue
+        decimals = len(plain.split(".")[1]) if "." in plain else 0
+        zeros = 0 if decimals else len(plain) - len(plain.rstrip("0")) if plain.strip("0") else 0
+        scale = m.group("scale")
+        if scale:
+            sc = scale.lower()
+            # "5 m" is as often metres as millions: single letters only right after a currency
+            if sc in ("m", "b", "k") and not m.group("cur"):
+                scale = None
+            else:
+                v *= _SCALE[sc]
+        if m.group("pct"):
+            kind = "percent"
+        elif m.group("cur"):
+            kind = "currency"
+        elif not decimals and "," not in raw and 1000 <= v <= 2100 and len(plain) == 4:
+            kind = "year"
+        else:
+            kind = "number"
+        end = m.end() if (scale or m.group("pct")) else m.start("num") + len(raw)
+        out.append(Quantity(v, kind, decimals, zeros, hedged, m.start(), end, text[m.start():end]))
+    return out
+
+
+def month_of(token: str) -> int | None:
+    """1..12 for a month name or abbreviation ("Sept.", "march"), else None."""
+    t = token.lower().rstrip(".")
+    if t in MONTHS:
+        return MONTHS.index(t) + 1
+    return _MONTH_ABBR.get(t)
+
+
+def entities(text: str) -> list[tuple[str, int, int]]:
+    """Named-entity-like spans ``(text, start, end)``: runs of capitalised words. The first word
+    of a sentence counts only when the next word is capitalised too ("New York"), or it is not a
+    stop word and occurs capitalised elsewhere. A capitalised heuristic, documented as such: it
+    misses lower-case text (dialogue corpora) and errs towards fewer entities."""
+    out: list[tuple[str, int, int]] = []
+    starts = {a for a, _ in sentences(text)} | {0}
+    for m in _ENTITY_RE.finditer(text):
+        s, e, t = m.start(), m.end(), m.group(0)
+        if s in starts and " " not in t:
+            if t.lower() in STOP or not re.search(r"(?<!^)\b" + re.escape(t) + r"\b", text[e:]):
+                continue
+        if t.lower() in STOP:
+            continue
+        out.append((t, s, e))
+    return out
+
+
+def is_time_bound(text: str) -> bool:
+    """True when the claim is about "now" (current, latest, as of, today...): recency matters."""
+    return bool(_TIME_BOUND_RE.search(text))
+
+
+def norm_claim(text: str) -> str:
+    """A claim normalised for cache keys: lower case, words only, single spaces."""
+    return " ".join(_WORD_RE.findall(text.lower()))
