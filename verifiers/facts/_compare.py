@@ -77,10 +77,12 @@ def _windows(sents: list[str]) -> list[str]:
 
 
 def _slot(text: str, q: Quantity) -> tuple[str | None, frozenset[str]]:
-    """(the unit key right after the quantity, the key terms around it)."""
+    """(the unit: the word right after the quantity unless a stop word, cut like a key; the key
+    terms around it)."""
     after = keys(text[q.end:q.end + 60])
     before = keys(text[max(0, q.start - 80):q.start])
-    unit = after[0] if after and re.match(r"\s*[A-Za-z]", text[q.end:q.end + 3]) else None
+    m = re.match(r"\s?([A-Za-z][\w-]*)", text[q.end:q.end + 40])
+    unit = m.group(1).lower()[:KEY_PREFIX] if m and m.group(1).lower() not in STOP else None
     return unit, frozenset(before[-WINDOW:] + after[:WINDOW])
 
 
@@ -103,7 +105,8 @@ def _contained(claim: str, ckeys: frozenset[str], cnums: list[Quantity], cents: 
     if cov < SUPPORT_COVERAGE:
         return None
     wnums = numbers(window)
-    if any(not any(c.rounds_to(w) for w in wnums if _same_kind(c, w) or c.kind == "number") for c in cnums):
+    if any(not any(c.rounds_to(w, loose=c.hedged) for w in wnums if _same_kind(c, w) or c.kind == "number")
+           for c in cnums):
         return None
     low = window.lower()
     if any(e.lower() not in low for e in cents):

@@ -92,10 +92,14 @@ def words(text: str) -> list[str]:
 
 
 def keys(text: str) -> list[str]:
-    """Key terms of ``text`` in order: content words (no stop words, no bare numbers), cut to
-    :data:`KEY_PREFIX` letters."""
-    return [w[:KEY_PREFIX] for w in words(text) if w not in STOP and len(w) > 1 and not w[0].isdigit()
-            and w not in _NUM_WORDS]
+    """Key terms of ``text`` in order: content words (no stop words, no bare numbers, possessive
+    ``'s`` dropped), cut to :data:`KEY_PREFIX` letters."""
+    out = []
+    for w in words(text):
+        w = w.removesuffix("'s")
+        if w not in STOP and len(w) > 1 and not w[0].isdigit() and w not in _NUM_WORDS:
+            out.append(w[:KEY_PREFIX])
+    return out
 
 
 @lru_cache(maxsize=8192)
@@ -119,23 +123,22 @@ class Quantity:
     end: int
     text: str
 
-    def rounds_to(self, other: "Quantity") -> bool:
+    def rounds_to(self, other: "Quantity", loose: bool = True) -> bool:
         """True when ``other`` is consistent with ``self`` as written: equal, or ``self`` is
-        ``other`` rounded to the precision ``self`` was written with (half-up)."""
+        ``other`` rounded half-up to the precision ``self`` was written with -- its decimals
+        ("19.6" -> "20" at 0 decimals), and when ``loose`` also its trailing zeros ("484,507"
+        -> "480,000"). Loose rounding keeps a contradiction from firing on a rounded figure;
+        strict rounding keeps "500" from being *supported* by "450"."""
         if self.value == other.value:
             return True
         if other.value == 0:
             return False
-        if self.decimals > 0:
-            unit = 10.0 ** -self.decimals
-        else:
-            unit = 10.0 ** self.zeros
-        scale = 1.0
-        if "illion" in self.text.lower() or re.search(r"\d\s?(?:k|m|b|bn|mn|tn)\b", self.text.lower()):
-            m = re.search(r"(?:thousand|million|billion|trillion|mln|mn|bn|tn|k|m|b)\b", self.text.lower())
-            scale = _SCALE.get(m.group(0), 1.0) if m else 1.0
-        step = unit * scale
-        return abs(self.value - other.value) <= step / 2 + 1e-9 * max(1.0, abs(other.value))
+        unit = 10.0 ** -self.decimals if self.decimals > 0 else 10.0 ** (self.zeros if loose else 0)
+        m = re.search(r"(?:thousand|million|billion|trillion|mln|mn|bn|tn|k|m|b)\b", self.text.lower())
+        step = unit * (_SCALE.get(m.group(0), 1.0) if m and self.kind != "year" else 1.0)
+        diff = other.value - self.value
+        eps = 1e-9 * max(1.0, abs(other.value))
+        return -step / 2 - eps <= diff < step / 2 - eps
 
 
 def numbers(text: str) -> list[Quantity]:
