@@ -58,6 +58,9 @@ CONFIDENT = 0.7
 #: Characters of a passage kept in a check's evidence.
 EVIDENCE_CHARS = 400
 _NOTE_MAX = 300
+#: With a question, a claim of fewer key terms than this is a fragment of an answer ("Francis
+#: Kinloch Huger"): it is judged with the question as its subject, and never "contained".
+SHORT_KEYS = MIN_KEYS + 2
 
 
 @dataclass(slots=True)
@@ -183,8 +186,10 @@ def _deterministic(claim: Claim, passages: list[Passage], weights: Mapping[str, 
     tb = is_time_bound(claim.text)
     sup: list[tuple[Passage, Any]] = []
     ref: list[tuple[Passage, Any]] = []
-    for p in passages:
-        pv = judge_passage(claim.text, p.text, context=claim.context)
+    for i, p in enumerate(passages):
+        # the rest of the same source (a document cut into passages) can hold the claim's value
+        others = "\n".join(q.text for j, q in enumerate(passages) if j != i and source_key(q) == source_key(p))
+        pv = judge_passage(claim.text, p.text, context=claim.context, elsewhere=others)
         if pv.verdict == "supported":
             sup.append((p, pv))
         elif pv.verdict == "refuted":
@@ -419,7 +424,7 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
     if not claims:
         claims = find_claims(answer, max_claims=max_claims)
     for c in claims:
-        if question and len(key_set(c.text)) < MIN_KEYS:
+        if question and len(key_set(c.text)) < SHORT_KEYS:
             c.context = f"{question.strip()} {c.text}"
     out = FactsOutcome(claims=claims)
     if not claims:

@@ -46,8 +46,13 @@ _NUMBER_RE = re.compile(
     r"(?<![\w.])(?P<cur>[$€£¥])?\s?(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)"
     r"(?:\s?(?P<pct>%|percent\b|per cent\b))?"
     r"(?:\s?(?P<scale>thousand|million|billion|trillion|mln|mn|bn|tn|k|m|b)\b)?"
-    r"|(?<![\w-])(?P<word>" + "|".join(_NUM_WORDS) + r")(?![\w-])",
+    r"|(?<![\w-])(?P<word>" + "|".join(_NUM_WORDS) + r")(?!\w|-(?!(?:one|two|three|four|five|six|seven|eight|nine)\b))",
     re.IGNORECASE)
+_TENS = frozenset(("twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"))
+_SPELL_GAP = r"(?:\s*-\s*|\s+)"
+_SPELL_WORD = r"(?:" + "|".join(_NUM_WORDS) + r"|one|zero|hundred|thousand|million|billion|dot|point|and\s+a\s+half|\d)"
+_SPELL_AFTER = re.compile(_SPELL_GAP + _SPELL_WORD + r"\b", re.IGNORECASE)
+_SPELL_BEFORE = re.compile(r"\b" + _SPELL_WORD + _SPELL_GAP + r"$", re.IGNORECASE)
 _HEDGE_RE = re.compile(r"\b(?:about|around|approximately|approx|roughly|nearly|almost|over|more than|less than|fewer than|"
                        r"at least|at most|up to|some|an estimated|estimated|under|close to|upwards of|~)\s*$", re.IGNORECASE)
 _TIME_BOUND_RE = re.compile(r"\b(?:current(?:ly)?|now|today|latest|as of|this year|recent(?:ly)?|incumbent|presently|"
@@ -133,7 +138,12 @@ class Quantity:
             return True
         if other.value == 0:
             return False
-        unit = 10.0 ** -self.decimals if self.decimals > 0 else 10.0 ** (self.zeros if loose else 0)
+        decimals = self.decimals
+        if loose and decimals:  # "6.90" may be 6.9 written to two places
+            frac = self.text.split(".")[-1]
+            digits = "".join(ch for ch in frac if ch.isdigit())
+            decimals -= len(digits) - len(digits.rstrip("0"))
+        unit = 10.0 ** -decimals if decimals > 0 else 10.0 ** (self.zeros if loose else 0)
         m = re.search(r"(?:thousand|million|billion|trillion|mln|mn|bn|tn|k|m|b)\b", self.text.lower())
         step = unit * (_SCALE.get(m.group(0), 1.0) if m and self.kind != "year" else 1.0)
         diff = other.value - self.value
@@ -143,13 +153,29 @@ class Quantity:
 
 def numbers(text: str) -> list[Quantity]:
     """The quantities of ``text`` in order (see :class:`Quantity`). Spelled numbers two..ninety
-    count ("one" does not: it is more often a pronoun)."""
+    count, with compounds ("twenty-five", "twenty five", "twenty - five" in transcripts); "one"
+    does not (it is more often a pronoun), and a spelled number that is part of a longer one
+    ("two hundred", "twelve dot fifty") is left out rather than misread."""
     out: list[Quantity] = []
+    consumed = 0
     for m in _NUMBER_RE.finditer(text):
+        if m.start() < consumed:
+            continue
         hedged = bool(_HEDGE_RE.search(text[max(0, m.start() - 16):m.start()]))
         if m.group("word"):
             w = m.group("word").lower()
-            out.append(Quantity(float(_NUM_WORDS[w]), "number", 0, 0, hedged, m.start(), m.end(), m.group(0)))
+            value, end = _NUM_WORDS[w], m.end()
+            if w in _TENS:
+                unit = re.match(_SPELL_GAP + r"(one|two|three|four|five|six|seven|eight|nine)\b", text[end:end + 12],
+                                re.IGNORECASE)
+                if unit:
+                    value += _NUM_WORDS.get(unit.group(1).lower(), 1)
+                    end += unit.end()
+            consumed = end
+            # part of a longer spelled number ("two hundred", "twelve dot fifty"): not parsed, not used
+            if _SPELL_AFTER.match(text[end:end + 16]) or _SPELL_BEFORE.search(text[max(0, m.start() - 16):m.start()]):
+                continue
+            out.append(Quantity(float(value), "number", 0, 0, hedged, m.start(), end, text[m.start():end]))
             continue
         raw = m.group("num")
         plain = raw.replace(",", "")
