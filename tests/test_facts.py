@@ -419,3 +419,36 @@ async def test_run_adapter_reports_sources_and_searches():
     assert report.extra["sources"][0]["doc_id"] == "context:system:0:1"
     assert report.cost.searches >= 1
     json.dumps(report.to_dict())  # JSON-ready
+
+
+# ----------------------------------------------------------------------------- over HTTP
+
+
+def test_full_loop_with_an_openai_compatible_verifier_model_over_http():
+    """The verifier model behind ``proxy.verifier_model.OpenAIChatModel`` (what ``--model URL``
+    of bench/facts_bench.py uses), answered by the scripted upstream by schema name."""
+    from proxy.mock_upstream import MockUpstream
+    from proxy.verifier_model import OpenAIChatModel
+
+    script = {"rules": [
+        {"match": {"schema": "ClaimList"},
+         "reply": {"content": json.dumps(_claims_reply("Marie Curie won three Nobel Prizes."))}},
+        {"match": {"schema": "VerdictAnswer"},
+         "reply": {"content": json.dumps({"verdict": "refuted", "passages": [1], "quote": "two Nobel Prizes",
+                                          "source_says": "two Nobel Prizes", "confidence": 0.9})}}],
+        "default": {"content": "no"}}
+    page = web("Marie Curie was the first person to win two Nobel Prizes.", "nobelprize.org")
+    with MockUpstream(script) as up:
+        async def go():
+            m = OpenAIChatModel(up.base_url, "mock-model")
+            try:
+                return await acheck("Marie Curie won three Nobel Prizes.", None, model=m,
+                                    backends=[Fake("searxng", [page])]), m
+            finally:
+                await m.aclose()
+
+        out, m = asyncio.run(go())
+        sent = [r["body"] for r in up.requests() if r.get("path") == "/v1/chat/completions"]
+    assert out.checks[0].outcome == "fail" and out.checks[0].expected == "two Nobel Prizes"
+    assert [c.purpose for c in m.calls] == ["claims", "verdict"] and out.model_calls == 2
+    assert [b["response_format"]["json_schema"]["name"] for b in sent] == ["ClaimList", "VerdictAnswer"]
