@@ -359,6 +359,22 @@ async def test_credibility_one_weak_page_alone_does_not_fail_a_claim():
     assert (await acheck(claim, None, backends=[weak], weights={"random-blog.example": 0.9})).checks[0].outcome == "fail"
 
 
+async def test_an_old_source_does_not_fail_a_claim_about_now():
+    import datetime as dt
+
+    page = "As of this quarter the agency employs 30,000 staff in total."
+    claim = "The agency currently employs 45,000 staff in total."
+    recent = Passage(text=page, title="t", url="https://agency.gov/a", source="searxng", domain="agency.gov",
+                     published=dt.date.today().isoformat())
+    old = Passage(text=page, title="t", url="https://agency.gov/b", source="searxng", domain="agency.gov",
+                  published="2009-01-01")
+    assert (await acheck(claim, None, backends=[Fake("searxng", [recent])])).checks[0].outcome == "fail"
+    assert (await acheck(claim, None, backends=[Fake("searxng", [old])])).checks[0].outcome == "unknown"
+    # a claim that is not about "now" is judged on the old page as well
+    assert (await acheck("The agency employs 45,000 staff in total.", None,
+                         backends=[Fake("searxng", [old])])).checks[0].outcome == "fail"
+
+
 async def test_sources_that_disagree_are_conflicting_not_a_failure():
     claim = "Tesla delivered 494,507 vehicles in the fourth quarter of 2023."
     fake = Fake("searxng", [web(DOC, "one.gov"), web(DOC.replace("484,507", "494,507"), "other.gov")])
@@ -452,3 +468,16 @@ def test_full_loop_with_an_openai_compatible_verifier_model_over_http():
     assert out.checks[0].outcome == "fail" and out.checks[0].expected == "two Nobel Prizes"
     assert [c.purpose for c in m.calls] == ["claims", "verdict"] and out.model_calls == 2
     assert [b["response_format"]["json_schema"]["name"] for b in sent] == ["ClaimList", "VerdictAnswer"]
+
+
+async def test_a_model_claim_with_resolved_pronouns_points_at_its_sentence():
+    answer = "Tesla is an American carmaker. It delivered 494,507 vehicles in the fourth quarter of 2023."
+    model = ScriptedModel([(lambda m, s, p: p == "claims", {"claims": [
+        {"claim": "In the fourth quarter of 2023, Tesla delivered 494,507 vehicles.",
+         "sentence": "It delivered 494,507 vehicles in the fourth quarter of 2023."},
+        {"claim": "Tesla sold 100 bicycles on Mars.", "sentence": ""}]})])
+    out = await acheck(answer, None, model=model, backends=[ContextBackend(RAG)])
+    [c] = out.checks                         # the claim the answer never made is dropped
+    assert c.outcome == "fail" and c.span is None
+    a, b = c.evidence["sentence_span"]
+    assert answer[a:b] == "It delivered 494,507 vehicles in the fourth quarter of 2023."

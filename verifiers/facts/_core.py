@@ -374,7 +374,7 @@ def _checks(claims: list[Claim], results: list[_Result]) -> tuple[list[Check], l
             evidence["rule"] = r.rule
         if r.cached:
             evidence["cached"] = True
-        if c.origin == "model" and c.span is None:
+        if c.span is None:  # a model claim not verbatim in the answer: the sentence it comes from
             evidence["sentence_span"] = list(c.sentence_span) if c.sentence_span else None
         refs = "".join(f"[{e['n']}]" for e in ev_passages)
         note = r.note + (f" {refs}" if refs and outcome in ("pass", "fail") else "")
@@ -382,7 +382,7 @@ def _checks(claims: list[Claim], results: list[_Result]) -> tuple[list[Check], l
         checks.append(Check(verifier="facts", claim=c.text, outcome=outcome,
                             expected=r.expected if outcome != "unknown" else None,
                             found=r.found if outcome != "unknown" else None,
-                            evidence=evidence, confidence=round(conf, 3), span=c.span or c.sentence_span,
+                            evidence=evidence, confidence=round(conf, 3), span=c.span,
                             note=note[:_NOTE_MAX]))
     return checks, sources
 
