@@ -26,6 +26,9 @@ from verifiers.model import ChatModel, ask_json
 
 __all__ = ["Claim", "find_claims", "model_claims", "locate", "ClaimList"]
 
+#: Characters of an answer that :func:`find_claims` reads (sentence splitting is CPU work on the
+#: event loop; claims are capped per answer anyway).
+ANSWER_CHARS = 20_000
 #: rapidfuzz partial-ratio a model claim needs against the answer to get an exact span.
 SPAN_MATCH = 92
 #: Share of a model claim's key terms that must occur in the answer (else it is dropped).
@@ -85,10 +88,12 @@ def find_claims(answer: str, *, max_claims: int | None = None) -> list[Claim]:
 
     A sentence is check-worthy when it states a number, a date or a named entity (capitalised
     words; see ``_text.entities``) and is not a question, an opinion, advice or code. At most
-    ``max_claims`` (None: all). Deterministic; never raises for any str input.
+    ``max_claims`` (None: all). Only the first :data:`ANSWER_CHARS` characters are read.
+    Deterministic; never raises for any str input.
     """
     out: list[Claim] = []
-    for a, b in _sentence_spans(answer or ""):
+    answer = answer or ""
+    for a, b in _sentence_spans(answer[:ANSWER_CHARS]):
         s = answer[a:b]
         if _check_worthy(s):
             out.append(Claim(" ".join(s.split()), (a, b), (a, b), "sentence"))

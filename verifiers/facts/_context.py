@@ -92,36 +92,65 @@ class ContextBackend:
 
     def __init__(self, messages: Sequence[Mapping[str, Any]] | None, name: str = "context") -> None:
         self.name = name
-        self.passages: list[Passage] = []
+        self._texts: list[tuple[int, str, str]] = []  # (message index, role, label) + text below
+        self._raw: list[str] = []
         for i, m in enumerate(messages or ()):
             if not isinstance(m, Mapping):
                 continue
             role = str(m.get("role") or "")
             if role not in EVIDENCE_ROLES:
                 continue
-            chunks = _chunks(message_text(m.get("content")))
             label = f"{role} message" + (f" ({m['name']})" if isinstance(m.get("name"), str) else "")
+            self._texts.append((i, role, label))
+            self._raw.append(message_text(m.get("content")))
+        digest = hashlib.sha256("\x1e".join(f"{i}:{r}\x1f{t}" for (i, r, _), t in zip(self._texts, self._raw))
+                                .encode()).hexdigest()
+        self.cache_key = f"{name}:{digest[:16]}"
+        self._passages: list[Passage] | None = None
+        self._tokens: list[list[str]] = []
+        self._bm25: Any = None
+        self._lock: Any = None
+
+    def _build(self) -> None:
+        passages: list[Passage] = []
+        for (i, role, label), text in zip(self._texts, self._raw):
+            chunks = _chunks(text)
             for j, c in enumerate(chunks):
                 doc_id = f"context:{role}:{i}" + (f":{j}" if len(chunks) > 1 else "")
-                self.passages.append(Passage(text=c, title=label, doc_id=doc_id, source="context", domain="context"))
-        self._tokens = [keys(p.title + " " + p.text) for p in self.passages]
-        self._bm25 = None
-        if self.passages:
+                passages.append(Passage(text=c, title=label, doc_id=doc_id, source="context", domain="context"))
+        self._tokens = [keys(p.title + " " + p.text) for p in passages]
+        if passages:
             from rank_bm25 import BM25Plus
 
             self._bm25 = BM25Plus([t or ["_"] for t in self._tokens])
-        digest = hashlib.sha256("\x1e".join(p.doc_id + "\x1f" + p.text for p in self.passages).encode()).hexdigest()
-        self.cache_key = f"{name}:{digest[:16]}"
+        self._passages = passages
+
+    @property
+    def passages(self) -> list[Passage]:
+        """Every passage, in message order (built on first use)."""
+        if self._passages is None:
+            self._build()
+        return self._passages
 
     async def search(self, query: str, k: int = 5) -> list[Passage]:
         """Up to ``k`` passages sharing at least one key term with ``query``, best BM25 score
-        first (ties: message order)."""
+        first (ties: message order). The first call splits and indexes the messages in a worker
+        thread (sentence splitting of a long context is CPU work that must not stall the event
+        loop)."""
+        if self._passages is None:
+            import asyncio
+
+            if self._lock is None:
+                self._lock = asyncio.Lock()
+            async with self._lock:
+                if self._passages is None:
+                    await asyncio.to_thread(self._build)
         return self.search_sync(query, k)
 
     def search_sync(self, query: str, k: int = 5) -> list[Passage]:
         """:meth:`search` without the event loop (benchmarks, scripts)."""
         q = keys(query)
-        if not q or self._bm25 is None or k <= 0:
+        if not q or not self.passages or self._bm25 is None or k <= 0:
             return []
         qs = set(q)
         scores = self._bm25.get_scores(q)
