@@ -1,0 +1,452 @@
+"""The facts loop: claims -> queries -> retrieval -> credibility -> verdict, up to ``max_rounds``
+(issue 11; design §2.2 Self-Ask with loop verification, §4.3 stopping, §5.2 changing queries).
+
+Per claim, concurrently (:func:`acheck`):
+
+1. **Round queries.** Round 1 searches the claim itself (cheap and, for the ``context``
+   backend, the best query). Later rounds use the verifier model's verification questions from
+   the last verdict (FIRE: one call decides or names what to look for), else a ``queries`` call,
+   else deterministic rewrites (:func:`fallback_queries`: key terms, then the subject without
+   its quantities). Queries already asked are never repeated: nothing new to ask stops the loop.
+2. **Retrieval** over every backend concurrently per query; a backend that raises
+   (:class:`SourceUnavailable`, timeout, anything) is noted in ``unavailable`` and gives no
+   passage -- never evidence.
+3. **Ranking**: key-term overlap with the claim x credibility weight x recency
+   (:mod:`verifiers.facts._credibility`); the top ``2k`` passages are judged.
+4. **Deterministic tier** (:mod:`verifiers.facts._compare`) before any model call. Its verdict
+   stands when the agreeing independent sources give confidence >= :data:`DET_MIN_CONFIDENCE`
+   and no passage says the opposite.
+5. **Model tier** (a :class:`ChatModel` given): a ``verdict`` call over the numbered passages.
+   A quote not in its cited passage -> ``not_enough_info``. ``supported``/``refuted`` with
+   confidence >= :data:`CONFIDENT` ends the loop.
+6. **Stop** when confident, when queries repeat, when a round brought no new passage, after
+   ``max_rounds``, or when the deadline or the model budget is spent (``unknown``).
+
+Checks: supported -> ``pass``, refuted -> ``fail`` (``expected``: what the source says;
+``evidence.passages``: the passages with their ``[n]``), conflicting / not_enough_info ->
+``unknown`` with the reason, an invalid model verdict after its repair -> ``error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifiers._types import Check
+from verifiers.facts._cache import VerdictCache, cache_key
+from verifiers.facts._claims import Claim, find_claims, model_claims
+from verifiers.facts._compare import MIN_KEYS, judge_passage
+from verifiers.facts._credibility import agreement, recency_factor, source_key, weight_of
+from verifiers.facts._judge import ask_queries, ask_verdict, quote_in
+from verifiers.facts._passage import Passage, SearchBackend, SourceUnavailable
+from verifiers.facts._text import STOP, entities, is_time_bound, key_set, norm_claim, numbers, words
+from verifiers.model import ChatModel
+
+__all__ = ["acheck", "FactsOutcome", "fallback_queries", "DET_MIN_CONFIDENCE", "CONFIDENT"]
+
+#: Confidence one full-weight source gives a deterministic verdict (the tier's measured
+#: precision on held-out flags, rounded down: bench/results/facts.md).
+DET_BASE = 0.9
+#: A deterministic verdict stands at or above this agreement (one context passage: 0.9; one
+#: default-weight web page: 0.54 -> not enough alone).
+DET_MIN_CONFIDENCE = 0.6
+#: A model verdict at or above this confidence ends the loop.
+CONFIDENT = 0.7
+#: Characters of a passage kept in a check's evidence.
+EVIDENCE_CHARS = 400
+_NOTE_MAX = 300
+#: With a question, a claim of fewer key terms than this is a fragment of an answer ("Francis
+#: Kinloch Huger"): it is judged with the question as its subject, and never "contained".
+SHORT_KEYS = MIN_KEYS + 2
+
+
+@dataclass(slots=True)
+class FactsOutcome:
+    """What :func:`acheck` returns.
+
+    ``checks``: one :class:`Check` per claim (``verifier="facts"``); ``sources``: the passages
+    cited as evidence, ``{"n", "title", "url", "doc_id", "source", "domain", "published"}``
+    numbered ``[n]`` in citation order (the ``n`` in each check's ``evidence.passages``);
+    ``unconfirmed``: claims left ``unknown``; ``searches``: backend calls made; ``claims``: the
+    claims checked; ``model_calls``: verifier-model calls made by this check; ``unavailable``:
+    backend name -> why it could not answer; ``rounds``: the most rounds any claim took.
+    """
+
+    checks: list[Check] = field(default_factory=list)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    unconfirmed: list[str] = field(default_factory=list)
+    searches: int = 0
+    claims: list[Claim] = field(default_factory=list)
+    model_calls: int = 0
+    unavailable: dict[str, str] = field(default_factory=dict)
+    rounds: int = 0
+
+
+@dataclass(slots=True)
+class _Result:
+    verdict: str  # supported | refuted | conflicting | not_enough_info | error
+    method: str = "deterministic"
+    confidence: float = 0.0
+    passages: list[tuple[Passage, str]] = field(default_factory=list)  # (passage, quote)
+    expected: Any = None
+    found: Any = None
+    note: str = ""
+    rule: str = ""
+    queries: list[str] = field(default_factory=list)
+    rounds: int = 0
+    cacheable: bool = True
+    cached: bool = False
+
+
+class _Run:
+    """Shared state of one :func:`acheck` call: backends, search memo, counters, deadline."""
+
+    def __init__(self, backends: Sequence[SearchBackend], model: ChatModel | None, k: int,
+                 weights: Mapping[str, float] | None, t_end: float) -> None:
+        self.backends = list(backends)
+        self.model = model
+        self.k = k
+        self.weights = weights
+        self.t_end = t_end
+        self.searches = 0
+        self.unavailable: dict[str, str] = {}
+        self._memo: dict[tuple[int, str], asyncio.Future] = {}
+
+    def remaining(self) -> float:
+        return self.t_end - time.monotonic()
+
+    async def _one(self, i: int, query: str) -> list[Passage]:
+        b = self.backends[i]
+        name = str(getattr(b, "name", f"backend{i}"))
+        self.searches += 1
+        try:
+            got = await asyncio.wait_for(b.search(query, self.k), max(0.01, self.remaining()))
+            return [p for p in got if isinstance(p, Passage) and p.text.strip()]
+        except SourceUnavailable as exc:
+            self.unavailable[name] = str(exc)[:200]
+        except asyncio.TimeoutError:
+            self.unavailable[name] = f"{name}: no answer before the verification deadline"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a backend bug is an unavailable source, never evidence
+            self.unavailable[name] = f"{name}: {type(exc).__name__}"
+        return []
+
+    async def search(self, query: str) -> list[Passage]:
+        """Every backend at once; each (backend, query) asked once per run."""
+        futs = []
+        for i in range(len(self.backends)):
+            key = (i, norm_claim(query))
+            if key not in self._memo:
+                self._memo[key] = asyncio.ensure_future(self._one(i, query))
+            futs.append(self._memo[key])
+        out: list[Passage] = []
+        for res in await asyncio.gather(*futs, return_exceptions=True):
+            if isinstance(res, list):
+                out.extend(res)
+        return out
+
+
+def fallback_queries(claim: Claim, round_no: int) -> list[str]:
+    """Deterministic queries for round ``round_no`` (0-based): the claim itself; then its
+    entities, quantities and content words; then the subject without the quantities."""
+    text = claim.context or claim.text
+    if round_no == 0:
+        return [text]
+    ents = [e for e, _, _ in entities(text)]
+    content = [w for w in words(text) if w not in STOP and not w[0].isdigit() and len(w) > 2]
+    if round_no == 1:
+        terms = ents + [q.text for q in numbers(text)] + content
+    else:
+        low = {e.lower() for e in ents}
+        terms = ents + [w for w in content if w not in " ".join(low)][:6]
+    seen: list[str] = []
+    for t in terms:
+        if t.lower() not in (s.lower() for s in seen):
+            seen.append(t)
+    q = " ".join(seen[:12])
+    return [q] if q else []
+
+
+def _rank(claim: Claim, pool: list[Passage], weights: Mapping[str, float] | None, limit: int) -> list[Passage]:
+    ck = key_set(claim.context or claim.text)
+    tb = is_time_bound(claim.text)
+
+    def score(p: Passage) -> float:
+        ov = len(ck & key_set(p.text + " " + p.title)) / max(1, len(ck))
+        return ov * weight_of(p, weights) * recency_factor(p, tb)
+
+    return sorted(pool, key=score, reverse=True)[:limit]
+
+
+def _deterministic(claim: Claim, passages: list[Passage], weights: Mapping[str, float] | None) -> _Result | None:
+    tb = is_time_bound(claim.text)
+    sup: list[tuple[Passage, Any]] = []
+    ref: list[tuple[Passage, Any]] = []
+    for i, p in enumerate(passages):
+        # the rest of the same source (a document cut into passages) can hold the claim's value
+        others = "\n".join(q.text for j, q in enumerate(passages) if j != i and source_key(q) == source_key(p))
+        pv = judge_passage(claim.text, p.text, context=claim.context, elsewhere=others)
+        if pv.verdict == "supported":
+            sup.append((p, pv))
+        elif pv.verdict == "refuted":
+            ref.append((p, pv))
+    if sup and ref:
+        return _Result("conflicting", confidence=0.5, passages=[(p, v.quote) for p, v in (ref[:2] + sup[:2])],
+                       note="the passages disagree: " + ref[0][1].note)
+    for group, verdict in ((ref, "refuted"), (sup, "supported")):
+        if not group:
+            continue
+        conf = agreement(((source_key(p), weight_of(p, weights) * recency_factor(p, tb)) for p, _ in group), DET_BASE)
+        if conf < DET_MIN_CONFIDENCE:
+            return _Result("not_enough_info", confidence=conf, passages=[(p, v.quote) for p, v in group[:2]],
+                           note=f"only low-credibility sources: {group[0][1].note}")
+        p0, v0 = group[0]
+        return _Result(verdict, "deterministic", conf, [(p, v.quote) for p, v in group[:3]],
+                       expected=v0.expected if verdict == "refuted" else v0.quote,
+                       found=v0.found if verdict == "refuted" else claim.text, note=v0.note, rule=v0.rule)
+    return None
+
+
+async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache | None) -> _Result:
+    key = cache_key(claim.context or claim.text, run.backends) if cache is not None else ""
+    if cache is not None:
+        hit = await cache.get(key)
+        if hit:
+            return _from_cache(hit)
+    pool: dict[tuple, Passage] = {}
+    asked: list[str] = []
+    gaps: list[str] = []
+    last: _Result | None = None
+    rounds = 0
+    stop = ""
+    for r in range(max(1, max_rounds)):
+        if run.remaining() <= 0:
+            stop = "the verification deadline passed"
+            break
+        queries = await _queries_for(claim, r, asked, gaps, run)
+        new = [q for q in dict.fromkeys(q.strip() for q in queries if q.strip())
+               if norm_claim(q) not in {norm_claim(a) for a in asked}][:3]
+        if not new:
+            stop = "no new query to ask"
+            break
+        asked.extend(new)
+        rounds = r + 1
+        fresh = 0
+        for got in await asyncio.gather(*(run.search(q) for q in new)):
+            for p in got:
+                pk = (p.source, p.doc_id or p.url or p.title, p.text[:200])
+                if pk not in pool:
+                    pool[pk] = p
+                    fresh += 1
+        if not fresh and r > 0:
+            stop = "the new queries found no new passage"
+            break
+        ranked = _rank(claim, list(pool.values()), run.weights, max(2, 2 * run.k))
+        if not ranked:
+            last = _Result("not_enough_info", note="no passage found")
+            continue
+        det = _deterministic(claim, ranked, run.weights)
+        if det is not None and det.verdict in ("supported", "refuted"):
+            last = det
+            break
+        if run.model is None:
+            last = det or _Result("not_enough_info", note="no passage states or contradicts the claim")
+            continue
+        if run.remaining() <= 0:
+            stop = "the verification deadline passed"
+            break
+        try:
+            ans = await asyncio.wait_for(ask_verdict(run.model, claim.text, ranked,
+                                                     claim.context if claim.context else None),
+                                         max(0.01, run.remaining()))
+        except asyncio.TimeoutError:
+            stop = "the verification deadline passed"
+            break
+        if ans.value is None:
+            if ans.unavailable:
+                last = _Result("not_enough_info", "model", note=f"verifier model {ans.error}", cacheable=False)
+            else:
+                last = _Result("error", "model", note=f"verifier model: {ans.error}", cacheable=False)
+            break
+        last = _model_result(claim, ans.value, ranked)
+        if last.verdict in ("supported", "refuted") and last.confidence >= CONFIDENT:
+            break
+        gaps = [q for q in ans.value.questions if q.strip()]
+    if last is None:
+        last = _Result("not_enough_info", note=stop or "no passage found")
+    elif stop and last.verdict not in ("supported", "refuted", "error"):
+        last.note = f"{last.note}; stopped: {stop}"[:_NOTE_MAX]
+    last.queries = asked
+    last.rounds = rounds
+    if "deadline" in stop:
+        last.cacheable = False
+    if run.unavailable:
+        last.cacheable = False
+        if last.verdict not in ("supported", "refuted"):
+            last.note = f"{last.note}; unavailable: {', '.join(sorted(run.unavailable))}"[:_NOTE_MAX]
+    if cache is not None and last.cacheable and last.verdict != "error":
+        await cache.set(key, _to_cache(last))
+    return last
+
+
+async def _queries_for(claim: Claim, r: int, asked: list[str], gaps: list[str], run: _Run) -> list[str]:
+    if r == 0:
+        return fallback_queries(claim, 0)
+    if gaps:
+        return gaps
+    if run.model is not None and run.remaining() > 0:
+        try:
+            ans = await asyncio.wait_for(ask_queries(run.model, claim.text, asked, gaps), max(0.01, run.remaining()))
+        except asyncio.TimeoutError:
+            return []
+        if ans.value is not None:
+            return ans.value.queries
+    return fallback_queries(claim, r)
+
+
+def _model_result(claim: Claim, v: Any, passages: list[Passage]) -> _Result:
+    cited = [passages[i - 1] for i in v.passages if isinstance(i, int) and 1 <= i <= len(passages)]
+    conf = round(float(v.confidence), 3)
+    if v.verdict in ("supported", "refuted"):
+        quote = v.quote.strip()
+        holders = [p for p in cited if quote_in(quote, p.text)]
+        if not holders:
+            return _Result("not_enough_info", "model", 0.5, [(p, "") for p in cited[:2]],
+                           note=f"the model said {v.verdict} but its quote is not in the passage it cites")
+        return _Result(v.verdict, "model", conf, [(p, quote) for p in holders[:3]],
+                       expected=(v.source_says.strip() or quote) if v.verdict == "refuted" else quote,
+                       found=claim.text,
+                       note=f"the verifier model found the claim {v.verdict} by passage(s) "
+                            f"{', '.join(str(passages.index(p) + 1) for p in holders[:3])}")
+    reason = "the passages disagree" if v.verdict == "conflicting" else "the passages neither state nor contradict it"
+    return _Result(v.verdict, "model", conf, [(p, "") for p in cited[:3]], note=f"verifier model: {reason}")
+
+
+def _to_cache(r: _Result) -> dict[str, Any]:
+    return {"verdict": r.verdict, "method": r.method, "confidence": r.confidence, "expected": r.expected,
+            "found": r.found, "note": r.note, "rule": r.rule, "queries": r.queries, "rounds": r.rounds,
+            "passages": [{**p.to_dict(), "quote": q} for p, q in r.passages]}
+
+
+def _from_cache(d: Mapping[str, Any]) -> _Result:
+    ps = []
+    for x in d.get("passages") or []:
+        x = dict(x)
+        q = x.pop("quote", "")
+        ps.append((Passage(**{k: x.get(k) for k in ("text", "title", "url", "doc_id", "published", "source", "domain")
+                              if x.get(k) is not None}), q))
+    return _Result(d.get("verdict", "not_enough_info"), d.get("method", "deterministic"), float(d.get("confidence", 0)),
+                   ps, d.get("expected"), d.get("found"), d.get("note", ""), d.get("rule", ""),
+                   list(d.get("queries") or []), int(d.get("rounds") or 0), cacheable=False, cached=True)
+
+
+_OUTCOME = {"supported": "pass", "refuted": "fail", "conflicting": "unknown", "not_enough_info": "unknown",
+            "error": "error"}
+
+
+def _source_id(p: Passage) -> tuple:
+    return (p.url or "", p.doc_id or "", p.title if not (p.url or p.doc_id) else "")
+
+
+def _checks(claims: list[Claim], results: list[_Result]) -> tuple[list[Check], list[dict[str, Any]]]:
+    sources: list[dict[str, Any]] = []
+    numbered: dict[tuple, int] = {}
+    checks = []
+    for c, r in zip(claims, results):
+        ev_passages = []
+        for p, quote in r.passages:
+            sid = _source_id(p)
+            if sid not in numbered:
+                numbered[sid] = len(sources) + 1
+                sources.append({"n": numbered[sid], "title": p.title, "url": p.url, "doc_id": p.doc_id,
+                                "source": p.source, "domain": p.domain, "published": p.published})
+            ev_passages.append({"n": numbered[sid], "source": p.source, "title": p.title, "url": p.url,
+                                "doc_id": p.doc_id, "quote": quote or None,
+                                "text": " ".join(p.text.split())[:EVIDENCE_CHARS]})
+        outcome = _OUTCOME.get(r.verdict, "unknown")
+        evidence = {"verdict": r.verdict, "method": r.method, "passages": ev_passages, "queries": r.queries,
+                    "rounds": r.rounds}
+        if r.rule:
+            evidence["rule"] = r.rule
+        if r.cached:
+            evidence["cached"] = True
+        if c.span is None:  # a model claim not verbatim in the answer: the sentence it comes from
+            evidence["sentence_span"] = list(c.sentence_span) if c.sentence_span else None
+        refs = "".join(f"[{e['n']}]" for e in ev_passages)
+        note = r.note + (f" {refs}" if refs and outcome in ("pass", "fail") else "")
+        conf = r.confidence if outcome in ("pass", "fail") else min(r.confidence or 0.5, 0.5)
+        checks.append(Check(verifier="facts", claim=c.text, outcome=outcome,
+                            expected=r.expected if outcome != "unknown" else None,
+                            found=r.found if outcome != "unknown" else None,
+                            evidence=evidence, confidence=round(conf, 3), span=c.span,
+                            note=note[:_NOTE_MAX]))
+    return checks, sources
+
+
+async def acheck(answer: str, question: str | None = None, *, model: ChatModel | None = None,
+                 backends: Sequence[SearchBackend] = (), max_claims: int = 8, max_rounds: int = 3, k: int = 5,
+                 weights: Mapping[str, float] | None = None, cache: VerdictCache | None = None,
+                 deadline_s: float = 10.0) -> FactsOutcome:
+    """Check the fact claims of ``answer`` against ``backends`` (see module doc).
+
+    Args:
+        answer: the draft answer (untrusted text).
+        question: the user's question; a short answer ("1998") is judged with it.
+        model: the verifier model, or None for the deterministic path alone (claims by
+            sentence splitting, deterministic verdicts, rewritten queries).
+        backends: search backends (``context``, ``local``, ``wikipedia``...), all consulted.
+        max_claims: claims checked at most (policy cap).
+        max_rounds: search rounds per claim at most (design: 3).
+        k: passages asked from each backend per query.
+        weights: credibility overrides (:data:`verifiers.facts._credibility.DEFAULT_WEIGHTS`).
+        cache: a :class:`VerdictCache`, or None.
+        deadline_s: seconds this call may take; claims unfinished then are ``unknown``.
+
+    Returns:
+        A :class:`FactsOutcome`. Never raises for backend or model failures: those become
+        ``unknown`` (unavailable, deadline, budget) or ``error`` (invalid model verdict).
+    """
+    t_end = time.monotonic() + max(0.01, float(deadline_s))
+    calls_before = len(getattr(model, "calls", []) or []) if model is not None else 0
+    run = _Run(backends, model, max(1, int(k)), weights, t_end)
+    claims: list[Claim] = []
+    if model is not None:
+        try:
+            got, err = await asyncio.wait_for(model_claims(answer, question, model, max_claims=max_claims),
+                                              max(0.01, run.remaining()))
+        except asyncio.TimeoutError:
+            got, err = [], "deadline"
+        claims = got if err is None else []
+    if not claims:
+        claims = find_claims(answer, max_claims=max_claims)
+    for c in claims:
+        if question and len(key_set(c.text)) < SHORT_KEYS:
+            c.context = f"{question.strip()} {c.text}"
+    out = FactsOutcome(claims=claims)
+    if not claims:
+        return out
+    tasks = [asyncio.ensure_future(_verify(c, run, max_rounds, cache)) for c in claims]
+    done, pending = await asyncio.wait(tasks, timeout=max(0.01, run.remaining() + 0.05))
+    for t in pending:
+        t.cancel()
+    results: list[_Result] = []
+    for t in tasks:
+        if t in done and not t.cancelled() and t.exception() is None:
+            results.append(t.result())
+        elif t in done and not t.cancelled():
+            exc = t.exception()
+            results.append(_Result("error", note=f"{type(exc).__name__}: {exc}"[:_NOTE_MAX]))
+        else:
+            results.append(_Result("not_enough_info", note="the verification deadline passed"))
+    out.checks, out.sources = _checks(claims, results)
+    out.unconfirmed = [c.claim for c in out.checks if c.outcome == "unknown"]
+    out.searches = run.searches
+    out.unavailable = dict(run.unavailable)
+    out.rounds = max((r.rounds for r in results), default=0)
+    if model is not None:
+        out.model_calls = len(getattr(model, "calls", []) or []) - calls_before
+    return out

@@ -1,0 +1,70 @@
+"""Correction and synthesis text of the facts verifier (issue 11; design §2.3, §3.4, §5.3).
+
+Both are templates, not generated: the design says to template the honest "could not be
+confirmed" part, and the re-ask quotes the sources verbatim with their ``[n]`` numbers so the
+corrected answer can cite them and the report's ``sources`` says what each number is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from verifiers._types import Check
+
+__all__ = ["unconfirmed_note", "sources_prompt"]
+
+#: The unconfirmed-claims note (a policy option appends it to the answer).
+UNCONFIRMED_TEMPLATE = "Could not be confirmed from the available sources: {claims}."
+
+
+def unconfirmed_note(claims: Sequence[str]) -> str:
+    """``"Could not be confirmed from the available sources: "`` + the claims quoted and joined
+    by ``"; "`` + ``"."``; ``""`` for no claims. Each claim is shown at most 200 characters,
+    its trailing full stop dropped."""
+    items = []
+    for c in claims:
+        t = " ".join(str(c).split()).rstrip(".")
+        if t:
+            items.append(f"\u201c{t[:200]}\u201d")
+    return UNCONFIRMED_TEMPLATE.format(claims="; ".join(items)) if items else ""
+
+
+def _fmt_source(s: Mapping[str, Any]) -> str:
+    where = s.get("url") or s.get("doc_id") or s.get("source") or ""
+    title = s.get("title") or ""
+    date = f", {s['published']}" if s.get("published") else ""
+    return f"[{s['n']}] {title}{' — ' if title and where else ''}{where}{date}"
+
+
+def sources_prompt(checks: Sequence[Check], sources: Sequence[Mapping[str, Any]]) -> str:
+    """The evidence part of the correction re-ask for failed facts.
+
+    Lists every failed ``facts`` check: the claim, what the sources say (``expected``) and the
+    passages with their ``[n]`` numbers (the text the sources returned, quoted); then the
+    numbered sources; then asks the model to correct the claims using only these sources and to
+    cite each corrected fact as ``[n]``. ``""`` when no facts check failed.
+    """
+    failed = [c for c in checks if c.verifier == "facts" and c.outcome == "fail"]
+    if not failed:
+        return ""
+    lines = ["These statements in your answer are contradicted by the sources:"]
+    cited: set[int] = set()
+    for c in failed:
+        lines.append(f"- You wrote: \u201c{c.claim}\u201d")
+        if c.expected not in (None, ""):
+            lines.append(f"  The sources say: {c.expected}")
+        for p in (c.evidence or {}).get("passages") or []:
+            n = p.get("n")
+            if n is None:
+                continue
+            cited.add(int(n))
+            text = p.get("quote") or p.get("text") or ""
+            lines.append(f"  [{n}] \u201c{' '.join(str(text).split())[:400]}\u201d")
+    numbered = [s for s in sources if int(s.get("n", 0)) in cited]
+    if numbered:
+        lines.append("Sources:")
+        lines.extend(_fmt_source(s) for s in numbered)
+    lines.append("Correct these statements using only the sources above, and cite the source of each corrected "
+                 "fact as [n]. Keep the rest of your answer unchanged.")
+    return "\n".join(lines)
