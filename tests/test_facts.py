@@ -494,3 +494,16 @@ async def test_hostile_answer_text_cannot_write_its_own_verdict():
     assert [c.outcome for c in out.checks] == ["fail"]
     out = await acheck(answer, None, backends=[ContextBackend(RAG)], max_claims=3)
     assert out.checks[0].outcome == "fail" and len(out.checks) == 3
+
+
+def test_source_markers_of_a_cited_correction_are_not_part_of_the_claim():
+    """A corrected answer cites the report's sources as [n] (issue 11): "... in 2023 [1]." is
+    the claim "... in 2023." -- it was unconfirmed while the marker was read as a term."""
+    from verifiers.facts import judge_passage
+
+    passage = "Northwind Traders reported revenue of $4.2 million in 2023."
+    for cited in ("Northwind Traders reported revenue of $4.2 million in 2023 [1].",
+                  "Northwind Traders reported revenue of $4.2 million in 2023 [1, 2].",
+                  "Northwind Traders reported revenue of $4.2 million in 2023【1】."):
+        assert judge_passage(cited, passage).verdict == "supported", cited
+    assert judge_passage("Northwind Traders reported revenue of $5.1 million in 2023 [1].", passage).verdict == "refuted"

@@ -27,8 +27,8 @@ from tests.fixtures.search_servers import FakeAPI, searxng_ok, slow, status
 EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
 
 DOC = ("Northwind Traders annual report 2023.\n\n"
-       "Northwind Traders reported revenue of $4.2 million in 2023, up from $3.9 million in 2022. "
-       "The company employs 85 people at its headquarters in Lyon, France. Its chief executive is "
+       "Northwind Traders reported revenue of $4.2 million in 2023. Revenue in 2022 had been $3.9 million. "
+       "Northwind Traders employs 85 people at its headquarters in Lyon, France. Its chief executive is "
        "Marie Dubois, who joined the company in 2019.")
 SYSTEM = "Answer from the documents below.\n\n<documents>\n" + DOC + "\n</documents>"
 
@@ -51,7 +51,7 @@ def _rules() -> list[dict[str, Any]]:
                                                "quote": "Its chief executive is Marie Dubois",
                                                "source_says": "Marie Dubois is the chief executive",
                                                "confidence": 0.9, "questions": []})}})
-    r.append({"name": "model-other", "match": {"schema": "*"},
+    r.append({"name": "model-other", "match": {"schema": "[A-Z]*"},
               "reply": {"content": json.dumps({"verdict": "not_enough_info", "passages": [], "quote": "",
                                                "source_says": "", "confidence": 0.3, "questions": []})}})
     # the client's model
@@ -109,7 +109,8 @@ def env(tmp_path_factory, gateway_factory):
     policies = [
         _policy("rag", {}),
         _policy("rag-model", {"use_model": True}),
-        _policy("rag-nobudget", {"use_model": True}, budgets={"request": {"extra_calls": 1}}),
+        # the verdict cache off: the same claim was judged (and cached) by the rag-model test
+        _policy("rag-nobudget", {"use_model": True, "cache": "off"}, budgets={"request": {"extra_calls": 1}}),
         _policy("web-429", {"backends": {"use": ["searxng"], "searxng": {"url": web_429.url + "/search"}}}),
         _policy("web-slow", {"backends": {"use": ["searxng"], "timeout_s": 0.5,
                                           "searxng": {"url": web_slow.url + "/search"}}}),

@@ -63,6 +63,16 @@ MIN_KEYS = 3
 #: Key terms on each side of a quantity that define its slot.
 WINDOW = 5
 
+#: Source markers a cited answer carries (``[1]``, ``[2, 3]``, ``[4-6]``, ``【1】``): references to
+#: the report's numbered sources, not part of the claim (a corrected answer cites them, design §2.3).
+_CITATION_MARKER = re.compile(r"\s*(?:\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]|\u3010\d{1,3}\u3011)")
+
+
+def strip_citation_markers(text: str) -> str:
+    """``text`` without ``[n]``-style source markers (the claim as stated, without its citations)."""
+    return _CITATION_MARKER.sub("", text) if ("[" in text or "\u3010" in text) else text
+
+
 _TOKEN_RE = re.compile(r"[$€£¥]?\d[\d,]*(?:\.\d+)?%?|[A-Za-z][\w'&.-]*[A-Za-z]|[A-Za-z]|%")
 
 
@@ -317,6 +327,8 @@ def judge_passage(claim: str, passage: str, *, context: str | None = None,
     from ``claim``. ``elsewhere``: the text of the other passages retrieved for the claim -- a
     value or name the claim states that occurs there is never contradicted. Never raises for any str input; O(sentences x claim length).
     """
+    claim = strip_citation_markers(claim)
+    context = strip_citation_markers(context) if context else context
     subject = context or claim
     ckeys = key_set(subject)
     if len(ckeys) < MIN_KEYS or not passage.strip():
