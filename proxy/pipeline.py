@@ -820,18 +820,27 @@ def _update(target: Report, source: Report) -> None:
         setattr(target, name, getattr(source, name))
 
 
+async def _held_draft(plan: _Plan, stream: UpstreamStream, report: Report) -> tuple[dict[str, Any] | None, bytes | None]:
+    """Collect a held stream into one completion and close it; on a failed stream the report
+    says so and the error frame comes back, else the request budget's clock starts."""
+    try:
+        draft, err = await _collect(stream)
+    finally:
+        await stream.aclose()
+    if err is not None:
+        report.status, report.reason = "error", "upstream stream failed"
+        return None, err
+    plan.start_verification()
+    return draft, None
+
+
 async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, Any], stream: UpstreamStream,
                          report: Report) -> AsyncIterator[bytes]:
     """Buffer mode: hold the answer (keep-alives), verify and correct, then stream it."""
     async def work() -> list[bytes]:
-        try:
-            draft, err = await _collect(stream)
-        finally:
-            await stream.aclose()
+        draft, err = await _held_draft(plan, stream, report)
         if err is not None:
-            report.status, report.reason = "error", "upstream stream failed"
             return [err]
-        plan.start_verification()
         completion, final = await _verify_and_correct(ctx, plan, request, draft)
         completion, blocked = _block(plan, completion, final)
         await _finish(ctx, plan, completion, final, checks_seen=True)
@@ -998,14 +1007,9 @@ async def _sentinel_stream(ctx: RequestContext, plan: _Plan, request: dict[str, 
                              "finish_reason": "stop"}], _LIVE: True}
 
     async def work() -> list[bytes]:
-        try:
-            draft, err = await _collect(stream)
-        finally:
-            await stream.aclose()
+        draft, err = await _held_draft(plan, stream, report)
         if err is not None:
-            report.status, report.reason = "error", "upstream stream failed"
             return [err]
-        plan.start_verification()
         settled = await sentinel.settle(request, draft, turn, mode=plan.policy.sentinel.mode,
                                         max_rounds=plan.policy.sentinel.max_rounds, budget=plan.budget)
         _settled(plan, settled)

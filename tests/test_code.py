@@ -12,11 +12,9 @@ import os
 
 import pytest
 
+from tests.fixtures.sandboxes import FAST, first_box, require_pandas
 from verifiers import code, sandbox
 
-# Wall clock generous for a loaded 2-core CI machine (importing pandas in a fresh container took
-# 10 s there); CPU stays bounded. A run that must hit the wall clock passes SHORT.
-FAST = sandbox.Limits(timeout_s=30, cpu_s=6)
 SHORT = sandbox.Limits(timeout_s=6, cpu_s=6)
 
 
@@ -30,28 +28,12 @@ def outcomes(checks) -> list[str]:
 
 @pytest.fixture(scope="module")
 def box():
-    required = {b.strip() for b in os.environ.get("VERACITY_REQUIRE_SANDBOX", "").split(",") if b.strip()}
-    if os.environ.get("VERACITY_CI") == "1":
-        required |= {"docker", "bwrap"}
-    reasons = []
-    for name in ("docker", "bwrap"):
-        b = sandbox.get(name, FAST)
-        r = b.unavailable_reason()
-        if r is None:
-            yield b
-            b.close()
-            return
-        reasons.append(f"{name}: {r}")
-        if name in required:
-            pytest.fail(f"{name} required but unavailable: {r}")
-    pytest.skip("no sandbox: " + "; ".join(reasons))
+    yield from first_box(FAST)
 
 
 @pytest.fixture(scope="module")
 def pandas_box(box):
-    if not box.run("import pandas").ok:
-        pytest.skip(f"{box.name} sandbox has no pandas (set VERACITY_SANDBOX_ROOTFS for bwrap)")
-    return box
+    return require_pandas(box)
 
 
 NONE = sandbox.get("none")

@@ -12,9 +12,6 @@ that fail, no URL from model text fetched).
 from __future__ import annotations
 
 import json
-import os
-import socket
-import threading
 from typing import Any
 
 import openai
@@ -22,6 +19,7 @@ import pytest
 import yaml
 
 from proxy.mock_upstream import MockUpstream
+from tests.fixtures.sandboxes import missing, sandbox_with_pandas
 
 EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
 
@@ -189,13 +187,6 @@ def planner_checks(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in report["checks"] if c["verifier"] == "planner"]
 
 
-def missing(reason: str) -> None:
-    """Skip for a component this machine lacks; in CI (VERACITY_CI=1, set by .ci/run) fail."""
-    if os.environ.get("VERACITY_CI") == "1":
-        pytest.fail(f"CI must provide it: {reason}")
-    pytest.skip(reason)
-
-
 # ------------------------------------------------------------------ issue 10: template plans
 
 
@@ -308,20 +299,8 @@ def test_verification_model_on_another_upstream_with_its_own_key(env):
     assert rep["verifier_model"]["model"] == "cheap-verifier"
 
 
-def _sandbox_with_pandas() -> str | None:
-    from verifiers import sandbox
-
-    sb = sandbox.get("auto")
-    if not getattr(sb, "available", False):
-        return f"no sandbox backend: {getattr(sb, 'reason', sb)}"
-    res = sb.run("import pandas; print('ok')", limits=sandbox.Limits(timeout_s=60))
-    if "ok" not in (res.stdout or ""):
-        return "the sandbox has no pandas (build the sandbox image / VERACITY_SANDBOX_ROOTFS)"
-    return None
-
-
 def test_data_cleaning_case_model_builds_a_harness_with_constructed_data(env):
-    why = _sandbox_with_pandas()
+    why = sandbox_with_pandas()
     if why:
         missing(why)
     resp, rep = ask(env, "plans-unexplained", PANDAS_Q)

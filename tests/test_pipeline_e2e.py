@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from proxy.mock_upstream import MockUpstream
+from tests.fixtures.sandboxes import missing, sandbox_with_pandas
 from tests.fixtures.polling import wait_for
 
 RIGHT = 5000 * 1.06 ** 4                       # $5,000 at 6% compounded yearly for 4 years
@@ -141,13 +142,6 @@ def env(tmp_path_factory, gateway_factory):
     mock.stop()
 
 
-def missing(reason: str) -> None:
-    """Skip for a component this machine lacks; in CI (VERACITY_CI=1, set by .ci/run) fail."""
-    if os.environ.get("VERACITY_CI") == "1":
-        pytest.fail(f"CI must provide it: {reason}")
-    pytest.skip(reason)
-
-
 def client(env, policy: str, api_key: str = "sk-test-pipeline") -> openai.OpenAI:
     return openai.OpenAI(base_url=env["gw"].base_url, api_key=api_key, max_retries=0, timeout=240,
                          default_headers={"x-veracity-policy": policy})
@@ -184,20 +178,8 @@ def test_wrong_compound_interest_total_corrected_in_one_round(env):
     assert fixed[0]["model"] == "gpt-test"
 
 
-def _sandbox_with_pandas() -> str | None:
-    from verifiers import sandbox
-
-    sb = sandbox.get("auto")
-    if not getattr(sb, "available", False):
-        return f"no sandbox backend: {getattr(sb, 'reason', sb)}"
-    res = sb.run("import pandas; print('ok')", limits=sandbox.Limits(timeout_s=60))
-    if "ok" not in (res.stdout or ""):
-        return "the sandbox has no pandas (build the sandbox image / VERACITY_SANDBOX_ROOTFS)"
-    return None
-
-
 def test_pandas_and_bug_caught_by_code_check_and_fixed(env):
-    why = _sandbox_with_pandas()
+    why = sandbox_with_pandas()
     if why:
         missing(why)
     headers, resp, rep = ask(env, "correct", PANDAS_Q)

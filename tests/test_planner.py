@@ -10,10 +10,10 @@ missing sandbox fails, as in tests/test_code.py).
 from __future__ import annotations
 
 import asyncio
-import os
 
 import pytest
 
+from tests.fixtures.sandboxes import FAST, first_box, require_pandas
 from verifiers import arithmetic, planner, sandbox
 from verifiers.model import ScriptedModel
 from verifiers.run import run
@@ -336,35 +336,17 @@ def test_run_python_not_offered_without_a_working_sandbox():
 
 # --- run_python in a real sandbox ---------------------------------------------------------------
 
-FAST = sandbox.Limits(timeout_s=30, cpu_s=6)
+
 
 
 @pytest.fixture(scope="module")
 def box():
-    required = {b.strip() for b in os.environ.get("VERACITY_REQUIRE_SANDBOX", "").split(",") if b.strip()}
-    if os.environ.get("VERACITY_CI") == "1":
-        required |= {"docker", "bwrap"}
-    reasons = []
-    for name in ("docker", "bwrap"):
-        b = sandbox.get(name, FAST)
-        r = b.unavailable_reason()
-        if r is None:
-            yield b
-            b.close()
-            return
-        reasons.append(f"{name}: {r}")
-        if name in required:
-            pytest.fail(f"{name} required but unavailable: {r}")
-    pytest.skip("no sandbox: " + "; ".join(reasons))
+    yield from first_box(FAST)
 
 
 @pytest.fixture(scope="module")
 def pandas_box(box):
-    if not box.run("import pandas").ok:
-        if os.environ.get("VERACITY_CI") == "1":
-            pytest.fail(f"{box.name} sandbox has no pandas")
-        pytest.skip(f"{box.name} sandbox has no pandas (set VERACITY_SANDBOX_ROOTFS for bwrap)")
-    return box
+    return require_pandas(box)
 
 
 DATA_Q = "Clean data.csv: keep the rows whose Age is between 0 and 120, using pandas."
