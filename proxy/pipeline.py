@@ -510,7 +510,7 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
             draft, report = await _verify_one(ctx, plan, plan.body, draft, text, complete, rounds)
             _correction_metrics([report])
     report.extra["policy"] = policy.name
-    if policy.verifiers.facts.unconfirmed_note and text is not None:
+    if policy.verifiers.facts.unconfirmed_note and text is not None and not _structured_output(plan.body):
         draft = _with_unconfirmed_note(draft, report)
     _sentinel_entry(plan, report)
     report.cost.ms = (time.perf_counter() - t_verify) * 1000.0
@@ -538,6 +538,13 @@ def _sentinel_entry(plan: _Plan, report: Report) -> None:
             report.cost.upstream_calls += plan.sentinel_info.get("extra_calls", 0)
 
 
+def _structured_output(body: Mapping[str, Any]) -> bool:
+    """True when the client asked for machine-read output (``response_format`` ``json_object`` /
+    ``json_schema``): a note appended to that text would break the client's parser."""
+    rf = body.get("response_format")
+    return isinstance(rf, Mapping) and rf.get("type") in ("json_object", "json_schema")
+
+
 def _with_unconfirmed_note(draft: dict[str, Any], report: Report) -> dict[str, Any]:
     """``draft`` with the facts verifier's templated note (``verifiers.facts.unconfirmed_note``)
     appended to choice 0's text when claims stayed unconfirmed (``report.extra["unconfirmed"]``)
@@ -551,7 +558,7 @@ def _with_unconfirmed_note(draft: dict[str, Any], report: Report) -> dict[str, A
         msg = draft["choices"][0]["message"]
     except (ImportError, KeyError, IndexError, TypeError):
         return draft
-    if not isinstance(msg, dict) or not isinstance(msg.get("content"), str):
+    if not isinstance(msg, dict) or not isinstance(msg.get("content"), str) or msg.get("tool_calls"):
         return draft
     note = unconfirmed_note([str(c) for c in claims])
     if not note:

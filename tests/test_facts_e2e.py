@@ -219,3 +219,17 @@ def test_no_url_from_the_model_text_is_fetched(env):
     assert "http://127.0.0.1:" in text
     assert facts_checks(rep)
     assert env["accepted"] == []
+
+
+def test_the_unconfirmed_note_never_breaks_structured_output(env):
+    """A JSON-mode answer is parsed by the client: the templated note is not appended to it
+    (the claims are still reported in ``unconfirmed``)."""
+    c = openai.OpenAI(base_url=env["gw"].base_url, api_key="sk-test", max_retries=0, timeout=120,
+                      default_headers={"x-veracity-policy": "rag"})
+    resp = c.chat.completions.create(
+        model="gpt-test", response_format={"type": "json_object"},
+        messages=[{"role": "system", "content": SYSTEM},
+                  {"role": "user", "content": "[case:rag-unknown] What are Northwind's plans? Answer in JSON."}])
+    rep = resp.model_extra["veracity"]
+    assert resp.choices[0].message.content == UNCONFIRMED
+    assert rep["unconfirmed"] and "unconfirmed_note" not in rep
