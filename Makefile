@@ -41,6 +41,9 @@ bench: $(STAMP)
 	$(PY) bench/arithmetic_bench.py
 	$(PY) bench/citations_bench.py
 	$(PY) bench/pipeline_bench.py
+	$(PY) bench/planner_bench.py
+	$(PY) bench/facts_bench.py
+	$(PY) bench/relevance_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache
