@@ -91,7 +91,11 @@ def request_body(model: str, messages: Sequence[Mapping[str, Any]], schema: Mapp
 
 
 def _refuses_response_format(exc: UpstreamError) -> bool:
-    if exc.status not in (400, 422):
+    """True when the upstream's error names the structured-output request: a 400/422, or a
+    500 whose body names it (llama-cpp-python's server answers ``response_format:
+    json_schema`` with HTTP 500 and a validation error naming ``response_format``, measured
+    with 0.3.x). Any other failure is a real error."""
+    if exc.status not in (400, 422, 500):
         return False
     text = (exc.body or b"").decode("utf-8", "replace").lower() + " " + exc.message.lower()
     return "response_format" in text or "json_schema" in text or "structured output" in text

@@ -128,6 +128,34 @@ async def test_refused_response_format_falls_back_to_plain_json_and_is_remembere
     assert len(sent) == 3
 
 
+async def test_a_server_error_naming_response_format_falls_back_too():
+    """llama-cpp-python's server answers a json_schema response_format with HTTP 500 and a
+    pydantic error naming the field (seen with a real one, Gemma 3 270M): plain JSON then."""
+    sent = []
+    body_500 = (b'{"error":{"message":"1 validation error:\n  {\'type\': \'literal_error\', \'loc\': '
+                b'(\'body\', \'response_format\', \'type\'), \'msg\': \"Input should be \'text\' or '
+                b'\'json_object\'\"}","type":"internal_server_error","param":null,"code":null}}')
+
+    async def complete(body):
+        sent.append(body)
+        if "response_format" in body:
+            raise UpstreamError(500, "server error", reason="http_500", body=body_500)
+        return completion('{"verdict": "refuted", "confidence": 0.5}')
+
+    m = GatewayChatModel(complete, "m-llama", None, upstream="llama-server")
+    ans = await ask_json(m, MSGS, Verdict, purpose="verdict")
+    assert ans.value.verdict == "refuted" and len(sent) == 2 and "response_format" not in sent[1]
+
+
+async def test_a_server_error_that_names_nothing_is_a_model_error():
+    async def complete(body):
+        raise UpstreamError(500, "server error", reason="http_500", body=b'{"error":{"message":"CUDA out of memory"}}')
+
+    m = GatewayChatModel(complete, "m-oom", None, upstream="gpu-server")
+    with pytest.raises(ModelError):
+        await m.chat(MSGS, schema=Verdict.model_json_schema(), purpose="verdict")
+
+
 async def test_upstream_failure_is_model_error_without_secrets():
     async def complete(body):
         raise UpstreamError(500, "upstream said sk-secret", reason="http_500")
