@@ -272,3 +272,16 @@ def test_readme_verifier_model_script_drives_the_planner_and_facts(gateway_facto
         assert rep["status"] == "failed" and rep["cost"]["verifier_calls"] == 1
         rules = [q.get("rule") for q in mock.requests()]
         assert rules == ["discount", "plan"], rules
+
+
+def test_cli_output_into_a_closed_pipe_ends_quietly():
+    # `veracity review list | head` printed a BrokenPipeError traceback when head exited first
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the command writes: every write is EPIPE
+    try:
+        p = subprocess.run([sys.executable, "-m", "proxy", "key", "hash", "--generate"], cwd=ROOT,
+                           stdout=w, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 141, p.stderr
+    assert b"Traceback" not in p.stderr and b"BrokenPipeError" not in p.stderr, p.stderr
