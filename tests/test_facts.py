@@ -109,6 +109,14 @@ async def test_unrelated_claim_is_unknown_and_stated_as_unconfirmed():
     assert sources_prompt(out.checks, out.sources) == ""
 
 
+def test_unconfirmed_note_quotes_claims_without_their_source_markers():
+    # a corrected answer's claim keeps the [n] the re-ask asked for; quoting "… [1]" in a
+    # "could not be confirmed" note would read as if source 1 confirmed it
+    note = unconfirmed_note(["Acme's revenue in 2023 was $4.2 million [1].", "Acme has 48 staff [2, 3]"])
+    assert note == ("Could not be confirmed from the available sources: \u201cAcme's revenue in 2023 was $4.2 "
+                    "million\u201d; \u201cAcme has 48 staff\u201d.")
+
+
 @pytest.mark.parametrize("claim,passage,verdict,rule", [
     ("The company is headquartered in Dallas, Texas.", DOC, "refuted", "entity"),
     ("The company is not headquartered in Austin, Texas.", DOC, "refuted", "negation"),
