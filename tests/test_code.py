@@ -47,9 +47,15 @@ def box():
     pytest.skip("no sandbox: " + "; ".join(reasons))
 
 
+#: A usable pandas, not only an importable name: Debian's python3-pandas-lib without
+#: python3-pandas leaves /usr/lib/python3/dist-packages/pandas/ (_libs, io) that imports as an
+#: empty namespace package, and the tests below then fail on a missing DataFrame.
+PANDAS_PROBE = "import pandas\npandas.DataFrame({'a': [1]})"
+
+
 @pytest.fixture(scope="module")
 def pandas_box(box):
-    if not box.run("import pandas").ok:
+    if not box.run(PANDAS_PROBE).ok:
         pytest.skip(f"{box.name} sandbox has no pandas (set VERACITY_SANDBOX_ROOTFS for bwrap)")
     return box
 
