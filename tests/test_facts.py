@@ -413,6 +413,31 @@ async def test_verdict_cache_hit_skips_the_search(tmp_path):
     assert (await acheck("Paris has 2,100,000 inhabitants.", None, backends=[down], cache=cache)).searches >= 1
 
 
+async def test_verdict_cache_is_not_shared_across_weights_or_search_instances(tmp_path):
+    # One page of an unlisted domain is too weak for a deterministic refutation; a policy that
+    # trusts the domain (weights) refutes. The verdict cached under the first settings used to
+    # be served to the second (the key was the claim and the backend *names* only), so raising a
+    # weight, or pointing searxng at another instance, changed nothing for a day.
+    cache = VerdictCache(str(tmp_path / "facts.db"), ttl_s=60)
+    page = web("Tesla delivered 484,507 vehicles in the fourth quarter of 2023.", domain="ir.tesla.example")
+    answer = "Tesla delivered 494,507 vehicles in the fourth quarter of 2023."
+    weak = await acheck(answer, None, backends=[Fake("searxng", [page])], cache=cache)
+    assert weak.checks[0].outcome == "unknown" and "low-credibility" in weak.checks[0].note
+    trusted = await acheck(answer, None, backends=[Fake("searxng", [page])], cache=cache,
+                           weights={"ir.tesla.example": 0.95})
+    assert trusted.searches >= 1 and trusted.checks[0].evidence.get("cached") is not True
+    assert trusted.checks[0].outcome == "fail" and trusted.checks[0].expected == "484,507"
+    # same settings again: a hit
+    again = await acheck(answer, None, backends=[Fake("searxng", [page])], cache=cache,
+                         weights={"ir.tesla.example": 0.95})
+    assert again.searches == 0 and again.checks[0].outcome == "fail"
+    # another instance of the same backend name is another source
+    other = Fake("searxng", [page])
+    other.url = "http://searx.other:8080/search"
+    elsewhere = await acheck(answer, None, backends=[other], cache=cache, weights={"ir.tesla.example": 0.95})
+    assert elsewhere.searches >= 1
+
+
 @pytest.mark.redis
 async def test_verdict_cache_in_redis_is_shared():
     url = os.environ.get("VERACITY_TEST_REDIS_URL")
