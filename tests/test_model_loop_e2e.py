@@ -314,7 +314,9 @@ def _sandbox_with_pandas() -> str | None:
     sb = sandbox.get("auto")
     if not getattr(sb, "available", False):
         return f"no sandbox backend: {getattr(sb, 'reason', sb)}"
-    res = sb.run("import pandas; print('ok')", limits=sandbox.Limits(timeout_s=60))
+    # a DataFrame, not only the import: a partial Debian pandas (python3-pandas-lib alone) imports
+    # as an empty namespace package
+    res = sb.run("import pandas; pandas.DataFrame({'a': [1]}); print('ok')", limits=sandbox.Limits(timeout_s=60))
     if "ok" not in (res.stdout or ""):
         return "the sandbox has no pandas (build the sandbox image / VERACITY_SANDBOX_ROOTFS)"
     return None
