@@ -22,6 +22,7 @@ their heavy modules themselves, so ``veracity --help`` stays instant.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -69,14 +70,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point: parse ``argv`` (default ``sys.argv[1:]``), run the handler, return its status."""
+    """Entry point: parse ``argv`` (default ``sys.argv[1:]``), run the handler, return its status.
+
+    A reader that closes stdout early (``veracity review list | head``) ends the command quietly
+    with status 141 (128 + SIGPIPE, what a shell reports for a command killed by it), without a
+    traceback; the Python docs' recipe (library/signal.html, "Note on SIGPIPE"): stdout is
+    pointed at devnull so the interpreter's final flush does not raise again."""
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = getattr(args, "_handler", None)
     if handler is None:
         (getattr(args, "_group_parser", None) or parser).print_help()
         return 2
-    return int(handler(args) or 0)
+    try:
+        return int(handler(args) or 0)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 # --------------------------------------------------------------------------- built-in commands

@@ -41,7 +41,7 @@ from proxy import divergence
 from proxy.budget import RequestBudget, usage_tokens
 
 __all__ = ["State", "CorrectionResult", "correct", "evidence_prompt", "failure_signature",
-           "completion_text", "choice_text", "walked_states"]
+           "completion_text", "choice_text", "reask_sources", "walked_states"]
 
 Complete = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 Verify = Callable[[str], Awaitable[Report]]
@@ -381,6 +381,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
                 history.append(State.VERIFICATION_PASSED)  # nothing failed any more: the loop's exit
             rounds.append(_round_record(n, rep, tokens, ms, State.VERIFICATION_PASSED))
             rep.extra["corrected_checks"] = first_failed  # what was wrong in the first draft
+            _carry_reask_sources(rep, current_report)
             return finish(new, rep, State.VERIFICATION_PASSED, "passed", "corrected")
         rounds.append(_round_record(n, rep, tokens, ms, State.VERIFICATION_FAILED))
         if len(rep.failed_checks) <= len(best[1].failed_checks):
@@ -397,6 +398,38 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         prev_sig = sig
         current, current_report = new, rep
     return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "max_rounds", "failed")
+
+
+def reask_sources(report: Report) -> list[dict[str, Any]]:
+    """The numbered sources a correction re-ask for ``report`` shows the model (the
+    ``sources`` entries whose ``n`` a failed ``facts`` check's evidence passages cite; see
+    :func:`evidence_prompt`), in ``n`` order; ``[]`` when no facts check failed."""
+    cited: set[int] = set()
+    for c in report.failed_checks:
+        if c.verifier != "facts":
+            continue
+        for p in (c.evidence or {}).get("passages") or []:
+            if isinstance(p, dict) and isinstance(p.get("n"), int):
+                cited.add(p["n"])
+    srcs = [s for s in report.extra.get("sources") or [] if isinstance(s, dict) and s.get("n") in cited]
+    return sorted(srcs, key=lambda s: s["n"])
+
+
+def _carry_reask_sources(rep: Report, asked: Report) -> None:
+    """Keep the ``[n]`` of a corrected answer resolvable: the re-ask asked the model to cite the
+    numbered sources of ``asked``; when the corrected draft's own verification did not find them
+    again (its facts check ``unknown``/``error``, a rewritten sentence the deterministic tier
+    does not match), ``rep.extra["sources"]`` gains those entries. An ``n`` the new verification
+    already uses for another source is left as the verification numbered it (its checks'
+    evidence refers to that numbering)."""
+    given = reask_sources(asked)
+    if not given:
+        return
+    own = [s for s in rep.extra.get("sources") or [] if isinstance(s, dict)]
+    used = {s.get("n") for s in own}
+    added = [s for s in given if s["n"] not in used]
+    if added:
+        rep.extra["sources"] = sorted(own + added, key=lambda s: s.get("n", 0))
 
 
 def _repeated_value(values: dict[str, list[str]], failed: list[Check]) -> dict[str, Any] | None:

@@ -164,6 +164,20 @@ class FactsVerifier(VerifierToggle):
     unconfirmed_note: bool = False
     cache: str = "memory"
 
+    @field_validator("backends")
+    @classmethod
+    def _valid_backends(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """A typo in ``backends`` (an unknown backend or setting, ``local`` without ``db``,
+        ``searxng`` without ``url``) is a policy error, not an ``error`` check on every request
+        (``verifiers.facts.backends.check_config``; the corpus file and the Brave key variable
+        are checked when the backends are made, on the machine that runs them)."""
+        try:
+            from verifiers.facts.backends import check_config
+        except ImportError:  # verifier not installed: validated when it runs
+            return v
+        check_config(v)
+        return v
+
 
 class Verifiers(_Strict):
     arithmetic: ArithmeticVerifier = Field(default_factory=ArithmeticVerifier)
@@ -381,7 +395,8 @@ def _parse(text: str, source: str) -> Policy:
             loc = tuple(err.get("loc", ()))
             line = _line_of(node, loc)
             path = ".".join(str(p) for p in loc) or "(root)"
-            lines.append(f"{source}:{line or 1}: {path}: {err.get('msg')}")
+            msg = str(err.get("msg", "")).removeprefix("Value error, ")  # as config errors read
+            lines.append(f"{source}:{line or 1}: {path}: {msg}")
         raise PolicyError("\n".join(lines), param=".".join(str(p) for p in exc.errors()[0]["loc"])) from None
 
 

@@ -198,3 +198,60 @@ async def test_concurrent_loops_share_one_request_budget():
                                              budget=budget) for d in (1, 2)))
     assert len(up.bodies) == 1 and budget.calls == 1
     assert sorted(r.stop_reason for r in results) == ["budget:extra_calls", "passed"]
+
+
+async def test_corrected_answer_keeps_the_sources_its_citations_refer_to():
+    # The re-ask gives the model the contradicting passage as [1] and asks it to cite it; the
+    # corrected draft's own verification may not find that passage again (here the real
+    # deterministic tier: the reworded sentence is neither contained in nor contradicted by the
+    # document, so `unknown`). The returned answer cites [1]; `sources` must still say what it is.
+    from verifiers.facts import acheck
+    from verifiers.facts._context import ContextBackend
+    from verifiers.run import status_of
+
+    doc = ("Acme annual report. In 2023 Acme's revenue was $4.2 million. Acme employs 48 people in "
+           "Springfield, and its chief executive is Jane Doe.")
+    msgs = [{"role": "system", "content": "Answer from the documents.\n\n" + doc},
+            {"role": "user", "content": "What was Acme's revenue in 2023?"}]
+    body = {"model": "gpt-test", "messages": msgs}
+
+    async def verify_facts(text):
+        out = await acheck(text, msgs[-1]["content"], model=None, backends=[ContextBackend(msgs)])
+        checks = list(out.checks)
+        return Report(status=status_of(checks), checks=checks,
+                      extra={"sources": list(out.sources), "unconfirmed": list(out.unconfirmed)})
+
+    fixed = "Acme's revenue in 2023 was $4.2 million [1]."
+    up = Upstream(fixed)
+    res = await correct(body, completion("Acme's revenue in 2023 was $5.1 million."), complete=up,
+                        verify=verify_facts)
+    assert res.report.status == "corrected", res.report
+    assert res.completion["choices"][0]["message"]["content"] == fixed
+    prompt = up.bodies[0]["messages"][-1]["content"]
+    assert "[1]" in prompt and "context:system:0" in prompt      # what the model was told [1] is
+    assert [c.outcome for c in res.report.checks] == ["unknown"]   # the new draft found no source itself
+    srcs = res.report.extra["sources"]
+    assert [s["n"] for s in srcs] == [1]
+    assert srcs[0]["doc_id"].startswith("context:system:0") and srcs[0]["source"] == "context"
+
+
+async def test_corrected_answer_sources_keep_the_new_verifications_numbering():
+    # when the new draft's verification numbers its own sources, those stay as they are (its
+    # checks' evidence refers to them); only numbers it does not use are carried over
+    def facts_check(outcome, n):
+        return Check("facts", f"claim {n}", outcome, "x" if outcome == "fail" else None, None,
+                     evidence={"passages": [{"n": n, "doc_id": f"doc{n}"}]})
+
+    first = Report(status="failed", checks=[facts_check("fail", 1), facts_check("fail", 2)],
+                   extra={"sources": [{"n": 1, "doc_id": "doc1"}, {"n": 2, "doc_id": "doc2"},
+                                      {"n": 3, "doc_id": "unrelated"}]})
+    second = Report(status="passed", checks=[facts_check("pass", 1)],
+                    extra={"sources": [{"n": 1, "doc_id": "other-doc"}]})
+    reports = [first, second]
+
+    async def verify2(text):
+        return reports.pop(0)
+
+    res = await correct(BODY, completion("wrong"), complete=Upstream("right [1] [2]"), verify=verify2)
+    assert res.report.status == "corrected"
+    assert res.report.extra["sources"] == [{"n": 1, "doc_id": "other-doc"}, {"n": 2, "doc_id": "doc2"}]

@@ -109,6 +109,14 @@ async def test_unrelated_claim_is_unknown_and_stated_as_unconfirmed():
     assert sources_prompt(out.checks, out.sources) == ""
 
 
+def test_unconfirmed_note_quotes_claims_without_their_source_markers():
+    # a corrected answer's claim keeps the [n] the re-ask asked for; quoting "… [1]" in a
+    # "could not be confirmed" note would read as if source 1 confirmed it
+    note = unconfirmed_note(["Acme's revenue in 2023 was $4.2 million [1].", "Acme has 48 staff [2, 3]"])
+    assert note == ("Could not be confirmed from the available sources: \u201cAcme's revenue in 2023 was $4.2 "
+                    "million\u201d; \u201cAcme has 48 staff\u201d.")
+
+
 @pytest.mark.parametrize("claim,passage,verdict,rule", [
     ("The company is headquartered in Dallas, Texas.", DOC, "refuted", "entity"),
     ("The company is not headquartered in Austin, Texas.", DOC, "refuted", "negation"),
@@ -403,6 +411,31 @@ async def test_verdict_cache_hit_skips_the_search(tmp_path):
     down = Fake("searxng", fail=SourceUnavailable("searxng", "timeout"))
     await acheck("Paris has 2,100,000 inhabitants.", None, backends=[down], cache=cache)
     assert (await acheck("Paris has 2,100,000 inhabitants.", None, backends=[down], cache=cache)).searches >= 1
+
+
+async def test_verdict_cache_is_not_shared_across_weights_or_search_instances(tmp_path):
+    # One page of an unlisted domain is too weak for a deterministic refutation; a policy that
+    # trusts the domain (weights) refutes. The verdict cached under the first settings used to
+    # be served to the second (the key was the claim and the backend *names* only), so raising a
+    # weight, or pointing searxng at another instance, changed nothing for a day.
+    cache = VerdictCache(str(tmp_path / "facts.db"), ttl_s=60)
+    page = web("Tesla delivered 484,507 vehicles in the fourth quarter of 2023.", domain="ir.tesla.example")
+    answer = "Tesla delivered 494,507 vehicles in the fourth quarter of 2023."
+    weak = await acheck(answer, None, backends=[Fake("searxng", [page])], cache=cache)
+    assert weak.checks[0].outcome == "unknown" and "low-credibility" in weak.checks[0].note
+    trusted = await acheck(answer, None, backends=[Fake("searxng", [page])], cache=cache,
+                           weights={"ir.tesla.example": 0.95})
+    assert trusted.searches >= 1 and trusted.checks[0].evidence.get("cached") is not True
+    assert trusted.checks[0].outcome == "fail" and trusted.checks[0].expected == "484,507"
+    # same settings again: a hit
+    again = await acheck(answer, None, backends=[Fake("searxng", [page])], cache=cache,
+                         weights={"ir.tesla.example": 0.95})
+    assert again.searches == 0 and again.checks[0].outcome == "fail"
+    # another instance of the same backend name is another source
+    other = Fake("searxng", [page])
+    other.url = "http://searx.other:8080/search"
+    elsewhere = await acheck(answer, None, backends=[other], cache=cache, weights={"ir.tesla.example": 0.95})
+    assert elsewhere.searches >= 1
 
 
 @pytest.mark.redis

@@ -6,7 +6,8 @@
 4. ``on_failure: annotate`` reported ``MAX_RETRY_EXCEEDED``/``max_rounds`` with no round run;
 5. a policy file broken while the gateway runs was kept silently;
 6. only the first missing ``${VAR}`` of a value was reported;
-8. ``cost.ms`` and ``durations_ms`` were unrounded floats.
+8. ``cost.ms`` and ``durations_ms`` were unrounded floats;
+9. the README did not say how to script the verifier model (planner, facts) in the mock upstream.
 """
 
 from __future__ import annotations
@@ -229,3 +230,58 @@ def test_report_ms_fields_rounded_to_a_tenth() -> None:
     assert d["cost"]["ms"] == 54.0
     assert d["durations_ms"] == {"arithmetic": 12.3, "code": 0.0}
     assert rep.cost.ms == 53.963606000252184  # the record keeps full precision (metrics)
+
+
+def _readme_block_after(marker: str) -> str:
+    readme = (ROOT / "README.md").read_text()
+    i = readme.index(marker)
+    start = readme.index("```yaml\n", i) + len("```yaml\n")
+    return readme[start:readme.index("```", start)]
+
+
+def test_readme_verifier_model_script_drives_the_planner_and_facts(gateway_factory):
+    # README "Scripting the verifier model": before it, nothing said how the mock upstream answers
+    # the planner / facts calls (the `schema` match was undocumented), and demo mode answers them
+    # with plain text (an `error` check). The README's own script must plan and judge for real.
+    import openai
+    import yaml
+
+    from proxy.mock_upstream import MockUpstream
+    from verifiers.facts._claims import ClaimList
+    from verifiers.facts._judge import VerdictAnswer
+    from verifiers.planner._prompt import Plan
+
+    script = yaml.safe_load(_readme_block_after("**Scripting the verifier model.**"))
+    by_name = {r["name"]: r for r in script["rules"]}
+    Plan.model_validate_json(by_name["plan"]["reply"]["content"])
+    ClaimList.model_validate_json(by_name["claims"]["reply"]["content"])
+    VerdictAnswer.model_validate_json(by_name["verdict"]["reply"]["content"])
+
+    with MockUpstream(script) as mock:
+        gw = gateway_factory({"upstreams": [{"name": "mock", "base_url": mock.base_url, "api_key": "sk-mock"}]})
+        c = openai.OpenAI(base_url=gw.base_url, api_key="sk-test", max_retries=0, timeout=60)
+        r = c.chat.completions.create(model="gpt-test", extra_headers={"x-veracity-policy": "math"},
+                                      extra_body={"veracity": {"on_failure": "annotate"}},
+                                      messages=[{"role": "user", "content": "What does a $60 item with a 15% "
+                                                                            "discount cost?"}])
+        rep = r.model_extra["veracity"]
+        assert rep["plan_source"] == "model", rep
+        planned = [ch for ch in rep["checks"] if ch["verifier"] == "planner"]
+        assert [ch["outcome"] for ch in planned] == ["fail"], rep
+        assert float(planned[0]["expected"]) == 51.0 and planned[0]["claim"] == "$45.50"
+        assert rep["status"] == "failed" and rep["cost"]["verifier_calls"] == 1
+        rules = [q.get("rule") for q in mock.requests()]
+        assert rules == ["discount", "plan"], rules
+
+
+def test_cli_output_into_a_closed_pipe_ends_quietly():
+    # `veracity review list | head` printed a BrokenPipeError traceback when head exited first
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the command writes: every write is EPIPE
+    try:
+        p = subprocess.run([sys.executable, "-m", "proxy", "key", "hash", "--generate"], cwd=ROOT,
+                           stdout=w, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(w)
+    assert p.returncode == 141, p.stderr
+    assert b"Traceback" not in p.stderr and b"BrokenPipeError" not in p.stderr, p.stderr

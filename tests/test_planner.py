@@ -475,3 +475,32 @@ def test_the_prompts_run_python_example_obeys_the_guard(pandas_box):
     q, d, p = _EXAMPLES[1]
     out = check(d, q, model=scripted(p), use_model=True, tools=planner.Toolbox(sandbox=pandas_box), deadline_s=60)
     assert outcomes(out) == ["pass"]
+
+
+# --- offline (no verifier model) ---------------------------------------------------------------
+
+DISCOUNT_Q = "What does a $60 item with a 15% discount cost?"
+DISCOUNT_A = "The total cost is $45.50 after a 15% discount on $60."
+
+
+def _offline(answer, question, when):
+    from verifiers.run import run
+
+    return asyncio.run(run(answer, ["arithmetic", "planner"], question=question,
+                           options={"planner": {"when": when, "timeout_ms": 5000}}))
+
+
+def test_offline_planner_without_a_model_says_so_instead_of_skipping():
+    # `veracity verify --policy math` / POST /v1/veracity/verify have no verifier model: a risky
+    # answer no rule can check used to come out `skipped` ("no checkable claims"), as if there
+    # were nothing to check; the gateway with an unavailable model says `unknown` -- so does this
+    rep = _offline(DISCOUNT_A, DISCOUNT_Q, "unexplained")
+    planned = [c for c in rep.checks if c.verifier == "planner"]
+    assert [(c.outcome, c.evidence.get("reason")) for c in planned] == [("unknown", "unavailable:no_model")]
+    assert rep.status == "unverified"
+    # a policy that never asks for model plans: nothing to say
+    assert [c for c in _offline(DISCOUNT_A, DISCOUNT_Q, "never").checks if c.verifier == "planner"] == []
+    # a template plan needs no model: its check stands alone
+    tpl = _offline("approximately 0.000191", PRODUCT_Q, "unexplained")
+    assert [(c.verifier, c.outcome) for c in tpl.checks] == [("planner", "fail")]
+    assert tpl.extra.get("plan_source") == "template" and tpl.status == "failed"

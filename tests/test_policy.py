@@ -184,3 +184,37 @@ def test_citation_sources_validated(tmp_path):
     p.write_text("verifiers:\n  citations:\n    sources: {use: [crossref, bogus]}\n")
     errs = check_file(p)
     assert errs and "verifiers.citations.sources" in errs[0] and errs[0].startswith(f"{p}:3:")
+
+
+@pytest.mark.parametrize("backends, needle", [
+    ("{use: [context, wikipeda]}", "unknown backend 'wikipeda'"),
+    ("{use: [local]}", "local.db (the corpus file) is required"),
+    ("{use: [searxng]}", "searxng.url"),
+    ("{use: [wikipedia], wikipedia: {lang: en, user_agnt: x}}", "unknown setting(s) wikipedia.user_agnt"),
+    ("{use: [context, context]}", "listed more than once"),
+    ("{use: [wikipedia], timeout_s: fast}", "timeout_s must be a number"),
+])
+def test_facts_backend_typos_are_policy_errors(tmp_path, backends, needle):
+    # a typo here used to pass `veracity policy check` and then turn every facts check of every
+    # request into an `error` check at run time
+    p = tmp_path / "facts.yaml"
+    p.write_text(f"name: f\nverifiers:\n  facts:\n    enabled: true\n    backends: {backends}\n")
+    errs = check_file(p)
+    assert len(errs) == 1, errs
+    assert errs[0].startswith(f"{p}:5: verifiers.facts.backends: facts backends: "), errs
+    assert needle in errs[0], errs
+
+
+def test_facts_backends_valid_config_passes_without_corpus_or_key(tmp_path, monkeypatch):
+    # what depends on the machine that runs the gateway (the corpus file, the Brave key) is
+    # checked when the backends are made, not by the policy check
+    monkeypatch.delenv("BRAVE_API_KEY", raising=False)
+    p = tmp_path / "facts.yaml"
+    p.write_text("name: f\nverifiers:\n  facts:\n    enabled: true\n    backends:\n"
+                 "      use: [context, local, wikipedia, searxng, brave]\n      timeout_s: 5\n"
+                 "      local: {db: not-built-yet.sqlite3}\n"
+                 "      wikipedia: {lang: en, user_agent: 'acme-veracity/1.0 (ops@acme.example)'}\n"
+                 "      searxng: {url: 'http://searx.internal:8080/search', categories: general}\n"
+                 "      brave: {api_key_env: BRAVE_API_KEY}\n")
+    assert check_file(p) == []
+    assert load_file(p).verifiers.facts.backends["use"][1] == "local"

@@ -135,15 +135,18 @@ async def _planner(answer: str, question: str | None, options: Mapping[str, Any]
     (:func:`run` passes their checks as ``rule_checks``). Model-written plans only when
     ``options["when"]`` allows (``never`` | ``unexplained``: no rule check passed or failed |
     ``high_risk``: unexplained, or risk >= ``options["high_risk"]`` | ``always``) and a
-    ``model`` is given; template plans always. Returns ``(checks, extra)``."""
+    ``model`` is given; template plans always. When ``when`` asks for a model plan, no template
+    applied and no ``model`` is given, one ``unknown`` planner check says so. Returns
+    ``(checks, extra)``."""
     mod = importlib.import_module("verifiers.planner")
     rule_checks = list(options.get("rule_checks") or ())
     model = options.get("model")
     when = options.get("when", "never")
     explained = any(c.outcome in ("pass", "fail") for c in rule_checks)
     risk_score = float(options.get("risk_score") or 0.0)
-    use_model = model is not None and (when == "always" or (when in ("unexplained", "high_risk") and not explained)
-                                       or (when == "high_risk" and risk_score >= float(options.get("high_risk", 0.7))))
+    wanted = (when == "always" or (when in ("unexplained", "high_risk") and not explained)
+              or (when == "high_risk" and risk_score >= float(options.get("high_risk", 0.7))))
+    use_model = model is not None and wanted
     tools = mod.Toolbox(sandbox=_code_sandbox(options.get("sandbox")) if options.get("sandbox") is not None else None,
                         citation_sources=options.get("citation_sources"), search_facts=options.get("search_facts"))
     outcome = await mod.acheck(answer, question, model=model if use_model else None, rule_checks=rule_checks,
@@ -154,6 +157,13 @@ async def _planner(answer: str, question: str | None, options: Mapping[str, Any]
     if outcome.error:
         checks.append(Check(verifier="planner", claim="", outcome="error", confidence=0.0,
                             evidence={"plan_source": outcome.plan_source}, note=f"plan: {outcome.error}"[:_NOTE_MAX]))
+    elif wanted and model is None and outcome.plan_source is None:
+        # the policy asks for a model plan but no verifier model was given (offline: `veracity
+        # verify`, POST /v1/veracity/verify): say so, as the gateway does when its model is
+        # unavailable, rather than report the risky answer `skipped` as if nothing were checkable
+        checks.append(Check(verifier="planner", claim="", outcome="unknown", confidence=0.0,
+                            evidence={"plan_source": "model", "reason": "unavailable:no_model"},
+                            note="planner not asked: unavailable:no_model (no verifier model offline)"))
     extra: dict[str, Any] = {}
     if outcome.plan_source:
         extra["plan_source"] = outcome.plan_source

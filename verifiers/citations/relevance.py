@@ -250,17 +250,17 @@ async def judge_relevance(sentence: str, abstract: str | None, *, model: ChatMod
 
     The deterministic tier first (:func:`judge_deterministic`); then, when ``model`` is given and
     that tier found no support, the verifier model (:class:`RelevanceAnswer` via ``ask_json``,
-    purpose ``citation_relevance``). A model that is unavailable or fails leaves the
-    deterministic result with a note; a ``supported`` verdict whose quote is not in the
-    abstract becomes ``unknown``. ``abstract`` None/blank -> ``abstract_unavailable`` without a
-    model call. Never raises for model failures.
+    purpose ``relevance``, the gateway's label in ``veracity_verifier_model_calls_total``). A
+    model that is unavailable or fails leaves the deterministic result with a note; a
+    ``supported`` verdict whose quote is not in the abstract becomes ``unknown``. ``abstract``
+    None/blank -> ``abstract_unavailable`` without a model call. Never raises for model failures.
     """
     det = judge_deterministic(sentence, abstract, title)
     if model is None or det.status in (SUPPORTED, ABSTRACT_UNAVAILABLE):
         return det
     msgs = [{"role": "system", "content": _SYSTEM}, *_EXAMPLES,
             {"role": "user", "content": f"Sentence: {sentence.strip()[:1500]}\nAbstract: <<<{(abstract or '')[:6000]}>>>"}]
-    ans = await ask_json(model, msgs, RelevanceAnswer, purpose="citation_relevance", max_tokens=300)
+    ans = await ask_json(model, msgs, RelevanceAnswer, purpose="relevance", max_tokens=300)
     if ans.value is None:
         det.note = f"{det.note}; verifier model: {ans.error}"[:300]
         return det

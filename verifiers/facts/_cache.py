@@ -1,7 +1,8 @@
 """Verdict cache of the facts verifier (issue 11, step 7): SQLite by default, Redis when a URL
-is given, each with a TTL. Keyed by the normalised claim and the backends consulted (each
+is given, each with a TTL. Keyed by the normalised claim, the backends consulted (each
 backend's ``cache_key`` when it has one -- the ``context`` backend's includes a digest of the
-request's text -- else its ``name``). Only settled verdicts are stored (never one reached while
+request's text -- else its name and where it searches) and the settings the verdict depends on
+(credibility weights, whether a model judged). Only settled verdicts are stored (never one reached while
 a backend was unavailable or the model failed), so a flaky source is asked again next time.
 Any storage error degrades to a miss: the cache never breaks a check.
 """
@@ -21,10 +22,30 @@ from verifiers.facts._text import norm_claim
 __all__ = ["VerdictCache", "cache_key"]
 
 
-def cache_key(claim: str, backends: Sequence[Any]) -> str:
-    """``facts:v1:<sha256>`` of the normalised claim and the sorted backend keys."""
-    names = sorted(str(getattr(b, "cache_key", None) or getattr(b, "name", "?")) for b in backends)
+def _backend_key(b: Any) -> str:
+    """A backend's identity for the cache: its ``cache_key`` when it has one (``context``: name +
+    text digest), else its name plus where it searches (``url``, ``db``, ``lang``, ``params``):
+    two policies' ``searxng`` backends on different instances are different sources."""
+    own = getattr(b, "cache_key", None)
+    if own:
+        return str(own)
+    parts = [str(getattr(b, "name", "?"))]
+    for attr in ("url", "db", "lang", "params"):
+        v = getattr(b, attr, None)
+        if v is not None:
+            parts.append(f"{attr}={json.dumps(v, sort_keys=True, default=str)}")
+    return "|".join(parts)
+
+
+def cache_key(claim: str, backends: Sequence[Any], settings: Any = None) -> str:
+    """``facts:v1:<sha256>`` of the normalised claim, the sorted backend keys (see
+    :func:`_backend_key`) and ``settings`` -- anything else the verdict depends on (the
+    credibility ``weights``, whether a verifier model judged), JSON-serialised with sorted keys;
+    ``None`` adds nothing (the key of a cache written without settings)."""
+    names = sorted(_backend_key(b) for b in backends)
     raw = norm_claim(claim) + "\x1e" + "\x1f".join(names)
+    if settings is not None:
+        raw += "\x1e" + json.dumps(settings, sort_keys=True, default=str)
     return "facts:v1:" + hashlib.sha256(raw.encode()).hexdigest()
 
 

@@ -212,7 +212,9 @@ def _deterministic(claim: Claim, passages: list[Passage], weights: Mapping[str, 
 
 
 async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache | None) -> _Result:
-    key = cache_key(claim.context or claim.text, run.backends) if cache is not None else ""
+    key = (cache_key(claim.context or claim.text, run.backends,
+                     {"weights": dict(run.weights or {}), "model": run.model is not None})
+           if cache is not None else "")
     if cache is not None:
         hit = await cache.get(key)
         if hit:

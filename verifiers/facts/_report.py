@@ -21,10 +21,13 @@ UNCONFIRMED_TEMPLATE = "Could not be confirmed from the available sources: {clai
 def unconfirmed_note(claims: Sequence[str]) -> str:
     """``"Could not be confirmed from the available sources: "`` + the claims quoted and joined
     by ``"; "`` + ``"."``; ``""`` for no claims. Each claim is shown at most 200 characters,
-    its trailing full stop dropped."""
+    without its ``[n]`` source markers (a quoted "… [1]" would read as if source 1 confirmed
+    it) and its trailing full stop."""
+    from verifiers.facts._compare import strip_citation_markers
+
     items = []
     for c in claims:
-        t = " ".join(str(c).split()).rstrip(".")
+        t = " ".join(strip_citation_markers(str(c)).split()).rstrip(".")
         if t:
             items.append(f"\u201c{t[:200]}\u201d")
     return UNCONFIRMED_TEMPLATE.format(claims="; ".join(items)) if items else ""

@@ -40,7 +40,8 @@ from verifiers.facts.backends.searxng import SearxngBackend
 from verifiers.facts.backends.wikipedia import DEFAULT_USER_AGENT, WikipediaBackend
 
 __all__ = ["BACKEND_NAMES", "BraveBackend", "LocalBackend", "Passage", "SearchBackend", "SearxngBackend",
-           "SourceUnavailable", "WikipediaBackend", "aclose_backends", "fts_query", "make_backends"]
+           "SourceUnavailable", "WikipediaBackend", "aclose_backends", "check_config", "fts_query",
+           "make_backends"]
 
 BACKEND_NAMES = ("context", "local", "wikipedia", "searxng", "brave")
 DEFAULT_TIMEOUT_S = 5.0
@@ -72,15 +73,18 @@ def _str(section: str, key: str, value: Any) -> str:
     return value.strip()
 
 
-def make_backends(config: Mapping[str, Any], *, context_messages: list | None = None) -> list[SearchBackend]:
-    """The backends named in ``config["use"]`` (default ``["context"]``), in that order.
+def check_config(config: Any) -> dict[str, dict[str, Any]]:
+    """Validate a backends ``config`` (the shape :func:`make_backends` takes) without building a
+    client, opening a corpus or reading the environment: what a policy check can decide before
+    the gateway runs (``veracity policy check``, policy loading).
 
-    ``config``: ``{"use": [...], "local": {"db": PATH}, "wikipedia": {...}, "searxng":
-    {"url": ...}, "brave": {"api_key_env": "BRAVE_API_KEY", ...}, "timeout_s": 5}`` (module
-    doc for every setting). ``context_messages``: the request's chat messages for the
-    ``context`` backend (None -> no messages). Raises ValueError: unknown backend name, a name
-    used twice, an unknown or ill-typed setting, a missing ``local.db`` corpus or
-    ``searxng.url``, an unset Brave key variable. Nothing is contacted here."""
+    Returns the per-backend sections of the backends in ``use``, in order. Raises ValueError
+    naming the problem: not a mapping, ``use`` not a list of names, an unknown backend name
+    (known: :data:`BACKEND_NAMES`), a name used twice, a section that is not a mapping, an
+    unknown setting in a used backend's section, a ``timeout_s``/``retries`` of the wrong
+    type, ``local`` without ``db``, ``searxng`` without ``url``. Left to :func:`make_backends`
+    (they depend on the machine the gateway runs on): that the corpus file exists and that the
+    Brave key variable is set."""
     if not isinstance(config, Mapping):
         raise ValueError(f"facts backends: config must be a mapping, got {type(config).__name__}")
     use = config.get("use", ["context"])
@@ -104,7 +108,30 @@ def make_backends(config: Mapping[str, Any], *, context_messages: list | None = 
             allowed = ", ".join(sorted(_SETTINGS[name])) or "none"
             raise ValueError(f"facts backends: unknown setting(s) {', '.join(f'{name}.{k}' for k in unknown)} "
                              f"(allowed: {allowed})")
+        if name in ("wikipedia", "searxng", "brave"):
+            _net_common(name, dict(sec), timeout)
+        if name == "local" and "db" not in sec:
+            raise ValueError("facts backends: local.db (the corpus file) is required")
+        if name == "local":
+            _str("local", "db", sec["db"])
+        if name == "searxng" and not sec.get("url"):
+            raise ValueError("facts backends: searxng.url (your instance's /search endpoint) is required")
         sections[name] = dict(sec)
+    return sections
+
+
+def make_backends(config: Mapping[str, Any], *, context_messages: list | None = None) -> list[SearchBackend]:
+    """The backends named in ``config["use"]`` (default ``["context"]``), in that order.
+
+    ``config``: ``{"use": [...], "local": {"db": PATH}, "wikipedia": {...}, "searxng":
+    {"url": ...}, "brave": {"api_key_env": "BRAVE_API_KEY", ...}, "timeout_s": 5}`` (module
+    doc for every setting). ``context_messages``: the request's chat messages for the
+    ``context`` backend (None -> no messages). Raises ValueError: everything
+    :func:`check_config` refuses, a missing ``local.db`` corpus file, an unset Brave key
+    variable. Nothing is contacted here."""
+    sections = check_config(config)
+    timeout = _num("facts backends", "timeout_s", config.get("timeout_s", DEFAULT_TIMEOUT_S))
+    use = list(sections)
 
     # a failure part-way drops what was made: a client that never sent a request holds no socket
     return [_make_one(name, sections[name], timeout, context_messages) for name in use]
