@@ -160,7 +160,7 @@ def _contained(claim: str, ckeys: frozenset[str], cnums: list[Quantity], cents: 
     blocks = [b for b in sm.get_matching_blocks() if b.size]
     if blocks and (blocks[-1].b + blocks[-1].size - blocks[0].b) > SPREAD * len(ct) + 4:
         return None
-    wnums = numbers(window)
+    wnums = [w for w in numbers(window) if w.vague != "range"]  # an end of "12-15" states no value
     if any(not any(c.rounds_to(w, loose=c.hedged) for w in wnums if _same_kind(c, w) or c.kind == "number")
            for c in cnums):
         return None
@@ -177,7 +177,7 @@ def _quantity_refute(claim: str, ckeys: frozenset[str], cnums: list[Quantity], s
                      all_nums: list[Quantity]) -> PassageVerdict | None:
     claim_nums = numbers(claim)
     for q in cnums:
-        if q.hedged:
+        if q.hedged or q.vague:  # "about 500", "2.500", "12万", "12-15": not a value to contradict
             continue
         if any(_consistent(q, p) for p in all_nums if _same_kind(q, p) or "number" in (q.kind, p.kind)):
             continue  # the passage states the claim's value somewhere: no contradiction here
@@ -189,7 +189,7 @@ def _quantity_refute(claim: str, ckeys: frozenset[str], cnums: list[Quantity], s
             if len(ckeys & skeys) / len(ckeys) < SUBJECT_COVERAGE:
                 continue
             for p in numbers(s):
-                if not _same_kind(q, p) or p.hedged:
+                if not _same_kind(q, p) or p.hedged or p.vague:
                     continue
                 if any(_consistent(o, p) for o in claim_nums if o is not q):
                     continue  # the claim states the passage's value too: two values, not a contradiction
