@@ -511,7 +511,7 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
             _correction_metrics([report])
     report.extra["policy"] = policy.name
     if policy.verifiers.facts.unconfirmed_note and text is not None:
-        draft = _with_unconfirmed_note(draft, report)
+        draft = _with_unconfirmed_note(draft, report, request)
     _sentinel_entry(plan, report)
     report.cost.ms = (time.perf_counter() - t_verify) * 1000.0
     if report.risk is None and text and policy.verifiers.enabled():
@@ -538,11 +538,36 @@ def _sentinel_entry(plan: _Plan, report: Report) -> None:
             report.cost.upstream_calls += plan.sentinel_info.get("extra_calls", 0)
 
 
-def _with_unconfirmed_note(draft: dict[str, Any], report: Report) -> dict[str, Any]:
+def _note_blocked(request: Mapping[str, Any], msg: Mapping[str, Any]) -> str | None:
+    """Why no text may be appended to this answer, or None: the client asked for JSON
+    (``response_format`` ``json_object``/``json_schema``: OpenAI "JSON mode" and "Structured
+    Outputs" promise content that parses), the turn carries tool or function calls (the client's
+    code acts on it), or the content is itself a JSON document (prompted JSON)."""
+    rf = request.get("response_format") if isinstance(request, Mapping) else None
+    if isinstance(rf, Mapping) and rf.get("type") in ("json_object", "json_schema"):
+        return f"response_format {rf.get('type')}"
+    if msg.get("tool_calls") or msg.get("function_call"):
+        return "the answer carries tool calls"
+    content = msg.get("content")
+    body = content.strip() if isinstance(content, str) else ""
+    if body[:1] in ("{", "[") or body.startswith("```json"):
+        try:
+            json.loads(body.removeprefix("```json").removesuffix("```"))
+            return "the answer is a JSON document"
+        except ValueError:
+            pass
+    return None
+
+
+def _with_unconfirmed_note(draft: dict[str, Any], report: Report,
+                           request: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``draft`` with the facts verifier's templated note (``verifiers.facts.unconfirmed_note``)
     appended to choice 0's text when claims stayed unconfirmed (``report.extra["unconfirmed"]``)
     and no check failed (a failed answer is corrected, annotated or blocked instead). The note is
-    a template, never generated text (design: state unknowns honestly, in a fixed form)."""
+    a template, never generated text (design: state unknowns honestly, in a fixed form). When
+    appending would break what the client parses (:func:`_note_blocked`: JSON mode, tool calls,
+    a JSON answer) the answer is left as it is and the note goes to the report only
+    (``report.extra["unconfirmed_note"]`` and ``["unconfirmed_note_not_appended"]``: why)."""
     claims = report.extra.get("unconfirmed")
     if not claims or report.failed_checks:
         return draft
@@ -556,9 +581,13 @@ def _with_unconfirmed_note(draft: dict[str, Any], report: Report) -> dict[str, A
     note = unconfirmed_note([str(c) for c in claims])
     if not note:
         return draft
+    report.extra["unconfirmed_note"] = note
+    blocked = _note_blocked(request or {}, msg)
+    if blocked is not None:
+        report.extra["unconfirmed_note_not_appended"] = blocked
+        return draft
     out = copy.deepcopy(draft)
     out["choices"][0]["message"]["content"] = msg["content"].rstrip() + "\n\n" + note
-    report.extra["unconfirmed_note"] = note
     return out
 
 

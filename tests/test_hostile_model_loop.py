@@ -82,3 +82,114 @@ async def test_a_correct_answer_over_a_european_document_is_not_failed_end_to_en
               "The group has 14 stores in Europe.")
     out = await acheck(answer, None, backends=[ContextBackend(msgs)])
     assert out.checks and not [c for c in out.checks if c.outcome == "fail"], [(c.claim, c.note) for c in out.checks]
+
+
+# ------------------------------------------------------------------ through the gateway
+
+import json  # noqa: E402
+from typing import Any  # noqa: E402
+
+import openai  # noqa: E402
+import yaml  # noqa: E402
+
+from proxy.mock_upstream import MockUpstream  # noqa: E402
+
+DOC = ("Northwind Traders annual report 2023.\n\n"
+       "Northwind Traders reported revenue of $4.2 million in 2023. Revenue in 2022 had been $3.9 million. "
+       "Northwind Traders employs 85 people at its headquarters in Lyon, France. Its chief executive is "
+       "Marie Dubois, who joined the company in 2019.")
+SYSTEM = "Answer from the documents below.\n\n<documents>\n" + DOC + "\n</documents>"
+UNCONFIRMED = "Northwind Traders will open an office in Berlin in 2025 with 40 new staff."
+JSON_ANSWER = json.dumps({"plans": UNCONFIRMED, "confidence": "high"}, indent=2)   # one field a line
+TOOL_CALL = {"id": "call_1", "name": "lookup", "arguments": {"city": "Berlin"}}
+
+
+def _gw_rules() -> list[dict[str, Any]]:
+    r: list[dict[str, Any]] = [
+        {"name": "model-other", "match": {"schema": "[A-Z]*"},
+         "reply": {"content": json.dumps({"verdict": "not_enough_info", "passages": [], "quote": "",
+                                          "source_says": "", "confidence": 0.3, "questions": []})}},
+        {"name": "json", "match": {"last_user": r"\[case:json\]"}, "reply": {"content": JSON_ANSWER}},
+        {"name": "tool", "match": {"last_user": r"\[case:tool\]"},
+         "reply": {"content": UNCONFIRMED, "tool_calls": [TOOL_CALL]}},
+        {"name": "text", "match": {"last_user": r"\[case:text\]"}, "reply": {"content": UNCONFIRMED}},
+    ]
+    return r
+
+
+def _gw_policy(name: str, **over: Any) -> dict[str, Any]:
+    doc = {"name": name, "on_failure": "correct", "risk": {"threshold": 0.2}, "correction": {"max_rounds": 2},
+           "verifiers": {"arithmetic": {"enabled": True}, "code": {"enabled": False},
+                         "citations": {"enabled": False}, "planner": {"enabled": False},
+                         "facts": {"enabled": True, "timeout_ms": 20000, "backends": {"use": ["context"]},
+                                   "use_model": False, "max_rounds": 2, "unconfirmed_note": True}},
+           "budgets": {"request": {"extra_calls": 8, "extra_tokens": 50000, "deadline_ms": 60000}},
+           "streaming": {"mode": "buffer", "keepalive_s": 5}}
+    doc.update(over)
+    return doc
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory, gateway_factory):
+    tmp = tmp_path_factory.mktemp("hostile-model-loop")
+    pdir = tmp / "policies"
+    pdir.mkdir()
+    for doc in (_gw_policy("rag-note"),):
+        (pdir / f"{doc['name']}.yaml").write_text(yaml.safe_dump(doc))
+    mock = MockUpstream({"rules": _gw_rules(), "models": ["gpt-test"]}).start()
+    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": mock.base_url}],
+           "policies": {"dir": str(pdir), "check_interval_s": 0},
+           "verification": {"budget_db": str(tmp / "budget.sqlite3")}}
+    g = gateway_factory(cfg)
+    yield {"gw": g, "mock": mock}
+    mock.stop()
+
+
+def _client(gw, policy: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gw["gw"].base_url, api_key="sk-test", max_retries=0, timeout=120,
+                         default_headers={"x-veracity-policy": policy})
+
+
+def _msgs(tag: str) -> list[dict[str, Any]]:
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"[case:{tag}] What are Northwind's plans?"}]
+
+
+def test_the_unconfirmed_note_still_goes_on_a_plain_text_answer(gw):
+    resp = _client(gw, "rag-note").chat.completions.create(model="gpt-test", messages=_msgs("text"))
+    assert "Could not be confirmed from the available sources" in resp.choices[0].message.content
+
+
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("response_format", [{"type": "json_object"},
+                                             {"type": "json_schema", "json_schema": {
+                                                 "name": "northwind_plans", "schema": {"type": "object"}}}])
+def test_json_mode_answer_is_never_broken_by_the_unconfirmed_note(gw, response_format, stream):
+    c = _client(gw, "rag-note")
+    if stream:
+        chunks = list(c.chat.completions.create(model="gpt-test", messages=_msgs("json"), stream=True,
+                                                response_format=response_format))
+        text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+        rep = [ch.model_extra["veracity"] for ch in chunks if (ch.model_extra or {}).get("veracity")][-1]
+    else:
+        resp = c.chat.completions.create(model="gpt-test", messages=_msgs("json"), response_format=response_format)
+        text, rep = resp.choices[0].message.content, resp.model_extra["veracity"]
+    assert json.loads(text) == json.loads(JSON_ANSWER)      # the client's JSON still parses, unchanged
+    assert rep["unconfirmed"], rep                          # the claim inside was checked and stayed unknown
+    assert rep["unconfirmed_note"].startswith("Could not be confirmed")   # the note is in the report
+    assert "response_format" in rep["unconfirmed_note_not_appended"]
+
+
+def test_prompted_json_answer_without_json_mode_is_left_parseable(gw):
+    resp = _client(gw, "rag-note").chat.completions.create(model="gpt-test", messages=_msgs("json"))
+    assert json.loads(resp.choices[0].message.content) == json.loads(JSON_ANSWER)
+    assert resp.model_extra["veracity"].get("unconfirmed_note_not_appended") == "the answer is a JSON document"
+
+
+def test_a_turn_with_tool_calls_gets_no_note_appended(gw):
+    resp = _client(gw, "rag-note").chat.completions.create(
+        model="gpt-test", messages=_msgs("tool"),
+        tools=[{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}])
+    msg = resp.choices[0].message
+    assert msg.content == UNCONFIRMED and msg.tool_calls and msg.tool_calls[0].function.name == "lookup"
+    assert resp.model_extra["veracity"].get("unconfirmed_note_not_appended") == "the answer carries tool calls"
