@@ -339,3 +339,67 @@ async def test_an_on_subject_model_verdict_still_decides():
     model = _facts_model(claim, {"verdict": "supported", "quote": "Its chief executive is Marie Dubois"})
     out = await acheck(claim, None, model=model, backends=[ContextBackend([{"role": "system", "content": DOC}])])
     assert [c.outcome for c in out.checks] == ["pass"]
+
+
+# ------------------------------------------------------------------ divergence: correct rewrites
+
+from proxy.correction import correct  # noqa: E402
+from proxy.divergence import diverged  # noqa: E402
+from verifiers._types import Report  # noqa: E402
+
+CI_Q = "本金10000元，年利率5%，按季度复利，存3年，最终本息和是多少？"
+EN_Q = "If you invest $10,000 at 5% compounded quarterly for 3 years, what is the final amount?"
+
+
+async def _planner_fails(draft: str, question: str) -> list[Any]:
+    out = await planner.acheck(draft, question)          # template plans: no model
+    return [c for c in out.checks if c.outcome == "fail"]
+
+
+@pytest.mark.parametrize("draft,question,rewrite", [
+    ("根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。", CI_Q, "约为1.16万元"),            # 万 scale
+    ("根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。", CI_Q, "答案：11607.54元"),          # rounded down, not half-up
+    ("根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。", CI_Q, "最终本息和为11607.545元。"),  # more digits than expected
+    ("The final amount is about $11,608.92.", EN_Q, "About $11.6k."),                    # k scale
+    ("The final amount is about $11,608.92.", EN_Q,
+     "It comes to eleven thousand six hundred and seven dollars and fifty-five cents."),  # in words
+])
+async def test_a_right_correction_in_another_form_is_not_divergence(draft, question, rewrite):
+    failed = await _planner_fails(draft, question)
+    assert failed, "the template plan must catch the draft"
+    assert diverged(failed, rewrite, draft) is None
+
+
+def test_a_spelled_out_arithmetic_fix_is_not_divergence_but_a_dropped_claim_still_is():
+    import verifiers
+
+    draft = "17 * 23 = 401 apples"
+    failed = [c for c in verifiers.verify(draft).checks if c.outcome == "fail"]
+    assert failed
+    assert diverged(failed, "He has three hundred ninety-one apples.", draft) is None
+    # the rule still fires on what it is for
+    assert diverged(failed, "Apples are a kind of fruit grown in orchards.", draft).kind == "dropped"
+    assert diverged(failed, "Sorry, I cannot help with that.", draft).kind == "refusal"
+    assert diverged(failed, "17 * 23 is not 391.", draft).kind == "reversed"
+
+
+async def test_the_loop_says_corrected_when_the_fix_is_right_in_another_rounding():
+    draft_text = "根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。"
+    fixed = "最终本息和为11607.545元。"     # more digits than the failed check's rounded "11607.55": right
+
+    async def verify(text: str) -> Report:
+        out = await planner.acheck(text, CI_Q)
+        status = "failed" if any(c.outcome == "fail" for c in out.checks) else (
+            "passed" if any(c.outcome == "pass" for c in out.checks) else "unverified")
+        return Report(status=status, checks=list(out.checks))
+
+    async def complete(body: dict[str, Any]) -> dict[str, Any]:
+        return {"choices": [{"index": 0, "message": {"role": "assistant", "content": fixed}, "finish_reason": "stop"}]}
+
+    first = await verify(draft_text)
+    assert first.status == "failed" and (await verify(fixed)).status == "passed"
+    draft = {"choices": [{"index": 0, "message": {"role": "assistant", "content": draft_text}, "finish_reason": "stop"}]}
+    res = await correct({"messages": [{"role": "user", "content": CI_Q}]}, draft, complete=complete, verify=verify,
+                        initial_report=first)
+    assert res.report.status == "corrected", (res.stop_reason, res.report.status)
+    assert res.completion["choices"][0]["message"]["content"] == fixed
