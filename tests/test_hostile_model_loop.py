@@ -403,3 +403,41 @@ async def test_the_loop_says_corrected_when_the_fix_is_right_in_another_rounding
                         initial_report=first)
     assert res.report.status == "corrected", (res.stop_reason, res.report.status)
     assert res.completion["choices"][0]["message"]["content"] == fixed
+
+
+# ------------------------------------------------------------------ search backends: huge answers
+
+import gzip  # noqa: E402
+
+from tests.fixtures.search_servers import FakeAPI, searxng_ok  # noqa: E402
+from verifiers.facts import SourceUnavailable  # noqa: E402
+from verifiers.facts.backends._http import MAX_BODY_BYTES  # noqa: E402
+from verifiers.facts.backends.searxng import SearxngBackend  # noqa: E402
+
+
+def _huge_results(n_bytes: int) -> str:
+    row = {"url": "https://example.org/a", "title": "t", "content": "x" * 1000, "engine": "e"}
+    n = n_bytes // len(json.dumps(row)) + 1
+    return json.dumps({"query": "q", "results": [row] * n})
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+async def test_a_search_answer_larger_than_the_limit_is_source_unavailable_not_memory(gzipped):
+    body = _huge_results(MAX_BODY_BYTES + 1024 * 1024)
+    if gzipped:   # ~10 MB that inflates from a few kB: the limit is on what the gateway would hold
+        data = gzip.compress(body.encode(), 9)
+        assert len(data) < MAX_BODY_BYTES // 100
+        route = lambda p, q, h: (200, "application/json", data, {"Content-Encoding": "gzip"})  # noqa: E731
+    else:
+        route = lambda p, q, h: (200, "application/json", body, {})  # noqa: E731
+    with FakeAPI() as api:
+        api.routes["/search"] = route
+        b = SearxngBackend(api.url + "/search", retries=0)
+        try:
+            with pytest.raises(SourceUnavailable, match="too large"):
+                await b.search("eiffel tower height", 5)
+            # an honest answer on the same backend still reads
+            api.routes["/search"] = searxng_ok()
+            assert await b.search("tesla deliveries", 5)
+        finally:
+            await b.aclose()
