@@ -113,6 +113,8 @@ def _gw_rules() -> list[dict[str, Any]]:
         {"name": "tool", "match": {"last_user": r"\[case:tool\]"},
          "reply": {"content": UNCONFIRMED, "tool_calls": [TOOL_CALL]}},
         {"name": "text", "match": {"last_user": r"\[case:text\]"}, "reply": {"content": UNCONFIRMED}},
+        {"name": "surrogate", "match": {"last_user": r"\[case:surrogate\]"},
+         "reply": {"content": UNCONFIRMED.replace("Berlin", "Ber\ud800lin\x00")}},
     ]
     return r
 
@@ -441,3 +443,59 @@ async def test_a_search_answer_larger_than_the_limit_is_source_unavailable_not_m
             assert await b.search("tesla deliveries", 5)
         finally:
             await b.aclose()
+
+
+# ------------------------------------------------------------------ odd text in documents and answers
+
+def test_lone_surrogates_and_control_characters_in_the_documents_never_break_the_request(gw):
+    import httpx
+
+    # in the client's request: a clear 400, never a stack trace
+
+    doc = SYSTEM.replace("Its chief", "\ud800 \x00\x1b[31m Its chief")
+    body = json.dumps({"model": "gpt-test", "messages": [{"role": "system", "content": doc},
+                                                         {"role": "user", "content": "[case:text] plans?"}]})
+    r = httpx.post(gw["gw"].base_url + "/chat/completions", content=body.encode(),
+                   headers={"Authorization": "Bearer sk-test", "content-type": "application/json",
+                            "x-veracity-policy": "rag-note"}, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+    # control characters are valid JSON: verified as usual
+    r = httpx.post(gw["gw"].base_url + "/chat/completions", json={
+        "model": "gpt-test", "messages": [{"role": "system", "content": SYSTEM.replace("Its chief", "\x00\x1b[31m Its")},
+                                          {"role": "user", "content": "[case:text] plans?"}]},
+        headers={"Authorization": "Bearer sk-test", "x-veracity-policy": "rag-note"}, timeout=60)
+    assert r.status_code == 200 and r.json()["veracity"]["unconfirmed"]
+
+
+def test_a_lone_surrogate_in_the_upstream_answer_is_verified_not_a_500(gw):
+    # the upstream's JSON may escape a lone surrogate ("\ud800"); the answer still arrives
+    import httpx
+
+    r = httpx.post(gw["gw"].base_url + "/chat/completions", json={
+        "model": "gpt-test", "messages": [{"role": "system", "content": SYSTEM},
+                                          {"role": "user", "content": "[case:surrogate] plans?"}]},
+        headers={"Authorization": "Bearer sk-test", "x-veracity-policy": "rag-note"}, timeout=60)
+    assert r.status_code == 200, r.text[:300]
+    rep = r.json()["veracity"]
+    assert [c["outcome"] for c in rep["checks"] if c["verifier"] == "facts"] == ["unknown"], rep
+
+
+@pytest.mark.parametrize("passage", [
+    "Northwind Traders reported revenue of $4.2  million in 2023.",          # two spaces (PDF, HTML)
+    "Northwind Traders reported revenue of $4.2\tmillion in 2023.",
+    "Northwind Traders reported revenue of $4.2 mil\u00adlion in 2023.",      # soft hyphen
+    "Northwind Traders reported revenue of $4.2\u200b million in 2023.",      # zero-width space
+    "Northwind Traders reported revenue of $4.2\x00 \x01million in 2023.",    # control characters
+])
+def test_invisible_characters_in_a_document_never_turn_a_right_figure_into_a_refutation(passage):
+    v = judge_passage("Northwind Traders reported revenue of $4.2 million in 2023.", passage)
+    assert v.verdict == "supported", (v.verdict, v.expected)
+    # and a wrong figure next to the same characters is still caught
+    assert judge_passage("Northwind Traders reported revenue of $5.1 million in 2023.", passage).verdict == "refuted"
+
+
+async def test_a_lone_surrogate_in_library_input_is_judged_not_raised():
+    msgs = [{"role": "system", "content": DOC + " \ud800"}]
+    out = await acheck("Northwind Traders reported revenue of $4.2 million in 2023.\udfff", None,
+                       backends=[ContextBackend(msgs)])
+    assert [c.outcome for c in out.checks] == ["pass"]

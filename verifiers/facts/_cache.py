@@ -25,7 +25,7 @@ def cache_key(claim: str, backends: Sequence[Any]) -> str:
     """``facts:v1:<sha256>`` of the normalised claim and the sorted backend keys."""
     names = sorted(str(getattr(b, "cache_key", None) or getattr(b, "name", "?")) for b in backends)
     raw = norm_claim(claim) + "\x1e" + "\x1f".join(names)
-    return "facts:v1:" + hashlib.sha256(raw.encode()).hexdigest()
+    return "facts:v1:" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class VerdictCache:

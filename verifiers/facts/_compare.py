@@ -68,6 +68,23 @@ WINDOW = 5
 _CITATION_MARKER = re.compile(r"\s*(?:\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]|\u3010\d{1,3}\u3011)")
 
 
+#: Characters that change how a text reads to these rules but not what it says: format characters
+#: (soft hyphen U+00AD from PDF extraction, zero-width space/joiners, bidi marks, BOM) are dropped;
+#: control characters become spaces; runs of spaces and tabs become one space ("$4.2  million"
+#: must read as $4.2 million, not as $4.2 followed by a word).
+_FORMAT_CHARS = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SPACE_RUN = re.compile(r"[^\S\n]{2,}|[^\S\n ]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` as the deterministic tier reads it (see :data:`_FORMAT_CHARS`); newlines kept
+    (they end sentences)."""
+    text = _FORMAT_CHARS.sub("", text)
+    text = _CONTROL_CHARS.sub(" ", text)
+    return _SPACE_RUN.sub(" ", text)
+
+
 def strip_citation_markers(text: str) -> str:
     """``text`` without ``[n]``-style source markers (the claim as stated, without its citations)."""
     return _CITATION_MARKER.sub("", text) if ("[" in text or "\u3010" in text) else text
@@ -327,8 +344,8 @@ def judge_passage(claim: str, passage: str, *, context: str | None = None,
     from ``claim``. ``elsewhere``: the text of the other passages retrieved for the claim -- a
     value or name the claim states that occurs there is never contradicted. Never raises for any str input; O(sentences x claim length).
     """
-    claim = strip_citation_markers(claim)
-    context = strip_citation_markers(context) if context else context
+    claim, passage, elsewhere = clean_text(strip_citation_markers(claim)), clean_text(passage), clean_text(elsewhere)
+    context = clean_text(strip_citation_markers(context)) if context else context
     subject = context or claim
     ckeys = key_set(subject)
     if len(ckeys) < MIN_KEYS or not passage.strip():
