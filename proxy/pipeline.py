@@ -62,7 +62,8 @@ from proxy import choices, metrics, review, runtime, sentinel
 from proxy import verification_metrics as vmetrics
 from proxy.audit import make_record
 from proxy.auth import Principal
-from proxy.budget import RequestBudget
+from proxy.budget import RequestBudget, is_token_count
+
 from proxy.config import GatewayConfig
 from proxy.correction import choice_text, completion_text, correct, walked_states
 from proxy.errors import GatewayError, UpstreamError, error_body, sse_error_event
@@ -379,8 +380,9 @@ def _counting(ctx: RequestContext, plan: _Plan):
         out = await ctx.upstream.complete(req)
         usage = out.get("usage") if isinstance(out, dict) else None
         if isinstance(usage, dict):
-            plan.usage["prompt"] += usage.get("prompt_tokens") or 0
-            plan.usage["completion"] += usage.get("completion_tokens") or 0
+            for key, field_ in (("prompt", "prompt_tokens"), ("completion", "completion_tokens")):
+                n = usage.get(field_)
+                plan.usage[key] += n if is_token_count(n) else 0  # a broken server's usage is not counted
         return out
     return complete
 

@@ -113,10 +113,25 @@ def _gw_rules() -> list[dict[str, Any]]:
         {"name": "tool", "match": {"last_user": r"\[case:tool\]"},
          "reply": {"content": UNCONFIRMED, "tool_calls": [TOOL_CALL]}},
         {"name": "text", "match": {"last_user": r"\[case:text\]"}, "reply": {"content": UNCONFIRMED}},
+        # a broken server's usage: negative, a string, absurdly large
+        {"name": "usage-fix", "match": {"any_message": r"\[case:usage\]", "last_user": "Automatic verification found"},
+         "reply": {"content": "Northwind Traders reported revenue of $4.2 million in 2023 [1].",
+                   "usage": {"prompt_tokens": "12", "completion_tokens": -5, "total_tokens": -10**12}}},
+        {"name": "usage", "match": {"last_user": r"\[case:usage\]"},
+         "reply": {"content": "Northwind Traders reported revenue of $5.1 million in 2023.",
+                   "usage": {"prompt_tokens": -7, "completion_tokens": 10**30, "total_tokens": True}}},
         {"name": "surrogate", "match": {"last_user": r"\[case:surrogate\]"},
          "reply": {"content": UNCONFIRMED.replace("Berlin", "Ber\ud800lin\x00")}},
     ]
     return r
+
+
+def test_a_broken_usage_object_from_the_upstream_never_breaks_the_correction_loop(gw):
+    resp = _client(gw, "rag-note").chat.completions.create(model="gpt-test", messages=_msgs("usage"))
+    rep = resp.model_extra["veracity"]
+    assert rep["status"] == "corrected", rep
+    assert resp.choices[0].message.content.startswith("Northwind Traders reported revenue of $4.2 million")
+    assert 0 <= rep["cost"]["tokens"] < 10**9
 
 
 def _gw_policy(name: str, **over: Any) -> dict[str, Any]:
