@@ -514,3 +514,26 @@ async def test_a_lone_surrogate_in_library_input_is_judged_not_raised():
     out = await acheck("Northwind Traders reported revenue of $4.2 million in 2023.\udfff", None,
                        backends=[ContextBackend(msgs)])
     assert [c.outcome for c in out.checks] == ["pass"]
+
+
+# ------------------------------------------------------------------ the verifier model interface
+
+async def test_ask_json_never_raises_whatever_the_chat_model_does():
+    from verifiers.facts._judge import VerdictAnswer
+    from verifiers.model import ModelReply, ask_json
+
+    class Broken:
+        """A ChatModel with a bug (a metrics counter raising, a None reply)."""
+
+        def __init__(self, fault: Any) -> None:
+            self.fault, self.calls = fault, []
+
+        async def chat(self, messages: Any, **kw: Any) -> Any:
+            if isinstance(self.fault, BaseException):
+                raise self.fault
+            return self.fault
+
+    for fault in (ValueError("Counters can only be incremented by non-negative amounts."), KeyError("usage"),
+                  ModelReply(None, {}), ModelReply(12345, {})):   # type: ignore[arg-type]
+        a = await ask_json(Broken(fault), [{"role": "user", "content": "x"}], VerdictAnswer, purpose="verdict")
+        assert a.value is None and a.error, fault
