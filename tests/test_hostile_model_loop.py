@@ -537,3 +537,20 @@ async def test_ask_json_never_raises_whatever_the_chat_model_does():
                   ModelReply(None, {}), ModelReply(12345, {})):   # type: ignore[arg-type]
         a = await ask_json(Broken(fault), [{"role": "user", "content": "x"}], VerdictAnswer, purpose="verdict")
         assert a.value is None and a.error, fault
+
+
+async def test_a_megabyte_draft_is_read_to_the_planners_limit_and_still_checked(monkeypatch):
+    import verifiers.planner as planner_pkg
+
+    seen: list[tuple[int, int]] = []
+    real = planner_pkg.template_steps
+
+    def recording(question: str | None, answer: str) -> Any:
+        seen.append((len(question or ""), len(answer)))
+        return real(question, answer)
+
+    monkeypatch.setattr(planner_pkg, "template_steps", recording)
+    draft = "根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。" + "补充说明。" * 200_000    # ~1 MB after the claim
+    out = await planner.acheck(draft, CI_Q + " " * 1_000_000)
+    assert [c.outcome for c in out.checks] == ["fail"]
+    assert seen and all(q <= planner_pkg.MAX_TEXT_CHARS and a <= planner_pkg.MAX_TEXT_CHARS for q, a in seen)
