@@ -32,15 +32,27 @@ _SHIPPED_PRICES = Path(__file__).with_name("data") / "model_prices.json"
 
 
 def usage_tokens(completion: Any) -> int:
-    """``usage.total_tokens`` (or prompt + completion) of a chat.completion dict; 0 if absent."""
+    """``usage.total_tokens`` (or prompt + completion) of a chat.completion dict; 0 if absent.
+    Counts that are not ints in 0..:data:`MAX_USAGE_TOKENS` (negative, bool, 10**30) are ignored:
+    a Prometheus counter raises on a negative increment, and a budget must not be refunded."""
     usage = completion.get("usage") if isinstance(completion, dict) else None
     if not isinstance(usage, dict):
         return 0
     total = usage.get("total_tokens")
-    if isinstance(total, int):
+    if is_token_count(total):
         return total
     p, c = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (p if isinstance(p, int) else 0) + (c if isinstance(c, int) else 0)
+    return (p if is_token_count(p) else 0) + (c if is_token_count(c) else 0)
+
+
+#: Largest token count believed from an upstream's ``usage`` (a bigger one is a broken or hostile
+#: server: counters and budgets must not be poisoned by it).
+MAX_USAGE_TOKENS = 10**9
+
+
+def is_token_count(v: Any) -> bool:
+    """Whether ``v`` is a token count to believe: an int (not bool) in 0..MAX_USAGE_TOKENS."""
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_USAGE_TOKENS
 
 
 class RequestBudget:

@@ -183,9 +183,41 @@ def _context_words(c: Check, old: str | None, found: Decimal | None) -> set[str]
     return words - _COMMON
 
 
+#: A number followed by a scale word or sign ("11.6k", "1.16万", "$4.2 million", "3 亿").
+_SCALED = re.compile(r"(\d+(?:\.\d+)?)\s*(k|K|thousand|million|mn|m|M|billion|bn|b|万|萬|亿|億|千)(?![A-Za-z])")
+_SCALE = {"k": 1e3, "thousand": 1e3, "千": 1e3, "million": 1e6, "mn": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9,
+          "b": 1e9, "万": 1e4, "萬": 1e4, "亿": 1e8, "億": 1e8}
+#: A number written in words ("three hundred ninety-one", "eleven thousand", "一万一千六百"): this
+#: module does not read them, so a correction that states its value this way is not judged.
+_SPELLED = re.compile(r"(?i)\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
+                      r"fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|"
+                      r"ninety|hundred|thousand|million|billion)\b"
+                      r"|[零〇一二两三四五六七八九十][零〇一二两三四五六七八九十百千万萬亿億]+")
+#: Relative distance within which a number of the correction counts as an answer to the claim
+#: (the stated value rounded or truncated another way, "11607.54" for 11607.545…; verification,
+#: not this pre-check, decides whether it is right).
+NEAR = Decimal("0.01")
+
+
+def _near(expected: Decimal, text: str, nums: list[Number]) -> bool:
+    """Whether ``text`` states a value within :data:`NEAR` of ``expected``, plain or scaled."""
+    if expected == 0:
+        return False
+    values = [n.value for n in nums]
+    for m in _SCALED.finditer(text):
+        try:
+            values.append(Decimal(m.group(1)) * Decimal(str(_SCALE[m.group(2) if m.group(2) in _SCALE
+                                                                   else m.group(2).lower()])))
+        except (InvalidOperation, KeyError):
+            continue
+    return any(abs(v - expected) <= abs(expected) * NEAR for v in values)
+
+
 def _numeric(c: Check, text: str, nums: list[Number], old: str | None) -> str:
     """``kept`` | ``reversed`` | ``dropped`` | ``unknown`` for one numeric claim in the new
-    ``text`` (``old``: the draft the claim was found in)."""
+    ``text`` (``old``: the draft the claim was found in). A value near the expected one, plain
+    or scaled ("11607.54", "11.6k", "1.16万"), keeps the claim; a claim that looks dropped while
+    the text writes numbers in words is not judged (``unknown``): false alarms cost more."""
     expected, found = _as_number(c.expected), _as_number(c.found)
     if expected is not None:
         mentions = [n for n in nums if _states(n, expected)]
@@ -194,8 +226,11 @@ def _numeric(c: Check, text: str, nums: list[Number], old: str | None) -> str:
             if len(negated) == len(mentions):
                 return "reversed"
             return "kept"
+        if _near(expected, text, nums):
+            return "kept"
     if found is not None and any(n.value == found for n in nums):
         return "kept"
+    dropped = "unknown" if _SPELLED.search(text) else "dropped"
     operands = {n.value for n in numbers(_left(c))}
     operands.discard(found)
     if old is not None:  # only what the draft itself wrote can be required of its correction
@@ -203,14 +238,14 @@ def _numeric(c: Check, text: str, nums: list[Number], old: str | None) -> str:
         operands &= written
     if operands:
         present = {n.value for n in nums}
-        return "kept" if operands <= present else "dropped"
+        return "kept" if operands <= present else dropped
     words = _context_words(c, old, found)
     if not words:
         return "unknown"  # nothing names the claim's subject: not judged
     folded = text.casefold()
     if any(fuzz.partial_ratio(w, folded) >= WORDS_MIN_RATIO for w in words):
         return "kept"
-    return "dropped"
+    return dropped
 
 
 def _label(c: Check) -> str:

@@ -62,7 +62,8 @@ from proxy import choices, metrics, review, runtime, sentinel
 from proxy import verification_metrics as vmetrics
 from proxy.audit import make_record
 from proxy.auth import Principal
-from proxy.budget import RequestBudget
+from proxy.budget import RequestBudget, is_token_count
+
 from proxy.config import GatewayConfig
 from proxy.correction import choice_text, completion_text, correct, walked_states
 from proxy.errors import GatewayError, UpstreamError, error_body, sse_error_event
@@ -379,8 +380,9 @@ def _counting(ctx: RequestContext, plan: _Plan):
         out = await ctx.upstream.complete(req)
         usage = out.get("usage") if isinstance(out, dict) else None
         if isinstance(usage, dict):
-            plan.usage["prompt"] += usage.get("prompt_tokens") or 0
-            plan.usage["completion"] += usage.get("completion_tokens") or 0
+            for key, field_ in (("prompt", "prompt_tokens"), ("completion", "completion_tokens")):
+                n = usage.get(field_)
+                plan.usage[key] += n if is_token_count(n) else 0  # a broken server's usage is not counted
         return out
     return complete
 
@@ -510,8 +512,8 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
             draft, report = await _verify_one(ctx, plan, plan.body, draft, text, complete, rounds)
             _correction_metrics([report])
     report.extra["policy"] = policy.name
-    if policy.verifiers.facts.unconfirmed_note and text is not None and not _structured_output(plan.body):
-        draft = _with_unconfirmed_note(draft, report)
+    if policy.verifiers.facts.unconfirmed_note and text is not None:
+        draft = _with_unconfirmed_note(draft, report, request)
     _sentinel_entry(plan, report)
     report.cost.ms = (time.perf_counter() - t_verify) * 1000.0
     if report.risk is None and text and policy.verifiers.enabled():
@@ -538,18 +540,36 @@ def _sentinel_entry(plan: _Plan, report: Report) -> None:
             report.cost.upstream_calls += plan.sentinel_info.get("extra_calls", 0)
 
 
-def _structured_output(body: Mapping[str, Any]) -> bool:
-    """True when the client asked for machine-read output (``response_format`` ``json_object`` /
-    ``json_schema``): a note appended to that text would break the client's parser."""
-    rf = body.get("response_format")
-    return isinstance(rf, Mapping) and rf.get("type") in ("json_object", "json_schema")
+def _note_blocked(request: Mapping[str, Any], msg: Mapping[str, Any]) -> str | None:
+    """Why no text may be appended to this answer, or None: the client asked for JSON
+    (``response_format`` ``json_object``/``json_schema``: OpenAI "JSON mode" and "Structured
+    Outputs" promise content that parses), the turn carries tool or function calls (the client's
+    code acts on it), or the content is itself a JSON document (prompted JSON)."""
+    rf = request.get("response_format") if isinstance(request, Mapping) else None
+    if isinstance(rf, Mapping) and rf.get("type") in ("json_object", "json_schema"):
+        return f"response_format {rf.get('type')}"
+    if msg.get("tool_calls") or msg.get("function_call"):
+        return "the answer carries tool calls"
+    content = msg.get("content")
+    body = content.strip() if isinstance(content, str) else ""
+    if body[:1] in ("{", "[") or body.startswith("```json"):
+        try:
+            json.loads(body.removeprefix("```json").removesuffix("```"))
+            return "the answer is a JSON document"
+        except ValueError:
+            pass
+    return None
 
 
-def _with_unconfirmed_note(draft: dict[str, Any], report: Report) -> dict[str, Any]:
+def _with_unconfirmed_note(draft: dict[str, Any], report: Report,
+                           request: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``draft`` with the facts verifier's templated note (``verifiers.facts.unconfirmed_note``)
     appended to choice 0's text when claims stayed unconfirmed (``report.extra["unconfirmed"]``)
     and no check failed (a failed answer is corrected, annotated or blocked instead). The note is
-    a template, never generated text (design: state unknowns honestly, in a fixed form)."""
+    a template, never generated text (design: state unknowns honestly, in a fixed form). When
+    appending would break what the client parses (:func:`_note_blocked`: JSON mode, tool calls,
+    a JSON answer) the answer is left as it is and the note goes to the report only
+    (``report.extra["unconfirmed_note"]`` and ``["unconfirmed_note_not_appended"]``: why)."""
     claims = report.extra.get("unconfirmed")
     if not claims or report.failed_checks:
         return draft
@@ -558,14 +578,18 @@ def _with_unconfirmed_note(draft: dict[str, Any], report: Report) -> dict[str, A
         msg = draft["choices"][0]["message"]
     except (ImportError, KeyError, IndexError, TypeError):
         return draft
-    if not isinstance(msg, dict) or not isinstance(msg.get("content"), str) or msg.get("tool_calls"):
+    if not isinstance(msg, dict) or not isinstance(msg.get("content"), str):
         return draft
     note = unconfirmed_note([str(c) for c in claims])
     if not note:
         return draft
+    report.extra["unconfirmed_note"] = note
+    blocked = _note_blocked(request or {}, msg)
+    if blocked is not None:
+        report.extra["unconfirmed_note_not_appended"] = blocked
+        return draft
     out = copy.deepcopy(draft)
     out["choices"][0]["message"]["content"] = msg["content"].rstrip() + "\n\n" + note
-    report.extra["unconfirmed_note"] = note
     return out
 
 

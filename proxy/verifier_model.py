@@ -27,7 +27,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from proxy.budget import RequestBudget, usage_tokens
+from proxy.budget import RequestBudget, is_token_count, usage_tokens
 from proxy.errors import UpstreamError
 from verifiers.model import ModelCall, ModelError, ModelReply, ModelUnavailable
 
@@ -117,7 +117,7 @@ def _usage(completion: Any) -> dict[str, int]:
     u = completion.get("usage") if isinstance(completion, dict) else None
     u = u if isinstance(u, dict) else {}
     p, c = u.get("prompt_tokens"), u.get("completion_tokens")
-    return {"prompt_tokens": p if isinstance(p, int) else 0, "completion_tokens": c if isinstance(c, int) else 0}
+    return {"prompt_tokens": p if is_token_count(p) else 0, "completion_tokens": c if is_token_count(c) else 0}
 
 
 class GatewayChatModel:

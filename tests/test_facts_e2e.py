@@ -232,4 +232,4 @@ def test_the_unconfirmed_note_never_breaks_structured_output(env):
                   {"role": "user", "content": "[case:rag-unknown] What are Northwind's plans? Answer in JSON."}])
     rep = resp.model_extra["veracity"]
     assert resp.choices[0].message.content == UNCONFIRMED
-    assert rep["unconfirmed"] and "unconfirmed_note" not in rep
+    assert rep["unconfirmed"] and rep["unconfirmed_note_not_appended"] == "response_format json_object"

@@ -46,7 +46,7 @@ def cache_key(claim: str, backends: Sequence[Any], settings: Any = None) -> str:
     raw = norm_claim(claim) + "\x1e" + "\x1f".join(names)
     if settings is not None:
         raw += "\x1e" + json.dumps(settings, sort_keys=True, default=str)
-    return "facts:v1:" + hashlib.sha256(raw.encode()).hexdigest()
+    return "facts:v1:" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class VerdictCache:

@@ -68,6 +68,23 @@ WINDOW = 5
 _CITATION_MARKER = re.compile(r"\s*(?:\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]|\u3010\d{1,3}\u3011)")
 
 
+#: Characters that change how a text reads to these rules but not what it says: format characters
+#: (soft hyphen U+00AD from PDF extraction, zero-width space/joiners, bidi marks, BOM) are dropped;
+#: control characters become spaces; runs of spaces and tabs become one space ("$4.2  million"
+#: must read as $4.2 million, not as $4.2 followed by a word).
+_FORMAT_CHARS = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SPACE_RUN = re.compile(r"[^\S\n]{2,}|[^\S\n ]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` as the deterministic tier reads it (see :data:`_FORMAT_CHARS`); newlines kept
+    (they end sentences)."""
+    text = _FORMAT_CHARS.sub("", text)
+    text = _CONTROL_CHARS.sub(" ", text)
+    return _SPACE_RUN.sub(" ", text)
+
+
 def strip_citation_markers(text: str) -> str:
     """``text`` without ``[n]``-style source markers (the claim as stated, without its citations)."""
     return _CITATION_MARKER.sub("", text) if ("[" in text or "\u3010" in text) else text
@@ -160,7 +177,7 @@ def _contained(claim: str, ckeys: frozenset[str], cnums: list[Quantity], cents: 
     blocks = [b for b in sm.get_matching_blocks() if b.size]
     if blocks and (blocks[-1].b + blocks[-1].size - blocks[0].b) > SPREAD * len(ct) + 4:
         return None
-    wnums = numbers(window)
+    wnums = [w for w in numbers(window) if w.vague != "range"]  # an end of "12-15" states no value
     if any(not any(c.rounds_to(w, loose=c.hedged) for w in wnums if _same_kind(c, w) or c.kind == "number")
            for c in cnums):
         return None
@@ -177,7 +194,7 @@ def _quantity_refute(claim: str, ckeys: frozenset[str], cnums: list[Quantity], s
                      all_nums: list[Quantity]) -> PassageVerdict | None:
     claim_nums = numbers(claim)
     for q in cnums:
-        if q.hedged:
+        if q.hedged or q.vague:  # "about 500", "2.500", "12万", "12-15": not a value to contradict
             continue
         if any(_consistent(q, p) for p in all_nums if _same_kind(q, p) or "number" in (q.kind, p.kind)):
             continue  # the passage states the claim's value somewhere: no contradiction here
@@ -189,7 +206,7 @@ def _quantity_refute(claim: str, ckeys: frozenset[str], cnums: list[Quantity], s
             if len(ckeys & skeys) / len(ckeys) < SUBJECT_COVERAGE:
                 continue
             for p in numbers(s):
-                if not _same_kind(q, p) or p.hedged:
+                if not _same_kind(q, p) or p.hedged or p.vague:
                     continue
                 if any(_consistent(o, p) for o in claim_nums if o is not q):
                     continue  # the claim states the passage's value too: two values, not a contradiction
@@ -327,8 +344,8 @@ def judge_passage(claim: str, passage: str, *, context: str | None = None,
     from ``claim``. ``elsewhere``: the text of the other passages retrieved for the claim -- a
     value or name the claim states that occurs there is never contradicted. Never raises for any str input; O(sentences x claim length).
     """
-    claim = strip_citation_markers(claim)
-    context = strip_citation_markers(context) if context else context
+    claim, passage, elsewhere = clean_text(strip_citation_markers(claim)), clean_text(passage), clean_text(elsewhere)
+    context = clean_text(strip_citation_markers(context)) if context else context
     subject = context or claim
     ckeys = key_set(subject)
     if len(ckeys) < MIN_KEYS or not passage.strip():

@@ -104,7 +104,7 @@ class ContextBackend:
             self._texts.append((i, role, label))
             self._raw.append(message_text(m.get("content")))
         digest = hashlib.sha256("\x1e".join(f"{i}:{r}\x1f{t}" for (i, r, _), t in zip(self._texts, self._raw))
-                                .encode()).hexdigest()
+                                .encode("utf-8", "surrogatepass")).hexdigest()
         self.cache_key = f"{name}:{digest[:16]}"
         self._passages: list[Passage] | None = None
         self._tokens: list[list[str]] = []

@@ -310,6 +310,35 @@ async def _queries_for(claim: Claim, r: int, asked: list[str], gaps: list[str], 
     return fallback_queries(claim, r)
 
 
+#: Share of the claim's key terms a model's quote must hold for ``supported`` (``refuted`` needs
+#: the deterministic tier's SUBJECT_COVERAGE): a quote that only names the subject ("Northwind
+#: Traders") decides nothing.
+QUOTE_SUPPORT_KEYS = 0.3
+
+
+def _quote_off_subject(claim: str, verdict: str, quote: str, holders: list[Passage]) -> str | None:
+    """Why a model verdict's quote cannot carry it, or None. The quote is copied from a passage
+    (checked before) but must also be *about* the claim: it holds a share of the claim's key terms
+    (:data:`QUOTE_SUPPORT_KEYS` for ``supported``, ``SUBJECT_COVERAGE`` for ``refuted``), and for
+    ``supported`` every number of the claim occurs in a cited passage. A verifier model that
+    text under check steered (an instruction in the draft or in a document) thus cannot pass or
+    fail a claim with an unrelated quote."""
+    from verifiers.facts._compare import SUBJECT_COVERAGE
+
+    ckeys = key_set(claim)
+    if ckeys:
+        share = len(ckeys & key_set(quote)) / len(ckeys)
+        need = QUOTE_SUPPORT_KEYS if verdict == "supported" else SUBJECT_COVERAGE
+        if share < need:
+            return "its quote is not about the claim"
+    if verdict == "supported":
+        pnums = [q for p in holders for q in numbers(p.text)]
+        for q in numbers(claim):
+            if not any(q.rounds_to(p) or p.rounds_to(q) for p in pnums):
+                return f"the cited passage does not state {q.text.strip()}"
+    return None
+
+
 def _model_result(claim: Claim, v: Any, passages: list[Passage]) -> _Result:
     cited = [passages[i - 1] for i in v.passages if isinstance(i, int) and 1 <= i <= len(passages)]
     conf = round(float(v.confidence), 3)
@@ -319,6 +348,10 @@ def _model_result(claim: Claim, v: Any, passages: list[Passage]) -> _Result:
         if not holders:
             return _Result("not_enough_info", "model", 0.5, [(p, "") for p in cited[:2]],
                            note=f"the model said {v.verdict} but its quote is not in the passage it cites")
+        why = _quote_off_subject(claim.text, v.verdict, quote, holders)
+        if why:
+            return _Result("not_enough_info", "model", 0.5, [(p, quote) for p in holders[:2]],
+                           note=f"the model said {v.verdict} but {why}")
         return _Result(v.verdict, "model", conf, [(p, quote) for p in holders[:3]],
                        expected=(v.source_says.strip() or quote) if v.verdict == "refuted" else quote,
                        found=claim.text,

@@ -10,7 +10,7 @@ their first :data:`KEY_PREFIX` letters (a crude, language-agnostic stem, the sam
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 __all__ = ["sentences", "keys", "key_set", "numbers", "Quantity", "entities", "words", "STOP", "KEY_PREFIX",
@@ -147,7 +147,10 @@ class Quantity:
     """A number stated in text: ``value`` (scale words applied: "1.2 million" -> 1.2e6),
     ``kind`` (``percent`` | ``currency`` | ``year`` | ``number``), ``decimals`` (digits after
     the point as written, for rounding), ``zeros`` (trailing zeros of an integer as written:
-    "484,500" -> 2), ``hedged`` ("about 500"), ``start``/``end`` (span), ``text``."""
+    "484,500" -> 2), ``hedged`` ("about 500"), ``start``/``end`` (span), ``text``, ``vague``
+    (why the value read may not be the value meant, see :func:`vagueness`: ``"format"`` for a
+    locale-ambiguous separator, ``"scale"`` for a scale word this parser does not apply,
+    ``"range"`` for an end of a range; ``""`` when the reading is plain)."""
 
     value: float
     kind: str
@@ -157,6 +160,7 @@ class Quantity:
     start: int
     end: int
     text: str
+    vague: str = ""
 
     def rounds_to(self, other: "Quantity", loose: bool = True) -> bool:
         """True when ``other`` is consistent with ``self`` as written: equal, or ``self`` is
@@ -205,7 +209,8 @@ def numbers(text: str) -> list[Quantity]:
             # part of a longer spelled number ("two hundred", "twelve dot fifty"): not parsed, not used
             if _SPELL_AFTER.match(text[end:end + 16]) or _SPELL_BEFORE.search(text[max(0, m.start() - 16):m.start()]):
                 continue
-            out.append(Quantity(float(value), "number", 0, 0, hedged, m.start(), end, text[m.start():end]))
+            out.append(Quantity(float(value), "number", 0, 0, hedged, m.start(), end, text[m.start():end],
+                                vagueness(text, m.start(), end)))
             continue
         raw = m.group("num")
         plain = raw.replace(",", "")
@@ -232,8 +237,62 @@ def numbers(text: str) -> list[Quantity]:
         else:
             kind = "number"
         end = m.end() if (scale or m.group("pct")) else m.start("num") + len(raw)
-        out.append(Quantity(v, kind, decimals, zeros, hedged, m.start(), end, text[m.start():end]))
+        out.append(Quantity(v, kind, decimals, zeros, hedged, m.start(), end, text[m.start():end],
+                            vagueness(text, m.start("num"), end, raw=raw, scaled=bool(scale))))
+    return _mark_ranges(text, out)
+
+
+#: Digit-group separators other than the comma: spaces (SI / ISO 31-0 "2 500", narrow no-break
+#: U+202F in French typography, thin space U+2009) and the no-break space.
+_GROUP_SPACE = " \u00a0\u2009\u202f"
+#: A number continued by a separator this parser did not take: a decimal comma ("4,2", "12,5 %",
+#: "1.234,5"), a space-grouped thousands block ("2 500"), or more dotted groups ("05.03.1999").
+_CONT_AFTER = re.compile(r"(?:,\d(?!\d{2}(?!\d))|,\d{4}|[" + _GROUP_SPACE + r"]\d{3}(?!\d)|\.\d)")
+_CONT_BEFORE = re.compile(r"(?:(?<![\d.,])\d{1,3}[" + _GROUP_SPACE + r"]|\d[.,])$")
+#: Dot-grouped thousands ("2.500", "1.000.000"): 2500 in German/Spanish/Italian, 2.5 in English.
+_DOT_GROUPED = re.compile(r"^\d{1,3}(?:\.\d{3})+$")
+#: Scale words and signs this parser does not apply ("12万", "1.2 bln", "1,2 Mio.", "15 lakh"):
+#: the bare number is not the amount meant.
+_FOREIGN_SCALE = re.compile(r"\s?(?:[\u4e07\u842c\u4ebf\u5104\u5343\u767e\u5146]|(?:bln|mio|mrd|mld|md|mil|"
+                            r"lakhs?|lacs?|crores?|millionen|milliarden|millones|milliards?|tsd|tys|thousands|"
+                            r"millions|billions)\b)", re.IGNORECASE)
+#: What joins the two ends of a range: "12-15", "1998–99", "12 to 15", "3% to 5%"; "and" only
+#: after "between" ("between 12 and 15").
+_RANGE_JOIN = re.compile(r"\s*(?:[-\u2013\u2014~]|to)\s*", re.IGNORECASE)
+_RANGE_AND = re.compile(r"\s*and\s*", re.IGNORECASE)
+_BETWEEN = re.compile(r"\bbetween\s*$", re.IGNORECASE)
+
+
+def _mark_ranges(text: str, qs: list[Quantity]) -> list[Quantity]:
+    """``qs`` with both ends of each range marked ``vague="range"``: two neighbouring quantities
+    of one kind (or a bare number after a year or a currency amount, "1998–99", "$3-4 million")
+    joined by a dash or "to", or by "and" after "between". "grew 20.3% to $2.55" is no range
+    (two kinds); "$29.9 million or $0.70 per share" neither (two statements of one fact)."""
+    out = list(qs)
+    for i in range(len(out) - 1):
+        a, b = out[i], out[i + 1]
+        if a.kind != b.kind and b.kind != "number":
+            continue
+        gap = text[a.end:b.start]
+        if _RANGE_JOIN.fullmatch(gap) or (_RANGE_AND.fullmatch(gap) and _BETWEEN.search(text[max(0, a.start - 12):a.start])):
+            out[i], out[i + 1] = replace(a, vague=a.vague or "range"), replace(b, vague=b.vague or "range")
     return out
+
+
+def vagueness(text: str, start: int, end: int, *, raw: str | None = None, scaled: bool = False) -> str:
+    """Why the number at ``text[start:end]`` may not mean the value read: ``"format"`` (a
+    locale-ambiguous separator: "2.500" is 2500 in German and 2.5 in English; "4,2" is a decimal
+    comma; "2 500" is SI digit grouping -- CLDR number formats differ exactly here), ``"scale"``
+    (a scale word or sign not applied: "12万" is 120,000, "1.2 bln", "15 lakh"), or ``""``
+    (ranges are marked by :func:`_mark_ranges`). A vague number never refutes a claim and a
+    range end never supports one (DESIGN.md: false alarms cost more than misses)."""
+    if raw is not None and _DOT_GROUPED.match(raw):
+        return "format"
+    if _CONT_AFTER.match(text, end) or _CONT_BEFORE.search(text[max(0, start - 8):start]):
+        return "format"
+    if not scaled and _FOREIGN_SCALE.match(text, end):
+        return "scale"
+    return ""
 
 
 def month_of(token: str) -> int | None:

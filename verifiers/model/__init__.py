@@ -172,13 +172,16 @@ async def ask_json(model: ChatModel, messages: Sequence[Mapping[str, Any]], answ
             return JsonAnswer(None, f"unavailable:{exc.reason}")
         except ModelError as exc:
             return JsonAnswer(None, f"model_error: {exc}"[:300])
+        except Exception as exc:  # noqa: BLE001 - a broken ChatModel is an error answer, never a raise
+            return JsonAnswer(None, f"model_error: {type(exc).__name__}: {exc}"[:300])
         try:
-            value = answer_type.model_validate(extract_json(reply.content))
+            content = reply.content if isinstance(reply.content, str) else ""
+            value = answer_type.model_validate(extract_json(content))
             return JsonAnswer(value, repaired=attempt == 1)
-        except (ValueError, ValidationError) as exc:
+        except (ValueError, ValidationError, RecursionError, TypeError) as exc:
             err = _short_error(exc)
             if attempt == 0:
-                msgs = msgs + [{"role": "assistant", "content": reply.content[:4000]},
+                msgs = msgs + [{"role": "assistant", "content": content[:4000]},
                                {"role": "user", "content": "Your answer was not valid: " + err +
                                 "\nYou must answer again with only one JSON object that follows the schema."}]
     return JsonAnswer(None, f"invalid: {err}"[:300])

@@ -14,7 +14,11 @@ rejected -- ``unknown`` (claim problems) or ``error`` (unknown tool, invalid inp
   or one that contains the claimed value itself; numbers in the expression that occur neither
   in the question nor in the draft (nor are conventional constants such as 12 or 365);
   ``sympy_equivalent`` sides that are not both in the claim; ``run_python`` code lines that
-  are not the draft's own.
+  are not the draft's own;
+* what the tool checks is not the step's ``claim``: a ``search_facts`` claim, a
+  ``check_citation`` reference or ``run_python`` code that is other text of the draft than the
+  ``claim`` the check is reported on (a plan could otherwise verify a true sentence and report
+  the pass on a false one).
 
 A step whose compared span is already covered by a rule check that passed or failed (e.g. the
 arithmetic verifier checked the same ``17 * 23 = 401``) is merged: it produces no check.
@@ -165,6 +169,13 @@ def _setup_problem(setup: str, assertions: list[str], code: str) -> str | None:
     return None
 
 
+def _same_text(a: str, b: str) -> bool:
+    """True when one of ``a``, ``b`` contains the other (compared as :func:`normalized`, spaces
+    ignored): the text a tool checks and the claim a check reports on are the same text."""
+    na, nb = normalized(a, drop_space=True), normalized(b, drop_space=True)
+    return bool(na and nb) and (na in nb or nb in na)
+
+
 class Executor:
     """Runs steps against a :class:`Toolbox` within a deadline (``loop.time()`` value)."""
 
@@ -299,6 +310,9 @@ class Executor:
         for ln in lines:
             if normalized(ln, drop_space=True) not in draft:
                 raise _Rejected("unknown", f"code line not in the draft: {ln.strip()[:80]}")
+        claim = self.answer[span[0]:span[1]]
+        if not any(_same_text(ln, claim) for ln in lines):
+            raise _Rejected("unknown", "the code run is not the step's claim: a check must be about the text it reports on")
         why = _setup_problem(inp.setup, inp.assertions, inp.code)
         if why:
             raise _Rejected("unknown", why)
@@ -308,11 +322,16 @@ class Executor:
         ref = find_span(inp.reference, self.answer)
         if ref is None:
             raise _Rejected("unknown", "the reference is not in the draft")
+        if not _same_text(inp.reference, self.answer[span[0]:span[1]]):
+            raise _Rejected("unknown", "the reference checked is not the step's claim")
         return {"cmp_span": ref}
 
     def _guard_search_facts(self, step: Step, inp: Any, span: tuple[int, int]) -> dict[str, Any]:
         if find_span(inp.claim, self.answer) is None:
             raise _Rejected("unknown", "the searched claim is not in the draft")
+        if not _same_text(inp.claim, self.answer[span[0]:span[1]]):
+            raise _Rejected("unknown", "the searched claim is not the step's claim: a check must be about the text "
+                                       "it reports on")
         return {}
 
     # --- judges: tool result vs the draft's value -------------------------------------------

@@ -12,8 +12,10 @@
   backend gives up at once and stays quiet for the ``Retry-After`` it was given (capped at
   ``max_backoff_s``), answering :class:`SourceUnavailable` without a request meanwhile
   (MediaWiki API:Etiquette and Manual:Maxlag parameter; RFC 9110 §10.2.3 ``Retry-After``);
-* maps every failure -- timeout, transport error, non-200 status, malformed JSON -- to
-  :class:`~verifiers.facts._passage.SourceUnavailable`, never to an empty result.
+* reads at most ``max_body_bytes`` of an answer (decoded: a gzip bomb counts as what it
+  inflates to): a larger one is "source unavailable", not a gateway that runs out of memory;
+* maps every failure -- timeout, transport error, non-200 status, malformed JSON, an answer
+  too large -- to :class:`~verifiers.facts._passage.SourceUnavailable`, never to an empty result.
 """
 
 from __future__ import annotations
@@ -33,6 +35,10 @@ from verifiers.facts._passage import SourceUnavailable
 BACKOFF_STATUSES = (429, 503)
 #: Statuses worth one more try (the request likely never reached the search engine).
 TRANSIENT_STATUSES = (500, 502, 504)
+#: Largest answer body read, bytes after content decoding. A page of ten search results with
+#: snippets is tens of kB (MediaWiki extracts for ten pages: a few hundred kB); 8 MB is far above
+#: any honest answer and keeps a misbehaving server from filling the gateway's memory.
+MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 @functools.cache
@@ -91,6 +97,8 @@ class HttpBackend:
     """
 
     name = "http"
+    #: The largest answer read (bytes, decoded); see :data:`MAX_BODY_BYTES`.
+    max_body_bytes = MAX_BODY_BYTES
 
     def __init__(self, url: str, *, timeout_s: float = 5.0, retries: int = 1, max_backoff_s: float = 300.0,
                  headers: Mapping[str, str] | None = None, client: httpx.AsyncClient | None = None):
@@ -119,15 +127,29 @@ class HttpBackend:
 
     async def _once(self, url: httpx.URL, headers: dict[str, str]) -> httpx.Response:
         self.requests += 1
+        limit = self.max_body_bytes
         try:
-            r = await self.client.get(url, headers=headers, timeout=self.timeout_s, follow_redirects=False)
+            async with self.client.stream("GET", url, headers=headers, timeout=self.timeout_s,
+                                          follow_redirects=False) as r:
+                if r.status_code in TRANSIENT_STATUSES:
+                    raise _Transient(f"HTTP {r.status_code}", r.status_code)
+                declared = r.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > limit and "content-encoding" not in r.headers:
+                    raise self._fail(f"answer too large ({int(declared)} bytes declared; limit {limit})",
+                                     r.status_code)
+                body = bytearray()
+                async for chunk in r.aiter_bytes():  # decoded: the limit is on what we would hold
+                    body += chunk
+                    if len(body) > limit:
+                        raise self._fail(f"answer too large (over {limit} bytes)", r.status_code)
         except httpx.TimeoutException as exc:
             raise self._fail(f"timeout after {self.timeout_s:g} s ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
+        except (httpx.TransportError, httpx.DecodingError) as exc:
             raise _Transient(f"{type(exc).__name__}: {exc}"[:200]) from exc
-        if r.status_code in TRANSIENT_STATUSES:
-            raise _Transient(f"HTTP {r.status_code}", r.status_code)
-        return r
+        # the body as read (already decoded): a plain response the JSON readers below can use
+        hdrs = [(k, v) for k, v in r.headers.multi_items()
+                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
+        return httpx.Response(r.status_code, headers=hdrs, content=bytes(body), request=r.request)
 
     async def get_json(self, params: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Any:
         """GET the configured URL with ``params``; the parsed JSON body of a 200 answer.
