@@ -210,6 +210,7 @@ async def verify_request(config: GatewayConfig, principal: Principal, headers: M
     report = await verify_text(policy, question, answer, budget, messages=messages)
     report.cost.ms = (time.perf_counter() - t0) * 1000.0
     report.extra["policy"] = policy.name
+    report.extra["states"] = walked_states(report)
     model = "_offline"  # a fixed label: client-given names would make metric cardinality unbounded
     vmetrics.observe_report(report, model=model, team=principal.team)
     rt = runtime.get(config)
@@ -1149,6 +1150,7 @@ def verify_offline(path: str, *, policy: str = "default", policies_dir: str | No
     failed = False
     for i, rep in enumerate(asyncio.run(go())):
         rep.extra["policy"] = pol.name
+        rep.extra["states"] = walked_states(rep)
         failed |= rep.status == "failed"
         print(json.dumps({"answer_index": i, "veracity": rep.to_dict()}, ensure_ascii=False, default=str), file=out)
     return 1 if failed else 0

@@ -406,6 +406,7 @@ def test_verify_endpoint_checks_without_upstream(env):
     rep = r.json()["veracity"]
     assert rep["checks"][0]["outcome"] == "fail" and rep["checks"][0]["expected"] == RIGHT_TXT.replace(",", "")
     assert len(env["mock"].requests()) == before  # no upstream call
+    assert rep["states"] == ["INITIAL_GENERATION", "EXECUTING_VERIFICATION", "VERIFICATION_FAILED"]
     bad = httpx.post(env["gw"].base_url + "/veracity/verify", trust_env=False, timeout=30, json={"answer": 3})
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "answer"
 
