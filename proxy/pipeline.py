@@ -852,6 +852,12 @@ def _update(target: Report, source: Report) -> None:
         setattr(target, name, getattr(source, name))
 
 
+def _answer_frames(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report) -> list[bytes]:
+    """A held answer as SSE frames: its chunks, the report, ``[DONE]``."""
+    frames = completion_frames(completion, usage=include_usage(plan.body))
+    return _with_report_frames(plan, frames, completion, report.to_dict(), ctx.model) + [DONE_FRAME]
+
+
 async def _held_draft(plan: _Plan, stream: UpstreamStream, report: Report) -> tuple[dict[str, Any] | None, bytes | None]:
     """Collect a held stream into one completion and close it; on a failed stream the report
     says so and the error frame comes back, else the request budget's clock starts."""
@@ -879,8 +885,7 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
         _update(report, final)
         if blocked:
             return [b"data: " + json.dumps(_blocked_body(final), default=str).encode() + b"\n\n"]
-        frames = completion_frames(completion, usage=include_usage(plan.body))
-        return _with_report_frames(plan, frames, completion, final.to_dict(), ctx.model) + [DONE_FRAME]
+        return _answer_frames(ctx, plan, completion, final)
 
     stats: dict[str, Any] = {}
     try:
@@ -1051,8 +1056,7 @@ async def _sentinel_stream(ctx: RequestContext, plan: _Plan, request: dict[str, 
         final = await _passthrough_report(plan, completion, started=True)
         await _finish(ctx, plan, completion, final)
         _update(report, final)
-        frames = completion_frames(completion, usage=include_usage(plan.body))
-        return _with_report_frames(plan, frames, completion, final.to_dict(), ctx.model) + [DONE_FRAME]
+        return _answer_frames(ctx, plan, completion, final)
 
     stats: dict[str, Any] = {}
     try:
