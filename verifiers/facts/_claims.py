@@ -140,6 +140,8 @@ def locate(claim: str, answer: str) -> tuple[tuple[int, int] | None, tuple[int, 
 
 
 class ClaimItem(BaseModel):
+    """One claim of the verifier model's split: the atomic fact and its source sentence."""
+
     claim: str = Field(description="one atomic fact, self-contained: names instead of pronouns")
     sentence: str = Field(default="", description="the answer sentence it comes from, copied exactly")
 

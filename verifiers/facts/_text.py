@@ -139,6 +139,7 @@ def keys(text: str) -> list[str]:
 
 @lru_cache(maxsize=8192)
 def key_set(text: str) -> frozenset[str]:
+    """The key terms of ``text`` (:func:`keys`) as a set, for coverage comparisons."""
     return frozenset(keys(text))
 
 

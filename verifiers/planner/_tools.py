@@ -45,6 +45,8 @@ from verifiers.planner._text import ExprError, parse_expression, value_of
 
 
 class _In(BaseModel):
+    # The tool input models below carry field descriptions but no class docstrings on purpose:
+    # pydantic puts a class docstring into the JSON schema, which goes into every planner prompt.
     model_config = ConfigDict(extra="forbid")
 
 
