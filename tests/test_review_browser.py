@@ -87,6 +87,19 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
+def _submit(b: Any, button: Any) -> None:
+    """Click a form's submit ``button`` and wait until the browser has left the page (the old
+    document's root went stale): reading the next page's elements before that raced the
+    navigation and hit the old page (StaleElementReferenceException, seen on a loaded machine)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    root = b.find_element(By.TAG_NAME, "html")
+    button.click()
+    WebDriverWait(b, 30).until(ec.staleness_of(root))
+
+
 def test_reviewer_signs_in_sees_the_evidence_and_resolves(gw, browser):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
@@ -95,13 +108,13 @@ def test_reviewer_signs_in_sees_the_evidence_and_resolves(gw, browser):
     b = browser
     b.get(gw.url + "/veracity/review")
     b.find_element(By.ID, "key").send_keys("vk-not-a-key")
-    b.find_element(By.ID, "login").click()
+    _submit(b, b.find_element(By.ID, "login"))
     assert "Unknown key" in b.find_element(By.ID, "message").text
     b.find_element(By.ID, "key").send_keys(USER_KEY)                      # a key, but not an admin's
-    b.find_element(By.ID, "login").click()
+    _submit(b, b.find_element(By.ID, "login"))
     assert "not an admin key" in b.find_element(By.ID, "message").text
     b.find_element(By.ID, "key").send_keys(ADMIN_KEY)
-    b.find_element(By.ID, "login").click()
+    _submit(b, b.find_element(By.ID, "login"))
 
     section = b.find_element(By.ID, f"review-{r['id']}")
     assert section.get_attribute("data-status") == "open"
@@ -118,7 +131,7 @@ def test_reviewer_signs_in_sees_the_evidence_and_resolves(gw, browser):
 
     Select(section.find_element(By.NAME, "verdict")).select_by_value("incorrect")
     section.find_element(By.NAME, "note").send_keys("17 * 23 is 391; the model kept 401")
-    section.find_element(By.CSS_SELECTOR, "form.resolve button[type=submit]").click()
+    _submit(b, section.find_element(By.CSS_SELECTOR, "form.resolve button[type=submit]"))
     assert f"Resolved {r['id']}" in b.find_element(By.ID, "message").text
     assert b.find_elements(By.ID, f"review-{r['id']}") == []               # no longer in the open list
 
@@ -131,7 +144,7 @@ def test_reviewer_signs_in_sees_the_evidence_and_resolves(gw, browser):
     b.get(gw.url + "/veracity/review?status=resolved")
     done = b.find_element(By.ID, f"review-{r['id']}")
     assert done.find_element(By.CSS_SELECTOR, ".verdict").text == "incorrect"
-    b.find_element(By.ID, "logout").click()
+    _submit(b, b.find_element(By.ID, "logout"))
     assert b.find_elements(By.ID, "key")                                   # signed out: the sign-in form again
 
 
