@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,27 +142,29 @@ def risk_family_cost(sets: dict[str, list[tuple[str | None, str]]]) -> list[tupl
     def off(*_a: object) -> int:
         return 0
 
-    def once(pairs: list[tuple[str | None, str]]) -> float:
-        reps = max(1, 2000 // len(pairs))
-        t0 = time.process_time()
-        for _ in range(reps):
-            for q, a in pairs:
-                risk.score(q, a)
-        return (time.process_time() - t0) / (reps * len(pairs)) * 1e6
-
     out = []
     try:
         for name, pairs in sets.items():
             w, wo = [], []
             for _ in range(9):
                 risk._facts_signals, risk._computation_signals = real
-                w.append(once(pairs))
+                w.append(_score_us(risk, pairs))
                 risk._facts_signals = risk._computation_signals = off
-                wo.append(once(pairs))
+                wo.append(_score_us(risk, pairs))
             out.append((name, min(w), min(wo)))
     finally:
         risk._facts_signals, risk._computation_signals = real
     return out
+
+
+def _score_us(mod: "types.ModuleType", pairs: list[tuple[str | None, str]]) -> float:
+    """CPU µs per ``mod.score(question, answer)`` over ``pairs`` (~2,000 calls)."""
+    reps = max(1, 2000 // len(pairs))
+    t0 = time.process_time()
+    for _ in range(reps):
+        for q, a in pairs:
+            mod.score(q, a)
+    return (time.process_time() - t0) / (reps * len(pairs)) * 1e6
 
 
 def risk_vs_baseline(sets: dict[str, list[tuple[str | None, str]]], path: str) -> list[tuple[str, float, float]]:
@@ -179,20 +182,12 @@ def risk_vs_baseline(sets: dict[str, list[tuple[str | None, str]]], path: str) -
     sys.modules["risk_baseline"] = base   # dataclasses look their module up
     spec.loader.exec_module(base)
 
-    def once(mod, pairs: list[tuple[str | None, str]]) -> float:  # noqa: ANN001
-        reps = max(1, 2000 // len(pairs))
-        t0 = time.process_time()
-        for _ in range(reps):
-            for q, a in pairs:
-                mod.score(q, a)
-        return (time.process_time() - t0) / (reps * len(pairs)) * 1e6
-
     out = []
     for name, pairs in sets.items():
         b, t = [], []
         for _ in range(9):
-            b.append(once(base, pairs))
-            t.append(once(risk, pairs))
+            b.append(_score_us(base, pairs))
+            t.append(_score_us(risk, pairs))
         out.append((name, min(b), min(t)))
     return out
 
