@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from proxy.mock_upstream import MockUpstream
+from tests.fixtures.policies import rag_policy as _policy
 from tests.fixtures.search_servers import FakeAPI, searxng_ok, slow, status
 
 EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
@@ -62,18 +63,6 @@ def _rules() -> list[dict[str, Any]]:
         r.append({"name": tag, "match": {"last_user": rf"\[case:{tag}\]"}, "reply": {"content": answer}})
     r.append({"name": "url", "match": {"last_user": r"\[case:url\]"}, "reply": {"content": "{URL_ANSWER}"}})
     return r
-
-
-def _policy(name: str, facts: dict[str, Any], **over: Any) -> dict[str, Any]:
-    doc = {"name": name, "on_failure": "correct", "risk": {"threshold": 0.2}, "correction": {"max_rounds": 2},
-           "verifiers": {"arithmetic": {"enabled": True}, "code": {"enabled": False},
-                         "citations": {"enabled": False}, "planner": {"enabled": False},
-                         "facts": {"enabled": True, "timeout_ms": 20000, "backends": {"use": ["context"]},
-                                   "use_model": False, "max_rounds": 2, "unconfirmed_note": True, **facts}},
-           "budgets": {"request": {"extra_calls": 8, "extra_tokens": 50000, "deadline_ms": 60000}},
-           "streaming": {"mode": "buffer", "keepalive_s": 5}}
-    doc.update(over)
-    return doc
 
 
 @pytest.fixture(scope="module")

@@ -93,6 +93,7 @@ import openai  # noqa: E402
 import yaml  # noqa: E402
 
 from proxy.mock_upstream import MockUpstream  # noqa: E402
+from tests.fixtures.policies import rag_policy  # noqa: E402
 
 DOC = ("Northwind Traders annual report 2023.\n\n"
        "Northwind Traders reported revenue of $4.2 million in 2023. Revenue in 2022 had been $3.9 million. "
@@ -135,15 +136,7 @@ def test_a_broken_usage_object_from_the_upstream_never_breaks_the_correction_loo
 
 
 def _gw_policy(name: str, **over: Any) -> dict[str, Any]:
-    doc = {"name": name, "on_failure": "correct", "risk": {"threshold": 0.2}, "correction": {"max_rounds": 2},
-           "verifiers": {"arithmetic": {"enabled": True}, "code": {"enabled": False},
-                         "citations": {"enabled": False}, "planner": {"enabled": False},
-                         "facts": {"enabled": True, "timeout_ms": 20000, "backends": {"use": ["context"]},
-                                   "use_model": False, "max_rounds": 2, "unconfirmed_note": True}},
-           "budgets": {"request": {"extra_calls": 8, "extra_tokens": 50000, "deadline_ms": 60000}},
-           "streaming": {"mode": "buffer", "keepalive_s": 5}}
-    doc.update(over)
-    return doc
+    return rag_policy(name, {}, **over)
 
 
 @pytest.fixture(scope="module")

@@ -53,6 +53,10 @@ def _drop_questions(para: str) -> str:
 
 
 def _chunks(text: str) -> list[str]:
+    """Passages of the request's text: paragraphs, long ones packed from whole sentences up to
+    :data:`CHUNK_CHARS`. Unlike the corpus builder (``corpus._split_long``, which cuts an
+    over-long sentence to size an index row), a sentence is never cut here: the deterministic
+    tier judges a claim against whole sentences of the passage it quotes."""
     out: list[str] = []
     for para in re.split(r"\n\s*\n", text):
         para = _drop_questions(para.strip()).strip()
