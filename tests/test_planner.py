@@ -377,7 +377,9 @@ def test_run_python_correct_filter_passes_and_foreign_code_is_rejected(pandas_bo
             "input": {"setup": SETUP, "code": line, "assertions": ["list(df['Age']) == [25, 30]"]}}
     tools = planner.Toolbox(sandbox=pandas_box)
     out = check(good, DATA_Q, model=scripted(plan(step)), use_model=True, tools=tools, deadline_s=60)
-    assert outcomes(out) == ["pass"]
+    # the right filter runs and its assertion holds -- but that is reported from inside the
+    # sandbox, where the checked code could forge it: never a pass, only failures are evidence
+    assert outcomes(out) == ["unknown"] and "assertion(s) reported as holding" in out.checks[0].note
     # the planner may not swap in its own (fixed) code for the draft's
     out = check(DATA_DRAFT, DATA_Q, model=scripted(plan({**step, "claim": "df = pd.read_csv(\"data.csv\")"})),
                 use_model=True, tools=tools, deadline_s=60)
@@ -474,7 +476,8 @@ def test_the_prompts_run_python_example_obeys_the_guard(pandas_box):
 
     q, d, p = _EXAMPLES[1]
     out = check(d, q, model=scripted(p), use_model=True, tools=planner.Toolbox(sandbox=pandas_box), deadline_s=60)
-    assert outcomes(out) == ["pass"]
+    assert outcomes(out) == ["unknown"]          # the right code: run_python is never a pass (_judge_run_python)
+    assert [e["status"] for e in out.plan["executed"]] == ["checked"]
 
 
 # --- offline (no verifier model) ---------------------------------------------------------------
