@@ -776,6 +776,7 @@ def _respond(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], repor
     headers = {**ctx.upstream.headers, **_risk_header(report)}
     completion, blocked = _block(plan, completion, report)
     if blocked:
+        vmetrics.observe_blocked(ctx.model, ctx.team)
         return PipelineResult(response=_blocked_body(report), report=report, headers=headers, status_code=422)
     completion["veracity"] = report.to_dict()
     return PipelineResult(response=completion, report=report, headers=headers)
@@ -884,6 +885,7 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
         await _finish(ctx, plan, completion, final, checks_seen=True)
         _update(report, final)
         if blocked:
+            vmetrics.observe_blocked(ctx.model, ctx.team)
             return [b"data: " + json.dumps(_blocked_body(final), default=str).encode() + b"\n\n"]
         return _answer_frames(ctx, plan, completion, final)
 

@@ -11,7 +11,19 @@ veracity_verification_duration_seconds   histogram  verifier (and ``total`` for 
 veracity_extra_tokens_total              counter    kind (sentinel|correction)
 veracity_risk_score                      histogram  —
 veracity_budget_exhausted_total          counter    —  (plus ``scope`` label: request|key|team)
+veracity_answers_total                   counter    model, team, status (the returned answer's
+                                                    report status), first_draft (fail|no_fail)
+veracity_blocked_answers_total           counter    model, team  (responses withheld by policy)
+veracity_verification_seconds_total      counter    model, team  (wall time spent verifying)
+veracity_verification_extra_tokens_total counter    model, team  (``cost.tokens`` of the reports)
+veracity_verification_extra_calls_total  counter    model, team, kind (upstream|verifier_model|search)
 =======================================  =========  ======================================
+
+The per-answer counters are what the dashboard and the recording rules
+(``deploy/prometheus/veracity-rules.yml``) divide: the share of checked answers (``status`` not
+``skipped``) whose first draft had a failed check (``first_draft="fail"``), whose returned answer
+still has one (``status="failed"``), that a correction fixed (``status="corrected"``), that are
+``unverified`` or were blocked; verification seconds and extra tokens per checked answer.
 
 Defined in the default registry next to ``proxy/metrics.py``'s, so ``GET /metrics`` serves
 them (and prometheus-client's multiprocess mode aggregates them the same way). ``model`` and
@@ -49,6 +61,22 @@ EXTRA_TOKENS = Counter("veracity_extra_tokens_total", "Tokens spent on extra ups
 RISK_SCORE = Histogram("veracity_risk_score", "Risk score (0..1) of answers.",
                        buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0))
 BUDGET_EXHAUSTED = Counter("veracity_budget_exhausted_total", "Verifications cut short by a budget.", ["scope"])
+ANSWERS = Counter("veracity_answers_total",
+                  "Answers the gateway verified (one per choice) by the returned answer's report status and "
+                  "whether the first draft had a failed check.", ["model", "team", "status", "first_draft"])
+BLOCKED = Counter("veracity_blocked_answers_total", "Responses withheld because policy blocks a failed answer.",
+                  ["model", "team"])
+VERIFICATION_SECONDS = Counter("veracity_verification_seconds_total",
+                               "Wall time spent verifying and correcting answers (seconds).", ["model", "team"])
+VERIFICATION_EXTRA_TOKENS = Counter("veracity_verification_extra_tokens_total",
+                                    "Tokens of the extra upstream and verifier-model calls verification made.",
+                                    ["model", "team"])
+VERIFICATION_EXTRA_CALLS = Counter("veracity_verification_extra_calls_total",
+                                   "Extra calls verification made: upstream (sentinel, correction), "
+                                   "verifier_model, search.", ["model", "team", "kind"])
+#: report statuses whose first draft had a failed check: ``corrected`` (a round fixed it) and
+#: ``failed`` (failures remain; with ``annotate``/``block`` the first draft is the answer)
+_FIRST_DRAFT_FAILED = ("corrected", "failed")
 
 
 def observe_checks(report: Any, *, model: str, team: str) -> None:
@@ -93,6 +121,7 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -
     :mod:`proxy.choices`) adds one risk sample and one correction outcome per choice."""
     if checks:
         observe_checks(report, model=model, team=team)
+    _observe_cost(report, model_label(model), team)
     if report.cost.ms and (report.checks or report.status != "skipped"):  # nothing verified: no duration
         _child(VERIFICATION_DURATION, "total").observe(report.cost.ms / 1000.0)
     per_choice = report.extra.get("choices")
@@ -100,8 +129,10 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -
         for entry in per_choice:
             if isinstance(entry, dict):
                 _observe_answer(entry.get("risk"), entry.get("status"), entry.get("correction"), entry.get("rounds"))
+                _count_answer(model, team, entry.get("status"), entry.get("correction"), entry.get("rounds"))
     else:
         _observe_answer(report.risk, report.status, report.extra.get("correction"), report.rounds)
+        _count_answer(model, team, report.status, report.extra.get("correction"), report.rounds)
     sent = report.extra.get("sentinel")
     if sent and sent.get("injected"):
         SENTINEL_CALLS.labels(sent.get("result", "not_called")).inc()
@@ -114,3 +145,34 @@ def _observe_answer(risk: Any, status: Any, correction: Any, rounds: Any) -> Non
     if isinstance(correction, dict) and rounds:
         outcome = "corrected" if status == "corrected" else correction.get("stop_reason", "failed")
         CORRECTIONS.labels(str(outcome).split(":")[0]).inc()
+
+
+def _count_answer(model: str, team: str, status: Any, correction: Any, rounds: Any) -> None:
+    """``veracity_answers_total`` for one answer (one choice): ``first_draft="fail"`` when the
+    status says the first draft had a failed check, or a correction round ran (rounds only
+    run after a failed check)."""
+    status = str(status or "error")
+    failed_first = status in _FIRST_DRAFT_FAILED or bool(isinstance(correction, dict) and rounds)
+    _child(ANSWERS, model_label(model), team, status, "fail" if failed_first else "no_fail").inc()
+
+
+def _observe_cost(report: Any, model: str, team: str) -> None:
+    """The extra cost of one verified response (its report's ``cost``; once per request, the
+    choices' costs are summed in it): seconds spent verifying, extra tokens, extra calls."""
+    cost = report.cost
+    if not (report.checks or report.status != "skipped"):
+        return  # nothing verified: as for the duration histogram, no sample
+    if cost.ms:
+        _child(VERIFICATION_SECONDS, model, team).inc(cost.ms / 1000.0)
+    if cost.tokens:
+        _child(VERIFICATION_EXTRA_TOKENS, model, team).inc(cost.tokens)
+    for kind, n in (("upstream", cost.upstream_calls), ("verifier_model", cost.verifier_calls),
+                    ("search", cost.searches)):
+        if n:
+            _child(VERIFICATION_EXTRA_CALLS, model, team, kind).inc(n)
+
+
+def observe_blocked(model: str, team: str) -> None:
+    """One response withheld by policy (``on_failure: block``: HTTP 422, or the error event
+    of a buffered stream): ``veracity_blocked_answers_total``."""
+    _child(BLOCKED, model_label(model), team).inc()

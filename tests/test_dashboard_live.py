@@ -1,0 +1,326 @@
+"""The Grafana dashboard, the recording rules and the alert rules against a real Prometheus
+(issue 13 §3): a gateway (``veracity serve``) in front of the scripted upstream gets scripted
+traffic through the real ``openai`` SDK -- passed, corrected, failed, blocked, unverified,
+verifier errors, skipped, an upstream error; two models, two teams (virtual keys) -- while a real
+``prometheus`` scrapes it every second and evaluates ``deploy/prometheus/veracity-rules.yml``.
+Then EVERY PromQL expression of ``deploy/grafana/dashboards/veracity.json`` (template
+variables substituted: every model, team and verifier) must return data, and the
+hallucination-rate panels must give, per model and team, the shares this test computes from
+the traffic it sent.
+
+Exact shares: the traffic script runs once to create every label combination (a counter that
+appears with a value has no visible increase in ``rate()``), Prometheus is waited on until it
+scraped the totals, then the script runs twice more; ``$__rate_interval`` becomes a window that
+starts just before that first settled sample and ends at the last one, so every ratio covers
+exactly the measured traffic (all series share their sample timestamps, so ``rate()``'s
+extrapolation factor cancels in each ratio).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+import yaml
+
+from proxy.config import hash_key
+from proxy.mock_upstream import MockUpstream
+from tests.conftest import ROOT
+from tests.fixtures.prometheus import Prometheus, binary
+
+pytestmark = pytest.mark.prometheus
+
+DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "veracity.json"
+RULES = ROOT / "deploy" / "prometheus" / "veracity-rules.yml"
+
+RIGHT_TXT = f"{5000 * 1.06 ** 4:,.2f}"   # 6,312.38: $5,000 at 6% compounded yearly for 4 years
+WRONG_TXT = "6,200.00"
+EVIDENCE = "Automatic verification found"  # start of proxy.correction.evidence_prompt()
+KEYS = {"red": "vk-dashboard-red", "blue": "vk-dashboard-blue"}
+MODELS = ("m-alpha", "m-beta")
+
+
+def question(tag: str, n: int) -> str:
+    return f"[case:{tag}] [n:{n}] I invest $5,000 at 6% interest compounded annually. What is the total after 4 years?"
+
+
+def answer(value: str) -> str:
+    return f"With annual compounding the total is 5000 * 1.06^4 = ${value}."
+
+
+CITE = ("Two references:\n\nReferences\n1. Smith, J., & Lee, K. (2019). Quantum Gradient Transformers for Protein "
+        "Folding Dynamics. Journal of Machine Learning Research, 20(4), 1-25.\n")
+CODE = "Run this:\n```python\nprint(sum(range(10)))\n```\n"
+
+
+def _rules() -> list[dict[str, Any]]:
+    return [
+        {"name": "fix-2", "match": {"any_message": r"\[case:wrongfix\]", "last_user": EVIDENCE},
+         "reply": {"content": answer(RIGHT_TXT)}},
+        {"name": "wrongfix", "match": {"last_user": r"\[case:wrongfix\]"}, "reply": {"content": answer(WRONG_TXT)}},
+        {"name": "wrong", "match": {"any_message": r"\[case:wrong\]"}, "reply": {"content": answer(WRONG_TXT)}},
+        {"name": "right", "match": {"any_message": r"\[case:right\]"}, "reply": {"content": answer(RIGHT_TXT)}},
+        {"name": "cite", "match": {"any_message": r"\[case:cite\]"}, "reply": {"content": CITE}},
+        {"name": "code", "match": {"any_message": r"\[case:code\]"}, "reply": {"content": CODE}},
+        {"name": "hello", "match": {"any_message": r"\[case:hello\]"}, "reply": {"content": "Hello! How can I help?"}},
+        {"name": "boom", "match": {"any_message": r"\[case:boom\]"},
+         "reply": {"status": 500, "error": "the model server fell over"}},
+    ]
+
+
+POLICIES = {
+    "correct": {"on_failure": "correct", "correction": {"max_rounds": 2}},
+    "annotate": {"on_failure": "annotate"},
+    "block": {"on_failure": "block", "correction": {"max_rounds": 0}},
+    # no bibliographic source: every reference is `unknown`, the answer `unverified`
+    "nosources": {"on_failure": "annotate",
+                  "verifiers": {"citations": {"sources": {"use": [], "cache": {"backend": "none"}}}}},
+    # a sandbox backend that does not exist: the code check ends in `error` (verifier error)
+    "crash": {"on_failure": "annotate", "verifiers": {"code": {"sandbox": {"backend": "no-such-backend"}}}},
+}
+
+
+@dataclass(frozen=True)
+class Req:
+    model: str
+    team: str
+    tag: str
+    policy: str
+    status: str | None       # the report status the script makes (None: no answer, an upstream error)
+    blocked: bool = False
+
+
+#: one run of the traffic; first drafts failing: wrongfix, wrong
+SCRIPT = [
+    Req("m-alpha", "red", "wrongfix", "correct", "corrected"),
+    Req("m-alpha", "red", "wrongfix", "correct", "corrected"),
+    Req("m-alpha", "red", "right", "correct", "passed"),
+    Req("m-alpha", "red", "wrong", "annotate", "failed"),
+    Req("m-alpha", "red", "boom", "annotate", None),
+    Req("m-alpha", "blue", "wrong", "block", "failed", blocked=True),
+    Req("m-alpha", "blue", "right", "annotate", "passed"),
+    Req("m-alpha", "blue", "cite", "nosources", "unverified"),
+    Req("m-alpha", "blue", "code", "crash", "error"),
+    Req("m-beta", "red", "wrong", "annotate", "failed"),
+    Req("m-beta", "red", "right", "annotate", "passed"),
+    Req("m-beta", "red", "code", "crash", "error"),
+    Req("m-beta", "red", "hello", "annotate", "skipped"),
+    Req("m-beta", "blue", "wrongfix", "correct", "corrected"),
+    Req("m-beta", "blue", "cite", "nosources", "unverified"),
+    Req("m-beta", "blue", "right", "annotate", "passed"),
+]
+MEASURED_RUNS = 2
+
+
+def expected_shares(script: list[Req]) -> dict[str, dict[tuple[str, str], float]]:
+    """Per (model, team): the shares the hallucination-rate panels must show, computed from
+    the script alone (checked answers: every answer whose status is not ``skipped``)."""
+    out: dict[str, dict[tuple[str, str], float]] = {k: {} for k in
+                                                    ("first_draft", "failed", "corrected", "blocked", "unverified")}
+    groups = sorted({(r.model, r.team) for r in script})
+    for g in groups:
+        answers = [r for r in script if (r.model, r.team) == g and r.status is not None]
+        checked = [r for r in answers if r.status != "skipped"]
+        first_failed = [r for r in checked if r.status in ("corrected", "failed")]
+        out["first_draft"][g] = len(first_failed) / len(checked)
+        out["failed"][g] = sum(r.status == "failed" for r in checked) / len(checked)
+        out["blocked"][g] = sum(r.blocked for r in checked) / len(checked)
+        out["unverified"][g] = sum(r.status == "unverified" for r in checked) / len(checked)
+        if first_failed:
+            out["corrected"][g] = sum(r.status == "corrected" for r in first_failed) / len(first_failed)
+    return out
+
+
+#: panel title -> which share of expected_shares() it shows
+RATE_PANELS = {"First drafts with a failed check": "first_draft", "Returned answers with a failed check": "failed",
+               "Corrections that worked": "corrected", "Blocked answers": "blocked", "Unverified answers": "unverified"}
+
+
+def dashboard_exprs() -> list[tuple[str, str]]:
+    """(panel title, expr) of every target of every panel (rows' nested panels too)."""
+    doc = json.loads(DASHBOARD.read_text())
+    out = []
+
+    def walk(panels: list[dict[str, Any]]) -> None:
+        for p in panels:
+            walk(p.get("panels", []))
+            for t in p.get("targets", []):
+                out.append((p["title"], t["expr"]))
+    walk(doc["panels"])
+    return out
+
+
+def substitute(expr: str, window: str) -> str:
+    """Grafana's template variables as a dashboard user choosing "All" gets them."""
+    expr = expr.replace("$__rate_interval", window).replace("$__interval", window)
+    for var in ("model", "team", "verifier"):
+        expr = re.sub(r"\$\{?" + var + r"\}?", ".*", expr)
+    assert "$" not in expr, f"unsubstituted template variable in {expr}"
+    return expr
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory, gateway_factory):
+    binary("prometheus", "/usr/bin/prometheus")  # skip before starting anything when it is missing
+    tmp = tmp_path_factory.mktemp("dashboard-live")
+    pdir = tmp / "policies"
+    pdir.mkdir()
+    for name, doc in POLICIES.items():
+        doc = dict(doc, name=name, risk={"threshold": 0.1}, overridable=["on_failure"])
+        (pdir / f"{name}.yaml").write_text(yaml.safe_dump(doc))
+    mock = MockUpstream({"rules": _rules(), "models": list(MODELS)}).start()
+    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": mock.base_url}],
+           "keys": [{"name": team, "hash": hash_key(key), "team": team, "policy": "annotate",
+                     "allow_policy_header": True} for team, key in KEYS.items()],
+           "limits": {"connect_retries": 0},
+           "policies": {"dir": str(pdir), "check_interval_s": 0},
+           "verification": {"budget_db": str(tmp / "budget.sqlite3"), "review_db": ":memory:"}}
+    gw = gateway_factory(cfg)
+    prom = Prometheus([f"127.0.0.1:{gw.port}"], tmp / "prometheus", rule_files=[RULES])
+    try:
+        sent: list[tuple[Req, str | None, bool]] = []
+        n = 0
+
+        def run_script() -> None:
+            nonlocal n
+            for req in SCRIPT:
+                n += 1
+                sent.append((req, *send(gw.base_url, req, n)))
+
+        def answers_total() -> float:
+            return sum(1 for r, status, _ in sent if status is not None)
+
+        run_script()  # creates every series
+        t_first = prom.settled("veracity_answers_total", answers_total())
+        for _ in range(MEASURED_RUNS):
+            run_script()
+        t_last = prom.settled("veracity_answers_total", answers_total())
+        yield {"prom": prom, "gw": gw, "sent": sent, "t_first": t_first, "t_last": t_last}
+    finally:
+        prom.stop()
+        mock.stop()
+
+
+def send(base_url: str, req: Req, n: int) -> tuple[str | None, bool]:
+    """One request through the openai SDK: (report status or None, blocked?)."""
+    client = openai.OpenAI(base_url=base_url, api_key=KEYS[req.team], max_retries=0, timeout=120,
+                           default_headers={"x-veracity-policy": req.policy})
+    messages = [{"role": "user", "content": question(req.tag, n)}]
+    try:
+        resp = client.chat.completions.create(model=req.model, messages=messages)
+    except openai.UnprocessableEntityError as exc:  # on_failure: block
+        status = exc.body["veracity"]["status"]
+        assert exc.body["type"] == "veracity_blocked" and req.blocked, (req, exc.body)
+        assert status == req.status, (req, exc.body)
+        return status, True
+    except openai.InternalServerError as exc:  # the scripted upstream's 500, relayed
+        assert req.status is None, (req, exc)
+        return None, False
+    status = resp.model_extra["veracity"]["status"]
+    assert status == req.status and not req.blocked, (req, resp.model_extra["veracity"])
+    return status, False
+
+
+def _window(live) -> tuple[str, float]:
+    """The range that covers exactly the measured runs, and the time to evaluate at."""
+    ms = int((live["t_last"] - live["t_first"]) * 1000) + 500  # half a scrape interval before the first sample
+    return f"{ms}ms", live["t_last"]
+
+
+def test_every_dashboard_expression_returns_data(live):
+    window, at = _window(live)
+    exprs = dashboard_exprs()
+    assert len(exprs) >= 15
+    empty = []
+    for title, expr in exprs:
+        res = live["prom"].query(substitute(expr, window), at=at)
+        if not res:
+            empty.append((title, expr))
+    assert not empty, f"panels whose expression returned no data: {empty}"
+
+
+@pytest.mark.parametrize("panel", sorted(RATE_PANELS))
+def test_hallucination_rate_panels_show_the_rates_the_traffic_implies(live, panel):
+    window, at = _window(live)
+    want = expected_shares(SCRIPT)[RATE_PANELS[panel]]
+    # the script ran as written: every response had the status the script meant
+    got_status = Counter(status for _, status, _ in live["sent"])
+    assert got_status == Counter(r.status for r in SCRIPT * (1 + MEASURED_RUNS))
+    [expr] = [e for t, e in dashboard_exprs() if t == panel]
+    res = live["prom"].query(substitute(expr, window), at=at)
+    got = {(r["metric"]["model"], r["metric"]["team"]): float(r["value"][1]) for r in res}
+    assert set(got) == set(want), (panel, got, want)
+    for g, share in want.items():
+        assert got[g] == pytest.approx(share, abs=1e-9), (panel, g, got[g], share)
+
+
+def test_rates_are_not_all_alike():
+    """The script tells the rates apart: a panel that mixed up its label or its denominator
+    could not pass the rate test by accident."""
+    shares = expected_shares(SCRIPT)
+    for name, by_group in shares.items():
+        if name != "corrected":
+            assert len(set(by_group.values())) >= 2, (name, by_group)
+    assert len({tuple(sorted(v.items())) for v in shares.values()}) == len(shares)
+
+
+def test_recording_rules_are_evaluated_with_data(live):
+    prom = live["prom"]
+    groups = prom.api("rules")["groups"]
+    rules = [r for g in groups for r in g["rules"]]
+    assert {g["file"] for g in groups} == {str(RULES)}
+    bad = [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
+    assert not bad, bad
+    shipped = yaml.safe_load(RULES.read_text())
+    records = [r["record"] for g in shipped["groups"] for r in g["rules"] if "record" in r]
+    assert len(records) >= 10
+    empty = [name for name in records if not prom.query(name)]
+    assert not empty, f"recording rules without data: {empty}"
+    # the hallucination rate per model and team is a share of checked answers
+    for r in prom.query("model_team:veracity_first_draft_failed_answers:ratio_rate5m"):
+        assert 0.0 <= float(r["value"][1]) <= 1.0
+
+
+def test_both_alerts_are_pending_for_the_traffic_that_should_raise_them(live):
+    """m-alpha/red's first drafts fail 3 times in 4 and the code verifier errs on every
+    check: both alert expressions hold, so both alerts are pending (``for:`` not yet over)."""
+    prom = live["prom"]
+
+    def alerts() -> dict[str, set[tuple[str, ...]]]:
+        got: dict[str, set[tuple[str, ...]]] = {}
+        for a in prom.api("alerts")["alerts"]:
+            lab = a["labels"]
+            key = (lab["model"], lab["team"]) if "model" in lab else (lab.get("verifier", ""),)
+            got.setdefault(lab["alertname"], set()).add(key)
+        return got
+
+    from tests.fixtures.polling import wait_for
+    got = wait_for(lambda: (lambda a: a if {"VeracityHallucinationRateHigh", "VeracityVerifierErrorRateHigh"} <= set(a)
+                            else None)(alerts()), "both alerts pending", timeout=60)
+    assert ("m-alpha", "red") in got["VeracityHallucinationRateHigh"]
+    assert ("code",) in got["VeracityVerifierErrorRateHigh"]
+    assert ("arithmetic",) not in got["VeracityVerifierErrorRateHigh"]  # no arithmetic check erred
+
+
+def test_promtool_accepts_the_rules():
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool is not installed (Debian package `prometheus`)")
+    out = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+
+
+def test_shipped_prometheus_config_loads_the_rules():
+    cfg = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    assert any(Path(f).name == RULES.name for f in cfg["rule_files"])
+    compose = (ROOT / "deploy" / "docker-compose.yaml").read_text()
+    assert "prometheus/veracity-rules.yml" in compose
