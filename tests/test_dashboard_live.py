@@ -310,11 +310,17 @@ def test_both_alerts_are_pending_for_the_traffic_that_should_raise_them(live):
     assert ("arithmetic",) not in got["VeracityVerifierErrorRateHigh"]  # no arithmetic check erred
 
 
-def test_promtool_accepts_the_rules():
+def test_promtool_accepts_the_rules_and_their_unit_tests():
     promtool = shutil.which("promtool")
     if promtool is None:
         pytest.skip("promtool is not installed (Debian package `prometheus`)")
     out = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "SUCCESS" in out.stdout
+    # the rules' unit tests: the shares on known series, each alert firing only after its `for:`,
+    # only for the team over the threshold with enough traffic, only for the erring verifier
+    unit = RULES.with_name("veracity-rules.test.yml")
+    out = subprocess.run([promtool, "test", "rules", str(unit)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "SUCCESS" in out.stdout
 
@@ -324,3 +330,46 @@ def test_shipped_prometheus_config_loads_the_rules():
     assert any(Path(f).name == RULES.name for f in cfg["rule_files"])
     compose = (ROOT / "deploy" / "docker-compose.yaml").read_text()
     assert "prometheus/veracity-rules.yml" in compose
+
+
+def _panel(live, title: str) -> list[dict[str, Any]]:
+    window, at = _window(live)
+    [expr] = [e for t, e in dashboard_exprs() if t == title]
+    return live["prom"].query(substitute(expr, window), at=at)
+
+
+def test_verifier_panels_show_what_the_traffic_implies(live):
+    """Per verifier: every code check erred (no sandbox backend), every citation check was
+    unknown (no source), and the arithmetic failures per checked answer are the wrong first
+    drafts (one equation per answer; correction rounds' drafts are right)."""
+    outcomes = {(r["metric"]["verifier"], r["metric"]["outcome"]): float(r["value"][1])
+                for r in _panel(live, "Check outcomes by verifier: fail, unknown, error")}
+    assert outcomes[("code", "error")] == pytest.approx(1.0)
+    assert outcomes[("citations", "unknown")] == pytest.approx(1.0)
+    assert ("arithmetic", "error") not in outcomes and ("arithmetic", "unknown") not in outcomes
+    arithmetic_checks = sum(1 for r in SCRIPT if r.tag in ("right", "wrong")) + 2 * sum(r.tag == "wrongfix" for r in SCRIPT)
+    wrong_drafts = sum(1 for r in SCRIPT if r.tag in ("wrong", "wrongfix"))
+    assert outcomes[("arithmetic", "fail")] == pytest.approx(wrong_drafts / arithmetic_checks, abs=1e-9)
+    per_answer = {(r["metric"]["verifier"], r["metric"]["model"], r["metric"]["team"]): float(r["value"][1])
+                  for r in _panel(live, "Failed checks per checked answer, by verifier")}
+    for (model, team), share in expected_shares(SCRIPT)["first_draft"].items():
+        assert per_answer[("arithmetic", model, team)] == pytest.approx(share, abs=1e-9)
+    assert {v for v, _, _ in per_answer} == {"arithmetic"}  # nothing else failed
+
+
+def test_cost_panels_count_the_correction_calls(live):
+    """Extra upstream calls per checked answer: one correction call per `wrongfix` answer."""
+    calls = {(r["metric"]["model"], r["metric"]["team"]): float(r["value"][1])
+             for r in _panel(live, "Extra calls per checked answer, by kind") if r["metric"]["kind"] == "upstream"}
+    for g in sorted({(r.model, r.team) for r in SCRIPT}):
+        fixes = sum(1 for r in SCRIPT if (r.model, r.team) == g and r.tag == "wrongfix")
+        checked = sum(1 for r in SCRIPT if (r.model, r.team) == g and r.status not in (None, "skipped"))
+        if fixes:
+            assert calls[g] == pytest.approx(fixes / checked, abs=1e-9), (g, calls)
+        else:
+            assert g not in calls
+    tokens = {(r["metric"]["model"], r["metric"]["team"]): float(r["value"][1])
+              for r in _panel(live, "Extra tokens per checked answer")}
+    assert tokens[("m-alpha", "red")] > 0 and tokens[("m-beta", "blue")] > 0
+    seconds = {(r["metric"]["model"], r["metric"]["team"]) for r in _panel(live, "Verification time per checked answer")}
+    assert seconds == {(r.model, r.team) for r in SCRIPT}
