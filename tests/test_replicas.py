@@ -249,11 +249,19 @@ def test_review_created_on_one_replica_resolved_on_another_read_on_the_third(fle
     assert rep["status"] == "failed"
     second, third = [name for name in fleet["gws"] if name != created_by]
 
-    def find() -> dict[str, Any] | None:
-        r = _direct(fleet, second, "GET", "/v1/veracity/reviews?status=all&limit=100", "admin")
-        assert r.status_code == 200, r.text
-        mine = [v for v in r.json()["data"] if v["request_id"] == rid]
-        return mine[0] if mine else None
+    def find() -> dict[str, Any] | None:  # pages oldest first: a shared Redis may hold other tests' reviews
+        after = None
+        while True:
+            r = _direct(fleet, second, "GET", "/v1/veracity/reviews", "admin",
+                        params={"status": "open", "limit": 100, **({"after": after} if after else {})})
+            assert r.status_code == 200, r.text
+            page = r.json()
+            mine = [v for v in page["data"] if v["request_id"] == rid]
+            if mine:
+                return mine[0]
+            if not page["has_more"] or not page["data"]:
+                return None
+            after = page["data"][-1]["id"]
 
     review = wait_for(find, f"the review of {rid} listed by replica {second}", timeout=30)
     assert review["status"] == "open" and review["reason"] == "failed"
