@@ -11,19 +11,10 @@ veracity_verification_duration_seconds   histogram  verifier (and ``total`` for 
 veracity_extra_tokens_total              counter    kind (sentinel|correction)
 veracity_risk_score                      histogram  —
 veracity_budget_exhausted_total          counter    —  (plus ``scope`` label: request|key|team)
-veracity_answers_total                   counter    model, team, status (the returned answer's
-                                                    report status), first_draft (fail|no_fail)
-veracity_blocked_answers_total           counter    model, team  (responses withheld by policy)
-veracity_verification_seconds_total      counter    model, team  (wall time spent verifying)
-veracity_verification_extra_tokens_total counter    model, team  (``cost.tokens`` of the reports)
-veracity_verification_extra_calls_total  counter    model, team, kind (upstream|verifier_model|search)
+veracity_reports_total                   counter    status (passed|unverified|corrected|failed|
+                                                    skipped|error), model, team
+veracity_truncated_verifications_total   counter    verifier (a length limit cut what it read)
 =======================================  =========  ======================================
-
-The per-answer counters are what the dashboard and the recording rules
-(``deploy/prometheus/veracity-rules.yml``) divide: the share of checked answers (``status`` not
-``skipped``) whose first draft had a failed check (``first_draft="fail"``), whose returned answer
-still has one (``status="failed"``), that a correction fixed (``status="corrected"``), that are
-``unverified`` or were blocked; verification seconds and extra tokens per checked answer.
 
 Defined in the default registry next to ``proxy/metrics.py``'s, so ``GET /metrics`` serves
 them (and prometheus-client's multiprocess mode aggregates them the same way). ``model`` and
@@ -34,6 +25,22 @@ Responses with several choices (``n > 1``) count per verified choice: each choic
 (``veracity_checks_total``, ``veracity_hallucinations_total``), risk score and correction loop;
 the request-level metrics (``veracity_verification_duration_seconds{verifier="total"}``, the
 sentinel, ``veracity_budget_exhausted_total``) once per request.
+
+Per model and team, for the dashboard and the recording rules
+(``deploy/prometheus/veracity-rules.yml``), which divide them by the checked answers
+(``veracity_reports_total{status!="skipped"}``):
+
+=========================================  =======  ========================================
+veracity_first_draft_failures_total        counter  model, team  (answers, one per choice,
+                                                    whose first draft had a failed check)
+veracity_blocked_answers_total             counter  model, team  (responses withheld by policy)
+veracity_verification_seconds_total        counter  model, team  (wall time spent verifying)
+veracity_verification_extra_tokens_total   counter  model, team  (``cost.tokens`` of the reports)
+veracity_verification_extra_calls_total    counter  model, team, kind (upstream|verifier_model|search)
+=========================================  =======  ========================================
+
+The cost counters count once per request (a report's ``cost`` sums its choices') and only for
+verified answers (not ``skipped`` without checks).
 """
 
 from __future__ import annotations
@@ -61,22 +68,15 @@ EXTRA_TOKENS = Counter("veracity_extra_tokens_total", "Tokens spent on extra ups
 RISK_SCORE = Histogram("veracity_risk_score", "Risk score (0..1) of answers.",
                        buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0))
 BUDGET_EXHAUSTED = Counter("veracity_budget_exhausted_total", "Verifications cut short by a budget.", ["scope"])
-ANSWERS = Counter("veracity_answers_total",
-                  "Answers the gateway verified (one per choice) by the returned answer's report status and "
-                  "whether the first draft had a failed check.", ["model", "team", "status", "first_draft"])
-BLOCKED = Counter("veracity_blocked_answers_total", "Responses withheld because policy blocks a failed answer.",
-                  ["model", "team"])
-VERIFICATION_SECONDS = Counter("veracity_verification_seconds_total",
-                               "Wall time spent verifying and correcting answers (seconds).", ["model", "team"])
-VERIFICATION_EXTRA_TOKENS = Counter("veracity_verification_extra_tokens_total",
-                                    "Tokens of the extra upstream and verifier-model calls verification made.",
-                                    ["model", "team"])
-VERIFICATION_EXTRA_CALLS = Counter("veracity_verification_extra_calls_total",
-                                   "Extra calls verification made: upstream (sentinel, correction), "
-                                   "verifier_model, search.", ["model", "team", "kind"])
-#: report statuses whose first draft had a failed check: ``corrected`` (a round fixed it) and
-#: ``failed`` (failures remain; with ``annotate``/``block`` the first draft is the answer)
-_FIRST_DRAFT_FAILED = ("corrected", "failed")
+REPORTS = Counter("veracity_reports_total",
+                  "Verified answers by report status (passed needs a passing check; unverified: checks "
+                  "attempted, none passed or failed).", ["status", "model", "team"])
+TRUNCATED = Counter("veracity_truncated_verifications_total",
+                    "Verification runs in which a verifier read only part of the answer (a length limit), "
+                    "by verifier.", ["verifier"])
+
+#: ``status`` label values (the report vocabulary, DESIGN.md); anything else counts as ``other``.
+STATUSES = frozenset({"passed", "unverified", "corrected", "failed", "skipped", "error"})
 
 
 def observe_checks(report: Any, *, model: str, team: str) -> None:
@@ -88,6 +88,8 @@ def observe_checks(report: Any, *, model: str, team: str) -> None:
         _child(CHECKS, c.verifier, c.outcome).inc()
         if c.outcome == "fail":
             HALLUCINATIONS.labels(c.verifier, model_label(model), team).inc()
+        elif isinstance(c.evidence, dict) and c.evidence.get("kind") == "truncated":
+            _child(TRUNCATED, c.verifier).inc()
     per_choice = report.extra.get("choices")
     runs = ([e.get("durations_ms") for e in per_choice if isinstance(e, dict)] if isinstance(per_choice, list)
             else [report.extra.get("durations_ms")])  # n > 1: each choice's run, not their sum
@@ -117,11 +119,12 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -
     False because :func:`observe_checks` already saw each run), the risk score, the whole
     verification time (``verifier="total"``; only when something was verified: a ``skipped``
     report without checks -- low risk, checks off, over budget -- adds no duration sample),
-    correction and sentinel outcomes. A multi-choice report (``extra["choices"]``, see
-    :mod:`proxy.choices`) adds one risk sample and one correction outcome per choice."""
+    correction and sentinel outcomes, and the answer's status (``veracity_reports_total``). A
+    multi-choice report (``extra["choices"]``, see :mod:`proxy.choices`) adds one risk sample,
+    one correction outcome and one status per choice."""
     if checks:
         observe_checks(report, model=model, team=team)
-    _observe_cost(report, model_label(model), team)
+    _observe_first_drafts_and_cost(report, model_label(model), team)
     if report.cost.ms and (report.checks or report.status != "skipped"):  # nothing verified: no duration
         _child(VERIFICATION_DURATION, "total").observe(report.cost.ms / 1000.0)
     per_choice = report.extra.get("choices")
@@ -129,13 +132,19 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -
         for entry in per_choice:
             if isinstance(entry, dict):
                 _observe_answer(entry.get("risk"), entry.get("status"), entry.get("correction"), entry.get("rounds"))
-                _count_answer(model, team, entry.get("status"), entry.get("correction"), entry.get("rounds"))
+                _observe_status(entry.get("status"), model, team)
     else:
         _observe_answer(report.risk, report.status, report.extra.get("correction"), report.rounds)
-        _count_answer(model, team, report.status, report.extra.get("correction"), report.rounds)
+        _observe_status(report.status, model, team)
     sent = report.extra.get("sentinel")
     if sent and sent.get("injected"):
         SENTINEL_CALLS.labels(sent.get("result", "not_called")).inc()
+
+
+def _observe_status(status: Any, model: str, team: str) -> None:
+    """One answer's report status in ``veracity_reports_total`` (``other`` for a value outside
+    :data:`STATUSES`, so a bug cannot grow the label set)."""
+    REPORTS.labels(status if status in STATUSES else "other", model_label(model), team).inc()
 
 
 def _observe_answer(risk: Any, status: Any, correction: Any, rounds: Any) -> None:
@@ -147,21 +156,47 @@ def _observe_answer(risk: Any, status: Any, correction: Any, rounds: Any) -> Non
         CORRECTIONS.labels(str(outcome).split(":")[0]).inc()
 
 
-def _count_answer(model: str, team: str, status: Any, correction: Any, rounds: Any) -> None:
-    """``veracity_answers_total`` for one answer (one choice): ``first_draft="fail"`` when the
-    status says the first draft had a failed check, or a correction round ran (rounds only
-    run after a failed check)."""
-    status = str(status or "error")
-    failed_first = status in _FIRST_DRAFT_FAILED or bool(isinstance(correction, dict) and rounds)
-    _child(ANSWERS, model_label(model), team, status, "fail" if failed_first else "no_fail").inc()
+# ------------------------------------------------------------ per model and team (the dashboard)
+
+FIRST_DRAFT_FAILURES = Counter("veracity_first_draft_failures_total",
+                               "Answers (one per choice) whose first draft had a failed check, whatever "
+                               "happened next (corrected, returned failed, blocked).", ["model", "team"])
+BLOCKED = Counter("veracity_blocked_answers_total", "Responses withheld because policy blocks a failed answer.",
+                  ["model", "team"])
+VERIFICATION_SECONDS = Counter("veracity_verification_seconds_total",
+                               "Wall time spent verifying and correcting answers (seconds).", ["model", "team"])
+VERIFICATION_EXTRA_TOKENS = Counter("veracity_verification_extra_tokens_total",
+                                    "Tokens of the extra upstream and verifier-model calls verification made.",
+                                    ["model", "team"])
+VERIFICATION_EXTRA_CALLS = Counter("veracity_verification_extra_calls_total",
+                                   "Extra calls verification made: upstream (sentinel, correction), "
+                                   "verifier_model, search.", ["model", "team", "kind"])
+#: report statuses that say the first draft had a failed check: ``corrected`` (a round fixed
+#: it) and ``failed`` (failures remain; with ``annotate``/``block`` the first draft is the answer)
+_FIRST_DRAFT_FAILED = ("corrected", "failed")
 
 
-def _observe_cost(report: Any, model: str, team: str) -> None:
-    """The extra cost of one verified response (its report's ``cost``; once per request, the
-    choices' costs are summed in it): seconds spent verifying, extra tokens, extra calls."""
-    cost = report.cost
+def first_draft_failed(status: Any, correction: Any, rounds: Any) -> bool:
+    """Whether one answer's first draft had a failed check: its status is ``corrected`` or
+    ``failed``, or a correction round ran (rounds only run after a failed check, whatever
+    status the last draft ends with, e.g. ``unverified``)."""
+    return status in _FIRST_DRAFT_FAILED or bool(isinstance(correction, dict) and rounds)
+
+
+def _observe_first_drafts_and_cost(report: Any, model: str, team: str) -> None:
+    """``veracity_first_draft_failures_total`` per answer (each choice of ``extra["choices"]``)
+    and the extra cost of the response (its report's ``cost``, once): seconds spent verifying,
+    extra tokens, extra calls; nothing for a response with nothing verified."""
+    per_choice = report.extra.get("choices")
+    answers = ([(e.get("status"), e.get("correction"), e.get("rounds")) for e in per_choice if isinstance(e, dict)]
+               if isinstance(per_choice, list)
+               else [(report.status, report.extra.get("correction"), report.rounds)])
+    failed = sum(1 for a in answers if first_draft_failed(*a))
+    if failed:
+        _child(FIRST_DRAFT_FAILURES, model, team).inc(failed)
     if not (report.checks or report.status != "skipped"):
         return  # nothing verified: as for the duration histogram, no sample
+    cost = report.cost
     if cost.ms:
         _child(VERIFICATION_SECONDS, model, team).inc(cost.ms / 1000.0)
     if cost.tokens:

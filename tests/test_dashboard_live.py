@@ -199,10 +199,10 @@ def live(tmp_path_factory, gateway_factory):
             return sum(1 for r, status, _ in sent if status is not None)
 
         run_script()  # creates every series
-        t_first = prom.settled("veracity_answers_total", answers_total())
+        t_first = prom.settled("veracity_reports_total", answers_total())
         for _ in range(MEASURED_RUNS):
             run_script()
-        t_last = prom.settled("veracity_answers_total", answers_total())
+        t_last = prom.settled("veracity_reports_total", answers_total())
         yield {"prom": prom, "gw": gw, "sent": sent, "t_first": t_first, "t_last": t_last}
     finally:
         prom.stop()

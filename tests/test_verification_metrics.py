@@ -1,6 +1,7 @@
-"""The per-answer counters of :mod:`proxy.verification_metrics` that the dashboard divides
-(``veracity_answers_total``, the extra-cost counters): one answer per choice, ``first_draft``
-from the status, cost once per request, nothing for an answer that was not checked."""
+"""The per-model-and-team counters of :mod:`proxy.verification_metrics` that the dashboard
+divides (``veracity_reports_total``, ``veracity_first_draft_failures_total``, the extra-cost
+counters): one answer per choice, a first draft failed when the status or a correction round says
+so, cost once per request, nothing for an answer that was not checked."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from proxy import verification_metrics as vm
 from verifiers._types import Check, Cost, Report
 
 
-def _answers(team: str, status: str, first: str) -> float:
-    return REGISTRY.get_sample_value("veracity_answers_total", {"model": "_offline", "team": team, "status": status,
-                                                                "first_draft": first}) or 0.0
+def _answers(team: str, status: str) -> float:
+    return REGISTRY.get_sample_value("veracity_reports_total", {"model": "_offline", "team": team,
+                                                                "status": status}) or 0.0
 
 
 def _cost(name: str, team: str, **labels: str) -> float:
@@ -30,12 +31,13 @@ def test_one_answer_per_choice_with_its_first_draft():
         {"status": "failed", "correction": None, "rounds": []},
         {"status": "passed"},
         {"status": "unverified"},
+        # a correction round ran, its draft had only unknown checks: the first draft still failed
+        {"status": "unverified", "correction": {"stop_reason": "unverified"}, "rounds": [{"round": 1}]},
     ]
     vm.observe_report(rep, model="_offline", team=team)
-    assert _answers(team, "corrected", "fail") == 1
-    assert _answers(team, "failed", "fail") == 1
-    assert _answers(team, "passed", "no_fail") == 1
-    assert _answers(team, "unverified", "no_fail") == 1
+    assert (_answers(team, "corrected"), _answers(team, "failed"), _answers(team, "passed"),
+            _answers(team, "unverified")) == (1, 1, 1, 2)
+    assert _cost("veracity_first_draft_failures_total", team) == 3
     # the request's cost once, not per choice
     assert _cost("veracity_verification_seconds_total", team) == 0.25
     assert _cost("veracity_verification_extra_tokens_total", team) == 40
@@ -47,8 +49,9 @@ def test_one_answer_per_choice_with_its_first_draft():
 def test_a_skipped_answer_counts_as_an_answer_but_costs_nothing():
     team = f"t-{uuid.uuid4().hex[:8]}"
     vm.observe_report(Report(status="skipped", reason="low risk", cost=Cost(ms=3.0)), model="_offline", team=team)
-    assert _answers(team, "skipped", "no_fail") == 1
+    assert _answers(team, "skipped") == 1
     assert _cost("veracity_verification_seconds_total", team) == 0
+    assert _cost("veracity_first_draft_failures_total", team) == 0
 
 
 def test_blocked_answers_counted_per_model_and_team():
