@@ -161,8 +161,9 @@ def _observe_answer(risk: Any, status: Any, correction: Any, rounds: Any) -> Non
 FIRST_DRAFT_FAILURES = Counter("veracity_first_draft_failures_total",
                                "Answers (one per choice) whose first draft had a failed check, whatever "
                                "happened next (corrected, returned failed, blocked).", ["model", "team"])
-BLOCKED = Counter("veracity_blocked_answers_total", "Responses withheld because policy blocks a failed answer.",
-                  ["model", "team"])
+BLOCKED = Counter("veracity_blocked_answers_total",
+                  "Responses withheld by policy (HTTP 422 or a stream's error event): a failed answer under "
+                  "on_failure: block (an unverified one where the policy blocks those too).", ["model", "team"])
 VERIFICATION_SECONDS = Counter("veracity_verification_seconds_total",
                                "Wall time spent verifying and correcting answers (seconds).", ["model", "team"])
 VERIFICATION_EXTRA_TOKENS = Counter("veracity_verification_extra_tokens_total",
@@ -208,6 +209,7 @@ def _observe_first_drafts_and_cost(report: Any, model: str, team: str) -> None:
 
 
 def observe_blocked(model: str, team: str) -> None:
-    """One response withheld by policy (``on_failure: block``: HTTP 422, or the error event
-    of a buffered stream): ``veracity_blocked_answers_total``."""
+    """One response withheld by policy (HTTP 422, or the error event of a buffered stream;
+    every place that sends :func:`proxy.pipeline._blocked_body` calls this):
+    ``veracity_blocked_answers_total``."""
     _child(BLOCKED, model_label(model), team).inc()
