@@ -1,6 +1,7 @@
 """The Grafana dashboard, the recording rules and the alert rules against a real Prometheus
 (issue 13 §3): a gateway (``veracity serve``) in front of the scripted upstream gets scripted
-traffic through the real ``openai`` SDK -- passed, corrected, failed, blocked, unverified,
+traffic through the real ``openai`` SDK -- passed, corrected, failed, blocked (a 422 and a held
+stream's error event), unverified,
 verifier errors, skipped, an upstream error; two models, two teams (virtual keys) -- while a real
 ``prometheus`` scrapes it every second and evaluates ``deploy/prometheus/veracity-rules.yml``.
 Then EVERY PromQL expression of ``deploy/grafana/dashboards/veracity.json`` (template
@@ -80,6 +81,9 @@ POLICIES = {
     "correct": {"on_failure": "correct", "correction": {"max_rounds": 2}},
     "annotate": {"on_failure": "annotate"},
     "block": {"on_failure": "block", "correction": {"max_rounds": 0}},
+    # a held (buffer mode) stream that is blocked ends with an error event
+    "blockstream": {"on_failure": "block", "correction": {"max_rounds": 0},
+                    "streaming": {"mode": "buffer", "keepalive_s": 0.05}},
     # no bibliographic source: every reference is `unknown`, the answer `unverified`
     "nosources": {"on_failure": "annotate",
                   "verifiers": {"citations": {"sources": {"use": [], "cache": {"backend": "none"}}}}},
@@ -96,6 +100,7 @@ class Req:
     policy: str
     status: str | None       # the report status the script makes (None: no answer, an upstream error)
     blocked: bool = False
+    stream: bool = False
 
 
 #: one run of the traffic; first drafts failing: wrongfix, wrong
@@ -113,6 +118,7 @@ SCRIPT = [
     Req("m-beta", "red", "right", "annotate", "passed"),
     Req("m-beta", "red", "code", "crash", "error"),
     Req("m-beta", "red", "hello", "annotate", "skipped"),
+    Req("m-beta", "red", "wrong", "blockstream", "failed", blocked=True, stream=True),
     Req("m-beta", "blue", "wrongfix", "correct", "corrected"),
     Req("m-beta", "blue", "cite", "nosources", "unverified"),
     Req("m-beta", "blue", "right", "annotate", "passed"),
@@ -214,6 +220,14 @@ def send(base_url: str, req: Req, n: int) -> tuple[str | None, bool]:
     client = openai.OpenAI(base_url=base_url, api_key=KEYS[req.team], max_retries=0, timeout=120,
                            default_headers={"x-veracity-policy": req.policy})
     messages = [{"role": "user", "content": question(req.tag, n)}]
+    if req.stream:
+        try:
+            for _ in client.chat.completions.create(model=req.model, messages=messages, stream=True):
+                pass
+        except openai.APIError as exc:  # the held stream's error event (on_failure: block)
+            assert req.blocked and "Veracity blocked the answer" in str(exc), (req, exc)
+            return req.status, True
+        raise AssertionError(f"{req}: the stream was not blocked")
     try:
         resp = client.chat.completions.create(model=req.model, messages=messages)
     except openai.UnprocessableEntityError as exc:  # on_failure: block
