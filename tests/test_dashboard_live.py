@@ -1,8 +1,8 @@
 """The Grafana dashboard, the recording rules and the alert rules against a real Prometheus
 (issue 13 §3): a gateway (``veracity serve``) in front of the scripted upstream gets scripted
 traffic through the real ``openai`` SDK -- passed, corrected, failed, blocked (a 422 and a held
-stream's error event), unverified,
-verifier errors, skipped, an upstream error; two models, two teams (virtual keys) -- while a real
+stream's error event), unverified, verifier errors, skipped, an upstream error; two models, two
+teams (virtual keys) -- while a real
 ``prometheus`` scrapes it every second and evaluates ``deploy/prometheus/veracity-rules.yml``.
 Then EVERY PromQL expression of ``deploy/grafana/dashboards/veracity.json`` (template
 variables substituted: every model, team and verifier) must return data, and the
