@@ -36,6 +36,7 @@ pass; code=1 unknown`` and ``x-veracity-report-url: /v1/veracity/reports/<id>``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import threading
@@ -62,10 +63,15 @@ def owner_of(principal: Any) -> str:
     """The stored identity of a caller: SHA-256 (hex) of ``key:<virtual key name>``, or in
     pass-through auth of ``auth:<Authorization value>`` (``anonymous`` without one). Never the
     key itself; the name is hashed too, so the store lists no key names."""
-    if principal.key_name:
-        ident = "key:" + principal.key_name
-    elif principal.upstream_auth:
-        ident = "auth:" + principal.upstream_auth
+    return _owner(principal.key_name, principal.upstream_auth)
+
+
+@functools.lru_cache(maxsize=4096)
+def _owner(key_name: str | None, upstream_auth: str | None) -> str:
+    if key_name:
+        ident = "key:" + key_name
+    elif upstream_auth:
+        ident = "auth:" + upstream_auth
     else:
         ident = "anonymous"
     return hashlib.sha256(("veracity-report-owner\0" + ident).encode("utf-8", "surrogateescape")).hexdigest()
