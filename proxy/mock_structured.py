@@ -5,7 +5,9 @@ work against the demo as against a real model.
 
 :func:`structured_reply` answers a chat request that asks for structure and that no script rule
 answered: ``response_format: {"type": "json_schema"}`` -> content that is a minimal instance of
-the schema; ``{"type": "json_object"}`` -> ``{"answer": "Mock reply to: ..."}``; ``tool_choice``
+the schema; ``{"type": "json_object"}`` -> a minimal instance of the schema given with it
+(``response_format.schema``) or written into a message (JSON mode clients put it in the prompt),
+else ``{"answer": "Mock reply to: ..."}``; ``tool_choice``
 naming a function (or ``"required"``: the first tool) -> one call of it whose ``arguments`` are a
 minimal instance of the tool's ``parameters``.
 
@@ -201,5 +203,39 @@ def structured_reply(body: dict[str, Any]) -> dict[str, Any] | None:
         schema = fmt["json_schema"].get("schema") or {"type": "object"}
         return {"content": json.dumps(minimal_instance(schema))}
     if fmt.get("type") == "json_object":
+        schema = fmt.get("schema") if isinstance(fmt.get("schema"), dict) else _schema_in_messages(body)
+        if schema is not None:
+            return {"content": json.dumps(minimal_instance(schema))}
         return {"content": json.dumps({"answer": f"Mock reply to: {_last_user_text(body)[:500]}"})}
+    return None
+
+
+#: most ``{`` positions tried per message when looking for a schema in its text (bounds the work)
+MAX_SCHEMA_PROBES = 200
+
+
+def _schema_in_messages(body: dict[str, Any]) -> dict[str, Any] | None:
+    """A JSON Schema written into a system/developer/user message (JSON mode clients put it in
+    the prompt: instructor's ``Mode.JSON``, LangChain's ``json_mode`` with a schema in the
+    prompt): the first JSON object in the text that has ``properties`` or ``$defs``."""
+    decoder = json.JSONDecoder()
+    for m in body.get("messages") or []:
+        if not isinstance(m, dict) or m.get("role") not in ("system", "developer", "user"):
+            continue
+        content = m.get("content")
+        texts = [content] if isinstance(content, str) else [
+            p.get("text") for p in content or [] if isinstance(p, dict) and isinstance(p.get("text"), str)
+        ] if isinstance(content, list) else []
+        for text in texts:
+            pos, probes = text.find("{"), 0
+            while pos != -1 and probes < MAX_SCHEMA_PROBES:
+                probes += 1
+                try:
+                    obj, end = decoder.raw_decode(text, pos)
+                except ValueError:
+                    pos = text.find("{", pos + 1)
+                    continue
+                if isinstance(obj, dict) and ("properties" in obj or "$defs" in obj):
+                    return obj
+                pos = text.find("{", end)
     return None
