@@ -45,7 +45,7 @@ from collections import OrderedDict
 from typing import Any
 
 from proxy.log import get_logger
-from proxy.upstream import dumps, loads
+from proxy.upstream import dumps
 
 __all__ = ["REPORT_ROUTE", "ReportStore", "owner_of", "record_body", "summary_header", "report_headers",
            "store_for", "publish", "publish_soon", "lookup"]
@@ -132,7 +132,7 @@ class ReportStore:
         self.ttl_s = float(ttl_s)
         self.max_in_memory = max_in_memory
         self.prefix = prefix
-        #: (owner, request id) -> (monotonic expiry, record body)
+        #: (owner, request id) -> (monotonic expiry, record body, pending?)
         self._mem: OrderedDict[tuple[str, str], tuple[float, bytes, bool]] = OrderedDict()
         #: request id -> owner of its latest record (admin look-ups)
         self._latest: dict[str, str] = {}
@@ -296,8 +296,3 @@ async def lookup(cfg: Any, principal: Any, request_id: str) -> tuple[bytes, bool
     if store is None:
         return None
     return await store.get(owner_of(principal), request_id, admin=bool(getattr(principal, "admin", False)))
-
-
-def loads_record(body: bytes) -> dict[str, Any]:
-    """A stored record body parsed (tests, CLI)."""
-    return loads(body)

@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 import openai
 import pytest
-import yaml
 
 from proxy import reports
 from proxy.auth import Principal
