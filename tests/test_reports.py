@@ -259,3 +259,24 @@ def test_report_fetched_from_another_replica_through_redis(mock: Any, gateway_fa
     keys = [k.decode() for k in r.scan_iter(match=f"veracity:report*{rid}")]
     assert len(keys) == 2 and all(KEY_A not in k and "app-a" not in k for k in keys)
     assert 0 < r.ttl(keys[0]) <= 30
+
+
+def test_redis_down_never_fails_a_request(mock: Any, gateway_factory: Any, tmp_path: Any) -> None:
+    """Redis unreachable (a closed port): the answer still goes out, its report is served from the
+    process that holds it, and an id it does not hold is a 503 rather than a false 404."""
+    import socket
+
+    with socket.socket() as s:             # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    g = gateway_factory(_config(mock, verification={"redis_url": f"redis://127.0.0.1:{port}/0",
+                                                    "review_db": str(tmp_path / "r.sqlite3")}))
+    client = openai.OpenAI(base_url=g.base_url, api_key=KEY_A, max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o-mini",
+                                                          messages=[{"role": "user", "content": WRONG}])
+    assert raw.parse().choices[0].message.content
+    got = _get(g, raw.headers["x-request-id"], KEY_A)
+    assert got.status_code == 200 and got.json()["veracity"]["status"] in ("failed", "corrected")
+    missing = _get(g, "req-held-elsewhere", KEY_A)
+    assert missing.status_code == 503 and missing.json()["error"]["code"] == "report_store_unavailable"
+    assert "report_store_error" in g.log()
