@@ -280,3 +280,23 @@ def test_redis_down_never_fails_a_request(mock: Any, gateway_factory: Any, tmp_p
     missing = _get(g, "req-held-elsewhere", KEY_A)
     assert missing.status_code == 503 and missing.json()["error"]["code"] == "report_store_unavailable"
     assert "report_store_error" in g.log()
+
+
+def _readme_python_after(marker: str) -> str:
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```python\n", readme.index(marker)) + len("```python\n")
+    return readme[start:readme.index("```", start)]
+
+
+def test_readme_snippets_run_as_written(gw: Any) -> None:
+    """The README's LangChain and openai ``.stream()`` lines, run as written (only the gateway's
+    address and the key filled in) against the real gateway."""
+    pytest.importorskip("langchain_openai")
+    for marker in ("LangChain (`langchain-openai`;", "openai-python's `.stream()` helper"):
+        code = _readme_python_after(marker).replace("http://localhost:8080", gw.url)
+        scope: dict[str, Any] = {"KEY": KEY_A}
+        exec(compile(code, f"README {marker}", "exec"), scope)          # noqa: S102 - our own README
+        assert scope["report"]["status"] in ("failed", "corrected"), scope["report"]
+        assert any(c["verifier"] == "arithmetic" for c in scope["report"]["checks"])
