@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Match
 
-from proxy import azure, cors, metrics, pipeline, review, review_page, sentinel
+from proxy import azure, cors, metrics, pipeline, reports, review, review_page, sentinel
 from proxy.auth import Authenticator, Principal, client_authorization, client_authorization_bytes
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
@@ -64,6 +64,7 @@ VERIFY_ROUTE = "/v1/veracity/verify"
 REVIEWS_ROUTE = "/v1/veracity/reviews"
 REVIEW_ROUTE = "/v1/veracity/reviews/{review_id}"
 REVIEW_PAGE_ROUTE = "/veracity/review"
+REPORT_ROUTE = reports.REPORT_ROUTE
 #: the ``route`` label of every pass-through request (never the raw path: bounded cardinality)
 PASSTHROUGH_ROUTE = "/v1/*"
 #: the ``route`` label of a request no route serves (404 ``unknown_url``, 405)
@@ -101,6 +102,8 @@ class GatewayState:
         self.upstreams: Upstreams | None = None
         self.pid = os.getpid()
         self.sweeper = _WatchSweeper()
+        #: reports kept for GET /v1/veracity/reports/{id} (``reports.enabled``)
+        self.reports_on = cfg.reports.enabled
 
 
 class _RequestIds:
@@ -404,6 +407,7 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: s
             status, streaming, vstatus = 200, True, result.report.status
             sheaders = {**result.headers, "x-request-id": rid, "x-veracity-status": result.report.status,
                         "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}",
+                        **reports.report_headers(rid, result.report, state.reports_on),
                         "cache-control": "no-cache", "x-accel-buffering": "no"}
             events = _finish_stream(state, result.events, timing=timing, rid=rid, principal=principal,
                                     model=model_label, upstream=upstream_name, report=result.report,
@@ -418,7 +422,8 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: s
             fields["choices"] = result.response.get("choices")
         payload = dumps(result.response)
         out_headers = {**result.headers, "x-request-id": rid, "x-veracity-status": result.report.status,
-                       "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}"}
+                       "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}",
+                       **reports.report_headers(rid, result.report, state.reports_on)}
         return _Reply(payload, status, out_headers)
     except GatewayError as exc:
         status = exc.status
@@ -471,6 +476,10 @@ async def _finish_stream(state: GatewayState, events: AsyncIterator[bytes], *, t
             await events.aclose()  # type: ignore[attr-defined]
         except Exception:  # noqa: BLE001
             pass
+        if report.status == "pending":  # the stream ended before its verification did
+            reports.publish_soon(state.cfg, principal, rid, model, int(time.time() - timing.elapsed()),
+                                 {"status": "error", "reason": "the stream ended before its verification "
+                                  "finished (the client disconnected or the stream failed)"})
         client_s = fields.pop("_client_s", 0.0)
         fields["overhead_s"] = max(overhead, timing.elapsed() - timing.upstream_s - client_s)
         _finish(state, route=CHAT_ROUTE, model=model, status=200, timing=timing, rid=rid, principal=principal,
@@ -763,6 +772,38 @@ async def resolve_review(request: Request) -> Response:
     return await _review_call(rec, work)
 
 
+# ------------------------------------------------------------------ reports (proxy/reports.py)
+
+
+async def get_report(request: Request) -> Response:
+    """``GET /v1/veracity/reports/{request_id}``: the stored report of a chat completion (see
+    :mod:`proxy.reports`): 200 final, 202 (``Retry-After: 1``) not final yet, 404
+    ``report_not_found`` (unknown, expired, or another key's), 401 without a valid key, 503
+    ``report_store_unavailable``. The key that made the request, or an admin key."""
+    state: GatewayState = request.app.state.gw
+    rec = _record(request, REPORT_ROUTE)
+    request_id = request.path_params["request_id"]
+    try:
+        principal = rec.principal = state.auth.authenticate(_credential(request.headers))
+        try:
+            hit = await reports.lookup(state.cfg, principal, request_id) if _RID_RE.match(request_id) else None
+        except Exception as exc:  # noqa: BLE001 - Redis unreachable and the record not in this process
+            log.error("report_store_error", request_id=rec.rid, error=type(exc).__name__, message=str(exc)[:300])
+            raise GatewayError(503, "The report store is unavailable; see the gateway's logs.", type="server_error",
+                               code="report_store_unavailable") from None
+        if hit is None:
+            raise GatewayError(404, f"No report with request id {request_id[:128]!r} for this key (reports are "
+                               "kept for reports.ttl_s seconds).", code="report_not_found")
+    except GatewayError as exc:
+        rec.fields["error_code"] = exc.code
+        return _error_response(exc, rec.rid)
+    body, pending = hit
+    headers = {"x-request-id": rec.rid}
+    if pending:
+        headers["retry-after"] = "1"
+    return Response(body, 202 if pending else 200, headers=headers, media_type=_JSON)
+
+
 def _page(handler: Any) -> Any:
     """A :mod:`proxy.review_page` handler as a Starlette endpoint (route label :data:`REVIEW_PAGE_ROUTE`)."""
     async def endpoint(request: Request) -> Response:
@@ -817,7 +858,7 @@ async def _http_exception(request: Request, exc: StarletteHTTPException) -> Resp
 
 
 _ROUTES_HINT = ("This gateway serves the OpenAI API under /v1 (POST /v1/chat/completions, GET /v1/models, "
-                "POST /v1/veracity/verify, GET/POST /v1/veracity/reviews; other /v1/* paths go to the upstream) and GET /healthz, /readyz, /metrics.")
+                "POST /v1/veracity/verify, GET /v1/veracity/reports/{request_id}, GET/POST /v1/veracity/reviews; other /v1/* paths go to the upstream) and GET /healthz, /readyz, /metrics.")
 
 
 def _allowed_methods(request: Request) -> list[str]:
@@ -909,6 +950,7 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
     app.router.add_route("/readyz", readyz, methods=["GET"])
     app.router.add_route("/metrics", metrics_endpoint, methods=["GET"])
     app.router.add_route(VERIFY_ROUTE, veracity_verify, methods=["POST"])
+    app.router.add_route(REPORT_ROUTE, get_report, methods=["GET"])
     app.router.add_route(REVIEWS_ROUTE, list_reviews, methods=["GET"])
     app.router.add_route(REVIEW_ROUTE, get_review, methods=["GET"])
     app.router.add_route(REVIEW_ROUTE, resolve_review, methods=["POST"])
@@ -1206,6 +1248,7 @@ class LeanLane:
             out["veracity"] = pol[2]  # the report dict: serialised at once, never mutated
             payload = dumps(out)
             status, vstatus = 200, "skipped"
+            await reports.publish(state.cfg, principal, rid, model, int(time.time() - timing.elapsed()), pol[2])
             overhead = f"{timing.overhead() * 1000:.3f}"
         except UpstreamError as exc:
             status = exc.status
@@ -1234,8 +1277,10 @@ class LeanLane:
         # x-veracity-overhead-ms} (relayed names are lower-case already), without the dict
         raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in relayed.items()]
         raw += ((b"x-request-id", rid.encode("latin-1")), (b"x-veracity-status", b"skipped"),
-                (b"x-veracity-overhead-ms", overhead.encode()), (b"content-length", str(len(payload)).encode()),
-                (b"content-type", b"application/json"))
+                (b"x-veracity-overhead-ms", overhead.encode()),
+                *((k.encode("latin-1"), v.encode("latin-1"))
+                  for k, v in reports.report_headers(rid, pol[2], state.reports_on).items()),
+                (b"content-length", str(len(payload)).encode()), (b"content-type", b"application/json"))
         await send({"type": "http.response.start", "status": 200, "headers": raw})
         await send({"type": "http.response.body", "body": payload})
 

@@ -217,7 +217,8 @@ DEFAULT_CORS_ALLOW_HEADERS = (
 #: Response headers a browser script may read by default (``cors.expose_headers``; beyond the
 #: CORS-safelisted ones: cache-control, content-language, content-length, content-type,
 #: expires, last-modified, pragma). Veracity's own (``x-request-id``, which the JS SDK returns
-#: as ``_request_id``; ``x-veracity-status``, ``x-veracity-risk``, ``x-veracity-overhead-ms``;
+#: as ``_request_id``; ``x-veracity-status``, ``x-veracity-risk``, ``x-veracity-overhead-ms``,
+#: ``x-veracity-summary``, ``x-veracity-report-url`` (:mod:`proxy.reports`);
 #: ``x-upstream-request-id``) and the relayed upstream headers a client acts on: ``retry-after``
 #: / ``retry-after-ms`` (the JS SDK's retry delay), OpenAI's ``x-ratelimit-*`` names and
 #: ``openai-processing-ms`` / ``openai-version`` (names from the OpenAI API reference,
@@ -225,6 +226,7 @@ DEFAULT_CORS_ALLOW_HEADERS = (
 #: patterns (Fetch standard), hence the explicit list.
 DEFAULT_CORS_EXPOSE_HEADERS = (
     "x-request-id", "x-veracity-status", "x-veracity-risk", "x-veracity-overhead-ms", "x-upstream-request-id",
+    "x-veracity-summary", "x-veracity-report-url",
     "retry-after", "retry-after-ms",
     "x-ratelimit-limit-requests", "x-ratelimit-limit-tokens", "x-ratelimit-remaining-requests",
     "x-ratelimit-remaining-tokens", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens",
@@ -398,6 +400,18 @@ class VerificationSettings(_Strict):
         return v
 
 
+class ReportsSettings(_Strict):
+    """The ``reports:`` section: the report store behind ``GET /v1/veracity/reports/{request_id}``
+    (:mod:`proxy.reports`). ``enabled``: keep reports (off: the route answers 404 and responses
+    carry no ``x-veracity-report-url``). ``ttl_s``: seconds a report is kept (in this process and,
+    with ``verification.redis_url``, in Redis for every replica). ``max_in_memory``: reports kept
+    in this process (least recently written dropped first; a few KB each)."""
+
+    enabled: bool = True
+    ttl_s: float = Field(3600.0, gt=0)
+    max_in_memory: int = Field(10_000, ge=0)
+
+
 class GatewayConfig(BaseModel):
     """The whole file. Every section is validated here, so a wrong or unknown field (at any
     level, e.g. ``upstream:`` for ``upstreams:``) is a :class:`ConfigError` at load time."""
@@ -412,13 +426,14 @@ class GatewayConfig(BaseModel):
     cors: CORSConfig | None = None
     policies: PoliciesSettings = Field(default_factory=PoliciesSettings)
     verification: VerificationSettings = Field(default_factory=VerificationSettings)
+    reports: ReportsSettings = Field(default_factory=ReportsSettings)
     #: how the config came to be: "file", "env" (OPENAI_API_KEY), "demo"
     mode: Literal["file", "env", "demo"] = "file"
     source: str | None = None
     #: 1-based line of every field path in the source file (set by :func:`parse_config`)
     _lines: dict[tuple, int] = PrivateAttr(default_factory=dict)
 
-    @field_validator("policies", "verification", mode="before")
+    @field_validator("policies", "verification", "reports", mode="before")
     @classmethod
     def _empty_sections(cls, v: Any) -> Any:
         return _none_is_empty(v)

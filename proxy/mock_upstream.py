@@ -81,6 +81,7 @@ except ImportError:  # pragma: no cover
     _loads = json.loads
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from proxy.mock_structured import structured_reply
 from proxy.sse import DONE, encode_chunk, to_chunks
 from proxy.upstream import has_long_digit_run
 
@@ -340,6 +341,11 @@ class Script(_Strict):
     * ``models``: ids listed by ``GET /v1/models``.
     * ``record_requests``: keep requests for ``GET /_mock/requests`` (``max_recorded``, oldest
       dropped first); benchmarks turn it off.
+    * ``structured_output``: when no rule matches a chat request that asks for structure
+      (``response_format`` ``json_schema`` / ``json_object``, a ``tool_choice`` forcing a
+      function or ``required``), answer with JSON valid for its schema, or a call of the forced
+      tool with valid arguments, instead of the echo (:mod:`proxy.mock_structured`); the demo
+      script turns it on.
     """
 
     rules: list[Rule] = Field(default_factory=list)
@@ -347,6 +353,7 @@ class Script(_Strict):
     models: list[str] = Field(default_factory=lambda: ["mock-model", "gpt-4o-mini", "gpt-4o"])
     record_requests: bool = True
     max_recorded: int = Field(default=10_000, ge=0)
+    structured_output: bool = False
 
 
 class ScriptError(ValueError):
@@ -592,6 +599,12 @@ class MockApp:
         if record is not None:
             record["rule"] = rule
             record["reply"] = k
+        if reply is None and self.script.structured_output and path == "/v1/chat/completions":
+            fields = structured_reply(body)
+            if fields is not None:
+                reply = Reply.model_validate(fields)
+                if record is not None:
+                    record["rule"] = "structured_output"
         reply = reply or _ECHO
         stream = bool(body.get("stream"))
         watch: asyncio.Future | None = None

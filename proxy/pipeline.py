@@ -58,7 +58,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy import choices, metrics, review, runtime, sentinel
+from proxy import choices, metrics, reports, review, runtime, sentinel
 from proxy import verification_metrics as vmetrics
 from proxy.audit import make_record
 from proxy.auth import Principal
@@ -148,10 +148,10 @@ async def chat_completion(ctx: RequestContext, body: dict[str, Any]) -> Pipeline
         draft = await ctx.upstream.complete(plan.body)
         report = checks_off_report(plan.policy)
         ctx.log["veracity_checks"] = 0
-        return _respond(ctx, plan, draft, report)
+        return await _published(ctx, _respond(ctx, plan, draft, report))
     if plan.policy.on_failure == "observe":
         draft = await ctx.upstream.complete(plan.body)
-        report = _observe_in_background(ctx, plan, draft)
+        report = await _observe_in_background(ctx, plan, draft)
         return _respond(ctx, plan, draft, report)
     request, plan.sentinel_on = _inject_sentinel(plan, plan.body)
     draft = await ctx.upstream.complete(request)
@@ -159,7 +159,7 @@ async def chat_completion(ctx: RequestContext, body: dict[str, Any]) -> Pipeline
     completion, report = await _verify_and_correct(ctx, plan, request, draft)
     completion, _ = _block(plan, completion, report)  # before the audit record, which says what was withheld
     await _finish(ctx, plan, completion, report, checks_seen=True)
-    return _respond(ctx, plan, completion, report)
+    return await _published(ctx, _respond(ctx, plan, completion, report))
 
 
 async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> StreamResult:
@@ -181,7 +181,7 @@ async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> S
         report.status, report.reason = "skipped", "observe: verified in the background"
         report.extra["policy"] = plan.policy.name
         report.extra["states"] = walked_states(report)
-        events = _observe_stream(ctx, plan, stream)
+        events = _observe_stream(ctx, plan, stream, report)
     elif mode == "passthrough" and plan.sentinel_on:
         events = _sentinel_stream(ctx, plan, request, stream, report)
     elif mode == "passthrough":
@@ -189,6 +189,7 @@ async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> S
     else:
         events = _buffer_stream(ctx, plan, request, stream, report)
     ctx.log["veracity_mode"] = mode
+    await _publish(ctx, _PENDING_STREAM if mode != "observe" else _PENDING_OBSERVE, pending=True)
     return StreamResult(events=events, report=report, headers={**stream.headers, **_risk_header(None)})
 
 
@@ -703,6 +704,32 @@ def _skipped(plan: _Plan, text: str) -> Report | None:
     return None
 
 
+#: the stored record of a stream whose verification has not ended (GET /v1/veracity/reports/{id}: 202)
+_PENDING_STREAM = {"status": "pending", "reason": "the stream's verification has not finished"}
+_PENDING_OBSERVE = {"status": "pending", "reason": "observe: the answer is being verified in the background"}
+
+
+def _created(ctx: RequestContext) -> int:
+    """Unix time (s) the request arrived: the stored report's ``created``."""
+    return int(time.time() - ctx.timing.elapsed())
+
+
+async def _publish(ctx: RequestContext, report: Report | dict[str, Any], *, pending: bool = False) -> None:
+    """Store the request's report for ``GET /v1/veracity/reports/{request_id}`` (:mod:`proxy.reports`);
+    ``pending``: not final yet (a stream verifying, observe mode's background check)."""
+    await reports.publish(ctx.config, ctx.principal, ctx.request_id, ctx.model, _created(ctx),
+                          report.to_dict() if isinstance(report, Report) else report, pending=pending)
+
+
+async def _published(ctx: RequestContext, result: PipelineResult) -> PipelineResult:
+    """``result`` after storing its report (the dict already in the response; a blocked
+    answer's is in its error body)."""
+    body = result.response
+    stored = body.get("veracity") if result.status_code < 400 else (body.get("error") or {}).get("veracity")
+    await _publish(ctx, stored or result.report)
+    return result
+
+
 async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report,
                   checks_seen: bool = False) -> None:
     """Metrics, daily budget charge, the audit record and the review queue (:mod:`proxy.review`)
@@ -782,13 +809,18 @@ def _respond(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], repor
     return PipelineResult(response=completion, report=report, headers=headers)
 
 
-def _observe_in_background(ctx: RequestContext, plan: _Plan, draft: dict[str, Any]) -> Report:
-    """Observe mode: start verification in the background; return the report for the reply."""
-    if _has_text(draft) and not plan.skip_reason:
-        runtime.get(ctx.config).spawn(_observe_job(ctx, plan, draft))
+async def _observe_in_background(ctx: RequestContext, plan: _Plan, draft: dict[str, Any]) -> Report:
+    """Observe mode: start verification in the background; return the report for the reply.
+    The report store gets a pending record first, then the job's final report
+    (:func:`_observe_job`); without a job (nothing to verify, shed) the reply's report."""
     report = Report(status="skipped", reason="observe: verified in the background for metrics and audit")
     report.extra["policy"] = plan.policy.name
     report.extra["states"] = walked_states(report)
+    if _has_text(draft) and not plan.skip_reason:
+        await _publish(ctx, _PENDING_OBSERVE, pending=True)  # written before the job can write its own
+        if runtime.get(ctx.config).spawn(_observe_job(ctx, plan, draft)) is not None:
+            return report
+    await _publish(ctx, report)
     return report
 
 
@@ -818,12 +850,20 @@ async def _verify_only(plan: _Plan, completion: dict[str, Any]) -> Report:
 
 
 async def _observe_job(ctx: RequestContext, plan: _Plan, completion: dict[str, Any]) -> None:
+    """Observe mode's background verification: metrics, audit, review queue, and the final
+    report in the report store (an ``error`` report when verification itself broke)."""
     try:
         report = await _verify_only(plan, completion)
         report.extra["policy"] = plan.policy.name
         report.extra["observe"] = True
         await _finish(ctx, plan, completion, report)
-    except Exception:  # noqa: BLE001 - background work must never surface
+    except Exception as exc:  # noqa: BLE001 - background work must never surface
+        report = Report(status="error", reason=f"observe: background verification failed ({type(exc).__name__})")
+        report.extra["policy"] = plan.policy.name
+        report.extra["observe"] = True
+    try:
+        await _publish(ctx, report)
+    except Exception:  # noqa: BLE001
         pass
 
 
@@ -879,11 +919,13 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
     async def work() -> list[bytes]:
         draft, err = await _held_draft(plan, stream, report)
         if err is not None:
+            await _publish(ctx, report)
             return [err]
         completion, final = await _verify_and_correct(ctx, plan, request, draft)
         completion, blocked = _block(plan, completion, final)
         await _finish(ctx, plan, completion, final, checks_seen=True)
         _update(report, final)
+        await _publish(ctx, report)  # before the client can see the end of the stream
         if blocked:
             vmetrics.observe_blocked(ctx.model, ctx.team)
             return [b"data: " + json.dumps(_blocked_body(final), default=str).encode() + b"\n\n"]
@@ -969,6 +1011,7 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
             yield blob
     if not done:
         report.status, report.reason = "error", "upstream stream failed"
+        await _publish(ctx, report)
         for frame in held + ([usage_frame] if usage_frame else []):
             yield frame
         return
@@ -977,6 +1020,7 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
     final = await _passthrough_report(plan, completion, started=started)
     await _finish(ctx, plan, completion, final)
     _update(report, final)
+    await _publish(ctx, report)  # before the report frame and [DONE] go out
     if usage_frame is not None:
         for frame in held:
             yield frame
@@ -1048,6 +1092,7 @@ async def _sentinel_stream(ctx: RequestContext, plan: _Plan, request: dict[str, 
     async def work() -> list[bytes]:
         draft, err = await _held_draft(plan, stream, report)
         if err is not None:
+            await _publish(ctx, report)
             return [err]
         settled = await sentinel.settle(request, draft, turn, mode=plan.policy.sentinel.mode,
                                         max_rounds=plan.policy.sentinel.max_rounds, budget=plan.budget)
@@ -1058,6 +1103,7 @@ async def _sentinel_stream(ctx: RequestContext, plan: _Plan, request: dict[str, 
         final = await _passthrough_report(plan, completion, started=True)
         await _finish(ctx, plan, completion, final)
         _update(report, final)
+        await _publish(ctx, report)
         return _answer_frames(ctx, plan, completion, final)
 
     stats: dict[str, Any] = {}
@@ -1075,19 +1121,28 @@ async def _sentinel_stream(ctx: RequestContext, plan: _Plan, request: dict[str, 
             await live["stream"].aclose()
 
 
-async def _observe_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream) -> AsyncIterator[bytes]:
-    """Observe mode: relay exactly as pass-through; verify in the background afterwards."""
+async def _observe_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStream,
+                          report: Report) -> AsyncIterator[bytes]:
+    """Observe mode: relay exactly as pass-through; verify in the background afterwards. The
+    stored report becomes the background job's, else (nothing to verify, the stream cut, the
+    job shed) ``report`` (``skipped``)."""
     parts: list[bytes] = []
-    async for blob in relay(ctx, stream):
-        parts.append(blob)
-        yield blob
-    if plan.skip_reason:
-        return
-    parsed = parse_stream(b"".join(parts))
-    if parsed.done and parsed.chunks:
-        completion = assemble(parsed.chunks, done=True, strict=False)
-        if _has_text(completion):
-            runtime.get(ctx.config).spawn(_observe_job(ctx, plan, completion))
+    later = False
+    try:
+        async for blob in relay(ctx, stream):
+            parts.append(blob)
+            yield blob
+        if plan.skip_reason:
+            return
+        parsed = parse_stream(b"".join(parts))
+        if parsed.done and parsed.chunks:
+            completion = assemble(parsed.chunks, done=True, strict=False)
+            if _has_text(completion):
+                later = runtime.get(ctx.config).spawn(_observe_job(ctx, plan, completion)) is not None
+    finally:
+        if not later:
+            reports.publish_soon(ctx.config, ctx.principal, ctx.request_id, ctx.model, _created(ctx),
+                                 report.to_dict())
 
 
 async def relay(ctx: RequestContext, stream: UpstreamStream) -> AsyncIterator[bytes]:

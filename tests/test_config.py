@@ -130,7 +130,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("text,expected", [
     ("upstream:\n  - name: a\n    base_url: http://x/v1\n",
      "<config>:1: upstream: Extra inputs are not permitted (unknown field; did you mean 'upstreams'?; known: "
-     "upstreams, keys, limits, logging, cors, policies, verification)"),
+     "upstreams, keys, limits, logging, cors, policies, verification, reports)"),
     (UP + "foo: 1\n", "<config>:4: foo: Extra inputs are not permitted (unknown field; known: upstreams,"),
     (UP + "mode: demo\n", "<config>:4: mode: Extra inputs are not permitted"),  # set by Veracity, not a file
     (UP + "verification: {audit: 5, redis_url: 'nope://', bogus: 1}\n",

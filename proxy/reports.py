@@ -1,0 +1,298 @@
+"""The report store: every chat completion's final ``veracity`` report, fetchable by request id.
+
+Some clients drop the report on the way (LangChain's ``ChatOpenAI`` keeps no unknown response
+field; openai-python's ``chat.completions.stream()`` helper rebuilds the completion without it),
+and a stream's headers go out before its verification ends. So the gateway keeps each report
+for ``reports.ttl_s`` seconds and serves it at::
+
+    GET /v1/veracity/reports/{request_id}        (request_id: the response's x-request-id)
+
+* Auth: the key that made the request, or an admin key (``keys[].admin``). In pass-through auth
+  the caller's ``Authorization`` value plays the key's part. Stored is a SHA-256 of that
+  identity (:func:`owner_of`), never a key.
+* ``200``: the final report; ``202`` (``Retry-After: 1``): the request is known but its report
+  is not final yet (a stream still verifying, an ``observe`` answer verified in the background);
+  ``404 report_not_found``: unknown id, expired, or another key's (existence is not revealed);
+  ``401``: no valid key; ``503 report_store_unavailable``: Redis unreachable and the report is
+  not in this process.
+* Body (:func:`record_body`)::
+
+    {"object": "veracity.report", "id": "<request id>", "model": "<requested model>",
+     "created": <unix seconds the request arrived>, "status": "complete" | "pending",
+     "veracity": {<the report, as in the response's veracity field>}}
+
+Storage: in this process (an LRU bounded by ``reports.max_in_memory``, entries expire after
+``ttl_s``), and in Redis too when ``verification.redis_url`` (or ``$VERACITY_REDIS_URL``) is set,
+so every replica can answer (keys ``veracity:report:{owner}:{request_id}`` with the record as JSON
+and ``veracity:report-id:{request_id}`` -> owner for admin look-ups, both with ``EX ttl_s``).
+Records are keyed by owner *and* request id: a client choosing another's ``x-request-id`` gets
+its own record, never overwrites the other's. A Redis outage never fails a chat request: the
+write is logged (``report_store_error``) and the report stays fetchable from the serving process.
+
+The summary header (:func:`summary_header`) fits header pass-through (LangChain's
+``include_response_headers=True``): ``x-veracity-summary: status=failed; arithmetic=1 fail,2
+pass; code=1 unknown`` and ``x-veracity-report-url: /v1/veracity/reports/<id>``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from proxy.log import get_logger
+from proxy.upstream import dumps
+
+__all__ = ["REPORT_ROUTE", "ReportStore", "owner_of", "record_body", "summary_header", "report_headers",
+           "store_for", "publish", "publish_soon", "lookup"]
+
+log = get_logger("veracity")
+
+REPORT_ROUTE = "/v1/veracity/reports/{request_id}"
+#: the order outcomes are listed in a verifier's summary entry (worst first)
+OUTCOME_ORDER = ("fail", "error", "unknown", "pass")
+#: most verifiers named in ``x-veracity-summary`` (the rest: ``+N more``): keeps the header short
+MAX_SUMMARY_VERIFIERS = 8
+
+
+def owner_of(principal: Any) -> str:
+    """The stored identity of a caller: SHA-256 (hex) of ``key:<virtual key name>``, or in
+    pass-through auth of ``auth:<Authorization value>`` (``anonymous`` without one). Never the
+    key itself; the name is hashed too, so the store lists no key names."""
+    return _owner(principal.key_name, principal.upstream_auth)
+
+
+@functools.lru_cache(maxsize=4096)
+def _owner(key_name: str | None, upstream_auth: str | None) -> str:
+    if key_name:
+        ident = "key:" + key_name
+    elif upstream_auth:
+        ident = "auth:" + upstream_auth
+    else:
+        ident = "anonymous"
+    return hashlib.sha256(("veracity-report-owner\0" + ident).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def record_body(request_id: str, model: str, created: int, report: dict[str, Any], *, pending: bool) -> bytes:
+    """The JSON body ``GET /v1/veracity/reports/{id}`` answers (see the module doc)."""
+    return dumps({"object": "veracity.report", "id": request_id, "model": model, "created": created,
+                  "status": "pending" if pending else "complete", "veracity": report})
+
+
+def summary_header(report: Any) -> str:
+    """``x-veracity-summary`` of a report (its dict, or a :class:`verifiers._types.Report`): ``status=<report status>`` then, per verifier (in order of first
+    appearance), its check counts per outcome (``fail``, ``error``, ``unknown``, ``pass``; zero
+    counts left out), ``; ``-separated: ``status=failed; arithmetic=1 fail,2 pass; code=1 unknown``.
+    At most :data:`MAX_SUMMARY_VERIFIERS` verifiers, then ``+N more``. ASCII only."""
+    if isinstance(report, dict):
+        status, checks = report.get("status", "unknown"), report.get("checks") or ()
+        pairs = [(c.get("verifier"), c.get("outcome")) for c in checks if isinstance(c, dict)]
+    else:  # a verifiers._types.Report
+        status, pairs = report.status, [(c.verifier, c.outcome) for c in report.checks]
+    parts = [f"status={status}"]
+    counts: dict[str, dict[str, int]] = {}
+    for verifier, outcome in pairs:
+        by = counts.setdefault(str(verifier or "unknown"), {})
+        by[str(outcome or "unknown")] = by.get(str(outcome or "unknown"), 0) + 1
+    for i, (verifier, by) in enumerate(counts.items()):
+        if i == MAX_SUMMARY_VERIFIERS:
+            parts.append(f"+{len(counts) - i} more")
+            break
+        listed = [f"{by[o]} {o}" for o in OUTCOME_ORDER if by.get(o)]
+        listed += [f"{n} {o}" for o, n in by.items() if o not in OUTCOME_ORDER]
+        parts.append(f"{verifier}={','.join(listed)}")
+    return "; ".join(parts).encode("ascii", "replace").decode("ascii")
+
+
+def report_url(request_id: str) -> str:
+    """``/v1/veracity/reports/<id>`` (request ids are URL-safe tokens: ``proxy.app._RID_RE``)."""
+    return "/v1/veracity/reports/" + request_id
+
+
+def report_headers(request_id: str, report: Any, enabled: bool = True) -> dict[str, str]:
+    """The two response headers: ``x-veracity-summary`` and (when the store is on)
+    ``x-veracity-report-url``."""
+    out = {"x-veracity-summary": summary_header(report)}
+    if enabled:
+        out["x-veracity-report-url"] = report_url(request_id)
+    return out
+
+
+class ReportStore:
+    """In-process records (+ Redis when ``redis_url``): see the module doc. ``ttl_s``: seconds a
+    record is kept; ``max_in_memory``: records kept in this process (least recently written
+    dropped first)."""
+
+    def __init__(self, ttl_s: float = 3600.0, max_in_memory: int = 10_000, redis_url: str | None = None,
+                 prefix: str = "veracity:report") -> None:
+        self.ttl_s = float(ttl_s)
+        self.max_in_memory = max_in_memory
+        self.prefix = prefix
+        #: (owner, request id) -> (monotonic expiry, record body, pending?)
+        self._mem: OrderedDict[tuple[str, str], tuple[float, bytes, bool]] = OrderedDict()
+        #: request id -> owner of its latest record (admin look-ups)
+        self._latest: dict[str, str] = {}
+        self._redis: Any = None
+        if redis_url:
+            import redis.asyncio as aioredis  # redis-py's asyncio client (as proxy.budget.RedisStore)
+
+            # short timeouts: a slow Redis delays answers by at most ~1 s, then the write is skipped
+            self._redis = aioredis.from_url(redis_url, socket_timeout=1.0, socket_connect_timeout=1.0)
+
+    @property
+    def shared(self) -> bool:
+        return self._redis is not None
+
+    def put_local(self, owner: str, request_id: str, body: bytes, pending: bool) -> None:
+        """Keep a record in this process (replacing the same owner's record for the id)."""
+        key = (owner, request_id)
+        mem = self._mem
+        mem[key] = (time.monotonic() + self.ttl_s, body, pending)
+        mem.move_to_end(key)
+        self._latest[request_id] = owner
+        while len(mem) > self.max_in_memory:
+            (old_owner, old_id), _ = mem.popitem(last=False)
+            if self._latest.get(old_id) == old_owner:
+                del self._latest[old_id]
+
+    async def put_shared(self, owner: str, request_id: str, body: bytes, pending: bool) -> None:
+        """Write a record to Redis (raises what redis-py raises)."""
+        if self._redis is None:
+            return
+        ttl = max(1, int(round(self.ttl_s)))
+        value = (b"p" if pending else b"c") + body
+        async with self._redis.pipeline(transaction=True) as pipe:
+            pipe.set(f"{self.prefix}:{owner}:{request_id}", value, ex=ttl)
+            pipe.set(f"{self.prefix}-id:{request_id}", owner, ex=ttl)
+            await pipe.execute()
+
+    def get_local(self, owner: str | None, request_id: str) -> tuple[bytes, bool] | None:
+        if owner is None:
+            owner = self._latest.get(request_id)
+            if owner is None:
+                return None
+        hit = self._mem.get((owner, request_id))
+        if hit is None:
+            return None
+        if hit[0] < time.monotonic():
+            del self._mem[(owner, request_id)]
+            return None
+        return hit[1], hit[2]
+
+    async def get_shared(self, owner: str | None, request_id: str) -> tuple[bytes, bool] | None:
+        if self._redis is None:
+            return None
+        if owner is None:
+            raw_owner = await self._redis.get(f"{self.prefix}-id:{request_id}")
+            if raw_owner is None:
+                return None
+            owner = raw_owner.decode() if isinstance(raw_owner, bytes) else str(raw_owner)
+        raw = await self._redis.get(f"{self.prefix}:{owner}:{request_id}")
+        if raw is None:
+            return None
+        return bytes(raw[1:]), raw[:1] == b"p"
+
+    async def get(self, owner: str, request_id: str, *, admin: bool = False) -> tuple[bytes, bool] | None:
+        """``(record body, pending?)`` of the caller's record for ``request_id`` (an admin: else
+        the latest record of any owner), or None. This process first, then Redis."""
+        hit = self.get_local(owner, request_id)
+        if hit is None and admin:
+            hit = self.get_local(None, request_id)
+        if hit is not None:
+            return hit
+        hit = await self.get_shared(owner, request_id)
+        if hit is None and admin:
+            hit = await self.get_shared(None, request_id)
+        return hit
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()
+
+
+_STORES: dict[int, tuple[Any, ReportStore | None]] = {}
+_LOCK = threading.Lock()
+
+
+def store_for(cfg: Any) -> ReportStore | None:
+    """The report store of gateway config ``cfg`` (None when ``reports.enabled`` is false),
+    made on first use and kept."""
+    entry = _STORES.get(id(cfg))
+    if entry is not None and entry[0] is cfg:
+        return entry[1]
+    with _LOCK:
+        entry = _STORES.get(id(cfg))
+        if entry is None or entry[0] is not cfg:
+            settings = getattr(cfg, "reports", None)
+            store = None
+            if settings is None or settings.enabled:
+                ver = getattr(cfg, "verification", None)
+                url = getattr(ver, "redis_url", None) or os.environ.get("VERACITY_REDIS_URL") or None
+                store = ReportStore(ttl_s=getattr(settings, "ttl_s", 3600.0),
+                                    max_in_memory=getattr(settings, "max_in_memory", 10_000), redis_url=url)
+            entry = (cfg, store)
+            _STORES[id(cfg)] = entry
+    return entry[1]
+
+
+async def publish(cfg: Any, principal: Any, request_id: str, model: str, created: int,
+                  report: dict[str, Any], *, pending: bool = False) -> None:
+    """Store a request's report (``pending``: not final yet). In this process at once, then in
+    Redis (awaited, so another replica finds it as soon as the client has the response); a
+    Redis failure is logged, never raised."""
+    store = store_for(cfg)
+    if store is None:
+        return
+    owner = owner_of(principal)
+    body = record_body(request_id, model, created, report, pending=pending)
+    store.put_local(owner, request_id, body, pending)
+    if store.shared:
+        try:
+            await store.put_shared(owner, request_id, body, pending)
+        except Exception as exc:  # noqa: BLE001 - a store outage must not fail the request
+            log.warning("report_store_error", request_id=request_id, error=type(exc).__name__,
+                        message=str(exc)[:300])
+
+
+def publish_soon(cfg: Any, principal: Any, request_id: str, model: str, created: int,
+                 report: dict[str, Any], *, pending: bool = False) -> None:
+    """:func:`publish` from code that cannot await (a generator being closed): in this process
+    now, the Redis write as a background task."""
+    import asyncio
+
+    store = store_for(cfg)
+    if store is None:
+        return
+    owner = owner_of(principal)
+    body = record_body(request_id, model, created, report, pending=pending)
+    store.put_local(owner, request_id, body, pending)
+    if store.shared:
+        async def write() -> None:
+            try:
+                await store.put_shared(owner, request_id, body, pending)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("report_store_error", request_id=request_id, error=type(exc).__name__,
+                            message=str(exc)[:300])
+        try:
+            task = asyncio.get_running_loop().create_task(write())
+            _PENDING_WRITES.add(task)
+            task.add_done_callback(_PENDING_WRITES.discard)
+        except RuntimeError:  # no running loop: this process keeps it
+            pass
+
+
+_PENDING_WRITES: set[Any] = set()
+
+
+async def lookup(cfg: Any, principal: Any, request_id: str) -> tuple[bytes, bool] | None:
+    """``(record body, pending?)`` for the caller (see :meth:`ReportStore.get`), or None (also
+    when the store is off). Raises what redis-py raises when Redis is unreachable and this
+    process does not have the record."""
+    store = store_for(cfg)
+    if store is None:
+        return None
+    return await store.get(owner_of(principal), request_id, admin=bool(getattr(principal, "admin", False)))

@@ -1,0 +1,302 @@
+"""``GET /v1/veracity/reports/{request_id}`` and the summary headers (proxy/reports.py): the
+store's rules in-process, then the real gateway driven by the real clients that lose the report
+on the way (openai-python's ``chat.completions.stream()`` helper, LangChain's ``ChatOpenAI``),
+then Redis shared by two gateway processes (``redis`` marker)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from proxy import reports
+from proxy.auth import Principal
+from proxy.config import hash_key
+from proxy.mock_upstream import MockUpstream
+
+KEY_A = "vk-reports-a-" + uuid.uuid4().hex
+KEY_B = "vk-reports-b-" + uuid.uuid4().hex
+ADMIN = "vk-reports-admin-" + uuid.uuid4().hex
+WRONG = "What is 1234 * 5678?"        # demo script: a wrong product first (7,006,552)
+
+SCRIPT = {
+    "models": ["gpt-4o-mini"],
+    "rules": [
+        {"match": {"last_user": "slow stream"},
+         "reply": {"content": "12 × 12 = 144. " * 6, "stream": {"chunk_size": 8, "delay_ms": 150}}},
+        {"match": {"last_user": r"1234 \* 5678"}, "reply": {"content": "1234 × 5678 = 7,006,552."}},
+    ],
+}
+
+
+def _principal(name: str | None, auth: str | None = None, admin: bool = False) -> Principal:
+    return Principal(key_name=name, team="t", policy="default", allow_policy_header=False, upstream_auth=auth,
+                     admin=admin)
+
+
+# ------------------------------------------------------------------------------ unit: the store
+
+
+def test_summary_header_counts_per_verifier_and_outcome() -> None:
+    report = {"status": "failed", "checks": [
+        {"verifier": "arithmetic", "outcome": "pass"}, {"verifier": "arithmetic", "outcome": "fail"},
+        {"verifier": "code", "outcome": "unknown"}, {"verifier": "arithmetic", "outcome": "pass"}]}
+    assert reports.summary_header(report) == "status=failed; arithmetic=1 fail,2 pass; code=1 unknown"
+    assert reports.summary_header({"status": "pending"}) == "status=pending"
+    many = {"status": "passed", "checks": [{"verifier": f"v{i}", "outcome": "pass"} for i in range(11)]}
+    assert reports.summary_header(many).endswith("; v7=1 pass; +3 more")
+
+
+async def test_store_keys_records_by_owner_so_a_chosen_request_id_cannot_take_anothers() -> None:
+    store = reports.ReportStore(ttl_s=60, max_in_memory=3)
+    a, b = reports.owner_of(_principal("a")), reports.owner_of(_principal("b"))
+    assert a != b and "a" not in (a, b)
+    store.put_local(a, "req-1", b"A", False)
+    store.put_local(b, "req-1", b"B", True)          # another key sends x-request-id: req-1
+    assert await store.get(a, "req-1") == (b"A", False)
+    assert await store.get(b, "req-1") == (b"B", True)
+    assert await store.get(reports.owner_of(_principal("c")), "req-1") is None
+    assert await store.get(reports.owner_of(_principal("c", admin=True)), "req-1", admin=True) == (b"B", True)
+    # pass-through callers are told apart by their Authorization value; its hash only is kept
+    pt = reports.owner_of(_principal(None, "Bearer sk-one"))
+    assert pt != reports.owner_of(_principal(None, "Bearer sk-two")) and "sk-one" not in pt
+
+
+async def test_store_bounds_memory_and_expires() -> None:
+    store = reports.ReportStore(ttl_s=0.2, max_in_memory=2)
+    for i in range(3):
+        store.put_local("o", f"r{i}", b"x", False)
+    assert await store.get("o", "r0") is None and await store.get("o", "r2") == (b"x", False)
+    assert "r0" not in store._latest
+    await asyncio.sleep(0.3)
+    assert await store.get("o", "r2") is None
+
+
+# ------------------------------------------------------------------------- the real gateway
+
+
+@pytest.fixture(scope="module")
+def mock() -> Any:
+    with MockUpstream(SCRIPT) as m:
+        yield m
+
+
+def _config(mock: Any, tmp: Any = None, **extra: Any) -> dict[str, Any]:
+    return {"upstreams": [{"name": "m", "models": ["*"], "base_url": mock.base_url}],
+            "keys": [{"hash": hash_key(KEY_A), "name": "app-a", "policy": "default"},
+                     {"hash": hash_key(KEY_B), "name": "app-b", "policy": "default"},
+                     {"hash": hash_key(KEY_A + "-observe"), "name": "app-observe", "policy": "observe"},
+                     {"hash": hash_key(ADMIN), "name": "ops", "policy": "default", "admin": True}],
+            **extra}
+
+
+@pytest.fixture(scope="module")
+def gw(mock: Any, gateway_factory: Any) -> Any:
+    return gateway_factory(_config(mock))
+
+
+def _get(gw: Any, rid: str, key: str | None) -> httpx.Response:
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    return httpx.get(f"{gw.url}/v1/veracity/reports/{rid}", headers=headers, trust_env=False, timeout=10)
+
+
+def _final(gw: Any, rid: str, key: str, timeout: float = 20.0) -> httpx.Response:
+    deadline = time.monotonic() + timeout
+    while True:
+        r = _get(gw, rid, key)
+        if r.status_code != 202 or time.monotonic() > deadline:
+            return r
+        time.sleep(float(r.headers["retry-after"]) / 10)
+
+
+def test_non_stream_report_headers_and_access(gw: Any) -> None:
+    client = openai.OpenAI(base_url=gw.base_url, api_key=KEY_A, max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": WRONG}], extra_body={"veracity": {"on_failure": "annotate"}})
+    completion = raw.parse()
+    rid = raw.headers["x-request-id"]
+    summary = raw.headers["x-veracity-summary"]
+    assert summary.startswith("status=failed; ") and "arithmetic=1 fail" in summary
+    assert raw.headers["x-veracity-report-url"] == f"/v1/veracity/reports/{rid}"
+    got = _get(gw, rid, KEY_A)
+    assert got.status_code == 200
+    body = got.json()
+    assert body["object"] == "veracity.report" and body["id"] == rid and body["model"] == "gpt-4o-mini"
+    assert body["status"] == "complete" and abs(body["created"] - time.time()) < 60
+    assert body["veracity"] == completion.model_extra["veracity"]     # the very report the response carried
+    assert body["veracity"]["checks"][0]["expected"]                   # the evidence, not only a status
+    # the openai SDK's own low-level call reads it too (the README's line)
+    assert client.get(f"/veracity/reports/{rid}", cast_to=object)["veracity"]["status"] == "failed"
+    # an admin key may read any report; another key, an unknown id and a wrong key may not
+    assert _get(gw, rid, ADMIN).json() == body
+    other, unknown = _get(gw, rid, KEY_B), _get(gw, "req_doesnotexist", KEY_A)
+    assert other.status_code == unknown.status_code == 404
+    assert other.json()["error"]["code"] == unknown.json()["error"]["code"] == "report_not_found"
+    assert other.json()["error"]["type"] == "invalid_request_error"
+    assert _get(gw, rid, None).status_code == 401
+    assert _get(gw, rid, "vk-wrong").status_code == 401
+    log = gw.log()
+    assert KEY_A not in log and "app-a" not in "".join(r.text for r in (got,))
+
+
+def test_openai_stream_helper_gets_the_report(gw: Any) -> None:
+    """``client.chat.completions.stream()``: ``get_final_completion()`` has no ``veracity`` and the
+    helper exposes no response headers; the README's lines choose the request id
+    (``x-request-id``, which the gateway keeps) and fetch the report by it."""
+    client = openai.OpenAI(base_url=gw.base_url, api_key=KEY_A, max_retries=0)
+    request_id = f"req-{uuid.uuid4().hex}"
+    with client.chat.completions.stream(model="gpt-4o-mini", messages=[{"role": "user", "content": WRONG}],
+                                        extra_headers={"x-request-id": request_id}) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_completion()
+    assert "veracity" not in (final.model_extra or {})                  # what issue 13 found
+    report = client.get(f"/veracity/reports/{request_id}", cast_to=object)
+    assert report["status"] == "complete" and report["veracity"]["status"] == "failed"
+    assert any(c["verifier"] == "arithmetic" and c["outcome"] == "fail" for c in report["veracity"]["checks"])
+
+
+def test_stream_report_is_pending_until_the_stream_ends(gw: Any) -> None:
+    with httpx.Client(trust_env=False, timeout=30) as http:
+        with http.stream("POST", gw.base_url + "/chat/completions", headers={"authorization": f"Bearer {KEY_A}"},
+                         json={"model": "gpt-4o-mini", "stream": True,
+                               "messages": [{"role": "user", "content": "slow stream please"}]}) as resp:
+            rid = resp.headers["x-request-id"]
+            assert resp.headers["x-veracity-status"] == "pending"
+            assert resp.headers["x-veracity-report-url"] == f"/v1/veracity/reports/{rid}"
+            lines = resp.iter_lines()
+            next(lines)
+            early = _get(gw, rid, KEY_A)
+            assert early.status_code == 202 and early.headers["retry-after"] == "1"
+            assert early.json()["status"] == "pending" and early.json()["veracity"]["status"] == "pending"
+            assert _get(gw, rid, KEY_B).status_code == 404
+            rest = list(lines)
+    assert [x for x in rest if x][-1] == "data: [DONE]"
+    done = _get(gw, rid, KEY_A)           # stored before the report frame and [DONE] went out
+    assert done.status_code == 200 and done.json()["veracity"]["status"] == "passed"
+
+
+def test_client_leaving_a_stream_ends_its_pending_report(gw: Any) -> None:
+    with httpx.Client(trust_env=False, timeout=30) as http:
+        with http.stream("POST", gw.base_url + "/chat/completions", headers={"authorization": f"Bearer {KEY_A}"},
+                         json={"model": "gpt-4o-mini", "stream": True,
+                               "messages": [{"role": "user", "content": "slow stream, then I leave"}]}) as resp:
+            rid = resp.headers["x-request-id"]
+            next(resp.iter_lines())
+    r = _final(gw, rid, KEY_A, timeout=10)
+    assert r.status_code == 200 and r.json()["veracity"]["status"] == "error"
+    assert "before its verification finished" in r.json()["veracity"]["reason"]
+
+
+def test_observe_mode_report_is_the_background_verification(gw: Any) -> None:
+    client = openai.OpenAI(base_url=gw.base_url, api_key=KEY_A + "-observe", max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": WRONG}])
+    assert raw.parse().model_extra["veracity"]["status"] == "skipped"   # observe answers at once
+    r = _final(gw, raw.headers["x-request-id"], KEY_A + "-observe")
+    assert r.status_code == 200 and r.json()["veracity"]["status"] == "failed"
+    assert r.json()["veracity"].get("observe") is True
+
+
+def test_langchain_chat_openai_gets_the_report(gw: Any) -> None:
+    """LangChain drops ``veracity`` from ``response_metadata``; with ``include_response_headers``
+    the summary and the request id come through, and the report is one GET away."""
+    langchain_openai = pytest.importorskip("langchain_openai")
+    llm = langchain_openai.ChatOpenAI(model="gpt-4o-mini", base_url=gw.base_url, api_key=KEY_A, max_retries=0,
+                                      include_response_headers=True)
+    msg = llm.invoke(WRONG, extra_body={"veracity": {"on_failure": "annotate"}})
+    headers = msg.response_metadata["headers"]
+    assert "veracity" not in msg.response_metadata
+    assert headers["x-veracity-summary"].startswith("status=failed")
+    report = httpx.get(gw.url + headers["x-veracity-report-url"], headers={"authorization": f"Bearer {KEY_A}"},
+                       trust_env=False).json()
+    assert report["veracity"]["status"] == "failed"
+    # stream: the first chunk carries the headers (the summary says pending); fetch after the end
+    chunks = list(llm.stream(WRONG))
+    first = next(c for c in chunks if c.response_metadata.get("headers"))
+    sheaders = first.response_metadata["headers"]
+    assert sheaders["x-veracity-summary"] == "status=pending"
+    report = httpx.get(gw.url + sheaders["x-veracity-report-url"], headers={"authorization": f"Bearer {KEY_A}"},
+                       trust_env=False).json()
+    assert report["status"] == "complete" and report["veracity"]["status"] == "failed"
+
+
+def test_reports_disabled(mock: Any, gateway_factory: Any) -> None:
+    g = gateway_factory(_config(mock, reports={"enabled": False}))
+    client = openai.OpenAI(base_url=g.base_url, api_key=KEY_A, max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o-mini",
+                                                          messages=[{"role": "user", "content": "hello"}])
+    assert "x-veracity-report-url" not in raw.headers and raw.headers["x-veracity-summary"] == "status=skipped"
+    assert _get(g, raw.headers["x-request-id"], KEY_A).status_code == 404
+
+
+@pytest.mark.redis
+def test_report_fetched_from_another_replica_through_redis(mock: Any, gateway_factory: Any, tmp_path: Any) -> None:
+    url = os.environ.get("VERACITY_TEST_REDIS_URL")
+    if not url:
+        pytest.skip("VERACITY_TEST_REDIS_URL not set")
+    cfg = _config(mock, verification={"redis_url": url, "review_db": str(tmp_path / "r.sqlite3")},
+                  reports={"ttl_s": 30})
+    one, two = gateway_factory(cfg), gateway_factory(cfg)
+    client = openai.OpenAI(base_url=one.base_url, api_key=KEY_A, max_retries=0)
+    rid = f"req-{uuid.uuid4().hex}"
+    with client.chat.completions.stream(model="gpt-4o-mini", messages=[{"role": "user", "content": WRONG}],
+                                        extra_headers={"x-request-id": rid}) as s:
+        for _ in s:
+            pass
+    got = _get(two, rid, KEY_A)                       # the other process: only Redis has it
+    assert got.status_code == 200 and got.json()["veracity"]["status"] == "failed"
+    assert _get(two, rid, KEY_B).status_code == 404 and _get(two, rid, ADMIN).status_code == 200
+    import redis
+
+    r = redis.Redis.from_url(url)
+    keys = [k.decode() for k in r.scan_iter(match=f"veracity:report*{rid}")]
+    assert len(keys) == 2 and all(KEY_A not in k and "app-a" not in k for k in keys)
+    assert 0 < r.ttl(keys[0]) <= 30
+
+
+def test_redis_down_never_fails_a_request(mock: Any, gateway_factory: Any, tmp_path: Any) -> None:
+    """Redis unreachable (a closed port): the answer still goes out, its report is served from the
+    process that holds it, and an id it does not hold is a 503 rather than a false 404."""
+    import socket
+
+    with socket.socket() as s:             # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    g = gateway_factory(_config(mock, verification={"redis_url": f"redis://127.0.0.1:{port}/0",
+                                                    "review_db": str(tmp_path / "r.sqlite3")}))
+    client = openai.OpenAI(base_url=g.base_url, api_key=KEY_A, max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(model="gpt-4o-mini",
+                                                          messages=[{"role": "user", "content": WRONG}])
+    assert raw.parse().choices[0].message.content
+    got = _get(g, raw.headers["x-request-id"], KEY_A)
+    assert got.status_code == 200 and got.json()["veracity"]["status"] in ("failed", "corrected")
+    missing = _get(g, "req-held-elsewhere", KEY_A)
+    assert missing.status_code == 503 and missing.json()["error"]["code"] == "report_store_unavailable"
+    assert "report_store_error" in g.log()
+
+
+def _readme_python_after(marker: str) -> str:
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```python\n", readme.index(marker)) + len("```python\n")
+    return readme[start:readme.index("```", start)]
+
+
+def test_readme_snippets_run_as_written(gw: Any) -> None:
+    """The README's LangChain and openai ``.stream()`` lines, run as written (only the gateway's
+    address and the key filled in) against the real gateway."""
+    pytest.importorskip("langchain_openai")
+    for marker in ("LangChain (`langchain-openai`;", "openai-python's `.stream()` helper"):
+        code = _readme_python_after(marker).replace("http://localhost:8080", gw.url)
+        scope: dict[str, Any] = {"KEY": KEY_A}
+        exec(compile(code, f"README {marker}", "exec"), scope)          # noqa: S102 - our own README
+        assert scope["report"]["status"] in ("failed", "corrected"), scope["report"]
+        assert any(c["verifier"] == "arithmetic" for c in scope["report"]["checks"])
