@@ -41,7 +41,6 @@ REPLICAS = 3
 RIGHT_TXT = f"{5000 * 1.06 ** 4:,.2f}"
 WRONG_TXT = "6,200.00"
 EVIDENCE = "Automatic verification found"  # start of proxy.correction.evidence_prompt()
-REPORTS_ROUTE = "/v1/veracity/reports/{request_id}"  # built by issue 13 §1
 
 
 def question(tag: str) -> str:
