@@ -11,6 +11,9 @@ veracity_verification_duration_seconds   histogram  verifier (and ``total`` for 
 veracity_extra_tokens_total              counter    kind (sentinel|correction)
 veracity_risk_score                      histogram  —
 veracity_budget_exhausted_total          counter    —  (plus ``scope`` label: request|key|team)
+veracity_reports_total                   counter    status (passed|unverified|corrected|failed|
+                                                    skipped|error), model, team
+veracity_truncated_verifications_total   counter    verifier (a length limit cut what it read)
 =======================================  =========  ======================================
 
 Defined in the default registry next to ``proxy/metrics.py``'s, so ``GET /metrics`` serves
@@ -49,6 +52,15 @@ EXTRA_TOKENS = Counter("veracity_extra_tokens_total", "Tokens spent on extra ups
 RISK_SCORE = Histogram("veracity_risk_score", "Risk score (0..1) of answers.",
                        buckets=(0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0))
 BUDGET_EXHAUSTED = Counter("veracity_budget_exhausted_total", "Verifications cut short by a budget.", ["scope"])
+REPORTS = Counter("veracity_reports_total",
+                  "Verified answers by report status (passed needs a passing check; unverified: checks "
+                  "attempted, none passed or failed).", ["status", "model", "team"])
+TRUNCATED = Counter("veracity_truncated_verifications_total",
+                    "Verification runs in which a verifier read only part of the answer (a length limit), "
+                    "by verifier.", ["verifier"])
+
+#: ``status`` label values (the report vocabulary, DESIGN.md); anything else counts as ``other``.
+STATUSES = frozenset({"passed", "unverified", "corrected", "failed", "skipped", "error"})
 
 
 def observe_checks(report: Any, *, model: str, team: str) -> None:
@@ -60,6 +72,8 @@ def observe_checks(report: Any, *, model: str, team: str) -> None:
         _child(CHECKS, c.verifier, c.outcome).inc()
         if c.outcome == "fail":
             HALLUCINATIONS.labels(c.verifier, model_label(model), team).inc()
+        elif isinstance(c.evidence, dict) and c.evidence.get("kind") == "truncated":
+            _child(TRUNCATED, c.verifier).inc()
     per_choice = report.extra.get("choices")
     runs = ([e.get("durations_ms") for e in per_choice if isinstance(e, dict)] if isinstance(per_choice, list)
             else [report.extra.get("durations_ms")])  # n > 1: each choice's run, not their sum
@@ -89,8 +103,9 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -
     False because :func:`observe_checks` already saw each run), the risk score, the whole
     verification time (``verifier="total"``; only when something was verified: a ``skipped``
     report without checks -- low risk, checks off, over budget -- adds no duration sample),
-    correction and sentinel outcomes. A multi-choice report (``extra["choices"]``, see
-    :mod:`proxy.choices`) adds one risk sample and one correction outcome per choice."""
+    correction and sentinel outcomes, and the answer's status (``veracity_reports_total``). A
+    multi-choice report (``extra["choices"]``, see :mod:`proxy.choices`) adds one risk sample,
+    one correction outcome and one status per choice."""
     if checks:
         observe_checks(report, model=model, team=team)
     if report.cost.ms and (report.checks or report.status != "skipped"):  # nothing verified: no duration
@@ -100,11 +115,19 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -
         for entry in per_choice:
             if isinstance(entry, dict):
                 _observe_answer(entry.get("risk"), entry.get("status"), entry.get("correction"), entry.get("rounds"))
+                _observe_status(entry.get("status"), model, team)
     else:
         _observe_answer(report.risk, report.status, report.extra.get("correction"), report.rounds)
+        _observe_status(report.status, model, team)
     sent = report.extra.get("sentinel")
     if sent and sent.get("injected"):
         SENTINEL_CALLS.labels(sent.get("result", "not_called")).inc()
+
+
+def _observe_status(status: Any, model: str, team: str) -> None:
+    """One answer's report status in ``veracity_reports_total`` (``other`` for a value outside
+    :data:`STATUSES`, so a bug cannot grow the label set)."""
+    REPORTS.labels(status if status in STATUSES else "other", model_label(model), team).inc()
 
 
 def _observe_answer(risk: Any, status: Any, correction: Any, rounds: Any) -> None:

@@ -35,9 +35,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from verifiers._limits import unread_check
 from verifiers._types import Check
 from verifiers.facts._cache import VerdictCache, cache_key
-from verifiers.facts._claims import Claim, find_claims, model_claims
+from verifiers.facts._claims import ANSWER_CHARS, MODEL_ANSWER_CHARS, Claim, find_claims, model_claims
 from verifiers.facts._compare import MIN_KEYS, judge_passage
 from verifiers.facts._credibility import agreement, recency_factor, source_key, weight_of
 from verifiers.facts._judge import ask_queries, ask_verdict, quote_in
@@ -456,13 +457,18 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
         except asyncio.TimeoutError:
             got, err = [], "deadline"
         claims = got if err is None else []
+    read_limit = ("MODEL_ANSWER_CHARS", MODEL_ANSWER_CHARS) if claims else ("ANSWER_CHARS", ANSWER_CHARS)
     if not claims:
         claims = find_claims(answer, max_claims=max_claims)
+    # the claims came from the first read_limit characters only: say so (issue 14 §5)
+    unread = [unread_check("facts", limit=read_limit[0], limit_value=read_limit[1], checked=read_limit[1],
+                           total=len(answer))] if len(answer) > read_limit[1] else []
     for c in claims:
         if question and len(key_set(c.text)) < SHORT_KEYS:
             c.context = f"{question.strip()} {c.text}"
     out = FactsOutcome(claims=claims)
     if not claims:
+        out.checks = unread
         return out
     tasks = [asyncio.ensure_future(_verify(c, run, max_rounds, cache)) for c in claims]
     done, pending = await asyncio.wait(tasks, timeout=max(0.01, run.remaining() + 0.05))
@@ -479,6 +485,7 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
             results.append(_Result("not_enough_info", note="the verification deadline passed"))
     out.checks, out.sources = _checks(claims, results)
     out.unconfirmed = [c.claim for c in out.checks if c.outcome == "unknown"]
+    out.checks += unread
     out.searches = run.searches
     out.unavailable = dict(run.unavailable)
     out.rounds = max((r.rounds for r in results), default=0)
