@@ -50,3 +50,19 @@ def test_an_operator_that_prose_interrupts_still_marks_the_tail() -> None:
     # "25 classmates + his 1 teacher = 26": the "+" has blanks around it; "1 teacher = 26" is the
     # tail of a sum written in prose, not a claim that 1 = 26 (unchanged by the fix)
     assert check("25 classmates + his 1 teacher = 26") == []
+
+
+@pytest.mark.parametrize("text,claim", WRONG + RIGHT)
+def test_the_gateway_report_under_the_default_policy(text: str, claim: str) -> None:
+    # the same path a chat completion takes (risk score, threshold, verifiers): failed or passed,
+    # never `skipped` / "no checkable claims"
+    import asyncio
+
+    from proxy.budget import RequestBudget
+    from proxy.pipeline import verify_text
+    from proxy.policy import PolicyStore
+
+    pol = PolicyStore(None).get("default")
+    rep = asyncio.run(verify_text(pol, None, text, RequestBudget.from_policy(pol.budgets.request)))
+    assert rep.status == ("failed" if (text, claim) in WRONG else "passed"), rep
+    assert [c.claim for c in rep.checks] == [claim]
