@@ -801,12 +801,14 @@ def _block(plan: _Plan, completion: dict[str, Any], report: Report) -> tuple[dic
     blocks the response (HTTP 422); with several choices only those choices are withheld
     (:func:`choices.withhold`), and the response is blocked when every choice is."""
     blocked = blocked_statuses(plan.policy)
-    if report.status not in blocked:
-        entries = report.extra.get("choices")
-        if not entries or not any(e.get("status") in blocked for e in entries):
-            return completion, False
     entries = report.extra.get("choices")
-    if not entries or all(e.get("status") in blocked for e in entries):
+    if not entries:
+        return completion, report.status in blocked
+    # per choice: the request's status may be `error` (STATUS_ORDER) while a choice is unverified
+    statuses = [e.get("status") for e in entries]
+    if not any(st in blocked for st in statuses):
+        return completion, False
+    if all(st in blocked for st in statuses):
         return completion, True
     return choices.withhold(completion, report, blocked)[0], False
 

@@ -147,3 +147,4 @@ def test_shipped_research_policy_blocks_unverified_and_holds_streams():
     # every other shipped policy keeps annotating unverified answers
     store = PolicyStore(ROOT / "policies")
     assert {n for n in store.names() if store.get(n).on_unverified == "block"} == {"research"}
+
