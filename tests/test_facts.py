@@ -529,8 +529,9 @@ async def test_hostile_answer_text_cannot_write_its_own_verdict():
     assert out.checks[1].evidence["kind"] == "truncated" and out.checks[1].evidence["limit"] == "MODEL_ANSWER_CHARS"
     assert out.unconfirmed == []  # the truncation is no claim
     out = await acheck(answer, None, backends=[ContextBackend(RAG)], max_claims=3)
-    assert out.checks[0].outcome == "fail" and len(out.checks) == 4
-    assert out.checks[-1].evidence["limit"] == "ANSWER_CHARS" and out.checks[-1].evidence["total"] == len(answer)
+    assert out.checks[0].outcome == "fail" and len(out.checks) == 5 and len(out.claims) == 3
+    assert out.checks[3].evidence["limit"] == "ANSWER_CHARS" and out.checks[3].evidence["total"] == len(answer)
+    assert out.checks[4].evidence["limit"] == "max_claims" and out.checks[4].outcome == "unknown"
 
 
 def test_source_markers_of_a_cited_correction_are_not_part_of_the_claim():

@@ -157,3 +157,20 @@ def test_report_status_is_a_metric_label(status):
     before = REGISTRY.get_sample_value("veracity_reports_total", labels) or 0.0
     vmetrics.observe_report(Report(status=status), model="_offline", team="t")  # type: ignore[arg-type]
     assert REGISTRY.get_sample_value("veracity_reports_total", labels) == before + 1
+
+
+# -- facts: max_claims (a policy cap on claims checked per answer) ------------------------------
+
+
+def test_facts_beyond_max_claims_are_said_unchecked():
+    from verifiers.facts import ContextBackend, acheck
+
+    answer = ("Acme was founded in 1990 in Springfield. Acme employs 48 people in Springfield. "
+              "Acme's revenue in 2023 was $4.2 million. Acme's chief executive is Jane Doe.")
+    backends = [ContextBackend([{"role": "system", "content": "Acme annual report: revenue $4.2 million."}])]
+    out = asyncio.run(acheck(answer, None, backends=backends, max_claims=2))
+    cut = [c for c in out.checks if is_truncation(c)]
+    assert len(out.claims) == 2 and [c.evidence["limit"] for c in cut] == ["max_claims"]
+    assert cut[0].evidence["limit_value"] == 2 and "the first 2 were checked" in cut[0].note
+    whole = asyncio.run(acheck(answer, None, backends=backends, max_claims=8))
+    assert not [c for c in whole.checks if is_truncation(c)]

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifiers._limits import unread_check
+from verifiers._limits import TRUNCATED, unread_check
 from verifiers._types import Check
 from verifiers.facts._cache import VerdictCache, cache_key
 from verifiers.facts._claims import ANSWER_CHARS, MODEL_ANSWER_CHARS, Claim, find_claims, model_claims
@@ -435,7 +435,10 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
         model: the verifier model, or None for the deterministic path alone (claims by
             sentence splitting, deterministic verdicts, rewritten queries).
         backends: search backends (``context``, ``local``, ``wikipedia``...), all consulted.
-        max_claims: claims checked at most (policy cap).
+        max_claims: claims checked at most (policy cap); when the answer has more, one
+            ``unknown`` check says so (``evidence.kind == "truncated"``, ``limit: "max_claims"``,
+            ``total: None``: only "more" is known), as does one for an answer longer than the
+            claim finder reads (``ANSWER_CHARS``, or ``MODEL_ANSWER_CHARS`` for model claims).
         max_rounds: search rounds per claim at most (design: 3).
         k: passages asked from each backend per query.
         weights: credibility overrides (:data:`verifiers.facts._credibility.DEFAULT_WEIGHTS`).
@@ -452,17 +455,25 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
     claims: list[Claim] = []
     if model is not None:
         try:
-            got, err = await asyncio.wait_for(model_claims(answer, question, model, max_claims=max_claims),
+            got, err = await asyncio.wait_for(model_claims(answer, question, model, max_claims=max_claims + 1),
                                               max(0.01, run.remaining()))
         except asyncio.TimeoutError:
             got, err = [], "deadline"
         claims = got if err is None else []
     read_limit = ("MODEL_ANSWER_CHARS", MODEL_ANSWER_CHARS) if claims else ("ANSWER_CHARS", ANSWER_CHARS)
     if not claims:
-        claims = find_claims(answer, max_claims=max_claims)
-    # the claims came from the first read_limit characters only: say so (issue 14 §5)
+        claims = find_claims(answer, max_claims=max_claims + 1)
+    # the claims came from the first read_limit characters only, at most max_claims of them (one
+    # more is asked for to know): say so (issue 14 §5)
     unread = [unread_check("facts", limit=read_limit[0], limit_value=read_limit[1], checked=read_limit[1],
                            total=len(answer))] if len(answer) > read_limit[1] else []
+    if len(claims) > max_claims:
+        claims = claims[:max_claims]
+        unread.append(Check(verifier="facts", claim="", outcome="unknown", confidence=0.0,
+                            evidence={"kind": TRUNCATED, "limit": "max_claims", "limit_value": max_claims,
+                                      "checked": max_claims, "total": None, "unit": "claims"},
+                            note=f"the answer has more than max_claims = {max_claims} check-worthy claims: "
+                                 f"the first {max_claims} were checked, the rest is unchecked"))
     for c in claims:
         if question and len(key_set(c.text)) < SHORT_KEYS:
             c.context = f"{question.strip()} {c.text}"
