@@ -16,13 +16,18 @@ from proxy.budget import RequestBudget
 from proxy.pipeline import verify_text
 from proxy.policy import Policy, PolicyStore
 from verifiers import arithmetic, risk, verify
-from verifiers._limits import is_truncation
 from verifiers._types import Report
 from verifiers.citations import acheck as citations_acheck
 from verifiers.citations.extract import MAX_TEXT
 from verifiers.run import run
 
-PROSE = "Some words here. "  # 17 characters, no signal of any verifier
+PROSE = "Some words here. "
+
+
+def is_truncation(c) -> bool:
+    """The check says part of the answer was not read (``verifiers._limits.unread_check``)."""
+    return isinstance(c.evidence, dict) and c.evidence.get("kind") == "truncated"
+  # 17 characters, no signal of any verifier
 
 
 def _cut(report: Report) -> list[tuple[str, str]]:
