@@ -805,6 +805,32 @@ def test_risk_scoring_of_a_huge_answer_scans_a_bounded_prefix() -> None:
     assert r_huge.verifiers == r_head.verifiers == ["arithmetic"]
 
 
+@pytest.mark.parametrize("case", ["code_after_200k", "claim_after_60k", "hyphen_before_claim"])
+def test_what_lies_past_a_limit_or_behind_a_hyphen_is_never_silently_skipped(case: str) -> None:
+    """Issue 14 §5: a code block ending after 200,000 characters and a wrong claim after 60,000
+    came out ``skipped`` / "no checkable claims" with ``checks: []``; "Version 2-beta and 3 * 4 =
+    13." was ``skipped`` while "Version 2-beta. 3 * 4 = 13." was ``failed``. A limit is fine,
+    silence is not: an ``unknown`` check names it (tests/test_silent_limits.py has each limit)."""
+    from proxy.budget import RequestBudget
+    from proxy.pipeline import verify_text
+    from proxy.policy import PolicyStore
+    from verifiers import risk
+
+    text, status, limit = {
+        "code_after_200k": ("Some words here. " * (risk.MAX_SCAN_CHARS // 17 + 100)
+                            + "\n\n```python\ndef add(a, b):\n    return a - b\n\nprint(add(2, 2))  # 4\n```\n",
+                            "unverified", ("risk", "MAX_SCAN_CHARS")),
+        "claim_after_60k": ("Lorem ipsum dolor sit amet. " * 2200 + "\n\n3 * 4 = 13.", "unverified",
+                            ("arithmetic", "MAX_CHARS")),
+        "hyphen_before_claim": ("Version 2-beta and 3 * 4 = 13.", "failed", None),
+    }[case]
+    pol = PolicyStore(None).get("default")
+    rep = asyncio.run(verify_text(pol, None, text, RequestBudget.from_policy(pol.budgets.request)))
+    assert rep.status == status and rep.checks, rep
+    cut = [(c.verifier, c.evidence.get("limit")) for c in rep.checks if c.evidence.get("kind") == "truncated"]
+    assert (limit in cut) if limit else cut == []
+
+
 def test_correction_prompt_is_bounded_for_thousands_of_failed_checks() -> None:
     from proxy import correction
     from verifiers._types import Report

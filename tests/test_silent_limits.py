@@ -2,7 +2,8 @@
 scan, when an answer exceeds it, shows in the report as one ``unknown`` check naming the
 verifier, the limit and how much was read (``evidence.kind == "truncated"``), so the status is
 ``unverified`` (or what the other checks say), never ``skipped`` with ``checks: []``; and it is
-counted in ``veracity_truncated_verifications_total{verifier}``."""
+counted in ``veracity_truncated_verifications_total{verifier}``. The cases as the issue reported
+them are in tests/test_hostile_inputs.py (``..._never_silently_skipped``); here, each limit."""
 
 from __future__ import annotations
 
@@ -58,13 +59,6 @@ def test_arithmetic_claims_before_the_limit_still_count():
     assert verify(text).status == "failed"
 
 
-def test_a_wrong_claim_past_60000_characters_is_unverified_not_skipped():
-    text = "Lorem ipsum dolor sit amet. " * 2200 + "\n\n3 * 4 = 13."
-    rep = _default_verify(text)
-    assert rep.status == "unverified", rep
-    assert ("arithmetic", "MAX_CHARS") in _cut(rep)
-
-
 def test_short_answers_get_no_truncation_check():
     rep = _default_verify("The product is 3 * 4 = 12.")
     assert rep.status == "passed" and _cut(rep) == []
@@ -73,16 +67,6 @@ def test_short_answers_get_no_truncation_check():
 # -- risk scan: MAX_SCAN_CHARS ------------------------------------------------------------------
 
 CODE = "```python\ndef add(a, b:\n    return a + b\n```\n"  # a syntax error: tier 1, no sandbox needed
-
-
-def test_code_block_after_the_risk_scan_limit_is_unverified_not_skipped():
-    text = PROSE * (risk.MAX_SCAN_CHARS // len(PROSE) + 100) + "\n\n" + CODE
-    assert text.index("```") > risk.MAX_SCAN_CHARS
-    rep = _default_verify(text)
-    assert rep.status == "unverified", rep
-    assert ("risk", "MAX_SCAN_CHARS") in _cut(rep)
-    check = next(c for c in rep.checks if c.verifier == "risk")
-    assert check.evidence["checked"] == 200_000 and check.evidence["total"] == len(text)
 
 
 def test_code_block_that_runs_past_the_scan_limit_is_still_verified():
