@@ -23,7 +23,8 @@ from typing import Any
 
 from verifiers._types import Report
 
-__all__ = ["ChoicesReport", "choice_list", "split", "put_back", "combine", "withhold", "STATUS_ORDER"]
+__all__ = ["ChoicesReport", "choice_list", "split", "put_back", "combine", "withhold", "unverified_message",
+           "STATUS_ORDER"]
 
 #: How a request's ``status`` is chosen from its choices' statuses: the first status in this
 #: order that any choice has (a failure anywhere is the request's failure; ``skipped`` only
@@ -124,18 +125,33 @@ def combine(per_choice: list[tuple[int, Report]]) -> ChoicesReport:
     return out
 
 
-def withhold(completion: dict[str, Any], report: Report) -> tuple[dict[str, Any], list[int]]:
-    """``on_failure: block`` for a multi-choice response: ``(completion, withheld indexes)``.
+def unverified_message(prefix: str, checks: Any) -> str:
+    """``"<prefix>: nothing in it could be verified (N check(s) unknown: verifier: note; ...)."``
+    for an ``unverified`` answer (``on_unverified: block``); ``checks`` are :class:`Check`
+    objects or their dicts."""
+    def field_(c: Any, name: str) -> Any:
+        return c.get(name) if isinstance(c, dict) else getattr(c, name, None)
 
-    Each choice whose report (``report.extra["choices"]``) is ``failed`` is replaced by a
-    message with ``content: null`` and a ``refusal`` naming the failed checks, ``logprobs:
-    null`` (they would spell out the withheld text) and ``finish_reason: "content_filter"``
-    (OpenAI's "content was omitted"); its report entry gets ``"blocked": true``. The
-    completion is returned unchanged when no choice failed. The caller blocks the whole
-    response (HTTP 422) instead when every choice failed.
+    open_ = [c for c in checks or () if field_(c, "outcome") in ("unknown", "error")]
+    what = "; ".join(f"{field_(c, 'verifier')}: {field_(c, 'claim') or field_(c, 'note')}"[:120] for c in open_[:3])
+    return f"{prefix}: nothing in it could be verified ({len(open_)} check(s) unknown or error: {what})."
+
+
+def withhold(completion: dict[str, Any], report: Report,
+             statuses: frozenset[str] | set[str] = frozenset({"failed"})) -> tuple[dict[str, Any], list[int]]:
+    """``on_failure: block`` / ``on_unverified: block`` for a multi-choice response:
+    ``(completion, withheld indexes)``.
+
+    Each choice whose report (``report.extra["choices"]``) has one of ``statuses`` (``failed``,
+    and ``unverified`` under ``on_unverified: block``) is replaced by a message with ``content:
+    null`` and a ``refusal`` naming the failed checks (or, for an unverified choice, saying
+    nothing could be verified), ``logprobs: null`` (they would spell out the withheld text) and
+    ``finish_reason: "content_filter"`` (OpenAI's "content was omitted"); its report entry gets
+    ``"blocked": true``. The completion is returned unchanged when no choice has such a status.
+    The caller blocks the whole response (HTTP 422) instead when every choice has.
     """
     entries = report.extra.get("choices") or []
-    failed = {e["index"]: e for e in entries if isinstance(e, dict) and e.get("status") == "failed"}
+    failed = {e["index"]: e for e in entries if isinstance(e, dict) and e.get("status") in statuses}
     if not failed:
         return completion, []
     choices = list(completion.get("choices") or [])
@@ -147,10 +163,10 @@ def withhold(completion: dict[str, Any], report: Report) -> tuple[dict[str, Any]
             continue
         bad = [c for c in entry.get("checks") or () if c.get("outcome") == "fail"]
         what = "; ".join(f"{c.get('verifier')}: {c.get('claim')}"[:120] for c in bad[:3])
-        choices[pos] = {"index": index, "message": {
-            "role": "assistant", "content": None,
-            "refusal": f"Veracity withheld this choice: {len(bad)} check(s) failed ({what})."},
-            "logprobs": None, "finish_reason": "content_filter"}
+        refusal = (f"Veracity withheld this choice: {len(bad)} check(s) failed ({what})." if entry.get("status") == "failed"
+                   else unverified_message("Veracity withheld this choice", entry.get("checks")))
+        choices[pos] = {"index": index, "message": {"role": "assistant", "content": None, "refusal": refusal},
+                        "logprobs": None, "finish_reason": "content_filter"}
         entry["blocked"] = True
         withheld.append(index)
     return {**completion, "choices": choices}, withheld

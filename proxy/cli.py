@@ -156,8 +156,8 @@ def _key_hash(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
-@command("config check", help="Validate a config file (exit status 2 on any problem) and print the effective "
-                                "upstreams and policy folder.")
+@command("config check", help="Validate a config file and every policy file of its policy folder (exit "
+                                "status 2 on any problem) and print the effective upstreams and policies.")
 def _config_check(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("config")
 
@@ -174,6 +174,16 @@ def _config_check(p: argparse.ArgumentParser) -> Handler:
                   f"{'provider=' + u.provider if u.provider != 'openai' else 'base_url=' + str(u.base_url)}")
         print(f"keys: {len(cfg.keys)} ({'virtual keys' if cfg.keys else 'pass-through auth'})")
         print(f"policies: {policies_dir(cfg)}")  # relative paths are resolved against the file's folder
+        # every policy file of the folder validates (on_failure, on_unverified, ...), not only the
+        # keys' ones: a client may choose another with x-veracity-policy
+        from proxy.policy import PolicyStore
+
+        store = PolicyStore(policies_dir(cfg))
+        for problem in store.errors.values():
+            print(f"veracity: {problem}", file=sys.stderr)
+        if store.errors:
+            return 2
+        print(f"policy names: {', '.join(store.names())}")
         return 0
 
     return run

@@ -376,6 +376,19 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         ms = (time.perf_counter() - t0) * 1000.0
         walked = _pass_states(rep)
         history.extend(walked)
+        if rep.checks and not rep.failed_checks and not any(c.outcome == "pass" for c in rep.checks):
+            # nothing failed any more, but every check of the new draft is unknown/error: it is
+            # returned, yet `corrected` would claim it was verified right (issue 14 §8: `passed`
+            # and `corrected` mean something was verified). A new draft with no check at all (the
+            # claim rewritten in words no verifier reads, kept by the divergence rule) stays
+            # `corrected` as before.
+            rounds.append(_round_record(n, rep, tokens, ms, State.EXECUTING_VERIFICATION))
+            rep.extra["corrected_checks"] = first_failed
+            _carry_reask_sources(rep, current_report)
+            if not rep.reason:
+                rep.reason = "corrected draft: no check failed and none passed"
+            return finish(new, rep, State.EXECUTING_VERIFICATION, "unverified",
+                          "error" if rep.status == "error" else "unverified")
         if not rep.failed_checks:
             if not walked or walked[-1] is not State.VERIFICATION_PASSED:
                 history.append(State.VERIFICATION_PASSED)  # nothing failed any more: the loop's exit

@@ -21,7 +21,8 @@ The sequence (DESIGN.md "The path of one request"), in :func:`chat_completion`:
 8. ``on_failure``: ``annotate`` / ``correct`` return the answer with the report, ``block``
    returns an OpenAI-shaped 422 error carrying the report (with several choices: withholds
    only the failing ones, 422 when all fail), ``observe`` answers at once and verifies in the
-   background.
+   background. ``on_unverified: block`` does the same for an ``unverified`` report (no check
+   failed, none passed; :func:`blocked_statuses`).
 Side effects: metrics (:mod:`proxy.verification_metrics`), daily budget charge, audit record.
 
 Streaming (:func:`chat_completion_stream`): ``buffer`` holds the stream (keep-alive comments),
@@ -75,7 +76,7 @@ from proxy.upstream import BoundUpstream, Timing, UpstreamStream
 from proxy.verifier_model import GatewayChatModel
 from verifiers import risk as risk_mod
 from verifiers._types import Report
-from verifiers.run import content_text, last_user_text, run as run_verifiers
+from verifiers.run import content_text, last_user_text, run as run_verifiers, status_of
 
 
 runtime.start_warm_up()  # import the verifiers while the server starts, not on the first risky answer
@@ -443,7 +444,22 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
             report.extra["verifier_model"] = {"model": model.model,
                                               "calls": [c.to_dict() for c in new_calls]}
     report.risk = r.to_dict()
+    _add_unread(report, r.unread_checks(enabled))
     return report
+
+
+def _add_unread(report: Report, unread: list[Any]) -> None:
+    """Add the risk scan's ``unknown`` checks for an answer longer than it scans
+    (:meth:`verifiers.risk.RiskScore.unread_checks`, issue 14 §5): a long answer is never
+    ``skipped`` as if nothing in it were checkable; its status is recomputed from the checks
+    (``unverified`` when nothing else was checked)."""
+    if not unread:
+        return
+    was = report.status
+    report.checks.extend(unread)
+    report.status = status_of(report.checks)  # type: ignore[assignment]
+    if was == "skipped" and report.reason:
+        report.reason += "; the answer is longer than the risk scan reads (see the risk check)"
 
 
 def _search_facts_tool(policy: Policy, question: str | None, model: GatewayChatModel | None, messages: Any,
@@ -778,25 +794,50 @@ def _risk_header(report: Report | None) -> dict[str, str]:
 
 
 def _blocked_body(report: Report) -> dict[str, Any]:
+    """The 422 body of a blocked answer (OpenAI's error shape, ``type: veracity_blocked``, the
+    report in ``error.veracity``): ``code`` ``verification_failed`` when a check failed (with
+    several choices: in any choice), else ``verification_unverified`` (``on_unverified: block``:
+    nothing in the answer could be verified)."""
     failed = report.failed_checks
-    what = "; ".join(f"{c.verifier}: {c.claim}"[:120] for c in failed[:3])
-    body = error_body(f"Veracity blocked the answer: {len(failed)} check(s) failed ({what}).",
-                      type="veracity_blocked", code="verification_failed")
+    if failed or report.status == "failed":
+        what = "; ".join(f"{c.verifier}: {c.claim}"[:120] for c in failed[:3])
+        message, code = f"Veracity blocked the answer: {len(failed)} check(s) failed ({what}).", "verification_failed"
+    else:
+        message, code = choices.unverified_message("Veracity blocked the answer", report.checks), \
+            "verification_unverified"
+    body = error_body(message, type="veracity_blocked", code=code)
     body["error"]["veracity"] = report.to_dict()
     return body
 
 
+def blocked_statuses(policy: Policy) -> frozenset[str]:
+    """The report statuses ``policy`` blocks: ``failed`` under ``on_failure: block``,
+    ``unverified`` under ``on_unverified: block`` (never under ``on_failure: observe``, which
+    answers before verifying)."""
+    if policy.on_failure == "observe":
+        return frozenset()
+    out = {"failed"} if policy.on_failure == "block" else set()
+    if policy.on_unverified == "block":
+        out.add("unverified")
+    return frozenset(out)
+
+
 def _block(plan: _Plan, completion: dict[str, Any], report: Report) -> tuple[dict[str, Any], bool]:
-    """``on_failure: block``: ``(completion to send, block the whole response?)``. A failed
-    one-choice answer blocks the response (HTTP 422); with several choices only the failing
-    ones are withheld (:func:`choices.withhold`), and the response is blocked when every
-    choice failed."""
-    if plan.policy.on_failure != "block" or report.status != "failed":
-        return completion, False
+    """``on_failure: block`` / ``on_unverified: block``: ``(completion to send, block the whole
+    response?)``. A one-choice answer whose status the policy blocks (:func:`blocked_statuses`)
+    blocks the response (HTTP 422); with several choices only those choices are withheld
+    (:func:`choices.withhold`), and the response is blocked when every choice is."""
+    blocked = blocked_statuses(plan.policy)
     entries = report.extra.get("choices")
-    if not entries or all(e.get("status") == "failed" for e in entries):
+    if not entries:
+        return completion, report.status in blocked
+    # per choice: the request's status may be `error` (STATUS_ORDER) while a choice is unverified
+    statuses = [e.get("status") for e in entries]
+    if not any(st in blocked for st in statuses):
+        return completion, False
+    if all(st in blocked for st in statuses):
         return completion, True
-    return choices.withhold(completion, report)[0], False
+    return choices.withhold(completion, report, blocked)[0], False
 
 
 def _respond(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report) -> PipelineResult:
@@ -1045,6 +1086,8 @@ async def _passthrough_report(plan: _Plan, completion: dict[str, Any], *, starte
         final.cost.ms = (time.perf_counter() - t0) * 1000.0
         if final.status == "failed":
             final.reason = "passthrough: the answer was already sent; failed checks are reported, not corrected"
+        elif final.status in blocked_statuses(plan.policy):  # on_unverified: block, too late on a live stream
+            final.reason = "passthrough: the answer was already sent; on_unverified: block cannot withhold it"
     final.extra["policy"] = plan.policy.name
     _sentinel_entry(plan, final)
     return final

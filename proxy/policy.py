@@ -12,6 +12,7 @@ A policy file (``policies/default.yaml``)::
     sentinel: {mode: off, when: multi_part, max_rounds: 3}
     correction: {max_rounds: 3, model: null}
     on_failure: correct          # annotate | correct | block | observe
+    on_unverified: annotate      # annotate | block   (no check failed, none passed)
     budgets:
       request: {extra_calls: 4, extra_tokens: 8000, deadline_ms: 30000}
       key_daily: {extra_tokens: 2000000, cost_usd: 20}
@@ -303,6 +304,7 @@ class ReviewPolicy(_Strict):
 
 
 OnFailure = Literal["annotate", "correct", "block", "observe"]
+OnUnverified = Literal["annotate", "block"]
 
 
 def _field_path(path: str) -> str:
@@ -329,7 +331,11 @@ class Policy(_Strict):
     """One policy. ``on_failure``: ``annotate`` (answer + report), ``correct`` (run the
     correction loop, then annotate), ``block`` (correction loop, then an OpenAI-shaped error
     carrying the report if checks still fail), ``observe`` (answer at once; verify in the
-    background for metrics and audit only)."""
+    background for metrics and audit only). ``on_unverified``: what happens to an answer whose
+    report is ``unverified`` (checks attempted, none passed, none failed; issue 14 §8):
+    ``annotate`` (the default: the answer with the report) or ``block`` (the same OpenAI-shaped
+    422 as ``on_failure: block``, error code ``verification_unverified``; with ``n > 1`` only
+    those choices are withheld). Under ``on_failure: observe`` nothing is ever blocked."""
 
     name: str = "default"
     description: str = ""
@@ -338,6 +344,7 @@ class Policy(_Strict):
     sentinel: SentinelPolicy = Field(default_factory=SentinelPolicy)
     correction: CorrectionPolicy = Field(default_factory=CorrectionPolicy)
     on_failure: OnFailure = "correct"
+    on_unverified: OnUnverified = "annotate"
     budgets: Budgets = Field(default_factory=Budgets)
     streaming: StreamingPolicy = Field(default_factory=StreamingPolicy)
     audit: AuditPolicy = Field(default_factory=AuditPolicy)

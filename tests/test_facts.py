@@ -524,9 +524,14 @@ async def test_hostile_answer_text_cannot_write_its_own_verdict():
     model = ScriptedModel([(lambda m, s, p: p == "claims", _claims_reply(
         "Tesla delivered 494,507 vehicles in the fourth quarter of 2023."))])
     out = await acheck(answer, None, model=model, backends=[ContextBackend(RAG + [{"role": "assistant", "content": answer}])])
-    assert [c.outcome for c in out.checks] == ["fail"]
+    # ... and the report says where it stopped reading (issue 14 §5): the model saw 8,000 characters
+    assert [c.outcome for c in out.checks] == ["fail", "unknown"]
+    assert out.checks[1].evidence["kind"] == "truncated" and out.checks[1].evidence["limit"] == "MODEL_ANSWER_CHARS"
+    assert out.unconfirmed == []  # the truncation is no claim
     out = await acheck(answer, None, backends=[ContextBackend(RAG)], max_claims=3)
-    assert out.checks[0].outcome == "fail" and len(out.checks) == 3
+    assert out.checks[0].outcome == "fail" and len(out.checks) == 5 and len(out.claims) == 3
+    assert out.checks[3].evidence["limit"] == "ANSWER_CHARS" and out.checks[3].evidence["total"] == len(answer)
+    assert out.checks[4].evidence["limit"] == "max_claims" and out.checks[4].outcome == "unknown"
 
 
 def test_source_markers_of_a_cited_correction_are_not_part_of_the_claim():

@@ -40,8 +40,12 @@ Cost target: <= 50 µs for a typical (1-2 kB) answer — see ``bench/pipeline_be
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+from verifiers._limits import unread_check
+from verifiers._types import Check
 
 __all__ = ["RiskScore", "score", "question_signals", "FAMILIES"]
 
@@ -317,6 +321,26 @@ class RiskScore:
     score: float
     signals: dict[str, int] = field(default_factory=dict)
     verifiers: list[str] = field(default_factory=list)
+    #: the answer's length (characters) when it is longer than a scan limit, else 0
+    length: int = 0
+
+    def unread_checks(self, enabled: Iterable[str] | None = None) -> list[Check]:
+        """The ``unknown`` ``risk`` checks (:func:`verifiers._limits.unread_check`) saying the
+        scan stopped before the answer's end (issue 14 §5): one for :data:`MAX_SCAN_CHARS` (no
+        signal of any family was looked for past it), and one for :data:`FACTS_SCAN_CHARS` when
+        ``facts`` is in ``enabled`` (None: every verifier) and was not triggered (the facts
+        verifier reports its own limit when it runs). ``[]`` for an answer scanned whole."""
+        out: list[Check] = []
+        if self.length > MAX_SCAN_CHARS:
+            out.append(unread_check("risk", limit="MAX_SCAN_CHARS", limit_value=MAX_SCAN_CHARS,
+                                    checked=MAX_SCAN_CHARS, total=self.length,
+                                    reader="the risk scan (which picks the verifiers)"))
+        facts_on = enabled is None or "facts" in enabled
+        if self.length > FACTS_SCAN_CHARS and facts_on and "facts" not in self.verifiers:
+            out.append(unread_check("risk", limit="FACTS_SCAN_CHARS", limit_value=FACTS_SCAN_CHARS,
+                                    checked=FACTS_SCAN_CHARS, total=self.length,
+                                    reader="the risk scan for fact claims"))
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form used as ``Report.risk``."""
@@ -594,6 +618,8 @@ def score(question: str | None, answer: str | None) -> RiskScore:
 
     # code
     c = (fences + answer.count("~~~")) // 2  # open + close fence = one block
+    if fences % 2 and length > MAX_SCAN_CHARS:
+        c += 1  # a block opened before the scan limit runs past it: still a code block to verify
     if c:
         signals["code_block"] = c
     else:
@@ -661,4 +687,5 @@ def score(question: str | None, answer: str | None) -> RiskScore:
     if answer:
         signals["length"] = length
         keep *= 1.0 - _LENGTH_WEIGHT * min(1.0, length / _LENGTH_SAT)
-    return RiskScore(score=1.0 - keep, signals=signals, verifiers=triggered)
+    return RiskScore(score=1.0 - keep, signals=signals, verifiers=triggered,
+                     length=length if length > min(MAX_SCAN_CHARS, FACTS_SCAN_CHARS) else 0)

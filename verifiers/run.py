@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
+from verifiers._limits import unread_check
 from verifiers._types import Check, Report
 from verifiers import risk as _risk
 
@@ -154,6 +155,9 @@ async def _planner(answer: str, question: str | None, options: Mapping[str, Any]
                                deadline_s=max(0.05, _timeout_of(options) * 0.9),
                                templates=bool(options.get("templates", True)))
     checks = list(outcome.checks)
+    if len(answer) > mod.MAX_TEXT_CHARS:  # plans read a prefix: say the rest went unplanned (issue 14 §5)
+        checks.append(unread_check("planner", limit="MAX_TEXT_CHARS", limit_value=mod.MAX_TEXT_CHARS,
+                                   checked=mod.MAX_TEXT_CHARS, total=len(answer)))
     if outcome.error:
         checks.append(Check(verifier="planner", claim="", outcome="error", confidence=0.0,
                             evidence={"plan_source": outcome.plan_source}, note=f"plan: {outcome.error}"[:_NOTE_MAX]))
@@ -367,6 +371,10 @@ async def averify(text: str, context: Mapping[str, Any] | None = None) -> Report
     if not names:
         report.status = "skipped"
         report.reason = "risk below threshold" if r.score < threshold else "no verifier triggered"
+    unread = r.unread_checks(wanted)  # an answer longer than the risk scan: say so (issue 14 §5)
+    if unread:
+        report.checks.extend(unread)
+        report.status = status_of(report.checks)  # type: ignore[assignment]
     return report
 
 

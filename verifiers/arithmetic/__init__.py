@@ -59,7 +59,8 @@ recursive-descent parser accept only the grammar in ``_tokens`` and build plain 
 objects (for ``equivalent``) are built from those tuples. Work is bounded per expression:
 integer powers whose result needs more than 20,000 bits, exponents above 10,000, factorials
 above 300!, trees above 400 nodes or 40 levels are refused (``unknown``). Answers longer than
-``MAX_CHARS`` are checked on their first ``MAX_CHARS`` characters; at most ``MAX_CLAIMS``
+``MAX_CHARS`` are checked on their first ``MAX_CHARS`` characters, and one ``unknown`` check
+(``evidence.kind == "truncated"``) says so; at most ``MAX_CLAIMS``
 checks are returned. Algebra with symbols is not checked (``x = 12/3 = 4`` checks ``12/3 = 4``).
 """
 
@@ -67,6 +68,7 @@ from __future__ import annotations
 
 import re
 import time
+from verifiers._limits import unread_check
 from verifiers._types import Check
 from verifiers.arithmetic._claims import VERIFIER, ClaimFinder
 from verifiers.arithmetic._equivalent import equivalent
@@ -116,6 +118,9 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
     except Exception as exc:  # the verifier's own fault: report, never crash the gateway
         return [Check(verifier=VERIFIER, claim="", outcome="error", confidence=0.0,
                       evidence={"error": type(exc).__name__}, note=f"arithmetic verifier failed: {exc}")]
+    if len(answer) > MAX_CHARS:  # say the rest was not read (issue 14 §5), never a silent `skipped`
+        return checks[:MAX_CLAIMS - 1] + [unread_check(VERIFIER, limit="MAX_CHARS", limit_value=MAX_CHARS,
+                                                       checked=MAX_CHARS, total=len(answer))]
     return checks[:MAX_CLAIMS]
 
 

@@ -303,6 +303,16 @@ MULTIPLIER_WORDS = frozenset("half twice double triple third thirds quarter quar
 GLUED_OK = frozenset("km kg cm mm lb lbs oz ft mi ml hr hrs min mins mph kph sec k m g s h".split())
 
 
+def _joins_word(toks: list[Token], k: int) -> bool:
+    """True when the operator ``toks[k]`` is a ``-`` or ``/`` written inside one word
+    (``2-beta``, ``well-known``, ``and/or``): no blank on either side and a word right after
+    it. Such a sign joins a compound word; it is no operator that prose interrupts, so it
+    must not make the next expression the tail of one (issue 14 §5)."""
+    op = toks[k]
+    return (op.text in ("-", "/") and 0 < k < len(toks) - 1 and toks[k + 1].kind == "WORD"
+            and toks[k - 1].end == op.start and op.end == toks[k + 1].start)
+
+
 def _interrupted(toks: list[Token], i: int) -> Token | None:
     """The operator when a few prose words interrupt an expression (``25 classmates + his 1
     teacher``): the run starting at ``i`` is then not a whole expression."""
@@ -313,7 +323,7 @@ def _interrupted(toks: list[Token], i: int) -> Token | None:
         linked = linked or toks[k].text.lower() in _LINKS
         k -= 1
         words += 1
-    if words and k >= 0 and toks[k].kind == "OP":
+    if words and k >= 0 and toks[k].kind == "OP" and not _joins_word(toks, k):
         return toks[k]
     for j in range(k + 1, i):  # "half of 6000-1500-2000 = 2500": scaled by a word
         if toks[j].text.lower() in MULTIPLIER_WORDS:

@@ -45,10 +45,11 @@ from typing import Any
 
 import httpx
 
+from verifiers._limits import TRUNCATED, unread_check
 from verifiers._types import Check
 from verifiers.citations.cache import make_cache
 from verifiers.citations.config import Sources
-from verifiers.citations.extract import extract
+from verifiers.citations.extract import MAX_TEXT, extract
 from verifiers.citations.match import (
     CONFLICT,
     LIKELY_HALLUCINATION,
@@ -399,7 +400,9 @@ async def acheck(answer: str, question: str | None = None, *, sources: Sources |
     (supported | unsupported | abstract_unavailable | unknown), "confidence", "quote", "method",
     "note", "abstract_source", "sentences": [{"sentence", "status", ...}]}``; an ``unsupported``
     reference fails the check only with ``fail_unsupported: true``. ``model``: the verifier
-    model for the relevance model tier (None: the deterministic tier alone).
+    model for the relevance model tier (None: the deterministic tier alone). An answer longer
+    than the extractor reads (``extract.MAX_TEXT``) or with more than :data:`MAX_CLAIMS`
+    references gets one ``unknown`` check saying so (``evidence["kind"] == "truncated"``).
 
     ``sources``: a :class:`Sources` or a dict for :meth:`Sources.from_dict` (None = defaults:
     the public APIs). ``deadline`` overrides ``Sources.deadline`` (seconds for the whole
@@ -414,8 +417,10 @@ async def acheck(answer: str, question: str | None = None, *, sources: Sources |
     # so the gateway keeps serving and the caller's deadline can fire
     found = extract(answer) if len(answer) < 20_000 else await asyncio.to_thread(extract, answer)
     claims = [c for c in found if c.kind in CHECKED_KINDS]
+    unread = ([unread_check("citations", limit="MAX_TEXT", limit_value=MAX_TEXT, checked=MAX_TEXT, total=len(answer))]
+              if len(answer) > MAX_TEXT else [])  # references past the extractor's limit: say so (issue 14 §5)
     if not claims:
-        return []
+        return unread
     claims, rest = claims[:MAX_CLAIMS], claims[MAX_CLAIMS:]
     rt, shared = _runtime(cfg)
     loop = asyncio.get_running_loop()
@@ -433,9 +438,11 @@ async def acheck(answer: str, question: str | None = None, *, sources: Sources |
     if rest:
         checks.append(Check(verifier="citations", claim=f"{len(rest)} more references", outcome="unknown",
                             confidence=0.0, span=(rest[0].span[0], rest[-1].span[1]),
-                            evidence={"reason": "too many references", "unchecked": len(rest)},
+                            evidence={"reason": "too many references", "unchecked": len(rest), "kind": TRUNCATED,
+                                      "limit": "MAX_CLAIMS", "limit_value": MAX_CLAIMS, "checked": MAX_CLAIMS,
+                                      "total": len(claims) + len(rest), "unit": "references"},
                             note=f"not checked: only the first {MAX_CLAIMS} references of an answer are looked up"))
-    return checks
+    return checks + unread
 
 
 # --------------------------------------------------------------------------- relevance

@@ -161,7 +161,9 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
     if rest:
         p.checks.append(Check(verifier=VERIFIER, claim=f"blocks {MAX_BLOCKS + 1}-{MAX_BLOCKS + len(rest)}",
                               outcome="unknown", confidence=0.0, span=(rest[0].span[0], rest[-1].span[1]),
-                              evidence={"reason": "too many code blocks", "unchecked_blocks": len(rest)},
+                              evidence={"reason": "too many code blocks", "unchecked_blocks": len(rest), "kind": "truncated",
+                                        "limit": "MAX_BLOCKS", "limit_value": MAX_BLOCKS, "checked": MAX_BLOCKS,
+                                        "total": len(blocks) + len(rest), "unit": "code blocks"},
                               note=f"not checked: only the first {MAX_BLOCKS} code blocks of an answer are checked"))
     py = [b for b in blocks if b.kind in ("python", "pycon")]
     trees = [b.tree for b in py if b.tree is not None]

@@ -29,6 +29,8 @@ __all__ = ["Claim", "find_claims", "model_claims", "locate", "ClaimList"]
 #: Characters of an answer that :func:`find_claims` reads (sentence splitting is CPU work on the
 #: event loop; claims are capped per answer anyway).
 ANSWER_CHARS = 20_000
+#: Characters of an answer the verifier model is shown to split into claims (:func:`model_claims`).
+MODEL_ANSWER_CHARS = 8_000
 #: rapidfuzz partial-ratio a model claim needs against the answer to get an exact span.
 SPAN_MATCH = 92
 #: Share of a model claim's key terms that must occur in the answer (else it is dropped).
@@ -175,7 +177,7 @@ async def model_claims(answer: str, question: str | None, model: ChatModel, *,
     unanchored claims dropped, at most ``max_claims``. Returns ``(claims, error)``: ``error`` is
     the :func:`~verifiers.model.ask_json` error (``unavailable:...`` / ``invalid: ...``) when the
     model gave no valid list (the caller falls back to :func:`find_claims`)."""
-    user = (f"Question: {question.strip()[:2000]}\n" if question else "") + f"Answer: <<<{answer[:8000]}>>>"
+    user = (f"Question: {question.strip()[:2000]}\n" if question else "") + f"Answer: <<<{answer[:MODEL_ANSWER_CHARS]}>>>"
     ans = await ask_json(model, [{"role": "system", "content": _SYSTEM}, *_EXAMPLES, {"role": "user", "content": user}],
                          ClaimList, purpose="claims", max_tokens=1200)
     if ans.value is None:

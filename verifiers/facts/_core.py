@@ -35,9 +35,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from verifiers._limits import TRUNCATED, unread_check
 from verifiers._types import Check
 from verifiers.facts._cache import VerdictCache, cache_key
-from verifiers.facts._claims import Claim, find_claims, model_claims
+from verifiers.facts._claims import ANSWER_CHARS, MODEL_ANSWER_CHARS, Claim, find_claims, model_claims
 from verifiers.facts._compare import MIN_KEYS, judge_passage
 from verifiers.facts._credibility import agreement, recency_factor, source_key, weight_of
 from verifiers.facts._judge import ask_queries, ask_verdict, quote_in
@@ -434,7 +435,10 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
         model: the verifier model, or None for the deterministic path alone (claims by
             sentence splitting, deterministic verdicts, rewritten queries).
         backends: search backends (``context``, ``local``, ``wikipedia``...), all consulted.
-        max_claims: claims checked at most (policy cap).
+        max_claims: claims checked at most (policy cap); when the answer has more, one
+            ``unknown`` check says so (``evidence.kind == "truncated"``, ``limit: "max_claims"``,
+            ``total: None``: only "more" is known), as does one for an answer longer than the
+            claim finder reads (``ANSWER_CHARS``, or ``MODEL_ANSWER_CHARS`` for model claims).
         max_rounds: search rounds per claim at most (design: 3).
         k: passages asked from each backend per query.
         weights: credibility overrides (:data:`verifiers.facts._credibility.DEFAULT_WEIGHTS`).
@@ -451,18 +455,31 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
     claims: list[Claim] = []
     if model is not None:
         try:
-            got, err = await asyncio.wait_for(model_claims(answer, question, model, max_claims=max_claims),
+            got, err = await asyncio.wait_for(model_claims(answer, question, model, max_claims=max_claims + 1),
                                               max(0.01, run.remaining()))
         except asyncio.TimeoutError:
             got, err = [], "deadline"
         claims = got if err is None else []
+    read_limit = ("MODEL_ANSWER_CHARS", MODEL_ANSWER_CHARS) if claims else ("ANSWER_CHARS", ANSWER_CHARS)
     if not claims:
-        claims = find_claims(answer, max_claims=max_claims)
+        claims = find_claims(answer, max_claims=max_claims + 1)
+    # the claims came from the first read_limit characters only, at most max_claims of them (one
+    # more is asked for to know): say so (issue 14 §5)
+    unread = [unread_check("facts", limit=read_limit[0], limit_value=read_limit[1], checked=read_limit[1],
+                           total=len(answer))] if len(answer) > read_limit[1] else []
+    if len(claims) > max_claims:
+        claims = claims[:max_claims]
+        unread.append(Check(verifier="facts", claim="", outcome="unknown", confidence=0.0,
+                            evidence={"kind": TRUNCATED, "limit": "max_claims", "limit_value": max_claims,
+                                      "checked": max_claims, "total": None, "unit": "claims"},
+                            note=f"the answer has more than max_claims = {max_claims} check-worthy claims: "
+                                 f"the first {max_claims} were checked, the rest is unchecked"))
     for c in claims:
         if question and len(key_set(c.text)) < SHORT_KEYS:
             c.context = f"{question.strip()} {c.text}"
     out = FactsOutcome(claims=claims)
     if not claims:
+        out.checks = unread
         return out
     tasks = [asyncio.ensure_future(_verify(c, run, max_rounds, cache)) for c in claims]
     done, pending = await asyncio.wait(tasks, timeout=max(0.01, run.remaining() + 0.05))
@@ -479,6 +496,7 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
             results.append(_Result("not_enough_info", note="the verification deadline passed"))
     out.checks, out.sources = _checks(claims, results)
     out.unconfirmed = [c.claim for c in out.checks if c.outcome == "unknown"]
+    out.checks += unread
     out.searches = run.searches
     out.unavailable = dict(run.unavailable)
     out.rounds = max((r.rounds for r in results), default=0)
