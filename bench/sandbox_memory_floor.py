@@ -8,8 +8,11 @@ namespace per block), and records how each run ended: ``ok`` / the check's outco
 ``ImportError`` from a failed mmap) or spin until the CPU limit (SIGXCPU, exit 152).
 
     python bench/sandbox_memory_floor.py --runtime DIR [--limits 1024,768,512,...] [--out FILE.md]
+    python bench/sandbox_memory_floor.py --rootfs DIR ...   # e.g. CI's debootstrap tree (Debian's stack)
 
-Writes a Markdown table (default bench/results/sandbox_memory_floor.md).
+Appends a Markdown table to --out (default bench/results/sandbox_memory_floor.md). A third
+program adds what tests/test_sandbox.py's stack test does: a thread (8 MiB stack reserved under
+RLIMIT_AS), a forked process, a subprocess.
 """
 
 from __future__ import annotations
@@ -32,6 +35,14 @@ df = pd.DataFrame({'age': [10, 130, 40]})
 print(int(df[(df['age'] > 0) & (df['age'] < 120)]['age'].sum()), sp.factor(sp.Symbol('x')**2 - 1))
 """
 
+THREADS = PLAIN + """
+import multiprocessing, subprocess, threading
+t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()
+a, b = multiprocessing.get_context('fork').Pipe()
+p = multiprocessing.get_context('fork').Process(target=lambda: b.send(6)); p.start(); print(a.recv()); p.join()
+print(subprocess.run(['python3', '-c', 'print(7)'], capture_output=True, text=True).stdout.strip())
+"""
+
 PANDAS_CASE = """To keep the plausible ages:
 
 ```python
@@ -45,12 +56,14 @@ print(clean)
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runtime", required=True)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--runtime")
+    src.add_argument("--rootfs")
     ap.add_argument("--limits", default="1024,768,640,512,448,384,352,320,288,256,224,192")
     ap.add_argument("--cpu-s", type=int, default=10)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "sandbox_memory_floor.md"))
     args = ap.parse_args()
-    box = BwrapSandbox(runtime=args.runtime)
+    box = BwrapSandbox(runtime=args.runtime) if args.runtime else BwrapSandbox(rootfs=args.rootfs, python="/usr/bin/python3")
     why = box.unavailable_reason()
     if why:
         print(f"bwrap unavailable: {why}", file=sys.stderr)
@@ -60,28 +73,41 @@ def main() -> int:
         lim = Limits(memory_mb=mb, cpu_s=args.cpu_s, timeout_s=60)
         t0 = time.monotonic()
         res = box.run(PLAIN, limits=lim)
-        plain = "ok" if res.ok and res.stdout.startswith("50") else \
-            f"killed_by={res.killed_by} exit={res.exit_code} {(res.stderr.strip().splitlines() or [''])[-1][:60]}"
+        plain = _how(res, res.stdout.startswith("50"))
         plain_s = time.monotonic() - t0
+        t0 = time.monotonic()
+        res = box.run(THREADS, limits=lim)
+        threads = _how(res, res.stdout.split()[-3:] == ["thread", "6", "7"] if res.stdout.split() else False)
+        threads_s = time.monotonic() - t0
         t0 = time.monotonic()
         checks = code.check(PANDAS_CASE, sandbox=box, limits=lim)
         c = checks[0]
         verdict = f"{c.outcome}: {c.note[:70]}"
-        rows.append((mb, plain, round(plain_s, 1), verdict, round(time.monotonic() - t0, 1)))
+        rows.append((mb, plain, round(plain_s, 1), threads, round(threads_s, 1), verdict, round(time.monotonic() - t0, 1)))
         print(rows[-1], flush=True)
-    m = box.runtime.manifest if box.runtime else {}
-    with open(args.out, "w", encoding="utf-8") as fh:
-        fh.write("# Sandbox RLIMIT_AS floor of the scientific stack (bench/sandbox_memory_floor.py)\n\n")
-        fh.write(f"bwrap, runtime {box.python} (Python {m.get('python')}; "
-                 + ", ".join(f"{k} {v}" for k, v in m.get("packages", {}).items())
-                 + f"), {platform.machine()}, {os.cpu_count()} CPUs, cpu_s={args.cpu_s}, "
+    res = box.run("import importlib.metadata as m, sys\nprint(sys.version.split()[0], *sorted(f'{d.metadata[\"Name\"]} {d.version}' "
+                  "for d in m.distributions() if d.metadata['Name'] in ('numpy', 'pandas', 'sympy')), sep=', ')")
+    new = not os.path.exists(args.out)
+    with open(args.out, "a", encoding="utf-8") as fh:
+        if new:
+            fh.write("# Sandbox RLIMIT_AS floor of the scientific stack (bench/sandbox_memory_floor.py)\n")
+        fh.write(f"\n## bwrap, {'runtime ' + args.runtime if args.runtime else 'rootfs ' + args.rootfs}\n\n"
+                 f"Python {res.stdout.strip()}; {platform.machine()}, {os.cpu_count()} CPUs, cpu_s={args.cpu_s}, "
                  f"OPENBLAS_NUM_THREADS=1.\n\n")
-        fh.write("| RLIMIT_AS (MiB) | import numpy+pandas+sympy, DataFrame filter | wall s | code verifier on the pandas case | wall s |\n")
-        fh.write("|---:|---|---:|---|---:|\n")
+        fh.write("| RLIMIT_AS (MiB) | import numpy+pandas+sympy, DataFrame filter | wall s "
+                 "| + thread, fork, subprocess | wall s | code verifier on the pandas case | wall s |\n")
+        fh.write("|---:|---|---:|---|---:|---|---:|\n")
         for r in rows:
-            fh.write(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]} |\n")
+            fh.write("| " + " | ".join(str(x) for x in r) + " |\n")
     print(f"wrote {args.out}")
     return 0
+
+
+def _how(res, good: bool) -> str:
+    if res.ok and good:
+        return "ok"
+    last = (res.stderr.strip().splitlines() or [""])[-1][:70].replace("|", "/")
+    return f"killed_by={res.killed_by} exit={res.exit_code} {last}".strip()
 
 
 if __name__ == "__main__":

@@ -286,6 +286,9 @@ def _sandbox_setup(p: argparse.ArgumentParser) -> Handler:
             f"{m.get('size_bytes', 0) / 1e6:.0f} MB in {m.get('files')} files; "
             + ", ".join(f"{k} {v}" for k, v in m.get("packages", {}).items()))
         problem = _sandbox_runtime_check(r)
+        if problem and not problem.startswith("not tried"):
+            log(f"sandbox setup failed: {problem}")
+            return 1
         if problem:
             log(problem)
         # the one line of configuration, alone on stdout: `eval "$(veracity sandbox setup)"`
@@ -324,6 +327,15 @@ def _sandbox_runtime_check(r) -> str | None:
     why = box.unavailable_reason()
     if why is not None:
         return f"not tried in the bwrap sandbox: {why}"
+    have = [m for m in rt.SCIENTIFIC_STACK if m in r.manifest.get("packages", {})]
+    if have != list(rt.SCIENTIFIC_STACK):  # a custom package set: its scientific part must import
+        res = box.run(f"import {', '.join(have) or 'sys'}\nprint('ok')")
+        if res.ok and res.stdout.strip() == "ok":
+            log_ok = f"checked in the bwrap sandbox: {', '.join(have) or 'the interpreter'} import(s) and run(s)"
+            print(f"veracity: {log_ok}", file=sys.stderr)
+            return None
+        return f"the runtime does not run in the bwrap sandbox (killed_by={res.killed_by}, " \
+               f"exit {res.exit_code}): {res.stderr.strip()[-300:]}"
     res = box.run(rt.INFO_PROGRAM)
     try:
         info = json.loads(res.stdout.strip().splitlines()[-1])

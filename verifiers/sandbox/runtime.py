@@ -388,3 +388,44 @@ def info(backend: str = "auto", limits: Any = None) -> dict[str, Any]:
         return d
     finally:
         box.close()
+
+
+def startup_note(backend: str = "auto", limits: Any = None) -> tuple[str, dict[str, Any]] | None:
+    """The gateway's one start-up line about its code sandbox: ``(message, fields)`` when no
+    sandbox with :data:`SCIENTIFIC_STACK` is available (none runs at all, or the one that runs
+    lacks some of the stack), ``None`` when the stack is there. One cheap probe run
+    (``find_spec``, no import); builds nothing (a first start stays fast)."""
+    from verifiers.sandbox import get
+
+    box = get(backend, limits)
+    try:
+        reason = box.unavailable_reason()
+        if reason is not None:
+            return (f"code sandbox: none can run here ({reason}); code is checked without running it, "
+                    f"execution checks are unknown", {"sandbox": box.name, "reason": reason})
+        missing = missing_stack(box)
+        if missing:
+            interp = box.isolation().get("interpreter") or f"python3 in {getattr(box, 'image', box.name)}"
+            return (f"code sandbox: {box.name} ({interp}) lacks {', '.join(missing)}: code that imports "
+                    f"{'it' if len(missing) == 1 else 'them'} is checked as unknown; `{SETUP_COMMAND}` builds a "
+                    f"runtime with {', '.join(SCIENTIFIC_STACK)} (not built automatically)",
+                    {"sandbox": box.name, "interpreter": interp, "missing": missing})
+        return None
+    finally:
+        box.close()
+
+
+def log_startup_note(log: Any, policies_dir: Any = None) -> None:
+    """:func:`startup_note` for the sandbox of the ``default`` policy in ``policies_dir``,
+    logged once as a warning on ``log`` (a structlog logger). Meant for a daemon thread; never
+    raises."""
+    try:
+        from proxy.policy import PolicyStore
+        from verifiers.sandbox import Limits
+
+        sb = PolicyStore(policies_dir).get("default").verifiers.code.sandbox
+        note = startup_note(sb.backend, Limits(**dict(sb.limits)))
+        if note is not None:
+            log.warning(note[0], **note[1])
+    except Exception as exc:  # noqa: BLE001 - a start-up hint must never break start-up
+        log.warning(f"code sandbox: could not check which packages it has: {type(exc).__name__}: {exc}")
