@@ -69,8 +69,8 @@ def built_runtime() -> rt.Runtime:
     if not path:
         d = rt.default_path()
         if not (d / rt.MANIFEST).is_file():
-            pytest.skip(f"no sandbox runtime built: run `veracity sandbox setup` (or set "
-                        f"VERACITY_TEST_SANDBOX_RUNTIME); CI builds it with deploy/ci/sandbox-runtime.sh")
+            pytest.skip("no sandbox runtime built: run `veracity sandbox setup` (or set "
+                        "VERACITY_TEST_SANDBOX_RUNTIME); CI builds it with deploy/ci/sandbox-runtime.sh")
         path = str(d)
     r = rt.load(path)
     assert {"numpy", "pandas", "sympy"} <= set(r.manifest["packages"]), r.manifest

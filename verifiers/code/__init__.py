@@ -337,6 +337,8 @@ def _sandbox_evidence(res: Result | None) -> dict:
         ev["seccomp"] = res.extra["seccomp"]
     if "memory" in res.extra:
         ev["memory_limit"] = res.extra["memory"]
+    if "interpreter" in res.extra:  # bwrap: which Python (and runtime) ran it (`veracity sandbox info`)
+        ev["interpreter"] = res.extra["interpreter"]
     return ev
 
 

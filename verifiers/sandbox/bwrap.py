@@ -7,6 +7,8 @@ Each run is ``bwrap --unshare-all --die-with-parent --new-session ... python3 -I
 - file system: read-only binds of ``/usr`` (+ the ``/bin``, ``/lib*`` links) and a few
   ``/etc`` files the loader needs — or, with ``rootfs`` / ``VERACITY_SANDBOX_ROOTFS``, a
   whole read-only root (e.g. the CI image's debootstrap tree, which carries numpy/pandas/sympy);
+  or, with a runtime built by ``veracity sandbox setup`` (:mod:`verifiers.sandbox.runtime`), that
+  virtualenv bound read-only at its own path, its ``bin/python`` as the interpreter;
   fresh ``/proc``, minimal ``/dev``, a tmpfs ``/tmp`` of ``Limits.tmp_mb`` MiB;
 - environment: cleared (``--clearenv``), then only ``_common.SANDBOX_ENV``;
 - seccomp: the deny-list filter of :mod:`verifiers.sandbox.seccomp` (``--seccomp FD``, compiled
