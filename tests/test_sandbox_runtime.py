@@ -332,3 +332,53 @@ def test_setup_builds_a_runtime_and_prints_the_one_line_that_uses_it():
             assert res.ok and res.stdout.split() == ["42", r.path], res.stderr
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.bwrap
+def test_runtime_at_the_default_location_needs_no_configuration(built_runtime, monkeypatch, tmp_path):
+    """`veracity sandbox setup` without --path, then the gateway: nothing to configure."""
+    _need_bwrap()
+    for k in ("VERACITY_SANDBOX_ROOTFS", "VERACITY_SANDBOX_PYTHON", rt.ENV_VAR):
+        monkeypatch.delenv(k, raising=False)
+    (tmp_path / "veracity").mkdir()
+    (tmp_path / "veracity" / "sandbox-runtime").symlink_to(built_runtime.path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    box = BwrapSandbox()
+    assert box.runtime is not None and box.python == built_runtime.python
+    monkeypatch.setenv("VERACITY_SANDBOX_PYTHON", "/usr/bin/python3")  # an explicit interpreter wins
+    assert BwrapSandbox().runtime is None
+
+
+@pytest.mark.bwrap
+def test_gateway_catches_the_design_pandas_case_with_the_runtime(gateway_factory, built_runtime, tmp_path):
+    """The real openai SDK -> `veracity serve` -> scripted upstream answering with the design's
+    pandas case: the report fails the code check with pandas' own error (issue 15, "Done when")."""
+    _need_bwrap()
+    import openai
+    import yaml
+
+    from proxy.mock_upstream import MockUpstream
+
+    (tmp_path / "default.yaml").write_text(yaml.safe_dump({
+        "name": "default", "on_failure": "annotate", "risk": {"threshold": 0.0},
+        "verifiers": {"code": {"enabled": True, "timeout_ms": 60000, "sandbox": {"backend": "bwrap",
+                                                                                "limits": {"timeout_s": 30}}},
+                      "citations": {"enabled": False}}}))
+    mock = MockUpstream({"rules": [{"name": "pandas", "match": {"last_user": "plausible"},
+                                    "reply": {"content": PANDAS_CASE}}], "models": ["gpt-test"]}).start()
+    try:
+        gw = gateway_factory({"upstreams": [{"name": "mock", "models": ["gpt-*"], "base_url": mock.base_url}],
+                              "policies": {"dir": str(tmp_path), "check_interval_s": 0}},
+                             env={rt.ENV_VAR: built_runtime.path, "VERACITY_SANDBOX_ROOTFS": "",
+                                  "VERACITY_SANDBOX_PYTHON": ""})
+        c = openai.OpenAI(base_url=gw.base_url, api_key="sk-test", max_retries=0, timeout=120)
+        resp = c.chat.completions.create(model="gpt-test", messages=[
+            {"role": "user", "content": "Keep only the rows with a plausible Age in my DataFrame."}])
+        rep = resp.model_extra["veracity"]
+        failed = [x for x in rep["checks"] if x["verifier"] == "code" and x["outcome"] == "fail"]
+        assert failed, rep
+        assert "truth value of a Series is ambiguous" in failed[0]["note"]
+        assert failed[0]["evidence"]["interpreter"] == built_runtime.python
+        assert "code sandbox:" not in gw.log()  # the stack is there: no start-up warning
+    finally:
+        mock.stop()

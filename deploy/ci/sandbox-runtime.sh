@@ -12,6 +12,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DIR="${1:-/var/cache/veracity/sandbox-runtime}"
+# setup bases the venv on /usr/bin/python3 when present: under root the sandbox runs as uid
+# 65534, which cannot enter a Python kept under /root (pyenv); Debian's python3 + venv module
+if [ ! -x /usr/bin/python3 ] || ! /usr/bin/python3 -c 'import venv' 2>/dev/null; then
+  apt-get install -y -qq --no-install-recommends python3 python3-venv >/dev/null
+fi
 start=$(date +%s)
 PYTHONPATH=. "${PYTHON:-python3}" -m proxy sandbox setup --path "$DIR"
 echo "sandbox runtime: built in $(( $(date +%s) - start )) s, $(du -sm "$DIR" | cut -f1) MB on disk" >&2

@@ -188,7 +188,8 @@ class Sandbox(abc.ABC):
 
         ``seccomp`` names the syscall filter in force (a value starting with ``"no seccomp"`` means
         the program sees the kernel's whole syscall surface, with the reason); ``memory`` names
-        what bounds memory (cgroup accounting or ``RLIMIT_AS``). Every :class:`Result` of an
+        what bounds memory (cgroup accounting or ``RLIMIT_AS``); bwrap adds ``interpreter`` (the
+        Python it runs, from a runtime, a rootfs or the host). Every :class:`Result` of an
         executing backend carries the same keys in ``extra``.
         """
         return {"seccomp": "no seccomp filter (does not execute code)", "memory": "none (does not execute code)"}
