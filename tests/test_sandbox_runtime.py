@@ -382,3 +382,27 @@ def test_gateway_catches_the_design_pandas_case_with_the_runtime(gateway_factory
         assert "code sandbox:" not in gw.log()  # the stack is there: no start-up warning
     finally:
         mock.stop()
+
+
+@pytest.mark.bwrap
+def test_planner_run_python_without_pandas_names_the_setup_command(empty_runtime):
+    """The planner's run_python step on the same pandas case: `unknown`, naming pandas and the
+    command that provides it (not a failure of the draft)."""
+    _need_bwrap()
+    import asyncio
+
+    from verifiers import planner
+    from verifiers.model import ScriptedModel
+
+    line = "df = df[(df['Age'] > 0) and (df['Age'] < 120)]"
+    step = {"step_id": 1, "description": "", "expected_check": "", "tool": "run_python", "claim": line,
+            "input": {"setup": "import pandas as pd\ndf = pd.DataFrame({'Age': [25, -5, 150, 30]})",
+                      "code": line, "assertions": ["list(df['Age']) == [25, 30]"]}}
+    model = ScriptedModel([(lambda m, name, purpose: name == "Plan",
+                            {"verification_needed": True, "verification_steps": [step]})])
+    draft = f"```python\nimport pandas as pd\ndf = pd.read_csv('data.csv')\n{line}\n```"
+    tools = planner.Toolbox(sandbox=BwrapSandbox(runtime=empty_runtime.path))
+    out = asyncio.run(planner.acheck(draft, "Clean data.csv: keep plausible ages, using pandas.", model=model,
+                                     use_model=True, tools=tools, deadline_s=60))
+    [c] = out.checks
+    assert c.outcome == "unknown" and "pandas" in c.note and "`veracity sandbox setup`" in c.note, c.note
