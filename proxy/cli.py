@@ -278,7 +278,7 @@ def _sandbox_setup(p: argparse.ArgumentParser) -> Handler:
         try:
             r = rt.build(args.path, _split_requirements(args.packages) if args.packages else None,
                          python=args.python, log=log)
-        except rt.RuntimeError_ as exc:
+        except rt.SandboxRuntimeError as exc:
             print(f"veracity: sandbox setup failed: {exc}", file=sys.stderr)
             return 1
         m = r.manifest

@@ -89,7 +89,7 @@ class BwrapSandbox(Sandbox):
         try:
             if runtime or not (self.rootfs or python or os.environ.get("VERACITY_SANDBOX_PYTHON")):
                 self.runtime = _rt.resolve(runtime)
-        except _rt.RuntimeError_ as exc:
+        except _rt.SandboxRuntimeError as exc:
             self._runtime_error = str(exc)
         if self.runtime is not None:
             self.rootfs, self.python = None, self.runtime.python

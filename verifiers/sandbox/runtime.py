@@ -48,11 +48,12 @@ SETUP_COMMAND = "veracity sandbox setup"
 
 __all__ = [
     "DEFAULT_PACKAGES", "SCIENTIFIC_STACK", "ENV_VAR", "MANIFEST", "SETUP_COMMAND",
-    "Runtime", "RuntimeError_", "default_path", "resolve", "load", "build", "missing_stack",
+    "Runtime", "SandboxRuntimeError", "default_path", "resolve", "load", "build", "missing_stack",
+    "provide_hint", "info", "startup_note", "log_startup_note",
 ]
 
 
-class RuntimeError_(RuntimeError):  # noqa: N801 - "RuntimeError" is the builtin
+class SandboxRuntimeError(RuntimeError):
     """A runtime cannot be built or used; ``str(exc)`` says why (one line or a few)."""
 
 
@@ -103,12 +104,12 @@ def load(path: str | os.PathLike[str]) -> Runtime:
     """The runtime at ``path``.
 
     Raises:
-        RuntimeError_: no ``bin/python`` there (not built, or not a virtualenv).
+        SandboxRuntimeError: no ``bin/python`` there (not built, or not a virtualenv).
     """
     p = os.path.realpath(os.fspath(path))
     py = os.path.join(p, "bin", "python")
     if not os.path.exists(py):
-        raise RuntimeError_(f"no sandbox runtime at {p} (no bin/python); build one with `{SETUP_COMMAND} --path {p}`")
+        raise SandboxRuntimeError(f"no sandbox runtime at {p} (no bin/python); build one with `{SETUP_COMMAND} --path {p}`")
     base = None
     try:
         for line in Path(p, "pyvenv.cfg").read_text(encoding="utf-8").splitlines():
@@ -130,7 +131,7 @@ def resolve(explicit: str | os.PathLike[str] | None = None, *, use_default: bool
     :func:`default_path` if it was built there (has a manifest), else ``None``.
 
     Raises:
-        RuntimeError_: ``explicit`` or the environment names a directory that holds no runtime
+        SandboxRuntimeError: ``explicit`` or the environment names a directory that holds no runtime
             (a configured runtime that is missing is an error, not a silent fallback).
     """
     if explicit:
@@ -210,7 +211,7 @@ def build(path: str | os.PathLike[str] | None = None, packages: list[str] | tupl
         pip_args: extra arguments for ``pip install`` (e.g. ``["--index-url", URL]``).
 
     Raises:
-        RuntimeError_: venv or pip failed (the message carries pip's last lines).
+        SandboxRuntimeError: venv or pip failed (the message carries pip's last lines).
     """
     dest = Path(os.path.abspath(os.fspath(path) if path else default_path()))
     pkgs = list(packages or DEFAULT_PACKAGES)
@@ -262,14 +263,14 @@ def build(path: str | os.PathLike[str] | None = None, packages: list[str] | tupl
 
 
 def _run(cmd: list[str], what: str) -> str:
-    """Run ``cmd``; its stdout, or :class:`RuntimeError_` with the last lines of its output."""
+    """Run ``cmd``; its stdout, or :class:`SandboxRuntimeError` with the last lines of its output."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as exc:
-        raise RuntimeError_(f"{what} failed: {exc}") from None
+        raise SandboxRuntimeError(f"{what} failed: {exc}") from None
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-8:])
-        raise RuntimeError_(f"{what} failed (exit {proc.returncode}):\n{tail}")
+        raise SandboxRuntimeError(f"{what} failed (exit {proc.returncode}):\n{tail}")
     return proc.stdout
 
 
