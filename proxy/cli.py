@@ -401,7 +401,9 @@ def _format_sandbox_info(d: dict) -> str:
     lim = d.get("limits", {})
     lines.append("limits:      " + ", ".join(f"{k}={v}" for k, v in lim.items()))
     if "stack" in d:
-        lines.append(f"stack:       {d['stack']}")
+        took = f" (import numpy, pandas, sympy + a DataFrame filter under these limits: {d['stack_s']} s, " \
+               f"max RSS {d['maxrss_mb']} MB)" if d.get("stack") == "ok" and d.get("stack_s") is not None else ""
+        lines.append(f"stack:       {d['stack']}{took}")
     pk = d.get("packages") or {}
     if pk:
         lines.append(f"packages:    {len(pk)}")

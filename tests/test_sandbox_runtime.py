@@ -266,6 +266,18 @@ print(subprocess.run(['python3', '-c', 'print(7)'], capture_output=True, text=Tr
 """, limits=tightest)
     assert res.ok and res.killed_by == "none", (res.killed_by, res.exit_code, res.stderr[-300:])
     assert res.stdout.split() == ["50", "(x", "-", "1)*(x", "+", "1)", "thread", "6", "7"]
+    # threaded data code: 8 threads of BLAS + pandas (without MALLOC_ARENA_MAX=2 in the sandbox's
+    # environment this failed at 512 MiB: every thread's malloc arena reserves 64 MiB)
+    res = box.run("""
+import numpy as np, pandas as pd
+from concurrent.futures import ThreadPoolExecutor
+def work(i):
+    a = np.random.default_rng(i).random((200, 200))
+    return float((a @ a).sum() > 0) + len(pd.DataFrame({'x': range(1000)}).query('x > 5'))
+with ThreadPoolExecutor(8) as ex:
+    print(sum(ex.map(work, range(32))))
+""", limits=tightest)
+    assert res.ok and res.stdout.strip() == "31840.0", (res.killed_by, res.exit_code, res.stderr[-300:])
 
 
 @pytest.mark.bwrap

@@ -68,12 +68,13 @@ class Limits:
             (container / namespace) is killed with SIGKILL and ``killed_by == "timeout"``.
         cpu_s: CPU-time limit in seconds (``RLIMIT_CPU``; default 10). Exceeding it sends
             SIGXCPU (then SIGKILL one second later) and reports ``killed_by == "cpu"``.
-        memory_mb: memory in MiB (default 512). docker: cgroup memory and memory+swap limit
+        memory_mb: memory in MiB (default 768). docker: cgroup memory and memory+swap limit
             (OOM kill -> ``"memory"``); bwrap: ``RLIMIT_AS`` address space (allocation fails,
-            Python raises ``MemoryError`` -> ``"memory"``). The default fits the runtime's
-            numpy + pandas + sympy with margin: their measured floor under ``RLIMIT_AS`` is
-            bench/results/sandbox_memory_floor.md; below it imports fail or spin until the CPU
-            limit.
+            Python raises ``MemoryError`` -> ``"memory"``). The default fits numpy + pandas +
+            sympy with margin: under ``RLIMIT_AS`` the highest floor measured for ordinary data
+            code (8 threads of numpy/pandas work, Debian's numpy with OpenBLAS) was 512 MiB, 320
+            MiB with the PyPI runtime (bench/results/sandbox_memory_floor.md); below it imports
+            or BLAS calls fail, or spin in OpenBLAS's allocation retries until the CPU limit.
         pids: processes/threads (default 64). docker: cgroup ``pids_limit``; bwrap:
             ``RLIMIT_NPROC`` set inside the sandbox's own user namespace (see bwrap.py).
         output_bytes: stdout+stderr bytes kept (default 262144 = 256 KiB). A run that writes
@@ -85,7 +86,7 @@ class Limits:
 
     timeout_s: float = 10.0
     cpu_s: int = 10
-    memory_mb: int = 512
+    memory_mb: int = 768
     pids: int = 64
     output_bytes: int = 256 * 1024
     file_size_mb: int = 16

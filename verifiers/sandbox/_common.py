@@ -43,6 +43,10 @@ SANDBOX_ENV = {
     # the pids budget and trips RLIMIT_AS
     "OPENBLAS_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
+    # at most 2 glibc malloc arenas (mallopt(3), M_ARENA_MAX): each further thread that mallocs
+    # would reserve a 64 MiB arena, which RLIMIT_AS counts -- 8 threads doing numpy work failed at
+    # 512 MiB without this and ran at 288 MiB with it (bench/results/sandbox_memory_floor.md)
+    "MALLOC_ARENA_MAX": "2",
     "MPLBACKEND": "Agg",
 }
 
