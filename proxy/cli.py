@@ -331,7 +331,7 @@ def _sandbox_runtime_check(r) -> str | None:
     if have != list(rt.SCIENTIFIC_STACK):  # a custom package set: its scientific part must import
         res = box.run(f"import {', '.join(have) or 'sys'}\nprint('ok')")
         if res.ok and res.stdout.strip() == "ok":
-            log_ok = f"checked in the bwrap sandbox: {', '.join(have) or 'the interpreter'} import(s) and run(s)"
+            log_ok = "checked in the bwrap sandbox: " + (f"{', '.join(have)} import" if have else "the interpreter runs")
             print(f"veracity: {log_ok}", file=sys.stderr)
             return None
         return f"the runtime does not run in the bwrap sandbox (killed_by={res.killed_by}, " \

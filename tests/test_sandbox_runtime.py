@@ -342,6 +342,11 @@ def test_setup_builds_a_runtime_and_prints_the_one_line_that_uses_it():
             assert "checked in the bwrap sandbox" in proc.stderr
             res = BwrapSandbox(runtime=r.path).run("import vprobe, sys\nprint(vprobe.VALUE, sys.prefix)")
             assert res.ok and res.stdout.split() == ["42", r.path], res.stderr
+        # a failed rebuild says why, exits 1 and leaves the working runtime as it was
+        proc = subprocess.run([sys.executable, "-m", "proxy", "sandbox", "setup", "--packages", "no-such-pkg-xyz",
+                               "--path", str(d / "rt")], capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 1 and proc.stdout == "" and "no-such-pkg-xyz" in proc.stderr
+        assert rt.load(d / "rt").manifest == r.manifest and not list(d.glob(".rt.*"))
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
