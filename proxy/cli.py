@@ -265,6 +265,164 @@ def _corpus_build(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+@command("sandbox setup", help="Build the code sandbox's Python runtime (a virtualenv with numpy, pandas, sympy "
+                                "from PyPI; no root, no container registry) and print the line that uses it.")
+def _sandbox_setup(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--packages", default=None,
+                   help="comma-separated pip requirements (default: the docker sandbox image's set, "
+                        "numpy>=1.26,<3,pandas>=2.1,<3,sympy>=1.12 -- a comma inside a specifier is kept)")
+    p.add_argument("--path", default=None, help="directory to build in (default: $XDG_CACHE_HOME/veracity/"
+                   "sandbox-runtime, ~/.cache/... when unset; /var/cache/veracity/sandbox-runtime under root)")
+    p.add_argument("--python", default=None,
+                   help="base interpreter of the virtualenv (default: /usr/bin/python3 if present, else this one)")
+
+    def run(args: argparse.Namespace) -> int:
+        import time
+
+        from verifiers.sandbox import runtime as rt
+
+        def log(msg: str) -> None:
+            print(f"veracity: {msg}", file=sys.stderr, flush=True)
+
+        t0 = time.monotonic()
+        try:
+            r = rt.build(args.path, _split_requirements(args.packages) if args.packages else None,
+                         python=args.python, log=log)
+        except rt.SandboxRuntimeError as exc:
+            print(f"veracity: sandbox setup failed: {exc}", file=sys.stderr)
+            return 1
+        m = r.manifest
+        log(f"built {r.path} in {time.monotonic() - t0:.0f} s: Python {m.get('python')}, "
+            f"{m.get('size_bytes', 0) / 1e6:.0f} MB in {m.get('files')} files; "
+            + ", ".join(f"{k} {v}" for k, v in m.get("packages", {}).items()))
+        problem = _sandbox_runtime_check(r)
+        if problem and not problem.startswith("not tried"):
+            log(f"sandbox setup failed: {problem}")
+            return 1
+        if problem:
+            log(problem)
+        # the one line of configuration, alone on stdout: `eval "$(veracity sandbox setup)"`
+        print(f"export {rt.ENV_VAR}={r.path}")
+        if os.path.realpath(rt.default_path()) == r.path:
+            log(f"(the gateway also finds a runtime at this default location without {rt.ENV_VAR})")
+        return 0
+
+    return run
+
+
+def _split_requirements(text: str) -> list[str]:
+    """Split ``--packages`` at commas that start a new requirement: ``numpy>=1.26,<3,pandas``
+    -> ``["numpy>=1.26,<3", "pandas"]`` (a part starting with a version operator continues
+    the previous specifier; PEP 508 names start with a letter or digit)."""
+    out: list[str] = []
+    for part in (x.strip() for x in text.split(",")):
+        if not part:
+            continue
+        if out and part[0] in "<>=!~":
+            out[-1] += "," + part
+        else:
+            out.append(part)
+    return out
+
+
+def _sandbox_runtime_check(r) -> str | None:
+    """Import the stack inside a real bwrap sandbox with the runtime and the shipped limits;
+    ``None`` when that worked, else what went wrong (or why it could not be tried)."""
+    import json
+
+    from verifiers.sandbox import Limits, runtime as rt
+    from verifiers.sandbox.bwrap import BwrapSandbox
+
+    box = BwrapSandbox(Limits(timeout_s=60), runtime=r.path)
+    why = box.unavailable_reason()
+    if why is not None:
+        return f"not tried in the bwrap sandbox: {why}"
+    have = [m for m in rt.SCIENTIFIC_STACK if m in r.manifest.get("packages", {})]
+    if have != list(rt.SCIENTIFIC_STACK):  # a custom package set: its scientific part must import
+        res = box.run(f"import {', '.join(have) or 'sys'}\nprint('ok')")
+        if res.ok and res.stdout.strip() == "ok":
+            log_ok = "checked in the bwrap sandbox: " + (f"{', '.join(have)} import" if have else "the interpreter runs")
+            print(f"veracity: {log_ok}", file=sys.stderr)
+            return None
+        return f"the runtime does not run in the bwrap sandbox (killed_by={res.killed_by}, " \
+               f"exit {res.exit_code}): {res.stderr.strip()[-300:]}"
+    res = box.run(rt.INFO_PROGRAM)
+    try:
+        info = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return f"the runtime does not run in the bwrap sandbox (killed_by={res.killed_by}, " \
+               f"exit {res.exit_code}): {res.stderr.strip()[-300:]}"
+    if info.get("stack") != "ok":
+        return f"in the bwrap sandbox the scientific stack does not work: {info.get('stack')}"
+    print(f"veracity: checked in the bwrap sandbox: numpy, pandas and sympy import and work "
+          f"({info.get('stack_s')} s, max RSS {info.get('maxrss_mb')} MB)", file=sys.stderr)
+    return None
+
+
+@command("sandbox info", help="Say which sandbox backend, interpreter, packages (with versions) and limits "
+                               "the code verifier uses (runs one probe program in the sandbox).")
+def _sandbox_info(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("--policy", default="default", help="policy whose verifiers.code.sandbox to show "
+                   "(name in --policies or a YAML file; default: %(default)s)")
+    p.add_argument("--policies", default=None, help="policy folder (default: $VERACITY_POLICIES or the shipped one)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+
+    def run(args: argparse.Namespace) -> int:
+        import json
+
+        from verifiers.sandbox.runtime import info as sandbox_info
+
+        try:
+            backend, limits = _policy_sandbox(args.policy, args.policies)
+        except Exception as exc:  # noqa: BLE001 - a bad policy is the user's to fix
+            print(f"veracity: {exc}", file=sys.stderr)
+            return 2
+        d = sandbox_info(backend, limits)
+        d["policy"] = args.policy
+        if args.json:
+            print(json.dumps(d, indent=2))
+        else:
+            print(_format_sandbox_info(d))
+        return 0 if d.get("available") else 1
+
+    return run
+
+
+def _policy_sandbox(policy: str, policies: str | None):
+    """``(backend, Limits)`` of a policy's ``verifiers.code.sandbox``."""
+    from pathlib import Path
+
+    from proxy.policy import PolicyStore, load_file
+    from verifiers.sandbox import Limits
+
+    pol = (load_file(policy) if policy.endswith((".yaml", ".yml")) and Path(policy).is_file()
+           else PolicyStore(policies).get(policy))
+    sb = pol.verifiers.code.sandbox
+    return sb.backend, Limits(**dict(sb.limits))
+
+
+def _format_sandbox_info(d: dict) -> str:
+    lines = [f"policy:      {d['policy']}",
+             f"backend:     {d['backend']}" + ("" if d.get("available") else f" (cannot run code: {d.get('reason')})")]
+    for k, label in (("interpreter", "interpreter"), ("runtime", "runtime"), ("rootfs", "rootfs"),
+                     ("image", "image"), ("python_version", "python"), ("seccomp", "seccomp"), ("memory", "memory")):
+        if d.get(k):
+            lines.append(f"{label + ':':<12} {d[k]}")
+    lim = d.get("limits", {})
+    lines.append("limits:      " + ", ".join(f"{k}={v}" for k, v in lim.items()))
+    if "stack" in d:
+        took = f" (import numpy, pandas, sympy + a DataFrame filter under these limits: {d['stack_s']} s, " \
+               f"max RSS {d['maxrss_mb']} MB)" if d.get("stack") == "ok" and d.get("stack_s") is not None else ""
+        lines.append(f"stack:       {d['stack']}{took}")
+    pk = d.get("packages") or {}
+    if pk:
+        lines.append(f"packages:    {len(pk)}")
+        lines += [f"  {k} {v}" for k, v in pk.items()]
+    if d.get("hint"):
+        lines.append(f"hint:        {d['hint']}")
+    return "\n".join(lines)
+
+
 def _review_store(config: str | None):
     """The review store of ``--config`` (else ``$VERACITY_CONFIG``, else ./veracity.yaml, else
     the default ``.veracity/reviews.sqlite3`` in the working folder), or a message."""

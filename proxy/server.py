@@ -75,6 +75,15 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
                 log.warning("no virtual keys configured: every client reaching the gateway uses the "
                             "upstream keys of " + ", ".join(keyed), auth="pass_through")
 
+    # one line when no sandbox with numpy/pandas/sympy is available (issue 15); in a thread: start-up stays fast
+    import threading
+
+    from proxy.config import policies_dir
+    from verifiers.sandbox.runtime import log_startup_note
+
+    threading.Thread(target=log_startup_note, args=(log, policies_dir(cfg)), daemon=True,
+                     name="veracity-sandbox-check").start()
+
     tmp_metrics = None
     if workers > 1:
         mdir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")

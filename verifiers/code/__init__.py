@@ -74,6 +74,8 @@ from verifiers.code._static import (
 from verifiers._types import Check
 from verifiers.sandbox import Limits, Result, Sandbox, SandboxUnavailable
 from verifiers.sandbox import get as get_sandbox
+from verifiers.sandbox._common import cpu_signal
+from verifiers.sandbox.runtime import provide_hint
 
 __all__ = ["check", "acheck", "DEFAULT_LIMITS"]
 
@@ -316,7 +318,7 @@ def _classify_error(p: _Plan, err: dict) -> tuple[str, str]:
             return "fail", f"no module named '{mod}' (did you mean '{near}'?)"
         if t == "ImportError" and mod and (mod.split(".")[0] in sys.stdlib_module_names or mod.split(".")[0] in _SANDBOX_MODULES):
             return "fail", f"ImportError: {msg}"
-        return "unknown", f"needs a package the sandbox does not have ({mod or msg})"
+        return "unknown", f"needs a package the sandbox does not have ({mod or msg})" + provide_hint(mod)
     if t in ENV_EXCEPTIONS or (t == "KeyError" and p.env_dependent):
         return "unknown", f"needs something the sandbox does not provide (files, network, input, credentials): {t}"
     if t == "NameError":
@@ -337,6 +339,8 @@ def _sandbox_evidence(res: Result | None) -> dict:
         ev["seccomp"] = res.extra["seccomp"]
     if "memory" in res.extra:
         ev["memory_limit"] = res.extra["memory"]
+    if "interpreter" in res.extra:  # bwrap: which Python (and runtime) ran it (`veracity sandbox info`)
+        ev["interpreter"] = res.extra["interpreter"]
     return ev
 
 
@@ -365,7 +369,9 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
     if res is None:
         why = f"not executed: {unavailable}"
     elif res.killed_by != "none":
-        why = {"timeout": f"did not finish within the sandbox limits ({res.killed_by}); may be long-running",
+        why = {"timeout": "did not finish within the sandbox's wall-clock limit (timeout); may be long-running",
+               "cpu": f"used up the sandbox's CPU-time limit (killed by {cpu_signal(res.exit_code) or 'the CPU rlimit'}, "
+                      f"exit code {res.exit_code}); may be long-running",
                "memory": "ran out of sandbox memory", "output": "printed more than the sandbox keeps"}[res.killed_by]
     elif not any(r.get("kind") == "done" for r in recs) and not any(r.get("kind") == "halt" for r in recs):
         why = _ended_early(res.exit_code)

@@ -40,8 +40,19 @@ from verifiers.arithmetic._tolerance import judge
 from verifiers.planner._text import (ExprError, Stated, find_span, has_operation, literals, normalized, numbers_in,
                                      parse_expression)
 from verifiers.planner._tools import ENVIRONMENT_ERRORS, Toolbox
+from verifiers.sandbox.runtime import provide_hint
 
 VERIFIER = "planner"
+
+
+def _module_hint(exc: dict[str, Any] | None, *, name_it: bool = True) -> str:
+    """For a ``ModuleNotFoundError`` record: the missing module (``name_it``) and the command
+    that provides it (``verifiers.sandbox.runtime.provide_hint``), else ``""``."""
+    exc = exc or {}
+    m = re.match(r"No module named '([\w.]+)'", str(exc.get("message") or ""))
+    if exc.get("type") != "ModuleNotFoundError" or not m:
+        return ""
+    return (f": no module named '{m.group(1)}'" if name_it else "") + provide_hint(m.group(1))
 
 #: Numbers a calculation may use without the text stating them: counts of the calendar and
 #: the clock (12 months, 4 quarters, 365 days, 60 minutes), percent and unit scales.
@@ -376,13 +387,14 @@ class Executor:
         setup, code = d.get("setup") or {}, d.get("code") or {}
         if setup.get("status") != "ok":
             why = (setup.get("exception") or {}).get("type") or setup.get("status") or d.get("killed_by")
-            return self._check(step, "unknown", f"the constructed inputs did not run ({why})", span=span, output=d)
+            return self._check(step, "unknown", f"the constructed inputs did not run ({why})"
+                               + _module_hint(setup.get("exception")), span=span, output=d)
         status = code.get("status")
         if status == "error":
             exc = code.get("exception") or {}
             found = f"{exc.get('type')}: {exc.get('message')}"
             if exc.get("type") in ENVIRONMENT_ERRORS:
-                return self._check(step, "unknown", f"the harness is incomplete: {found}"[:300], span=span,
+                return self._check(step, "unknown", f"the harness is incomplete: {found}"[:300] + _module_hint(exc, name_it=False), span=span,
                                    expected=found, output=d)
             return self._check(step, "fail", f"the draft's code raises on constructed inputs: {found}"[:300],
                                span=span, expected=found, found=step.claim[:200], output=d,

@@ -46,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-KilledBy = Literal["timeout", "memory", "output", "none"]
+KilledBy = Literal["timeout", "cpu", "memory", "output", "none"]
 
 __all__ = [
     "Limits",
@@ -66,11 +66,15 @@ class Limits:
     Attributes:
         timeout_s: wall-clock limit in seconds (default 10). On expiry the whole sandbox
             (container / namespace) is killed with SIGKILL and ``killed_by == "timeout"``.
-        cpu_s: CPU-time limit in seconds (``RLIMIT_CPU``; default 10). Exceeding it also
-            reports ``killed_by == "timeout"``.
-        memory_mb: memory in MiB (default 512). docker: cgroup memory and memory+swap limit
+        cpu_s: CPU-time limit in seconds (``RLIMIT_CPU``; default 10). Exceeding it sends
+            SIGXCPU (then SIGKILL one second later) and reports ``killed_by == "cpu"``.
+        memory_mb: memory in MiB (default 768). docker: cgroup memory and memory+swap limit
             (OOM kill -> ``"memory"``); bwrap: ``RLIMIT_AS`` address space (allocation fails,
-            Python raises ``MemoryError`` -> ``"memory"``).
+            Python raises ``MemoryError`` -> ``"memory"``). The default fits numpy + pandas +
+            sympy with margin: under ``RLIMIT_AS`` the highest floor measured for ordinary data
+            code (8 threads of numpy/pandas work, Debian's numpy with OpenBLAS) was 512 MiB, 320
+            MiB with the PyPI runtime (bench/results/sandbox_memory_floor.md); below it imports
+            or BLAS calls fail, or spin in OpenBLAS's allocation retries until the CPU limit.
         pids: processes/threads (default 64). docker: cgroup ``pids_limit``; bwrap:
             ``RLIMIT_NPROC`` set inside the sandbox's own user namespace (see bwrap.py).
         output_bytes: stdout+stderr bytes kept (default 262144 = 256 KiB). A run that writes
@@ -82,7 +86,7 @@ class Limits:
 
     timeout_s: float = 10.0
     cpu_s: int = 10
-    memory_mb: int = 512
+    memory_mb: int = 768
     pids: int = 64
     output_bytes: int = 256 * 1024
     file_size_mb: int = 16
@@ -105,8 +109,9 @@ class Result:
             ``Limits.output_bytes`` bytes.
         duration_s: wall time of the run in seconds, from start to exit/kill (excludes
             waiting for a concurrency slot; see ``queued_s``).
-        killed_by: ``"timeout"`` (wall or CPU limit), ``"memory"``, ``"output"`` or
-            ``"none"`` (ended on its own).
+        killed_by: ``"timeout"`` (the wall-clock limit), ``"cpu"`` (the CPU-time rlimit:
+            SIGXCPU, exit 152, or the SIGKILL one second after it), ``"memory"``, ``"output"``
+            or ``"none"`` (ended on its own).
         backend: name of the backend that ran it.
         truncated: True when output was cut at ``output_bytes``.
         queued_s: seconds spent waiting for a concurrency slot.
@@ -184,7 +189,8 @@ class Sandbox(abc.ABC):
 
         ``seccomp`` names the syscall filter in force (a value starting with ``"no seccomp"`` means
         the program sees the kernel's whole syscall surface, with the reason); ``memory`` names
-        what bounds memory (cgroup accounting or ``RLIMIT_AS``). Every :class:`Result` of an
+        what bounds memory (cgroup accounting or ``RLIMIT_AS``); bwrap adds ``interpreter`` (the
+        Python it runs, from a runtime, a rootfs or the host). Every :class:`Result` of an
         executing backend carries the same keys in ``extra``.
         """
         return {"seccomp": "no seccomp filter (does not execute code)", "memory": "none (does not execute code)"}
@@ -240,7 +246,7 @@ def get(backend: str = "auto", limits: Limits | None = None, **options: Any) -> 
     """Return a sandbox backend by name: ``"docker"``, ``"bwrap"``, ``"none"`` or ``"auto"``.
 
     ``options`` go to the backend (docker: ``image``, ``base_url``, ``warm``; bwrap:
-    ``rootfs``, ``python``, ``seccomp``). ``auto`` picks the first that runs with a seccomp
+    ``rootfs``, ``python``, ``runtime``, ``seccomp``). ``auto`` picks the first that runs with a seccomp
     filter (docker, then bwrap), else the first that runs at all, else ``none`` (whose reason
     lists why each was skipped).
     A named backend that cannot run is still returned: its ``available`` is False and
@@ -268,7 +274,7 @@ def get(backend: str = "auto", limits: Limits | None = None, **options: Any) -> 
         from verifiers.sandbox.none import NoSandbox
 
         dopts = {k: v for k, v in options.items() if k in ("image", "base_url", "warm")}
-        bopts = {k: v for k, v in options.items() if k in ("rootfs", "python", "seccomp")}
+        bopts = {k: v for k, v in options.items() if k in ("rootfs", "python", "runtime", "seccomp")}
         d = DockerSandbox(limits, **dopts)
         d_reason = d.unavailable_reason()
         if d_reason is None and d.filtered:

@@ -43,6 +43,10 @@ SANDBOX_ENV = {
     # the pids budget and trips RLIMIT_AS
     "OPENBLAS_NUM_THREADS": "1",
     "OMP_NUM_THREADS": "1",
+    # at most 2 glibc malloc arenas (mallopt(3), M_ARENA_MAX): each further thread that mallocs
+    # would reserve a 64 MiB arena, which RLIMIT_AS counts -- 8 threads doing numpy work failed at
+    # 512 MiB without this and ran at 288 MiB with it (bench/results/sandbox_memory_floor.md)
+    "MALLOC_ARENA_MAX": "2",
     "MPLBACKEND": "Agg",
 }
 
@@ -112,16 +116,18 @@ def classify(exit_code: int | None, stderr: str, *, timed_out: bool, output: boo
              cpu_s_max: float | None = None, cpu_s: float | None = None) -> str:
     """Map how a run ended to ``Result.killed_by``.
 
-    Order: our wall-clock kill, the output cap, a memory kill (cgroup OOM, or Python's
-    ``MemoryError`` under ``RLIMIT_AS``), then the CPU rlimit: SIGXCPU at ``cpu_s`` CPU
-    seconds, or the SIGKILL at the hard limit ``cpu_s + 1`` when SIGXCPU is ignored.
+    Order: our wall-clock kill (``"timeout"``), the output cap, a memory kill (cgroup OOM, or
+    Python's ``MemoryError`` under ``RLIMIT_AS``), then the CPU rlimit (``"cpu"``): SIGXCPU
+    (signal 24, exit 152 = 128 + 24 from bwrap/docker) at ``cpu_s`` CPU seconds, or the SIGKILL
+    at the hard limit ``cpu_s + 1`` when SIGXCPU is ignored (setrlimit(2), "RLIMIT_CPU").
 
     ``cpu_s_max`` is an upper bound on the CPU seconds the program used, when the backend
     knows one (bwrap: wall time x usable CPUs; docker: wall time, the container gets one CPU),
     and ``cpu_s`` the limit. A SIGXCPU/SIGKILL the CPU rlimit cannot have sent (the program
     used less than the limit) is the program's own doing (``os.kill(os.getpid(), 9)``) and
     reports ``"none"``: the exit code then tells what happened. Without a bound an
-    unexplained SIGKILL/SIGXCPU still counts as the CPU limit.
+    unexplained SIGKILL/SIGXCPU still counts as the CPU limit. :func:`cpu_signal` names the
+    signal of a ``"cpu"`` run.
     """
     if timed_out:
         return "timeout"
@@ -135,7 +141,20 @@ def classify(exit_code: int | None, stderr: str, *, timed_out: bool, output: boo
     # 0.25 s of slack: rusage/quota accounting granularity (ticks, CFS periods of 100 ms).
     known = cpu_s_max is not None and cpu_s is not None
     if exit_code in (-signal.SIGXCPU, 128 + signal.SIGXCPU):
-        return "timeout" if not known or cpu_s_max >= cpu_s - 0.25 else "none"
+        return "cpu" if not known or cpu_s_max >= cpu_s - 0.25 else "none"
     if exit_code in (-signal.SIGKILL, 128 + signal.SIGKILL):
-        return "timeout" if not known or cpu_s_max >= cpu_s + 1 - 0.25 else "none"
+        return "cpu" if not known or cpu_s_max >= cpu_s + 1 - 0.25 else "none"
     return "none"
+
+
+def cpu_signal(exit_code: int | None) -> str:
+    """The signal that ended a run, by name, from its exit code (``-N`` or ``128 + N``):
+    ``"SIGXCPU"`` for 152 / -24, ``"SIGKILL"`` for 137 / -9; ``"signal N"`` for an unnamed
+    one, ``""`` when the code is not a signal death."""
+    if exit_code is None or 0 <= exit_code <= 128:
+        return ""
+    n = -exit_code if exit_code < 0 else exit_code - 128
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"

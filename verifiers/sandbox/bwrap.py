@@ -7,6 +7,8 @@ Each run is ``bwrap --unshare-all --die-with-parent --new-session ... python3 -I
 - file system: read-only binds of ``/usr`` (+ the ``/bin``, ``/lib*`` links) and a few
   ``/etc`` files the loader needs — or, with ``rootfs`` / ``VERACITY_SANDBOX_ROOTFS``, a
   whole read-only root (e.g. the CI image's debootstrap tree, which carries numpy/pandas/sympy);
+  or, with a runtime built by ``veracity sandbox setup`` (:mod:`verifiers.sandbox.runtime`), that
+  virtualenv bound read-only at its own path, its ``bin/python`` as the interpreter;
   fresh ``/proc``, minimal ``/dev``, a tmpfs ``/tmp`` of ``Limits.tmp_mb`` MiB;
 - environment: cleared (``--clearenv``), then only ``_common.SANDBOX_ENV``;
 - seccomp: the deny-list filter of :mod:`verifiers.sandbox.seccomp` (``--seccomp FD``, compiled
@@ -47,6 +49,7 @@ import threading
 import time
 
 from verifiers.sandbox import Limits, Result, Sandbox
+from verifiers.sandbox import runtime as _rt
 from verifiers.sandbox import seccomp as _seccomp
 from verifiers.sandbox._common import SANDBOX_ENV, OutputCap, boot_argv, classify, rlimits
 
@@ -64,6 +67,11 @@ class BwrapSandbox(Sandbox):
             it the host's ``/usr`` is bound read-only and the host interpreter is used.
         python: interpreter path *inside* the sandbox (env ``VERACITY_SANDBOX_PYTHON``,
             default ``/usr/bin/python3``).
+        runtime: a runtime directory built by ``veracity sandbox setup``
+            (:mod:`verifiers.sandbox.runtime`; env ``VERACITY_SANDBOX_RUNTIME``, else the default
+            location when a runtime was built there): bound read-only at its own path, its
+            ``bin/python`` is the interpreter. A ``rootfs`` or ``python`` (argument or env)
+            takes precedence over the env / default runtime, not over an explicit ``runtime``.
         seccomp: install the seccomp filter (default True; env ``VERACITY_SANDBOX_SECCOMP=0``
             turns it off process-wide). Without libseccomp it is off regardless, and
             :meth:`isolation` says why.
@@ -72,10 +80,19 @@ class BwrapSandbox(Sandbox):
     name = "bwrap"
 
     def __init__(self, limits: Limits | None = None, *, rootfs: str | None = None, python: str | None = None,
-                 seccomp: bool = True) -> None:
+                 runtime: str | None = None, seccomp: bool = True) -> None:
         super().__init__(limits)
         self.rootfs = rootfs or os.environ.get("VERACITY_SANDBOX_ROOTFS") or None
         self.python = python or os.environ.get("VERACITY_SANDBOX_PYTHON") or "/usr/bin/python3"
+        self.runtime: _rt.Runtime | None = None
+        self._runtime_error: str | None = None
+        try:
+            if runtime or not (self.rootfs or python or os.environ.get("VERACITY_SANDBOX_PYTHON")):
+                self.runtime = _rt.resolve(runtime)
+        except _rt.SandboxRuntimeError as exc:
+            self._runtime_error = str(exc)
+        if self.runtime is not None:
+            self.rootfs, self.python = None, self.runtime.python
         self.bwrap = shutil.which("bwrap")
         self._want_seccomp = seccomp
         self._seccomp_reason: str | None = None  # set when bwrap itself rejects the filter
@@ -94,15 +111,18 @@ class BwrapSandbox(Sandbox):
             sc = f"no seccomp filter ({self._seccomp_reason})"
         else:
             sc = _seccomp.description()
-        return {"seccomp": sc, "memory": "RLIMIT_AS (address space per process; no cgroup)"}
+        return {"seccomp": sc, "memory": "RLIMIT_AS (address space per process; no cgroup)",
+                "interpreter": self.python + (f" (rootfs {self.rootfs})" if self.rootfs else "")}
 
     # -- availability --------------------------------------------------------------------------
     def unavailable_reason(self) -> str | None:
         if self.bwrap is None:
             return "bubblewrap (bwrap) is not installed"
+        if self._runtime_error is not None:
+            return self._runtime_error
         if self.rootfs and not os.path.isdir(self.rootfs):
             return f"sandbox rootfs {self.rootfs!r} does not exist"
-        key = (self.bwrap, self.rootfs, self.python, self._bpf())
+        key = (self.bwrap, self.rootfs, self.python, self.runtime and tuple(self.runtime.binds()), self._bpf())
         with _PROBE_LOCK:
             if key not in _PROBE_CACHE:
                 _PROBE_CACHE[key] = (self._probe(), self._seccomp_reason)
@@ -164,6 +184,10 @@ class BwrapSandbox(Sandbox):
         a += [
             "--proc", "/proc", "--dev", "/dev",
             "--size", str(limits.tmp_mb * 1024 * 1024), "--tmpfs", "/tmp",
+        ]
+        for d in self.runtime.binds() if self.runtime else ():  # read-only at the same path (after
+            a += ["--ro-bind", d, d]                             # /tmp: a runtime may live there)
+        a += [
             "--remount-ro", "/",  # the scaffold root bwrap builds is a writable tmpfs otherwise
             "--chdir", "/tmp",
         ]
