@@ -428,6 +428,8 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
                                                            "index (veracity index build), no network")
     p.add_argument("--verifiers", default=None, help="in-process: comma-separated verifiers to keep enabled")
     p.add_argument("--sandbox", default=None, help="in-process: the code verifier's sandbox backend")
+    p.add_argument("--risk-threshold", type=float, default=None,
+                   help="in-process: override the policy's risk threshold (0: check whatever the risk score)")
     p.add_argument("--styles", default=",".join(("apa", "ieee", "mla", "harvard", "bibtex")),
                    help="citation cases: reference styles each entry is rendered in")
     p.add_argument("--limit", type=int, default=None, help="records read per file")
@@ -458,7 +460,7 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
             try:
                 policy = evaluation.load_policy(args.policy, citations_index=args.citations_index,
                                                 verifiers=args.verifiers.split(",") if args.verifiers else None,
-                                                sandbox=args.sandbox)
+                                                sandbox=args.sandbox, risk_threshold=args.risk_threshold)
             except (OSError, PolicyError) as exc:
                 print(f"veracity eval: {exc}", file=sys.stderr)
                 return 2
@@ -472,7 +474,7 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
         metrics = evaluation.compute(items, results, bins=args.bins)
         prov = {"data": str(args.data), "policy": args.policy or "default", "gateway": args.gateway,
                 "model": args.model and f"{args.model_name} at {args.model}", "citations_index": args.citations_index,
-                "verifiers": args.verifiers, "styles": args.styles, "limit": args.limit, "skipped": skipped,
+                "verifiers": args.verifiers, "risk_threshold": args.risk_threshold, "styles": args.styles, "limit": args.limit, "skipped": skipped,
                 "started": t0.isoformat(timespec="seconds"),
                 "seconds": round((datetime.datetime.now(datetime.timezone.utc) - t0).total_seconds(), 1)}
         files = evaluation.write(metrics, args.out, title=f"veracity eval: {args.data}", provenance=prov)

@@ -150,11 +150,12 @@ def check_label(item: dict[str, Any], check: dict[str, Any], decisive_checks: in
 
 
 def load_policy(name_or_path: str | None, *, citations_index: str | None = None, verifiers: list[str] | None = None,
-                sandbox: str | None = None, model_name: str | None = None) -> Any:
+                sandbox: str | None = None, model_name: str | None = None, risk_threshold: float | None = None) -> Any:
     """A :class:`proxy.policy.Policy` from a shipped name (``policies/NAME.yaml``) or a file,
     with eval's overrides: ``citations_index`` (the citation verifier looks up only this offline
     index, no cache -- what ``bench/citations_bench.py`` does), ``verifiers`` (only these stay
-    enabled), ``sandbox`` (the code verifier's backend). Raises PolicyError / FileNotFoundError."""
+    enabled), ``sandbox`` (the code verifier's backend), ``risk_threshold`` (0: every answer the
+    risk score sends to a verifier is checked, whatever its score). Raises PolicyError / FileNotFoundError."""
     import yaml
 
     from proxy.policy import _parse, default_policies_dir
@@ -180,6 +181,8 @@ def load_policy(name_or_path: str | None, *, citations_index: str | None = None,
             v.setdefault(n, {})["enabled"] = True
     if sandbox:
         v.setdefault("code", {}).setdefault("sandbox", {})["backend"] = sandbox
+    if risk_threshold is not None:
+        doc.setdefault("risk", {})["threshold"] = risk_threshold
     if model_name:
         doc.setdefault("verification", {})["model"] = model_name
     return _parse(yaml.safe_dump(doc), str(p))
