@@ -440,6 +440,12 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
         import datetime
         import json
 
+        try:
+            import matplotlib  # noqa: F401
+            import numpy  # noqa: F401
+        except ImportError:
+            print("veracity eval needs matplotlib: pip install 'veracity[eval]'", file=sys.stderr)
+            return 2
         from proxy import cases, evaluation
 
         skipped: dict[str, int] = {}

@@ -144,13 +144,14 @@ def gateway_factory() -> Iterator[Any]:
 
 # --------------------------------------------------------------------------- CI: no silent skips
 
-_REAL_COMPONENT_MARKERS = ("docker", "bwrap", "redis", "cases")
+_REAL_COMPONENT_MARKERS = ("docker", "bwrap", "redis", "cases", "llama")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     """Under ``VERACITY_CI=1`` (set by ``.ci/run``, which starts dockerd, Redis and provides the
-    bubblewrap package and the case files) a test marked ``docker``/``bwrap``/``redis``/``cases``
+    bubblewrap package, the case files and the llama-cpp-python server) a test marked
+    ``docker``/``bwrap``/``redis``/``cases``/``llama``
     that skips is turned into a failure: in CI a missing real component is a broken CI, not a pass.
     """
     outcome = yield
