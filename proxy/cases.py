@@ -5,13 +5,15 @@ Every reader yields *items*, one labelled answer each::
     {"id": str, "set": str (the data set / case file), "question": str | None, "answer": str,
      "label": True (the answer is right) | False (wrong) | None (not labelled),
      "claims": [{"span": [start, end]} | {"text": str}, "correct": bool] | None,
+     "single_claim": bool (the label is about the answer's one claim: a rendered reference),
      "meta": {...}  (what the source says besides: hallucination type, style, reviewer ...)}
 
 Formats read as they are (:func:`read`; a folder reads every file it knows in it):
 
 * **labelled JSONL** (this project's own): ``{"question", "answer", "label"}`` per line; ``label``
   is ``true``/``false``, ``"correct"``/``"incorrect"`` or a review verdict; optional ``claims``
-  (per-claim labels, matched to a check by span or by text contained in the check's claim).
+  (per-claim labels, matched to a check by span or by text contained in the check's claim) and
+  ``single_claim`` (true: the label is about the answer's one checkable claim).
 * **review-queue export** (``veracity review export``, :func:`proxy.review.export_line`): the
   reviewer's ``label.verdict`` (:data:`proxy.review.VERDICTS`): ``correct`` -> True,
   ``incorrect`` -> False, ``partially_correct`` / ``cannot_tell`` / open -> None. Lines without
@@ -94,6 +96,7 @@ def citation_items(path: Path, styles: tuple[str, ...] = CITATION_STYLES,
         for st in styles:
             yield {"id": f"{e['bibtex_key']}:{st}", "set": path.stem, "question": None,
                    "answer": citation_answer(e["fields"], st), "label": e["label"] == "VALID", "claims": None,
+                   "single_claim": True,
                    "meta": {"style": st, "hallucination_type": e.get("hallucination_type") or "valid",
                             "generation_method": e.get("generation_method")}}
 
@@ -156,6 +159,7 @@ def _generic(path: Path, skipped: dict[str, int]) -> Iterator[dict[str, Any]]:
             claims = [dict(c, correct=label_of(c.get("correct", c.get("label")))) for c in claims]
         yield {"id": str(r.get("id") or n), "set": r.get("set") or path.stem, "question": r.get("question"),
                "answer": r["answer"], "label": label_of(r.get("label")), "claims": claims,
+               "single_claim": bool(r.get("single_claim")),
                "meta": r.get("meta") or {}}
 
 

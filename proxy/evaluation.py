@@ -126,8 +126,10 @@ def check_label(item: dict[str, Any], check: dict[str, Any], decisive_checks: in
     1. the item's per-claim labels: a claim whose ``span`` holds the check's span start, or whose
        ``text`` is contained in the check's claim (or contains it);
     2. a right answer: every claim in it is taken as right;
-    3. a wrong answer with exactly one decisive (pass/fail) check: that check's claim is the wrong
-       one (a citation case renders one reference per answer);
+    3. a wrong answer whose label is about its one claim (``item["single_claim"]``: a citation
+       case renders one reference per answer) with exactly one decisive (pass/fail) check: that
+       check's claim is the wrong one (not so for a math solution, whose one equation may be right
+       while its reasoning is wrong);
     4. else None: a wrong answer's other claims may well be right (unlabelled, left out)."""
     span = check.get("span")
     for c in item.get("claims") or ():
@@ -141,7 +143,8 @@ def check_label(item: dict[str, Any], check: dict[str, Any], decisive_checks: in
             return c["correct"]
     if item.get("label") is True:
         return True
-    if item.get("label") is False and decisive_checks == 1 and check.get("outcome") in ("pass", "fail"):
+    if (item.get("label") is False and item.get("single_claim") and decisive_checks == 1
+            and check.get("outcome") in ("pass", "fail")):
         return False
     return None
 

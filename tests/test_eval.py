@@ -38,7 +38,8 @@ def item(label, claims=None):
 
 
 def test_precision_recall_and_ece_are_the_hand_computed_ones():
-    items = [item(True), item(True), item(False), item(False), item(False), item(None)]
+    one = dict(item(False), single_claim=True)  # the label is about the answer's one claim
+    items = [item(True), item(True), one, one, item(False), item(None)]
     results = [
         res("passed", [chk("arithmetic", "pass", 0.95)]),      # right answer, pass: right
         res("failed", [chk("arithmetic", "fail", 0.9)]),       # right answer flagged: false alarm
@@ -80,7 +81,7 @@ def test_bin_edges_are_right_closed_and_robust_to_float_noise():
 
 
 def test_citation_status_precision_laplace_and_wilson():
-    items = [item(True)] * 3 + [item(False)] * 4
+    items = [item(True)] * 3 + [dict(item(False), single_claim=True)] * 4
     results = ([res("passed", [chk("citations", "pass", 0.95, "VERIFIED")])] * 3
                + [res("passed", [chk("citations", "pass", 0.95, "VERIFIED")])]
                + [res("failed", [chk("citations", "fail", 0.9, "NOT_FOUND")])] * 2
@@ -102,7 +103,10 @@ def test_claim_labels_by_span_and_text():
     assert evaluation.check_label(it, {"span": [20, 30], "claim": "63 + 5 = 69", "outcome": "fail"}, 3) is False
     # a wrong answer's unmatched claim among several is not known to be wrong
     assert evaluation.check_label(it, {"span": [40, 50], "claim": "1 + 1 = 2", "outcome": "pass"}, 3) is None
-    assert evaluation.check_label(item(False), {"claim": "c", "outcome": "pass"}, 1) is False
+    one = dict(item(False), single_claim=True)
+    assert evaluation.check_label(one, {"claim": "c", "outcome": "pass"}, 1) is False
+    # a wrong math answer's one equation may be right: not labelled without single_claim
+    assert evaluation.check_label(item(False), {"claim": "c", "outcome": "pass"}, 1) is None
     assert evaluation.check_label(item(True), {"claim": "c", "outcome": "fail"}, 5) is True
 
 
@@ -119,7 +123,7 @@ DATA = [
     {"question": "What is 17 * 3?", "answer": "17 * 3 = 51, so the answer is 51.", "label": "correct"},
     {"question": "What is 12 * 12?", "answer": "12 * 12 = 144.", "label": True},
     {"question": "What is 17 * 23?", "answer": "17 * 23 = 401. The answer is 401.", "label": "incorrect"},
-    {"question": "What is 9 * 8?", "answer": "9 * 8 = 81.", "label": False},
+    {"question": "What is 9 * 8?", "answer": "9 * 8 = 81.", "label": False, "single_claim": True},
     {"question": "What is the capital of Australia?", "answer": "Sydney.", "label": False},
 ]
 
