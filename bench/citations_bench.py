@@ -127,10 +127,10 @@ def doi_leave_one_out(labelled: dict[str, list[dict]], index: str) -> tuple[int,
 
 
 def answer_for(entry: dict, style: str) -> str:
-    ref = render(entry["fields"], style)
-    if style == "bibtex":
-        return f"Here is the BibTeX you asked for:\n\n```bibtex\n{ref}\n```\n"
-    return f"This is discussed in the literature.\n\nReferences\n\n1. {ref}\n"
+    """The entry rendered in ``style`` inside an answer (:func:`proxy.cases.citation_answer`)."""
+    from proxy.cases import citation_answer
+
+    return citation_answer(entry["fields"], style)
 
 
 def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:

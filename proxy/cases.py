@@ -22,8 +22,8 @@ Formats read as they are (:func:`read`; a folder reads every file it knows in it
   ``citations/supplement_chatgpt_citations.jsonl`` and ``dev_public.jsonl`` (Walters & Wilder 2023;
   HALLMARK dev: ``label`` VALID / HALLUCINATED, each entry rendered as a reference list in
   :data:`CITATION_STYLES` as ``bench/citations_bench.py`` does); ``math/test.jsonl`` (GSM8K
-  reference solutions, right), ``math/example_model_solutions.jsonl`` (GPT-3 solutions,
-  ``is_correct``), ``math/processbench_*.json`` (ProcessBench, Zheng et al. 2024: ``label`` = index
+  reference solutions, right; their calculator notes ``<<48/2=24>>`` kept: checkable claims),
+  ``math/example_model_solutions.jsonl`` (GPT-3 solutions, ``is_correct``; notes removed), ``math/processbench_*.json`` (ProcessBench, Zheng et al. 2024: ``label`` = index
   of the first wrong step, -1 none; steps before it are labelled right, that step wrong);
   ``code/humaneval_py_gpt4_simple.jsonl`` (``is_solved``). The grounding and relevance folders and
   the Agrawal et al. titles CSV are not read (they label passages and titles, not answers).
@@ -127,7 +127,7 @@ def math_items(path: Path, limit: int | None = None) -> Iterator[dict[str, Any]]
                            "claims": None, "meta": {"model": key}}
         else:  # GSM8K reference: "#### 72" closes the solution
             yield {"id": str(n), "set": path.stem, "question": r["question"],
-                   "answer": _CALC_NOTE.sub("", r["answer"]).replace("####", "The answer is"), "label": True,
+                   "answer": r["answer"].replace("####", "The answer is"), "label": True,
                    "claims": None, "meta": {}}
 
 
