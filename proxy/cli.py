@@ -473,7 +473,8 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
             if args.model:
                 from proxy.verifier_model import OpenAIChatModel
 
-                model = OpenAIChatModel(args.model, args.model_name, args.model_key)
+                model = OpenAIChatModel(args.model, args.model_name, args.model_key,
+                                        max_tokens=policy.verification.max_tokens)
         t0 = datetime.datetime.now(datetime.timezone.utc)
         results = evaluation.run_items(items, policy=policy, gateway=args.gateway, api_key=args.api_key,
                                        policy_name=args.policy, model=model, concurrency=args.concurrency)

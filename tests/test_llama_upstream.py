@@ -48,7 +48,7 @@ def llama():
     if not LLAMA_URL:
         pytest.skip("no llama-cpp-python server (VERACITY_TEST_LLAMA_URL; deploy/ci/llama-server.sh start)")
     try:
-        httpx.get(LLAMA_URL + "/models", timeout=10, trust_env=False).raise_for_status()
+        httpx.get(LLAMA_URL + "/models", timeout=120, trust_env=False).raise_for_status()  # busy: one request at a time
     except httpx.HTTPError as exc:
         pytest.skip(f"llama server at {LLAMA_URL} not answering: {exc}")
     return openai.OpenAI(base_url=LLAMA_URL, api_key="sk-none", max_retries=0, timeout=120)
@@ -129,3 +129,34 @@ def test_stream_wire_format_and_the_report(llama, gw, mode):
         assert len(reports) == 1, "the report arrives once, in the last chunk"
         wrong += assert_report_matches(text, reports[0])
     assert wrong >= 1
+
+
+def test_eval_binds_the_verifier_model_to_the_real_server(llama, tmp_path):
+    """``veracity eval --model URL``: the policy's model-driven step (an AMTFV plan, ``when:
+    always``) goes to the real server; whatever the base model writes, the run counts its calls
+    and tokens and ends with a report per answer (a plan it cannot parse is ``error``/``unknown``,
+    never a pass)."""
+    import json
+
+    from proxy.cli import main
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"question": "What is 17 * 23?", "answer": "17 * 23 = 490.", "label": False,
+                                "single_claim": True}) + "\n")
+    pol = tmp_path / "plan.yaml"
+    pol.write_text(yaml.safe_dump({"name": "plan", "risk": {"threshold": 0.0}, "on_failure": "annotate",
+                                   "verifiers": {"arithmetic": {"enabled": True}, "code": {"enabled": False},
+                                                 "citations": {"enabled": False},
+                                                 "planner": {"enabled": True, "templates": False, "when": "always",
+                                                             "timeout_ms": 120000}},
+                                   "verification": {"max_tokens": 96},
+                                   "budgets": {"request": {"extra_calls": 4, "extra_tokens": 20000,
+                                                           "deadline_ms": 120000}}}))
+    out = tmp_path / "out"
+    assert main(["eval", str(data), "--policy", str(pol), "--model", LLAMA_URL, "--model-name", MODEL,
+                 "--out", str(out)]) == 0
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["answers"]["errors"] == 0 and m["cost"]["verifier_calls"]["total"] >= 1
+    assert m["cost"]["tokens"]["total"] > 0
+    assert m["per_verifier"]["arithmetic"]["checks"]["tp"] == 1   # 17 * 23 = 391: the rule still fails it
+    assert m["provenance"]["model"] == f"{MODEL} at {LLAMA_URL}"
