@@ -10,7 +10,8 @@ What is measured (positive class = a *wrong* answer or claim: a flag is a ``fail
   alarm, ``passed`` on a wrong one a miss. Confusion table label x status.
 * **per verifier**: answer level (the verifier flagged the answer: one of its checks failed) and
   check level (each check against its own label, see :func:`check_label`); precision, recall, F1.
-* **per citation status** (``evidence["status"]``): how often the status' class is right
+* **per citation status** (``evidence["status"]``, any outcome; the claim's label, or the
+  answer's for a ``single_claim`` answer with one citation check): how often the status' class is right
   (VALID for VERIFIED / PARTIALLY_VERIFIED, HALLUCINATED for the others): precision, recall, F1,
   the Laplace estimate ``(k + 1) / (n + 2)`` and the Wilson 95 % interval.
 * **calibration** per verifier: a decisive check (``pass``/``fail``) says its outcome is right with
@@ -317,8 +318,11 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
                 out = c.get("outcome")
                 check_conf["unlabelled" if cl is None else "right" if cl else "wrong"][out] += 1
                 st = (c.get("evidence") or {}).get("status") if v == "citations" else None
-                if st and label is not None:
-                    status_n[st]["valid" if label else "hallucinated"] += 1
+                # a status is judged whatever its outcome (PARTIALLY_VERIFIED is ``unknown``): the
+                # claim's label, else the answer's when the label is about its one reference
+                sl = cl if cl is not None else label if it.get("single_claim") and len(cs) == 1 else None
+                if st and sl is not None:
+                    status_n[st]["valid" if sl else "hallucinated"] += 1
                     status_n[st][f"outcome:{out}"] += 1
                 if cl is None or out not in ("pass", "fail"):
                     continue
