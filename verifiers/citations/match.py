@@ -51,7 +51,7 @@ STATUS_AUTHENTICITY: dict[str, float] = {
     VERIFIED: 0.997,            # 3,407 of 3,415 VALID
     PARTIALLY_VERIFIED: 0.074,  # 9 of 133 VALID: its outcome is ``unknown``, not ``pass`` (verify.py)
     LIKELY_HALLUCINATION: 0.003,  # 1,678 of 1,682 HALLUCINATED
-    NOT_FOUND: 0.001,           # 1,786 of 1,787 HALLUCINATED
+    NOT_FOUND: 0.001,           # 1,784 of 1,785 HALLUCINATED
     CONFLICT: 0.018,            # 275 of 279 HALLUCINATED
 }
 
