@@ -20,8 +20,9 @@ What is measured (positive class = a *wrong* answer or claim: a flag is a ``fail
   ``ECE = sum_m |B_m|/n * |acc(B_m) - conf(B_m)|`` -- Naeini, Cooper & Hauskrecht 2015 (AAAI),
   Guo, Pleiss, Sun & Weinberger 2017 (ICML, eq. 3), with M = 10 by default as there. The
   reliability diagram draws acc(B_m) against the bin (Guo et al. fig. 1).
-* **cost and latency**: per answer verification ms (the report's ``cost.ms``; wall ms of the HTTP
-  call through a gateway), per verifier ms (``extra.durations_ms``), extra tokens / verifier-model
+* **cost and latency**: per answer verification ms (``answer``: the report's ``cost.ms``, measured
+  by the gateway or the in-process pipeline; ``wall``: the whole call as eval saw it, HTTP included
+  with ``--gateway``), per verifier ms (``extra.durations_ms``), extra tokens / verifier-model
   calls / searches: p50, p90, p95, p99 (numpy's default linear interpolation), mean, max.
 
 Computed here rather than with scikit-learn: each number is a few lines of counting (its
@@ -274,6 +275,7 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
     calib: dict[str, tuple[list[float], list[bool]]] = defaultdict(lambda: ([], []))
     status_n: dict[str, Counter] = defaultdict(Counter)  # citation status -> valid / hallucinated / outcome:x
     lat: list[float] = []
+    wall: list[float] = []
     per_ver_ms: dict[str, list[float]] = defaultdict(list)
     costs: dict[str, list[float]] = defaultdict(list)
     misjudged: list[dict[str, Any]] = []
@@ -290,7 +292,8 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
         status = rep.get("status", "error")
         confusion[lab][status] += 1
         cost = rep.get("cost") or {}
-        lat.append(float(cost.get("ms") or res.get("wall_ms") or 0.0))
+        lat.append(float(cost.get("ms") or 0.0))
+        wall.append(float(res.get("wall_ms") or 0.0))
         for k in ("tokens", "verifier_calls", "searches", "upstream_calls"):
             costs[k].append(float(cost.get(k) or 0))
         for v, ms in ((rep.get("extra") or {}).get("durations_ms") or {}).items():
@@ -386,7 +389,7 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
         "check_confusion": {k: dict(v) for k, v in check_conf.items() if v},
         "per_verifier": per_verifier,
         "citation_status": cit,
-        "latency_ms": {"answer": percentiles(lat), **{f"verifier:{v}": percentiles(x) for v, x in per_ver_ms.items()}},
+        "latency_ms": {"answer": percentiles(lat), "wall": percentiles(wall), **{f"verifier:{v}": percentiles(x) for v, x in per_ver_ms.items()}},
         "cost": {k: percentiles(v) | {"total": sum(v)} for k, v in costs.items() if v},
         "sets": dict(Counter(it.get("set") for it in items)),
     }
