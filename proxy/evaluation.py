@@ -266,7 +266,9 @@ def _round(x: Any) -> Any:
 
 def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins: int = 10) -> dict[str, Any]:
     """All metrics of one evaluation (module doc) as a JSON-ready dict, plus ``"_misjudged"``:
-    the answers and checks the checks got wrong (written to misjudged.jsonl, not metrics.json)."""
+    the answers and checks the checks got wrong (written to misjudged.jsonl), and ``"_results"``:
+    one verdict line per item (id, set, label, status, reason, checks as [verifier, outcome,
+    confidence, citation status]; written to results.jsonl, to compare runs)."""
     answers = {"n": len(items), "labelled": 0, "errors": 0}
     confusion: dict[str, Counter] = {"right": Counter(), "wrong": Counter(), "unlabelled": Counter()}
     check_conf: dict[str, Counter] = {"right": Counter(), "wrong": Counter(), "unlabelled": Counter()}
@@ -395,6 +397,13 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
     }
     out = _round(metrics)
     out["_misjudged"] = misjudged
+    out["_results"] = [{"id": it.get("id"), "set": it.get("set"), "label": it.get("label"),
+                        "status": (res.get("report") or {}).get("status"),
+                        "reason": (res.get("report") or {}).get("reason"), "error": res.get("error"),
+                        "checks": [[c.get("verifier"), c.get("outcome"), c.get("confidence"),
+                                    (c.get("evidence") or {}).get("status")]
+                                   for c in (res.get("report") or {}).get("checks") or []]}
+                       for it, res in zip(items, results)]
     return out
 
 
@@ -500,12 +509,12 @@ def _html(m: dict[str, Any], pngs: dict[str, bytes], title: str, n_misjudged: in
 
 def write(metrics: dict[str, Any], out_dir: str | Path, *, title: str = "veracity eval",
           provenance: dict[str, Any] | None = None) -> dict[str, Path]:
-    """Write ``metrics.json``, ``misjudged.jsonl``, ``reliability-<verifier>.png`` per verifier
+    """Write ``metrics.json``, ``misjudged.jsonl``, ``results.jsonl``, ``reliability-<verifier>.png`` per verifier
     with decisive labelled checks, and ``report.html`` (self-contained: PNGs inlined as base64
     data URIs, no external reference). Returns name -> path."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
-    m = {k: v for k, v in metrics.items() if k != "_misjudged"}
+    m = {k: v for k, v in metrics.items() if not k.startswith("_")}
     if provenance:
         m["provenance"] = provenance
     files: dict[str, Path] = {}
@@ -516,6 +525,10 @@ def write(metrics: dict[str, Any], out_dir: str | Path, *, title: str = "veracit
         for r in mis:
             fh.write(json.dumps(r, ensure_ascii=False) + "\n")
     files["misjudged.jsonl"] = d / "misjudged.jsonl"
+    with (d / "results.jsonl").open("w", encoding="utf-8") as fh:
+        for r in metrics.get("_results") or []:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    files["results.jsonl"] = d / "results.jsonl"
     pngs = {}
     for v, dv in m["per_verifier"].items():
         if dv["calibration"]["decisive_labelled_checks"]:

@@ -158,6 +158,8 @@ def test_cli_writes_the_files_and_a_self_contained_page(data_file, tmp_path, cap
     assert imgs and all(s.startswith("data:image/png;base64,") for s in imgs)
     assert base64.b64decode(imgs[0].split(",", 1)[1]) == png
     assert not re.search(r'(href|src)="(?!data:)', page) and "<link" not in page and "<script" not in page
+    res = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in res] == ["passed", "passed", "failed", "failed", "skipped"]
     mis = [json.loads(line) for line in (out / "misjudged.jsonl").read_text().splitlines()]
     assert [r["answer"] for r in mis if r["kind"] != "misjudged_check"] == []  # nothing passed wrong / false alarm
     printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
