@@ -127,10 +127,10 @@ def doi_leave_one_out(labelled: dict[str, list[dict]], index: str) -> tuple[int,
 
 
 def answer_for(entry: dict, style: str) -> str:
-    ref = render(entry["fields"], style)
-    if style == "bibtex":
-        return f"Here is the BibTeX you asked for:\n\n```bibtex\n{ref}\n```\n"
-    return f"This is discussed in the literature.\n\nReferences\n\n1. {ref}\n"
+    """The entry rendered in ``style`` inside an answer (:func:`proxy.cases.citation_answer`)."""
+    from proxy.cases import citation_answer
+
+    return citation_answer(entry["fields"], style)
 
 
 def prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
@@ -378,13 +378,14 @@ def report(results: dict, ext: dict, refx: dict | None, styles, secs: float, var
              "agency holds, or that only OpenAlex / S2 lack, is not a fabrication (tested against the loopback fakes).",
              "- Titles: a hyphen inside a word is spelling (\"pre-training\" = \"pretraining\": VERIFIED); a hyphen turned "
              "into a space or moved (HALLMARK's two hyphen near-misses) and a typo, an inflection or a function word "
-             "(\"towards\" for \"for\", a dropped \"the\") are PARTIALLY_VERIFIED (a pass: a typo in a real citation must "
-             "not become a false alarm, see the imperfection table); a swapped content word (\"Training\" for "
+             "(\"towards\" for \"for\", a dropped \"the\") are PARTIALLY_VERIFIED (`unknown`: a typo in a real citation "
+             "must not become a false alarm, see the imperfection table, and a near miss is no pass either); a swapped content word (\"Training\" for "
              "\"Learning\") is LIKELY_HALLUCINATION.",
              "- Calibration: VERIFIED / LIKELY_HALLUCINATION / CONFLICT / NOT_FOUND are right 97-100% of the time here. "
              "PARTIALLY_VERIFIED is almost always a fabrication on HALLMARK (its near-miss perturbations are built to look "
-             "partial) but almost always a correct citation in the imperfection table (typos): the 0.8 of the framework is "
-             "kept, and the pipeline should treat PARTIALLY_VERIFIED as a soft pass (annotate, do not correct).",
+             "partial) but almost always a correct citation in the imperfection table (typos): its outcome is `unknown` "
+             "(neither a pass nor a false alarm). The confidences are fitted on the labelled renderings by "
+             "`bench/citation_confidence_fit.py` (verifiers/citations/confidence_fit.json).",
              ""]
     L += head
     for variant, res in results.items():
@@ -448,8 +449,8 @@ def report(results: dict, ext: dict, refx: dict | None, styles, secs: float, var
                 if not v + h:
                     continue
                 passing = st in ("VERIFIED", "PARTIALLY_VERIFIED")
-                conf = STATUS_AUTHENTICITY[st] if passing else round(1 - STATUS_AUTHENTICITY[st], 2)
-                L.append(f"| {st} | {conf:.2f} | {v + h} | {v} | {h} | {pct((v if passing else h) / (v + h))} |")
+                conf = STATUS_AUTHENTICITY[st] if passing else round(1 - STATUS_AUTHENTICITY[st], 3)
+                L.append(f"| {st} | {conf:.3f} | {v + h} | {v} | {h} | {pct((v if passing else h) / (v + h))} |")
             L.append("")
     L += ["## Extraction accuracy (fields recovered vs the record, all labelled entries)", "",
           "| style | entry found | title | first author | year | venue | doi |", "|---|---|---|---|---|---|---|"]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import statistics
 import sys
 import time
@@ -38,35 +37,25 @@ from verifiers import arithmetic  # noqa: E402
 from verifiers import planner  # noqa: E402
 from verifiers.model import ScriptedModel  # noqa: E402
 
-_NOTE = re.compile(r"<<[^<>\n]*>>")
+#: proxy.cases names a set by its file; this bench's tables (and bench/verdict_ab.py's) by these
+_SETS = {"test": "gsm8k_reference", "example_model_solutions": "gsm8k_models",
+         "humaneval_py_gpt4_simple": "humaneval_gpt4"}
 
 
 def load(cases: Path, limit: int | None) -> list[dict[str, Any]]:
-    """Records ``{set, question, answer, correct (bool|None), kind}`` from the case files."""
-    out: list[dict[str, Any]] = []
+    """Records ``{set, question, answer, correct (bool|None), kind}`` from the case files, read by
+    :mod:`proxy.cases` (the same reader as ``veracity eval``)."""
+    from proxy.cases import read_file
+
     m = cases / "math"
-    for line in (m / "test.jsonl").read_text().splitlines()[:limit]:
-        r = json.loads(line)
-        ans = r["answer"].replace("####", "The answer is")
-        out.append({"set": "gsm8k_reference", "question": r["question"], "answer": ans, "correct": True,
-                    "kind": "math"})
-    for line in (m / "example_model_solutions.jsonl").read_text().splitlines()[:limit]:
-        r = json.loads(line)
-        for k in ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification"):
-            if k in r:
-                out.append({"set": "gsm8k_models", "question": r["question"],
-                            "answer": _NOTE.sub("", r[k]["solution"]), "correct": bool(r[k]["is_correct"]),
-                            "kind": "math"})
-    for name in ("processbench_gsm8k", "processbench_omnimath"):
-        for r in json.loads((m / f"{name}.json").read_text())[:limit]:
-            out.append({"set": name, "question": r["problem"], "answer": "\n\n".join(r["steps"]),
-                        "correct": r["label"] == -1, "kind": "math"})
-    code = cases / "code" / "humaneval_py_gpt4_simple.jsonl"
-    for line in code.read_text().splitlines()[:limit]:
-        r = json.loads(line)
-        solved = r["is_solved"] if isinstance(r["is_solved"], bool) else str(r["is_solved"]).lower() == "true"
-        out.append({"set": "humaneval_gpt4", "question": r["prompt"],
-                    "answer": "```python\n" + r["solution"] + "\n```", "correct": solved, "kind": "code"})
+    out: list[dict[str, Any]] = []
+    files = [(m / "test.jsonl", "math"), (m / "example_model_solutions.jsonl", "math"),
+             (m / "processbench_gsm8k.json", "math"), (m / "processbench_omnimath.json", "math"),
+             (cases / "code" / "humaneval_py_gpt4_simple.jsonl", "code")]
+    for path, kind in files:
+        for it in read_file(path, limit=limit):
+            out.append({"set": _SETS.get(it["set"], it["set"]), "question": it["question"], "answer": it["answer"],
+                        "correct": it["label"], "kind": kind})
     return out
 
 

@@ -577,5 +577,91 @@ def _review_export(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+@command("eval", help="Evaluate the checks on labelled answers (JSONL: question, answer, label; a review export; "
+                      "a ../shared/cases file or folder): precision/recall/F1, confusion, calibration (ECE, "
+                      "reliability diagrams), cost and latency, misjudged items -> --out DIR.")
+def _eval(p: argparse.ArgumentParser) -> Handler:
+    p.add_argument("data", metavar="DATA", help="labelled JSONL / case file, or a folder of case files")
+    p.add_argument("--out", required=True, help="output folder (metrics.json, report.html, PNGs, misjudged.jsonl)")
+    p.add_argument("--policy", default=None, help="policy name (policies/NAME.yaml) or file; default: default")
+    p.add_argument("--gateway", default=None, help="base URL of a running gateway (.../v1): check through its "
+                                                   "POST /v1/veracity/verify with the openai SDK instead of in-process")
+    p.add_argument("--api-key", default=os.environ.get("VERACITY_API_KEY", "sk-none"),
+                   help="key for --gateway (default $VERACITY_API_KEY)")
+    p.add_argument("--model", default=None, help="in-process: base URL of an OpenAI-compatible verifier model for "
+                                                 "model-driven verifiers (planner, facts, citation relevance)")
+    p.add_argument("--model-name", default="default", help="the verifier model's name (with --model)")
+    p.add_argument("--model-key", default=os.environ.get("VERACITY_MODEL_KEY"), help="bearer key for --model")
+    p.add_argument("--citations-index", default=None, help="in-process: look citations up only in this offline "
+                                                           "index (veracity index build), no network")
+    p.add_argument("--verifiers", default=None, help="in-process: comma-separated verifiers to keep enabled")
+    p.add_argument("--sandbox", default=None, help="in-process: the code verifier's sandbox backend")
+    p.add_argument("--risk-threshold", type=float, default=None,
+                   help="in-process: override the policy's risk threshold (0: check whatever the risk score)")
+    p.add_argument("--styles", default=",".join(("apa", "ieee", "mla", "harvard", "bibtex")),
+                   help="citation cases: reference styles each entry is rendered in")
+    p.add_argument("--limit", type=int, default=None, help="records read per file")
+    p.add_argument("--bins", type=int, default=10, help="equal-width calibration bins (default 10)")
+    p.add_argument("--concurrency", type=int, default=4, help="--gateway: requests in flight")
+
+    def run(args: argparse.Namespace) -> int:
+        import datetime
+        import json
+
+        try:
+            import matplotlib  # noqa: F401
+            import numpy  # noqa: F401
+        except ImportError:
+            print("veracity eval needs matplotlib: pip install 'veracity[eval]'", file=sys.stderr)
+            return 2
+        from proxy import cases, evaluation
+
+        skipped: dict[str, int] = {}
+        try:
+            items = cases.read(args.data, styles=tuple(s for s in args.styles.split(",") if s), limit=args.limit,
+                               skipped=skipped)
+        except (OSError, ValueError) as exc:
+            print(f"veracity eval: {exc}", file=sys.stderr)
+            return 2
+        if not items:
+            print(f"veracity eval: {args.data}: no labelled answer", file=sys.stderr)
+            return 2
+        model = None
+        policy = None
+        if not args.gateway:
+            from proxy.policy import PolicyError
+
+            try:
+                policy = evaluation.load_policy(args.policy, citations_index=args.citations_index,
+                                                verifiers=args.verifiers.split(",") if args.verifiers else None,
+                                                sandbox=args.sandbox, risk_threshold=args.risk_threshold)
+            except (OSError, PolicyError) as exc:
+                print(f"veracity eval: {exc}", file=sys.stderr)
+                return 2
+            if args.model:
+                from proxy.verifier_model import OpenAIChatModel
+
+                model = OpenAIChatModel(args.model, args.model_name, args.model_key,
+                                        max_tokens=policy.verification.max_tokens)
+        t0 = datetime.datetime.now(datetime.timezone.utc)
+        results = evaluation.run_items(items, policy=policy, gateway=args.gateway, api_key=args.api_key,
+                                       policy_name=args.policy, model=model, concurrency=args.concurrency)
+        metrics = evaluation.compute(items, results, bins=args.bins)
+        prov = {"data": str(args.data), "policy": args.policy or "default", "gateway": args.gateway,
+                "model": args.model and f"{args.model_name} at {args.model}", "citations_index": args.citations_index,
+                "verifiers": args.verifiers, "risk_threshold": args.risk_threshold, "styles": args.styles, "limit": args.limit, "skipped": skipped,
+                "started": t0.isoformat(timespec="seconds"),
+                "seconds": round((datetime.datetime.now(datetime.timezone.utc) - t0).total_seconds(), 1)}
+        files = evaluation.write(metrics, args.out, title=f"veracity eval: {args.data}", provenance=prov)
+        a = metrics["answers"]
+        print(json.dumps({"answers": a["n"], "precision": a["precision"], "recall": a["recall"], "f1": a["f1"],
+                          "false_alarms": a["fp"], "ece": {v: d["calibration"]["ece"]
+                                                           for v, d in metrics["per_verifier"].items()},
+                          "files": sorted(files)}))
+        return 0
+
+    return run
+
+
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -144,14 +144,15 @@ def gateway_factory() -> Iterator[Any]:
 
 # --------------------------------------------------------------------------- CI: no silent skips
 
-_REAL_COMPONENT_MARKERS = ("docker", "bwrap", "redis", "cases", "prometheus", "haproxy")
+_REAL_COMPONENT_MARKERS = ("docker", "bwrap", "redis", "cases", "prometheus", "haproxy", "llama")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     """Under ``VERACITY_CI=1`` (set by ``.ci/run``, which starts dockerd, Redis and provides the
-    bubblewrap, prometheus and haproxy packages and the case files) a test marked
-    ``docker``/``bwrap``/``redis``/``cases``/``prometheus``/``haproxy`` that skips is turned into a failure: in CI a missing real component is a broken CI, not a pass.
+    bubblewrap, prometheus and haproxy packages, the case files and the llama-cpp-python server) a
+    test marked ``docker``/``bwrap``/``redis``/``cases``/``prometheus``/``haproxy``/``llama``
+    that skips is turned into a failure: in CI a missing real component is a broken CI, not a pass.
     """
     outcome = yield
     rep = outcome.get_result()

@@ -94,13 +94,15 @@ def test_real_entries_with_a_doi_are_never_conflict_offline(library, hallmark):
 @pytest.mark.cases
 @pytest.mark.parametrize("doi", ["10.5281/zenodo.4567890", "10.5555/3495724.3496001", "10.48550/arXiv.2103.00020",
                                  "10.1109/TPAMI.2023.9999999"])
-def test_a_second_legitimate_doi_on_a_real_paper_passes_offline(library, hallmark, doi):
+def test_a_second_legitimate_doi_on_a_real_paper_is_not_flagged_offline(library, hallmark, doi):
     """A repository copy (Zenodo), ACM DL's unregistered 10.5555 DOI, an arXiv DOI, or a DOI of a
-    registrant the library knows (a journal version at IEEE): no evidence of fabrication."""
+    registrant the library knows (a journal version at IEEE): no evidence of fabrication, so no
+    failure -- and no pass either, the stated DOI being unconfirmed (PARTIALLY_VERIFIED is
+    ``unknown``: right for 9 of 133 labelled renderings, verifiers/citations/confidence_fit.json)."""
     iclr = next(e for e in hallmark if e["label"] == "VALID" and venue(e) == "ICLR" and not e["fields"].get("doi"))
     e = {"fields": dict(iclr["fields"], doi=doi)}
     c = only(check(answer_for(e, "apa"), sources=offline(library)))
-    assert c.outcome == "pass", c.note
+    assert c.outcome == "unknown", c.note
     assert c.evidence["status"] == "PARTIALLY_VERIFIED" and "could not be confirmed" in c.note
 
 
@@ -112,7 +114,7 @@ def test_small_library_venue_is_no_evidence(tmp_path, hallmark):
     build_index([], db, records=[_record(e) for e in iclr])
     e = {"fields": dict(iclr[0]["fields"], doi="10.77777/made.up.1")}
     c = only(check(answer_for(e, "apa"), sources=offline(db)))
-    assert c.outcome == "pass" and c.evidence["status"] == "PARTIALLY_VERIFIED"
+    assert c.outcome == "unknown" and c.evidence["status"] == "PARTIALLY_VERIFIED"
 
 
 def _record(e):
@@ -139,7 +141,7 @@ def test_datacite_doi_that_crossref_lacks_is_not_a_conflict(fake):
     fake.routes["/works/10.5281/zenodo.1234567/agency"] = status(200, dumps(dict(AGENCY, message={
         "DOI": "10.5281/zenodo.1234567", "agency": {"id": "datacite", "label": "DataCite"}})), "application/json")
     c = only(check(DEEP_WITH.format(doi="10.5281/zenodo.1234567"), sources=cfg({"crossref": fake.url})))
-    assert c.outcome == "pass" and c.evidence["status"] == "PARTIALLY_VERIFIED", c.note
+    assert c.outcome == "unknown" and c.evidence["status"] == "PARTIALLY_VERIFIED", c.note
     assert "DataCite" in c.evidence["sources"]["crossref"]["doi"]
     assert "/works/10.5281/zenodo.1234567/agency" in {h["path"] for h in fake.hits}
 
@@ -156,14 +158,14 @@ def test_agency_lookup_failing_is_unknown_not_conflict(fake):
     fake.routes["/works"] = json_file("crossref_works_query.json")
     fake.routes["/works/10.1038/nature99999/agency"] = status(503, "busy")
     c = only(check(DEEP_WITH.format(doi="10.1038/nature99999"), sources=cfg({"crossref": fake.url})))
-    assert c.outcome == "pass" and c.evidence["status"] == "PARTIALLY_VERIFIED", c.note
+    assert c.outcome == "unknown" and c.evidence["status"] == "PARTIALLY_VERIFIED", c.note
 
 
 def test_doi_missing_only_from_openalex_is_not_a_conflict(fake):
     """OpenAlex (like S2) lacks many real DOIs of other agencies: its 404 is no registry's "no"."""
     fake.routes["/works"] = json_file("openalex_works_search.json")
     c = only(check(DEEP_WITH.format(doi="10.1038/nature99999"), sources=cfg({"openalex": fake.url})))
-    assert c.outcome == "pass" and c.evidence["status"] == "PARTIALLY_VERIFIED", c.note
+    assert c.outcome == "unknown" and c.evidence["status"] == "PARTIALLY_VERIFIED", c.note
     assert c.evidence["sources"]["openalex"]["doi"] == "not_found"
 
 
@@ -197,5 +199,7 @@ def test_openalex_missing_an_arxiv_preprint_abstains(fake):
         arxiv.routes["/api/query"] = xml_file("arxiv_feed_vit.xml")
         fake.routes["/works"] = json_file("openalex_works_search.json")  # some other paper
         c = only(check(VIT_ARXIV, sources=cfg({"openalex": fake.url, "arxiv": arxiv.url})))
-    assert c.outcome == "pass" and c.expected["source"] == "arxiv", c.note
+    # PARTIALLY_VERIFIED (cited as the preprint of a published record): not a failure, and not a
+    # pass either (verifiers/citations/confidence_fit.json)
+    assert c.outcome == "unknown" and c.expected["source"] == "arxiv", c.note
     assert "arxiv" not in c.evidence["sources"].get("openalex", {})

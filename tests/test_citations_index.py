@@ -72,7 +72,7 @@ def test_statuses_against_the_offline_index(index):
         ("NOT_FOUND", "fail"),              # the library is authoritative by default
         ("LIKELY_HALLUCINATION", "fail"),   # author list cut without "et al."
         ("VERIFIED", "pass"),               # year off by one is noted, not failed
-        ("PARTIALLY_VERIFIED", "pass"),     # near-identical title (a typo)
+        ("PARTIALLY_VERIFIED", "unknown"),     # near-identical title (a typo)
         ("LIKELY_HALLUCINATION", "fail"),   # a near-miss title under real authors
     ]
     assert "preprint and published" in cs[6].note
@@ -126,8 +126,8 @@ def test_unconfirmed_doi_offline(index):
 """
     a, b, c = check(ans, sources=local(index))
     assert (a.evidence["status"], a.outcome) == ("CONFLICT", "fail") and "differs from the record's" in a.note
-    assert (b.evidence["status"], b.outcome) == ("PARTIALLY_VERIFIED", "pass") and "could not be confirmed" in b.note
-    assert c.outcome == "pass"  # a preprint DOI next to the publisher's is not a contradiction
+    assert (b.evidence["status"], b.outcome) == ("PARTIALLY_VERIFIED", "unknown") and "could not be confirmed" in b.note
+    assert c.outcome != "fail"  # a preprint DOI next to the publisher's is not a contradiction
 
 
 async def test_index_built_after_first_use_is_picked_up(tmp_path):

@@ -173,5 +173,5 @@ def test_real_hyphen_near_miss_titles_are_partially_verified(tmp_path):
     for e in entries:
         for style in ("apa", "ieee", "mla", "harvard", "bibtex"):
             (c,) = check(answer_for(e, style), sources={"use": [], "local_index": {"path": db}, "cache": {"backend": "none"}})
-            assert (c.evidence["status"], c.outcome) == ("PARTIALLY_VERIFIED", "pass"), (style, c.note)
+            assert (c.evidence["status"], c.outcome) == ("PARTIALLY_VERIFIED", "unknown"), (style, c.note)
             assert "hyphenation" in c.note

@@ -333,3 +333,15 @@ def test_default_policy_sends_the_design_cases_past_the_threshold(monkeypatch):
     rep = asyncio.run(pipeline.verify_text(policy, None, "Tesla delivered 484,507 vehicles in Q4 2023, up 20%",
                                            RequestBudget()))
     assert rep.risk["score"] >= policy.risk.threshold and "facts" in rep.risk["verifiers"]
+
+
+def test_a_bibtex_entry_sends_the_answer_to_the_citation_verifier():
+    """A fenced BibTeX block is a reference, not only code: before this signal, 900 of the 1,460
+    BibTeX renderings of the labelled citation cases reached no citation check (veracity eval)."""
+    ans = ("Here is the BibTeX you asked for:\n\n```bibtex\n@inproceedings{jockers2010,\n  title = {A computational "
+           "approach to theme in the novel},\n  author = {M. Jockers and D. Witten},\n  year = {2010},\n"
+           "  booktitle = {Literary and Linguistic Computing}\n}\n```\n")
+    r = risk.score(None, ans)
+    assert r.signals["bibtex"] == 1 and "citations" in r.verifiers
+    # an e-mail address or a decorator is no BibTeX entry
+    assert "bibtex" not in risk.score(None, "Write to me@article.com or use @dataclass {x}").signals

