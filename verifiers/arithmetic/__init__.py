@@ -71,6 +71,7 @@ from verifiers._types import Check
 from verifiers.arithmetic._claims import VERIFIER, ClaimFinder
 from verifiers.arithmetic._equivalent import equivalent
 from verifiers.arithmetic._expr import NotNumeric, Refused, evaluate, format_value, has_operation, has_var, literal_from_text, to_text
+from verifiers.arithmetic._latex import math_spans
 from verifiers.arithmetic._mapped import MappedText
 from verifiers.arithmetic._normalize import normalize
 from verifiers.arithmetic._tokens import ParseError, parse, runs, runs_with_context, tokenize
@@ -82,6 +83,7 @@ MAX_CHARS = 60_000
 MAX_CLAIMS = 500
 BUDGET_MS = 250.0
 
+_DOLLAR = re.compile(r"\$")
 _NOTE = re.compile(r"<<([^<>\n]{1,400})>>")
 _CLAIM_LINE = re.compile(r"(?m)^(?=[^\n]*\d)(?=[^\n]*[=≈\ue000\ue001])[^\n]*$")
 
@@ -137,8 +139,17 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
             checks.extend(finder.checks)
     base = MappedText(text).sub(_NOTE, [""]) if has_notes else MappedText(text)
     note_ends = {m.end() for m in _NOTE.finditer(text)} if has_notes else set()
+    spans = math_spans(text)
+    if spans.dollars:  # inline "$...$" formulas (not money): their delimiters end claims
+        base = base.sub(_DOLLAR, lambda m: [" \n "] if base.pos[m.start()] in spans.dollars else None)
     mt = normalize(base)
-    finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends)
+    math = None
+    if spans:
+        pos = mt.pos
+
+        def math(p: int) -> int:
+            return spans.region(pos[p]) if p < len(pos) else -1
+    finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends, spans=spans if spans else None)
     norm = mt.text
     stopped = False
     for line in _CLAIM_LINE.finditer(norm):  # a claim needs a digit and "=" / a result word
@@ -152,7 +163,7 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
                 break
             if end - start > MAX_WINDOW // 2 and not _HAS_EQ.search(norm, start, end):
                 continue
-            for before, run in runs_with_context(tokenize(norm, start=start, end=end)):
+            for before, run in runs_with_context(tokenize(norm, start=start, end=end, math=math)):
                 finder.run(run, before)
         if stopped:
             break

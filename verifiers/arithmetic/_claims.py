@@ -61,7 +61,7 @@ class _Seg:
     bad: bool = False
 
 
-def _make_seg(toks: list[Token]) -> _Seg:
+def _make_seg(toks: list[Token], formula: bool = False) -> _Seg:
     approx = False
     units: list[str] = []
     per_units: list[str] = []
@@ -86,7 +86,7 @@ def _make_seg(toks: list[Token]) -> _Seg:
         seg.bad = True
         return seg
     try:
-        seg.full = parse(clean)
+        seg.full = parse(clean, formula=formula)
     except ParseError:
         seg.full = None
     return seg
@@ -142,6 +142,57 @@ def _sticky_before(text: str, s: int) -> bool:
     if c == "," and s >= 2 and text[s - 2].isdigit() and text[s : s + 1].isdigit():
         return True  # "3,5 + 1 = 4,5": a decimal comma
     return c in _STICKY and s >= 2 and text[s - 2].isalnum()
+
+
+_OPEN_DELIM = re.compile(r"(?:\\\[|\\\(|\$\$|\$|\\begin\{[a-zA-Z*]+\})\s*$")
+_WORD_LABEL = re.compile(r"[A-Za-z]{3,}")
+_CLEAN_WORDS = frozenset("and or so then thus hence where when since because for if with which as but while".split())
+_PREV_WORD = re.compile(r"([A-Za-z]+)\s*$")
+
+
+def _cut_before(text: str, s: int, math: bool) -> bool:
+    """The run starts right after something that belongs to its first operand: an ellipsis
+    (``... + 10``), a prefix ``!`` (a subfactorial ``!5``), and, in a formula, any command or
+    symbol the tokeniser could not read (``\\binom{5}{2}``, ``\\lfloor``)."""
+    k = s
+    while k > 0 and text[k - 1] in " \t":
+        k -= 1
+    if k == 0:
+        return False
+    c = text[k - 1]
+    if c == "." and text[max(0, k - 3) : k] == "..." or c == "…":
+        return True
+    if c == "!" and k == s and (k < 2 or not (text[k - 2].isalnum() or text[k - 2] == ")")):
+        return True
+    if not math or c in "\n,;:([=":
+        return False
+    if c.isalpha():
+        m = _PREV_WORD.search(text, max(0, k - 20), k)
+        return not (m and m.group(1).lower() in _CLEAN_WORDS and k - len(m.group(1)) - 1 >= 0 and
+                    not text[k - len(m.group(1)) - 1 : k - len(m.group(1))].isalnum())
+    return True
+
+
+def _cut_after(text: str, e: int) -> bool:
+    """In a formula: the run ends before something it could not read (a command, a symbol
+    name, ``...``), so its last side is not the whole expression."""
+    k = e
+    n = len(text)
+    while k < n and text[k] in " \t":
+        k += 1
+    if k >= n:
+        return False
+    c = text[k]
+    if c in "\n,;:?":
+        return False
+    if c == ".":
+        return text[k : k + 3] == "..."
+    if c.isalpha():
+        j = k
+        while j < n and text[j].isalpha():
+            j += 1
+        return text[k:j].lower() not in _CLEAN_WORDS
+    return True
 
 
 _PER_WORD = re.compile(r"/[a-z]{2,}(?![\w(^/])")
@@ -336,8 +387,9 @@ class ClaimFinder:
     """
 
     def __init__(self, mt: MappedText, original: str, offset: int = 0, kind: str = "equation", strict: bool = False,
-                 note_ends: set[int] | None = None):
+                 note_ends: set[int] | None = None, spans: Any = None):
         self.mt = mt
+        self.spans = spans  # ``_latex.MathSpans`` of ``original`` (offset 0 only)
         self.original = original
         self.offset = offset
         self.kind = kind
@@ -347,6 +399,7 @@ class ClaimFinder:
         self._run_first: Token | None = None
         self._confirmed: tuple | None = None
         self._labelled: tuple | None = None
+        self._math = False
         self.checks: list[Check] = []
 
     # -- spans ---------------------------------------------------------------------------------
@@ -373,7 +426,8 @@ class ClaimFinder:
                 parts[-1].append(t)
         if not seps:
             return
-        segs = [_make_seg(p) for p in parts]
+        self._math = math = run[0].math >= 0 and all(t.math == run[0].math for t in run)
+        segs = [_make_seg(p, formula=math) for p in parts]
         text = self.mt.text
         if run[0].kind == "EQ":
             label = _label_before(text, run[0].start)
@@ -381,10 +435,18 @@ class ClaimFinder:
             label = ((_label_before(text, run[0].start) or "") + " " + run[0].text.lower()).strip()
         else:
             label = None
+        if label and not _WORD_LABEL.search(label):
+            label = None  # "x = 4 - \sqrt{3}, x = 4 + \sqrt{3}": two solutions, not one chain
         prev = self._labelled
         self._labelled = None
         if run[0].kind not in ("EQ", "SOFT") and _sticky_before(text, run[0].start):
             segs[0].bad = True
+        if _cut_before(text, run[0].start, math):
+            segs[0].bad = True  # "\dots 3 = 9 + 12 + 9 = 30", "!5 = 44", "\binom{5}{2} = 10" in a formula
+        if math and self.spans is not None and self._region_cut(run):
+            segs[0].bad = True  # "Gain = (coins) × \( \frac{1}{100} = ... \)": the formula began in prose
+        if math and _cut_after(text, run[-1].end):
+            segs[-1].bad = True  # "= \frac{\sqrt 2}{2} \sec x": the side goes on past what we read
         if run[-1].kind not in ("EQ", "SOFT") and _sticky_after(text, run[-1].end):
             segs[-1].bad = True
         if before is not None and (before.kind in ("OP", "NUM", "RP", "PCT") or
@@ -400,12 +462,22 @@ class ClaimFinder:
         if label:
             self._labelled = (label, run[-1].end, segs[-1], self._confirmed)
 
+    def _region_cut(self, run: list[Token]) -> bool:
+        spans = self.spans
+        k = run[0].math
+        start = self.mt.pos[run[0].start]
+        if self.original[spans.starts[k] : start].strip():
+            return False  # the run is not where the formula opens
+        before = self.original[max(0, spans.starts[k] - 12) : spans.starts[k]]
+        before = _OPEN_DELIM.sub("", before).rstrip()
+        return bool(before) and (before[-1] in "×*+-/=^·÷" or before.endswith(("\\times", "\\cdot", "\\div")))
+
     def _side(self, seg: _Seg, left: bool) -> tuple[tuple | None, list[Token] | None]:
         if seg.bad:
             return None, None
         if seg.full is not None:
             return seg.full, seg.toks
-        if self.strict:  # a calculator note is arithmetic through and through: no partial reads
+        if self.strict or self._math:  # a calculator note, a formula: no partial reads
             return None, None
         if left:
             _ensure_suffix(seg)

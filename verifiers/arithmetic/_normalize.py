@@ -51,6 +51,8 @@ _TEX_MIXED = _c(r"(?<![\d.,])(\d+)\s*\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}"
 _TEX_FRAC = _c(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 _TEX_FRAC_SHORT = _c(r"\\frac\s*(\d)\s*(\d)")
 _TEX_SQRT = _c(r"\\sqrt\s*\{([^{}]*)\}")
+_TEX_SQRT_BARE = _c(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))")  # "\sqrt3", "\sqrt x"
+_TEX_ROOT = _c(r"\\sqrt\s*\[\s*(\d+)\s*\]\s*\{([^{}]*)\}")  # "\sqrt[3]{27}" = 27^(1/3)
 _TEX_SUP = _c(r"\^\s*\{([^{}]*)\}")
 _TEX_TEXT = _c(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname|boxed|fbox)\s*\{([^{}]*)\}")
 _TEX_OPS = [
@@ -62,11 +64,29 @@ _TEX_OPS = [
     (_c(r"\\%"), "%"),
     (_c(r"\\\$"), "$"),
     (_c(r"\{,\}"), ","),
-    (_c(r"\\(?:[,;:! ]|quad|qquad)"), " "),
-    (_c(r"\\(?:cdots|ldots|dots)(?![a-zA-Z])"), "..."),
-    (_c(r"\\[\[\]()]"), " "),  # display/inline math delimiters
-    (_c(r"\$\$"), " "),
+    (_c(r"\\\\(?=\s*&\s*[=≈])"), " "),  # "a &= b \\ &= c": one chain over two rows
+    (_c(r"\\\\"), " \n "),  # any other row break ends a claim
+    (_c(r"\\(sin|cos|tan|log|ln|exp)(?![a-zA-Z])"), [" ", 1, " "]),
+    (_c(r"\\(?:quad|qquad)(?![a-zA-Z])"), " \n "),  # spacing between listed items: a boundary
+    (_c(r"\\[,;:! ]"), " "),
+    (_c(r"\\(?:cdots|ldots|dots|dotsb|dotsc|dotsm)(?![a-zA-Z])"), "..."),
+    # relations and arrows end a claim: "10 = 4 \implies", "x \equiv 5 \pmod{13}"
+    (_c(r"\\(?:implies|impliedby|iff|Rightarrow|Leftarrow|Longrightarrow|Leftrightarrow|rightarrow|to|"
+        r"therefore|because|le|leq|ge|geq|lt|gt|leqslant|geqslant|equiv|cong|pmod|bmod|mod|in|notin|mid|nmid|"
+        r"subset|subseteq|pm|mp|land|lor|neq|ne)(?![a-zA-Z])"),
+     " ; "),
+    (_c(r"&"), " "),  # alignment
+    (_c(r"\\(?:begin|end)\s*\{[a-zA-Z*]+\}(?:\{[^{}]*\})?"), " \n "),
+    (_c(r"\\[\[\]()]"), " \n "),  # display/inline math delimiters: no claim crosses one
+    (_c(r"\$\$"), " \n "),
 ]
+_GREEK = dict(zip(
+    "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi rho sigma tau "
+    "upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Sigma Phi Psi Omega".split(),
+    "αβγδεεζηθθικλμνξρστυφφχψωΓΔΘΛΞΣΦΨΩ"))
+_TEX_GREEK = _c(r"\\(" + "|".join(sorted(_GREEK, key=len, reverse=True)) + r")(?![a-zA-Z])")
+# "\sin^2 \theta" is (sin θ)^2: the power moves after a one-token argument
+_TEX_TRIG_POW = _c(r"\\(sin|cos|tan)\s*\^\s*\{?\s*(\d)\s*\}?\s*(\\[a-zA-Z]+|[a-zA-Z]|\d+)(?![a-zA-Z])")
 _TEX_DEG = _c(r"\^\s*[({]?\s*\\circ\s*[)}]?\s*")
 
 # --- Unicode ---------------------------------------------------------------------------------------
@@ -109,6 +129,7 @@ _WORD_OPS = [
 _DEG = [
     (_c(r"\s*°\s*F\b|\s+deg(?:rees?)?\s+(?:Fahrenheit|F)\b|\s+Fahrenheit\b", re.I), " degF"),
     (_c(r"\s*°\s*C\b|\s+deg(?:rees?)?\s+(?:Celsius|centigrade|C)\b|\s+Celsius\b", re.I), " degC"),
+    (_c(r"\s*°"), " deg"),  # an angle: "\tan 60°"
 ]
 _PHRASES = [
     # (pattern, pieces) ; A/B are groups 1/2
@@ -302,6 +323,8 @@ def _inline_code(m: re.Match[str]) -> list[str | int] | None:
 def _latex(t: MappedText) -> MappedText:
     t = t.sub(_TEX_SIZE, [""])
     t = t.sub(_TEX_FRACNAME, ["\\frac"])
+    t = t.sub(_TEX_TRIG_POW, [" (\\", 1, " ", 3, ")^", 2, " "])
+    t = t.sub(_TEX_GREEK, lambda m: [" " + _GREEK[m.group(1)] + " "])
     t = t.sub(_TEX_DEG, [" deg"])
     t = t.sub(_TEX_MIXED, _fix_mixed)
     for _ in range(8):
@@ -309,10 +332,12 @@ def _latex(t: MappedText) -> MappedText:
         t = t.sub(_TEX_TEXT, [" ", 1, " "])
         t = t.sub(_TEX_FRAC, ["((", 1, ")/(", 2, "))"])
         t = t.sub(_TEX_FRAC_SHORT, ["(", 1, "/", 2, ")"])
+        t = t.sub(_TEX_ROOT, ["((", 2, ")^(1/", 1, "))"])
         t = t.sub(_TEX_SQRT, ["sqrt(", 1, ")"])
+        t = t.sub(_TEX_SQRT_BARE, ["sqrt(", 1, ")"])
         t = t.sub(_TEX_SUP, ["^(", 1, ")"])
         if t.text == before:
             break
     for pat, rep in _TEX_OPS:
-        t = t.sub(pat, [rep])
+        t = t.sub(pat, rep if isinstance(rep, list) else [rep])
     return t
