@@ -71,7 +71,7 @@ from verifiers._types import Check
 from verifiers.arithmetic._claims import VERIFIER, ClaimFinder
 from verifiers.arithmetic._equivalent import equivalent
 from verifiers.arithmetic._expr import NotNumeric, Refused, evaluate, format_value, has_operation, has_var, literal_from_text, to_text
-from verifiers.arithmetic._latex import math_spans
+from verifiers.arithmetic._latex import REMAINDER_SENTENCE, math_spans
 from verifiers.arithmetic._mapped import MappedText
 from verifiers.arithmetic._normalize import normalize
 from verifiers.arithmetic._tokens import ParseError, parse, runs, runs_with_context, tokenize
@@ -149,7 +149,8 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
 
         def math(p: int) -> int:
             return spans.region(pos[p]) if p < len(pos) else -1
-    finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends, spans=spans if spans else None)
+    finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends, spans=spans if spans else None,
+                         question=question)
     norm = mt.text
     stopped = False
     for line in _CLAIM_LINE.finditer(norm):  # a claim needs a digit and "=" / a result word
@@ -171,11 +172,30 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
         if c.evidence.get("kind") == "equation" and _is_sentence(mt, c):
             c.evidence["kind"] = "natural_language"
     checks.extend(finder.checks)
+    if "emainder" in text:
+        checks.extend(_remainder_sentences(text))
     if question:
         link = _question_link(text, question, checks)
         if link is not None:
             checks.append(link)
     return checks
+
+
+def _remainder_sentences(text: str) -> list[Check]:
+    """"the remainder when 2004 is divided by 12 is 0": ``a mod b`` (a, b >= 0) against the
+    stated remainder, exactly."""
+    out = []
+    for m in REMAINDER_SENTENCE.finditer(text):
+        a, b, r = (int(g.replace(",", "")) for g in m.groups())
+        if b == 0 or len(str(a)) > 200:
+            continue
+        ok = a % b == r
+        out.append(Check(verifier=VERIFIER, claim=m.group(0), outcome="pass" if ok else "fail",
+                         expected=str(a % b), found=str(r), span=m.span(), confidence=1.0 if ok else 0.9,
+                         evidence={"kind": "remainder", "expression": f"{a} mod {b}", "value": str(a % b),
+                                   "rule": "exact", "tolerance": "0"},
+                         note="" if ok else f"{a} = {a // b} * {b} + {a % b}"))
+    return out
 
 
 MAX_WINDOW = 2_000

@@ -38,6 +38,7 @@ from verifiers.arithmetic._expr import (
     literal_of,
     to_text,
 )
+from verifiers.arithmetic._latex import context_window, moduli, negated
 from verifiers.arithmetic._mapped import MappedText
 from verifiers.arithmetic._tokens import MULTIPLIER_WORDS, ParseError, Token, parse
 from verifiers.arithmetic._tolerance import Verdict, equal_values, judge
@@ -145,8 +146,10 @@ def _sticky_before(text: str, s: int) -> bool:
 
 
 _OPEN_DELIM = re.compile(r"(?:\\\[|\\\(|\$\$|\$|\\begin\{[a-zA-Z*]+\})\s*$")
+_REMAINDER = re.compile(r"[ \t]*(?:\\text\s*\{\s*)?(?:remainder|rem|R|r)\b[ \t]*\}?[ \t]*(?:of[ \t]+)?(?:\\\(|\$)?[ \t]*"
+                        r"([-−]?[ \t]*\d+(?:\.\d+)?)")
 _WORD_LABEL = re.compile(r"[A-Za-z]{3,}")
-_CLEAN_WORDS = frozenset("and or so then thus hence where when since because for if with which as but while".split())
+_CLEAN_WORDS = frozenset("and or so then thus hence where when since because for if with which as but while remainder rem".split())
 _PREV_WORD = re.compile(r"([A-Za-z]+)\s*$")
 
 
@@ -387,9 +390,10 @@ class ClaimFinder:
     """
 
     def __init__(self, mt: MappedText, original: str, offset: int = 0, kind: str = "equation", strict: bool = False,
-                 note_ends: set[int] | None = None, spans: Any = None):
+                 note_ends: set[int] | None = None, spans: Any = None, question: str | None = None):
         self.mt = mt
         self.spans = spans  # ``_latex.MathSpans`` of ``original`` (offset 0 only)
+        self.question = question  # the user's message: its modular wording counts as context
         self.original = original
         self.offset = offset
         self.kind = kind
@@ -531,6 +535,8 @@ class ClaimFinder:
             return
         if r_lit:
             lit, sign = literal_of(rn)
+            if not self.strict and self._remainder(ln, lit, sign, toks):
+                return
             if _units_conflict(_uncancelled(a, lit.unit), _money_of(ltoks), lit):
                 return
             n_before = len(self.checks)
@@ -568,7 +574,7 @@ class ClaimFinder:
                        "consistent with rounded intermediate values", 0.5)
             return
         self._emit(toks, "fail", format_value(lv), format_value(rv), ln, rn, "exact", "0",
-                   "the two sides of the equation differ", 0.7)
+                   "the two sides of the equation differ", 0.7, exact=lv, stated=rv)
 
     def _after_note(self, toks: list[Token]) -> bool:
         if not self.note_ends:
@@ -602,7 +608,7 @@ class ClaimFinder:
         if v.outcome == "fail" and (reverse or self.kind == "natural_language"):
             conf = 0.85
         self._emit(toks, v.outcome, v.expected, found, node, None, v.rule, v.tolerance, v.note, conf,
-                   approx=approx, exact=value)
+                   approx=approx, exact=value, stated=sign * lit.value)
 
     def _conversion(self, ln: tuple, rn: tuple, a: _Seg, b: _Seg, toks: list[Token], approx: bool,
                     soft: bool = False) -> None:
@@ -671,10 +677,16 @@ class ClaimFinder:
         )
 
     def _emit(self, toks: list[Token], outcome: str, expected: str, found: Any, ln: tuple, rn: tuple | None,
-              rule: str, tol: str, note: str, conf: float, approx: bool = False, exact: Any = None) -> None:
+              rule: str, tol: str, note: str, conf: float, approx: bool = False, exact: Any = None,
+              stated: Any = None) -> None:
         span = self.span(toks)
         claim = self.claim_text(span)
         evidence: dict[str, Any] = {"kind": self.kind, "expression": to_text(ln), "rule": rule, "tolerance": tol}
+        if outcome == "fail" and not self.strict:
+            why = self._withdrawn(span, exact, stated)
+            if why is not None:
+                outcome, conf, note = "unknown", 0.5, why
+                evidence["context"] = why
         if rn is not None:
             evidence["right_expression"] = to_text(rn)
         if exact is not None:
@@ -698,6 +710,58 @@ class ClaimFinder:
                 note=note,
             )
         )
+
+    def _withdrawn(self, span: tuple[int, int], exact: Any, stated: Any) -> str | None:
+        """Why a computed difference is not a false claim here (``_latex`` context rules)."""
+        why = negated(self.original, span[0], span[1])
+        if why is not None:
+            return why
+        mods = moduli(context_window(self.original, span[0], span[1], self.question))
+        if mods is None:
+            return None
+        if not mods:
+            return "modular or digit context without a stated modulus"
+        if isinstance(exact, Fraction) and isinstance(stated, Fraction) and exact.denominator == 1 \
+                and stated.denominator == 1:
+            for m in sorted(mods):
+                if (exact.numerator - stated.numerator) % m == 0:
+                    return f"consistent with a residue modulo {m}"
+                if m == 100 and 0 <= stated < 10 and (exact.numerator // 10) % 10 == stated:
+                    return "consistent with the tens digit"
+        return None
+
+    def _remainder(self, ln: tuple, lit: Any, sign: int, toks: list[Token]) -> bool:
+        """``17 / 5 = 3 remainder 2``, ``-161 \\div 13 = -12 \\text{ remainder } -5``: a quotient with
+        its remainder. Judged as ``a = q * b + r`` with ``|r| < |b|`` (either sign convention);
+        returns True when the claim had that form (and was emitted)."""
+        end = self.span(toks)[1]
+        m = _REMAINDER.match(self.original, end)
+        if m is None:
+            return False
+        if not (ln[0] == "bin" and ln[1] == "/"):
+            self._unknown(toks, "a quotient with a remainder, of an expression that is not a division")
+            return True
+        try:
+            a, b = evaluate(ln[2]), evaluate(ln[3])
+        except (Refused, NotNumeric):
+            return True
+        q = sign * lit.value
+        r = Fraction(m.group(1).replace(" ", "")) if "." not in m.group(1) else None
+        if not all(isinstance(x, Fraction) and x.denominator == 1 for x in (a, b, q)) or r is None or \
+                r.denominator != 1 or b == 0:
+            self._unknown(toks, "a quotient with a remainder, not of whole numbers")
+            return True
+        span = (self.span(toks)[0], m.end())
+        qq, rr = divmod(a.numerator, b.numerator)
+        ok = a == q * b + r and abs(r) < abs(b)
+        self.checks.append(Check(
+            verifier=VERIFIER, claim=self.original[span[0]:span[1]].strip(), outcome="pass" if ok else "fail",
+            expected=f"{qq} remainder {rr}", found=f"{format_value(q)} remainder {format_value(r)}",
+            evidence={"kind": "division_with_remainder", "expression": to_text(ln), "rule": "a = q*b + r, |r| < |b|",
+                      "tolerance": "0"},
+            confidence=1.0 if ok else 0.9, span=span,
+            note="" if ok else f"{format_value(a)} = {qq} * {format_value(b)} + {rr}"))
+        return True
 
     def _unknown(self, toks: list[Token], note: str) -> None:
         toks = [t for t in toks if t is not None]

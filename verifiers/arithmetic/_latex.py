@@ -89,3 +89,104 @@ def _formula_like(body: str) -> bool:
 DELIMITER = re.compile(
     r"\\\[|\\\]|\\\(|\\\)|\$\$|\\(?:begin|end)\{[a-zA-Z*]+\}(?:\{[^{}]*\})?"
 )
+
+
+# --- context rules for a claim that computes to a different value --------------------------------
+# A false equation is not always a claim that it holds. Each rule below turns a ``fail`` into
+# ``unknown`` (never into ``pass``), so text can only withdraw a verdict, never write one.
+
+# "We cannot make 5 + 3 = 9", "if 2 + 2 = 5, then", "suppose 3 * 4 = 13": the writer does not
+# assert the equation (within the same clause, at most ~50 characters before it).
+_NEGATED_BEFORE = re.compile(
+    r"\b(?:cannot|can\s*not|can't|could\s+not|couldn't|not|never|isn't|aren't|wasn't|weren't|doesn't|don't|"
+    r"instead\s+of|rather\s+than|mistakenly|incorrectly|wrongly|claim(?:s|ed)?\s+that|says?\s+that|said\s+that|"
+    r"thought\s+that)\b[^.!?\n;:,]{0,40}$"
+    r"|\b(?:if|whether|suppose|supposing|assume|assuming|unless)\b[^.!?\n;:,]{0,12}$",
+    re.I,
+)
+# "... \implies 10 = 4, which is false", "Check: 60 = 5^2 + 6^2 = 61. This does not work."
+_NEGATED_AFTER = re.compile(
+    r"(?:\b(?:which|this|that|it|these|this\s+equation|the\s+equation)\s+(?:is|was|are)\s+(?:clearly\s+|obviously\s+)?"
+    r"(?:false|not\s+true|untrue|incorrect|wrong|impossible|a\s+contradiction|not\s+possible|not\s+valid|invalid)\b"
+    r"|\bcontradiction\b|\b(?:does|do|did)\s*(?:not|n't)\s+(?:work|hold|satisfy|match|equal|check\s+out)\b"
+    r"|\bnot\s+satisfied\b|\bis\s+not\s+equal\b|\bnot\s+equal\s+to\b|\bno\s+solution\b|\bnot\s+a\s+solution\b"
+    r"|\b(?:is|was)\s+false\b|\bwhich\s+fails\b)",
+    re.I,
+)
+_CLAUSE = re.compile(r"\b(?:because|since|but|so|and|while|whereas|then|thus|hence|therefore|as)\b", re.I)
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_QUOTES = (('"', '"'), ("“", "”"), ("«", "»"))
+
+
+def negated(original: str, start: int, end: int) -> str | None:
+    """Why the claim at ``original[start:end]`` is not asserted (negated, hypothetical,
+    quoted, or shown false by the writer), or ``None``."""
+    line_start = max(original.rfind("\n", 0, start) + 1, start - 200)
+    before = original[line_start:start]
+    clause = before[-60:]
+    cut = None
+    for cut in _CLAUSE.finditer(clause):
+        pass
+    if cut is not None:
+        clause = clause[cut.end():]
+    if _NEGATED_BEFORE.search(clause):
+        return "negated or hypothetical in its sentence"
+    for o, c in _QUOTES:
+        if o == c:
+            if before.count(o) % 2 == 1 and c in original[end : end + 80].split("\n", 1)[0]:
+                return "quoted"
+        elif before.rfind(o) > before.rfind(c) and c in original[end : end + 80]:
+            return "quoted"
+    after = original[end : end + 200].split("\n\n", 1)[0]
+    stops = [m.end() for m in _SENTENCE_END.finditer(after)]
+    if len(stops) >= 2:
+        after = after[: stops[1]]
+    if _NEGATED_AFTER.search(after):
+        return "shown false by the writer"
+    return None
+
+
+# Modular arithmetic, digits and remainders: "the units digit of 16^17 is 6", "5 * 3 * 3 = 5"
+# while working mod 10.
+MODULAR = re.compile(
+    r"\\pmod|\\bmod|\\mod\b|\bmod\b|\bmodulo\b|\\equiv|≡|\bremainders?\b|\b(?:units?|ones|last|tens|final)\s+digits?\b|"
+    r"\blast\s+(?:two|three|four|\d)\s+digits\b|\bcongruen|\bresidues?\b",
+    re.I,
+)
+_MODULUS = re.compile(
+    r"(?:\\pmod|\\bmod|\\mod|\bmod(?:ulo)?|\bdivided\s+by|\bdivisible\s+by)\s*[{(]?\s*(?:\\\(|\$)?\s*(\d{1,12})\b",
+    re.I,
+)
+_DIGITS = [(re.compile(r"\b(?:units?|ones|last|final)\s+digit\b", re.I), 10),
+           (re.compile(r"\blast\s+two\s+digits\b", re.I), 100),
+           (re.compile(r"\blast\s+three\s+digits\b", re.I), 1000),
+           (re.compile(r"\btens\s+digit\b", re.I), 100)]
+
+
+def moduli(text: str) -> set[int] | None:
+    """``None`` when ``text`` says nothing modular; else the moduli it names (maybe none)."""
+    if not MODULAR.search(text):
+        return None
+    out = {int(m.group(1)) for m in _MODULUS.finditer(text) if 1 < int(m.group(1)) <= 10**12}
+    for pat, m in _DIGITS:
+        if pat.search(text):
+            out.add(m)
+    return out
+
+
+def context_window(original: str, start: int, end: int, question: str | None = None) -> str:
+    """The text a claim's modular context is read from: its paragraph, the one before, and
+    the question."""
+    p0 = original.rfind("\n\n", 0, start)
+    p0 = original.rfind("\n\n", 0, p0) if p0 > 0 else 0
+    p1 = original.find("\n\n", end)
+    window = original[max(0, p0, start - 1500) : (p1 if p1 >= 0 else len(original))]
+    return window + "\n" + (question or "")[:2000]
+
+
+# "the remainder when 2004 is divided by 12 is 0"
+REMAINDER_SENTENCE = re.compile(
+    r"\bremainder\s+(?:when|of)\s+\$?\\?\(?\s*(\d[\d,]*)\s*\\?\)?\$?\s+(?:is\s+)?divided\s+by\s+\$?\\?\(?\s*(\d[\d,]*)"
+    r"\s*\\?\)?\$?\s*(?:,\s*)?(?:is|equals|=)\s+\$?\\?\(?\s*(?:\\boxed\{)?\s*(\d+)\b",
+    re.I,
+)

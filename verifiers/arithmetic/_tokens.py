@@ -69,7 +69,8 @@ STOPWORDS = frozenset(
     since until because total overall left remaining over under about around approximately roughly
     nearly almost exactly times plus minus what how many much can could will would should may
     might must do does did has have had per let now here there step answer result final gives
-    give get gets got makes make yields equals equal""".split()
+    give get gets got makes make yields equals equal remainder remainders quotient rem digit digits mod
+    modulo""".split()
 )
 _MATH = frozenset({"NUM", "OP", "LP", "RP", "EQ", "SOFT", "FACT", "PCT", "FUNC", "CONST", "VAR", "UNIT", "TILDE"})
 _OPERAND_END = frozenset({"NUM", "RP", "PCT", "FACT", "CONST", "VAR"})
