@@ -38,6 +38,7 @@ from verifiers.arithmetic._expr import (
     literal_of,
     to_text,
 )
+from verifiers.arithmetic._equivalent import decide, symbolic_difference
 from verifiers.arithmetic._latex import context_window, moduli, negated
 from verifiers.arithmetic._mapped import MappedText
 from verifiers.arithmetic._tokens import MULTIPLIER_WORDS, ParseError, Token, parse
@@ -148,6 +149,50 @@ def _sticky_before(text: str, s: int) -> bool:
 _OPEN_DELIM = re.compile(r"(?:\\\[|\\\(|\$\$|\$|\\begin\{[a-zA-Z*]+\})\s*$")
 _REMAINDER = re.compile(r"[ \t]*(?:\\text\s*\{\s*)?(?:remainder|rem|R|r)\b[ \t]*\}?[ \t]*(?:of[ \t]+)?(?:\\\(|\$)?[ \t]*"
                         r"([-−]?[ \t]*\d+(?:\.\d+)?)")
+MAX_IDENTITY_NODES = 80
+MAX_DECISIONS = 4  # full SymPy + 60-digit sampling decisions per answer (each ~5-30 ms)
+
+
+_SAMPLE_POINTS = (Fraction(3, 7), Fraction(-5, 3), Fraction(11, 4))
+
+
+def _sampled_difference(ln: tuple, rn: tuple) -> tuple[str, bool]:
+    """Cheap pre-test before SymPy: both sides evaluated exactly (rationals; floats where a
+    function is irrational) at three points, every symbol set to a different rational.
+    First item: ``varies`` when the difference is not the same at all three (not an identity,
+    not a constant difference: an equation in the symbols), ``zero``, ``constant`` (the same
+    nonzero value), or ``same`` (undecided). Second: every value was an exact rational."""
+    names = sorted(_names(ln, set()) | _names(rn, set()))
+    diffs = []
+    for k, p in enumerate(_SAMPLE_POINTS):
+        env = {n: p + Fraction(j, 13 + k) for j, n in enumerate(names)}
+        try:
+            d = evaluate(ln, env=env) - evaluate(rn, env=env)
+        except (NotNumeric, Refused, OverflowError, ValueError, ZeroDivisionError, TypeError):
+            return "same", False
+        diffs.append(d)
+    exact = all(isinstance(d, Fraction) for d in diffs)
+    lo, hi = min(diffs), max(diffs)
+    if abs(hi - lo) > 1e-9 * (1 + abs(hi)):
+        return "varies", exact
+    if exact:
+        return ("zero" if hi == 0 else "constant"), True
+    return "same", False
+
+
+def _names(node: tuple, out: set[str]) -> set[str]:
+    if node[0] == "var":
+        out.add(node[1])
+    for c in node[1:]:
+        if isinstance(c, tuple):
+            _names(c, out)
+    return out
+
+
+def _size(node: tuple) -> int:
+    return 1 + sum(_size(c) for c in node[1:] if isinstance(c, tuple))
+
+
 _WORD_LABEL = re.compile(r"[A-Za-z]{3,}")
 _CLEAN_WORDS = frozenset("and or so then thus hence where when since because for if with which as but while remainder rem".split())
 _PREV_WORD = re.compile(r"([A-Za-z]+)\s*$")
@@ -404,6 +449,7 @@ class ClaimFinder:
         self._confirmed: tuple | None = None
         self._labelled: tuple | None = None
         self._math = False
+        self._decisions = 0
         self.checks: list[Check] = []
 
     # -- spans ---------------------------------------------------------------------------------
@@ -499,6 +545,8 @@ class ClaimFinder:
                 self._unknown(toks, "could not parse the calculator note")
             return
         if has_var(ln) or has_var(rn):
+            if self._math and not soft and not self.strict and has_var(ln) and has_var(rn):
+                self._identity(ln, rn, ltoks + [sep] + rtoks)
             return
         approx = sep.approx or b.approx
         l_lit, r_lit = is_literal(ln), is_literal(rn)
@@ -729,6 +777,59 @@ class ClaimFinder:
                 if m == 100 and 0 <= stated < 10 and (exact.numerator // 10) % 10 == stated:
                     return "consistent with the tens digit"
         return None
+
+    def _identity(self, ln: tuple, rn: tuple, toks: list[Token]) -> None:
+        """A formula with free symbols on both sides (``(a+b)^2 = a^2 + 2ab + b^2``,
+        ``\\cos^2 θ = 1 - \\sin^2 θ``) goes to ``_equivalent.decide`` (SymPy, then sample points).
+        ``pass`` when the two sides are the same function. Most other such equations are
+        conditions on the symbols (``4k^2 - 28k + 40 = 0``, ``x^2 + y^2 = 2xy``), so they stay
+        unchecked; only a nonzero *constant* difference, proved by SymPy, is false for every
+        value of the symbols and is a ``fail``. A side that is a lone symbol (``D = b^2 - 4ac``)
+        is a definition and is skipped."""
+        if ln[0] == "var" or rn[0] == "var" or _size(ln) + _size(rn) > MAX_IDENTITY_NODES:
+            return
+        for t, u in zip(toks, toks[1:]):
+            if t.kind == "VAR" and u.kind == "LP" and u.start == t.end:
+                return  # "f(0) = 2f(0) - 1": a function applied, not a product
+        sampled, exact = _sampled_difference(ln, rn)
+        if sampled == "varies":
+            return  # a condition on the symbols, not an identity: no need for SymPy
+        span = self.span(toks)
+        claim = self.claim_text(span)
+        ev: dict[str, Any] = {"kind": "identity", "left": to_text(ln), "right": to_text(rn)}
+        outcome, conf, note = None, 0.0, ""
+        if exact:  # a rational function of the symbols: SymPy's expansion decides
+            diff = symbolic_difference(ln, rn)
+            if diff is None:
+                return
+            if diff == 0:
+                outcome, conf, note = "pass", 1.0, "equal symbolically"
+                ev["method"] = "sympy: cancel(expand(a - b)) == 0"
+            elif sampled == "constant" and diff.is_number and diff.is_zero is False:
+                outcome, conf, note = "fail", 0.9, f"false for every value of the symbols: the sides differ by {diff}"
+                ev["method"] = "sympy: a - b is a nonzero constant"
+                ev["difference"] = str(diff)[:200]
+        else:  # roots, trigonometry: the full decision (SymPy, then 60-digit sample points)
+            if self._decisions >= MAX_DECISIONS:
+                return
+            self._decisions += 1
+            c = decide(ln, rn, claim)
+            ev.update(c.evidence)
+            ev["kind"] = "identity"
+            if c.outcome == "pass":
+                outcome, conf, note = "pass", c.confidence, c.note
+            elif c.outcome == "fail" and ev.get("method") == "sympy: a - b is a nonzero constant":
+                outcome, conf, note = "fail", 0.9, f"false for every value of the symbols: {c.note}"
+        if outcome is None:
+            return
+        if outcome == "fail":
+            why = self._withdrawn(span, None, None)
+            if why:
+                outcome, conf, note = "unknown", 0.5, why
+                ev["context"] = why
+        self.checks.append(Check(verifier=VERIFIER, claim=claim, outcome=outcome,  # type: ignore[arg-type]
+                                 expected=to_text(ln), found=to_text(rn), evidence=ev, confidence=conf,
+                                 span=span, note=note))
 
     def _remainder(self, ln: tuple, lit: Any, sign: int, toks: list[Token]) -> bool:
         """``17 / 5 = 3 remainder 2``, ``-161 \\div 13 = -12 \\text{ remainder } -5``: a quotient with

@@ -109,7 +109,7 @@ _NEGATED_AFTER = re.compile(
     r"(?:\b(?:which|this|that|it|these|this\s+equation|the\s+equation)\s+(?:is|was|are)\s+(?:clearly\s+|obviously\s+)?"
     r"(?:false|not\s+true|untrue|incorrect|wrong|impossible|a\s+contradiction|not\s+possible|not\s+valid|invalid)\b"
     r"|\bcontradiction\b|\b(?:does|do|did)\s*(?:not|n't)\s+(?:work|hold|satisfy|match|equal|check\s+out)\b"
-    r"|\bnot\s+satisfied\b|\bis\s+not\s+equal\b|\bnot\s+equal\s+to\b|\bno\s+solution\b|\bnot\s+a\s+solution\b"
+    r"|\bnot\s+satisfied\b|\bno\s+solution\b|\bnot\s+a\s+solution\b"
     r"|\b(?:is|was)\s+false\b|\bwhich\s+fails\b)",
     re.I,
 )
