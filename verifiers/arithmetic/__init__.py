@@ -240,6 +240,8 @@ _WORDS = re.compile(r"[^\W\d_]+")
 _NUMTXT = r"-?[$€£¥]?\s?\d[\d,]*(?:\.\d+)?%?"
 _ANSWER_PATTERNS = [
     re.compile(r"\\boxed\{\s*(" + _NUMTXT + r")\s*\}"),
+    re.compile(r"\b(?:(?:final|the)\s+)?answer\b[^.\n\d=]{0,20}?(?:is|=|:)\s*(?:approximately\s+|about\s+|roughly\s+|~\s*|≈\s*)?"
+               r"\**\s*\$?\s*(" + _NUMTXT + r")", re.I),
     re.compile(
         r"\b(?:answer|result|total|product|sum|difference|quotient|value)\b[^.\n\d=]{0,20}?"
         r"(?:is|=|equals|:)\s*(?:approximately\s+|about\s+|roughly\s+|~\s*|≈\s*)?\**\s*(" + _NUMTXT + r")",
@@ -249,13 +251,78 @@ _ANSWER_PATTERNS = [
     re.compile(r"\b(?:is|it's|that's|get|gives|makes)\s+(?:approximately\s+|about\s+|roughly\s+)?\**\s*("
                + _NUMTXT + r")\s*\**\s*[.!]?\s*$", re.I),
 ]
-_ONLY_NUMBER = re.compile(r"^\s*\**\s*(" + _NUMTXT + r")\s*\**\s*\.?\s*$")
+_ONLY_NUMBER = re.compile(r"^\s*(?:(?:approximately|about|roughly|around|~|≈)\s*)?\**\s*(" + _NUMTXT
+                          + r")\s*\**\s*\.?\s*$", re.I)
 _APPROX_BEFORE = re.compile(r"(?:approximately|about|roughly|~|≈)\s*\**\s*$", re.I)
 
 
+_ELLIPSIS = re.compile(r"\s*(?:…|\.\.\.|\\[lc]?dots|\\cdots|\\ldots)\s*")
+_SERIES = re.compile(r"([^\s+?=]+)\s*\+\s*([^\s+?=]+)\s*\+\s*\ue010\s*\+\s*([^\s+?=]+)")
+MAX_SERIES_TERMS = 1000
+
+
+def _expand_series(q: str) -> str:
+    """``1/1! + 1/2! + … + 1/10!`` written out term by term: the first two terms differ in one
+    whole number (the index) and the last term has the same shape; the index steps by the
+    difference of the first two. Anything else is left as it is (and is then not an
+    arithmetic question)."""
+    if not _ELLIPSIS.search(q):
+        return q
+    marked = _ELLIPSIS.sub(" \ue010 ", q)
+    m = _SERIES.search(marked)
+    if m is None:
+        return q
+    parts = [re.split(r"(\d+)", t) for t in m.groups()]
+    if not (len(parts[0]) == len(parts[1]) == len(parts[2])):
+        return q
+    diff = [k for k in range(len(parts[0])) if parts[0][k] != parts[1][k]]
+    if len(diff) != 1 or diff[0] % 2 == 0:
+        return q
+    k = diff[0]
+    if any(parts[2][j] != parts[0][j] for j in range(len(parts[0])) if j != k):
+        return q
+    a, b, n = int(parts[0][k]), int(parts[1][k]), int(parts[2][k])
+    step = b - a
+    if step == 0 or (n - a) % step or not 2 <= (n - a) // step + 1 <= MAX_SERIES_TERMS:
+        return q
+    terms = []
+    for i in range(a, n + step, step):
+        t = list(parts[0])
+        t[k] = str(i)
+        terms.append("".join(t))
+    return marked[: m.start()] + " + ".join(terms) + marked[m.end():]
+
+
+def _bound_answer(answer: str, expression: str, checks: list[Check]) -> re.Match[str] | None:
+    """The number in ``answer`` that answers the question, in this order: the whole answer is
+    a number ("42", "approximately 0.000191"); the last ``\\boxed{}``; the last "the answer /
+    result / product ... is N"; otherwise, when the answer already states the question's
+    expression equal to something, that claim speaks for it (``None``); otherwise the last
+    "= N" / "is N" only when every such number in the answer has the same value (a later
+    side computation, "For comparison, 1000 * 1.05^3 = 1157.63", is not the answer)."""
+    m0 = _ONLY_NUMBER.match(answer)
+    if m0:
+        return m0
+    for pat in _ANSWER_PATTERNS[:3]:
+        last = None
+        for m in pat.finditer(answer):
+            last = m
+        if last is not None:
+            return last
+    if any(c.evidence.get("expression") == expression for c in checks):
+        return None
+    found = [m for pat in _ANSWER_PATTERNS[3:] for m in pat.finditer(answer)]
+    if not found:
+        return None
+    values = {m.group(1).replace(",", "").replace(" ", "").lstrip("$€£¥").rstrip("%") for m in found}
+    if len(values) != 1:
+        return None
+    return max(found, key=lambda m: m.start(1))
+
+
 def _question_expression(question: str) -> tuple[tuple, str] | None:
-    q = question.strip()
-    if not q or len(q) > 500:
+    q = _expand_series(question.strip())
+    if not q or len(q) > 20_000:
         return None
     if any(len(w) > 1 and w.lower() not in _Q_WORDS for w in _WORDS.findall(q)):
         return None  # a word problem, not an arithmetic question
@@ -284,18 +351,9 @@ def _question_link(answer: str, question: str, checks: list[Check]) -> Check | N
     if found is None:
         return None
     node, qtext = found
-    best: tuple[int, re.Match[str]] | None = None
-    m0 = _ONLY_NUMBER.match(answer)
-    if m0:
-        best = (m0.start(1), m0)
-    else:
-        for pat in _ANSWER_PATTERNS:
-            for m in pat.finditer(answer):
-                if best is None or m.start(1) > best[0]:
-                    best = (m.start(1), m)
-    if best is None:
+    m = _bound_answer(answer, to_text(node), checks)
+    if m is None:
         return None
-    m = best[1]
     raw = m.group(1).strip()
     sign = 1
     if raw.startswith("-"):
