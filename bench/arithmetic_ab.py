@@ -54,13 +54,13 @@ def p95(x: list[float]) -> float:
     return x[int(0.95 * (len(x) - 1))] if x else 0.0
 
 
-def run(other_root: Path, base: Path, limit: int | None) -> dict[str, Any]:
+def run(other_root: Path, base: Path, limit: int | None, only: list[str] | None = None) -> dict[str, Any]:
     other = _load_other(other_root)
     other.warm_up()
     warm_up()
     check("\\[ (a+b)^2 = a^2 + 2ab + b^2 \\]")  # first SymPy import outside the timings
     other.check("1 + 1 = 2")
-    rows = items(base, limit)
+    rows = [r for r in items(base, limit) if only is None or r[0] in only]
     sets: dict[str, dict[str, Any]] = collections.defaultdict(lambda: {
         "answers": 0, "correct": 0, "flag_correct": {"base": 0, "this": 0}, "flag_wrong": {"base": 0, "this": 0},
         "decided": {"base": 0, "this": 0}, "ms": {"base": [], "this": []}})
@@ -116,9 +116,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", required=True, help="the other tree (a git worktree of main)")
     ap.add_argument("--limit", type=int, default=None, help="records per case file")
+    ap.add_argument("--sets", default=None, help="comma-separated set names to run (default: all)")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
-    res = run(Path(a.base), cases_dir(), a.limit)
+    res = run(Path(a.base), cases_dir(), a.limit, a.sets.split(",") if a.sets else None)
     text = report(res, Path(a.base))
     print(text)
     if not a.no_write:

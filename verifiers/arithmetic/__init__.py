@@ -89,11 +89,13 @@ _CLAIM_LINE = re.compile(r"(?m)^(?=[^\n]*\d)(?=[^\n]*[=≈\ue000\ue001])[^\n]*$"
 
 
 def warm_up() -> None:
-    """Build the pint unit registry now (~0.5-1 s once) instead of inside the first request
-    that states a unit conversion. Call it at gateway start-up."""
+    """Build the pint unit registry (~0.5-1 s once) and import SymPy (~0.5 s once) now, instead
+    of inside the first request that states a unit conversion or an identity with symbols (a
+    first import inside a request would use up its time budget). Call it at gateway start-up."""
     from verifiers.arithmetic._units import _registry
 
     _registry()
+    check("\\[ (a+b)^2 = a^2 + 2ab + b^2 \\]", budget_ms=10_000)
 
 
 def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET_MS) -> list[Check]:

@@ -101,7 +101,8 @@ _NEGATED_BEFORE = re.compile(
     r"\b(?:cannot|can\s*not|can't|could\s+not|couldn't|not|never|isn't|aren't|wasn't|weren't|doesn't|don't|"
     r"instead\s+of|rather\s+than|mistakenly|incorrectly|wrongly|claim(?:s|ed)?\s+that|says?\s+that|said\s+that|"
     r"thought\s+that)\b[^.!?\n;:,]{0,40}$"
-    r"|\b(?:if|whether|suppose|supposing|assume|assuming|unless)\b[^.!?\n;:,]{0,12}$",
+    r"|\b(?:suppose|supposing|assume|assuming)\b[^.!?\n;:,]{0,12}$"
+    r"|\bor\b(?:[\s$\\()\[\]{}]|quad|text)*$",  # "3 - 2r = 2r or 3 - 2r = -2r": alternatives, neither asserted
     re.I,
 )
 # "... \implies 10 = 4, which is false", "Check: 60 = 5^2 + 6^2 = 61. This does not work."
@@ -115,6 +116,10 @@ _NEGATED_AFTER = re.compile(
 )
 _CLAUSE = re.compile(r"\b(?:because|since|but|so|and|while|whereas|then|thus|hence|therefore|as)\b", re.I)
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_ALTERNATIVE_AFTER = re.compile(r"[\s,.$\\()\[\]]*(?:quad\s*)*(?:\\?text\s*\{\s*)?or\b", re.I)
+_DENIED_AFTER = re.compile(
+    r"[\s.,$\\()\]]{0,8}(?:is|are|would\s+be)\s+(?:clearly\s+)?(?:not\s+possible|impossible|false|not\s+true|"
+    r"invalid|not\s+valid|a\s+contradiction)\b", re.I)
 _QUOTES = (('"', '"'), ("“", "”"), ("«", "»"))
 
 
@@ -137,6 +142,8 @@ def negated(original: str, start: int, end: int) -> str | None:
                 return "quoted"
         elif before.rfind(o) > before.rfind(c) and c in original[end : end + 80]:
             return "quoted"
+    if _ALTERNATIVE_AFTER.match(original, end) or _DENIED_AFTER.match(original, end):
+        return "an alternative, or denied right after it"
     after = original[end : end + 200].split("\n\n", 1)[0]
     stops = [m.end() for m in _SENTENCE_END.finditer(after)]
     if len(stops) >= 2:
