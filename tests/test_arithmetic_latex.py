@@ -178,6 +178,17 @@ def test_a_false_claim_followed_by_unrelated_text_is_flagged():
     assert fails("Thus 20 groups can perform if 14 * 10 = 280 minutes are available.") == ["14 * 10 = 280"]
 
 
+def test_a_prose_or_is_not_an_alternative():
+    text = "He needs 3 feet of line for every 200 feet of dock, or 3/200=0.05 feet of line for every foot."
+    assert fails(text) == ["3/200=0.05"]
+
+
+def test_a_label_or_unit_after_a_formula_does_not_hide_its_claim():
+    assert fails(r"the value is: \[ \frac{40}{5} = 8 \text{ dollars} \]") == []
+    assert fails(r"the value is: \[ \frac{40}{5} = 3 \text{ dollars} \]") == [r"\frac{40}{5} = 3"]
+    assert len(fails(r"\[15 (\text{light blue}) + 45 (\text{dark blue}) = 70 \text{ spools}\]")) == 1
+
+
 def test_alternatives_joined_by_or_are_not_asserted():
     text = (r"This gives \[ 3 - 2r = 2r \quad \text{or} \quad 3 - 2r = -2r. \] The second equation "
             r"\(3 - 2r = -2r\) is not possible, so r = 3/4.")

@@ -26,6 +26,7 @@ from typing import Any
 from verifiers._types import Check
 from verifiers.arithmetic._expr import (
     DEGREE_UNITS,
+    FUNCTIONS,
     MAX_NODES,
     NotNumeric,
     Refused,
@@ -209,6 +210,7 @@ def _size(node: tuple) -> int:
     return 1 + sum(_size(c) for c in node[1:] if isinstance(c, tuple))
 
 
+_UNREAD_OPERATIONS = frozenset("lcm gcd sec csc cot arcsin arccos arctan sinh cosh tanh det max min floor ceil".split())
 _WORD_LABEL = re.compile(r"[A-Za-z]{3,}")
 _CLEAN_WORDS = frozenset("and or so then thus hence where when since because for if with which as but while remainder rem".split())
 _PREV_WORD = re.compile(r"([A-Za-z]+)\s*$")
@@ -258,7 +260,10 @@ def _cut_after(text: str, e: int, depth: int = 0) -> bool:
         w = text[k:j].lower()
         if w in DEGREE_UNITS or unit_info(w) is not None:  # "= 80^\\circ", "= 5 \\text{ cm}": look past the unit
             return _cut_after(text, j, depth + 1) if depth < 3 else True
-        return w not in _CLEAN_WORDS
+        # a word after the number is a label or a unit ("= 3 \\text{ dollars}", "= 160 \\text{ spools}"),
+        # unless it names an operation the tokeniser does not read ("\\operatorname{lcm}(4, 6)")
+        return len(w) < 2 or w in _UNREAD_OPERATIONS or w in FUNCTIONS
+    return True
     return True
 
 

@@ -102,7 +102,7 @@ _NEGATED_BEFORE = re.compile(
     r"instead\s+of|rather\s+than|mistakenly|incorrectly|wrongly|claim(?:s|ed)?\s+that|says?\s+that|said\s+that|"
     r"thought\s+that)\b[^.!?\n;:,]{0,40}$"
     r"|\b(?:suppose|supposing|assume|assuming)\b[^.!?\n;:,]{0,12}$"
-    r"|\bor\b(?:[\s$\\()\[\]{}]|quad|text)*$",  # "3 - 2r = 2r or 3 - 2r = -2r": alternatives, neither asserted
+    r"|(?:\\text\s*\{\s*or\s*\}|(?:\$|\\\)|\\\])\s*or\b)(?:[\s$\\()\[\]{}]|quad)*$",  # "3 - 2r = 2r or 3 - 2r = -2r": alternatives, neither asserted
     re.I,
 )
 # "... \implies 10 = 4, which is false", "Check: 60 = 5^2 + 6^2 = 61. This does not work."
@@ -116,7 +116,9 @@ _NEGATED_AFTER = re.compile(
 )
 _CLAUSE = re.compile(r"\b(?:because|since|but|so|and|while|whereas|then|thus|hence|therefore|as)\b", re.I)
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
-_ALTERNATIVE_AFTER = re.compile(r"[\s,.$\\()\[\]]*(?:quad\s*)*(?:\\?text\s*\{\s*)?or\b", re.I)
+# alternatives between formulas only ("$x = 1$ or $x = 2$", "\\quad \\text{or} \\quad"), not the prose
+# "or" of "3 feet per 200 feet, or 3/200 = 0.015 feet per foot"
+_ALTERNATIVE_AFTER = re.compile(r"\s*(?:\\quad\s*|,\s*)*(?:\\text\s*\{\s*or\s*\}|(?:\$|\\\)|\\\])\s*or\b)", re.I)
 _DENIED_AFTER = re.compile(
     r"[\s.,$\\()\]]{0,8}(?:is|are|would\s+be)\s+(?:clearly\s+)?(?:not\s+possible|impossible|false|not\s+true|"
     r"invalid|not\s+valid|a\s+contradiction)\b", re.I)
