@@ -112,6 +112,12 @@ def test_a_side_with_an_unread_symbol_is_not_cut_short():
     assert fails(r"To solve \(\cos 60^{\circ} = \cos 45^{\circ} \cos \theta\), where") == []
 
 
+def test_plus_or_minus_is_not_a_boundary():
+    assert fails(r"\[ x = 2 \pm 1 = 3 \]") == []
+    assert fails("so x = 5 ± 2 = 3 or 7") == []
+    assert len(fails(r"\[ x = 2 \pm 1 \] where \( 2 + 1 = 4 \)")) == 1
+
+
 def test_subfactorial_is_not_a_cut_number():
     assert fails(r"\[!5 = 120 \left(\frac{1}{2} - \frac{1}{6} + \frac{1}{24} - \frac{1}{120}\right) = 44\]") == []
     assert fails(r"\( 6 \times !5 = 6 \times 44 = 264 \)") == []

@@ -226,7 +226,7 @@ def _cut_before(text: str, s: int, math: bool) -> bool:
     if k == 0:
         return False
     c = text[k - 1]
-    if c == "." and text[max(0, k - 3) : k] == "..." or c == "…":
+    if c == "." and text[max(0, k - 3) : k] == "..." or c in "…±∓":
         return True
     if c == "!" and k == s and (k < 2 or not (text[k - 2].isalnum() or text[k - 2] == ")")):
         return True
@@ -253,6 +253,8 @@ def _cut_after(text: str, e: int, depth: int = 0) -> bool:
         return False
     if c == ".":
         return text[k : k + 3] == "..."
+    if c in "±∓":
+        return True
     if c.isalpha():
         j = k
         while j < n and text[j].isalpha():

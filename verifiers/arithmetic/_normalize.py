@@ -67,13 +67,16 @@ _TEX_OPS = [
     (_c(r"\\\\(?=\s*&\s*[=≈])"), " "),  # "a &= b \\ &= c": one chain over two rows
     (_c(r"\\\\"), " \n "),  # any other row break ends a claim
     (_c(r"\\(sin|cos|tan|log|ln|exp)(?![a-zA-Z])"), [" ", 1, " "]),
+    (_c(r"\\pm(?![a-zA-Z])"), " ± "),  # "x = 2 \pm 1": neither side is one number
+    (_c(r"\\mp(?![a-zA-Z])"), " ∓ "),
+    (_c(r"\\degree(?![a-zA-Z])"), " deg "),
     (_c(r"\\(?:quad|qquad)(?![a-zA-Z])"), " \n "),  # spacing between listed items: a boundary
     (_c(r"\\[,;:! ]"), " "),
     (_c(r"\\(?:cdots|ldots|dots|dotsb|dotsc|dotsm)(?![a-zA-Z])"), "..."),
     # relations and arrows end a claim: "10 = 4 \implies", "x \equiv 5 \pmod{13}"
     (_c(r"\\(?:implies|impliedby|iff|Rightarrow|Leftarrow|Longrightarrow|Leftrightarrow|rightarrow|to|"
         r"therefore|because|le|leq|ge|geq|lt|gt|leqslant|geqslant|equiv|cong|pmod|bmod|mod|in|notin|mid|nmid|"
-        r"subset|subseteq|pm|mp|land|lor|neq|ne)(?![a-zA-Z])"),
+        r"subset|subseteq|land|lor|neq|ne)(?![a-zA-Z])"),
      " ; "),
     (_c(r"&"), " "),  # alignment
     (_c(r"\\(?:begin|end)\s*\{[a-zA-Z*]+\}(?:\{[^{}]*\})?"), " \n "),
