@@ -85,6 +85,11 @@ def test_spans_never_cross_delimiters_listed_solutions_or_cut_sides(answer):
     assert fails(answer) == []
 
 
+def test_listed_solutions_in_prose_are_two_claims_but_a_chain_over_lines_is_one():
+    assert fails("The roots are x = 4 - 1.5, x = 4 + 1.5.") == []
+    assert fails("x = 4 - 2\nx = 3") == ["4 - 2\nx = 3"]
+
+
 def test_an_aligned_chain_continues_over_rows_and_a_wrong_row_is_flagged():
     good = "\\begin{align} S &= 2 + 3 \\\\ &= 5 \\end{align}"
     bad = "\\begin{align} S &= 2 + 3 \\\\ &= 6 \\end{align}"

@@ -511,10 +511,11 @@ class ClaimFinder:
             label = ((_label_before(text, run[0].start) or "") + " " + run[0].text.lower()).strip()
         else:
             label = None
-        if label and not _WORD_LABEL.search(label):
-            label = None  # "x = 4 - \sqrt{3}, x = 4 + \sqrt{3}": two solutions, not one chain
         prev = self._labelled
         self._labelled = None
+        if label and not _WORD_LABEL.search(label) and (math or (prev is not None and "\n" not in text[prev[1]:run[0].start])):
+            label = None  # "x = 4 - \sqrt{3}, x = 4 + \sqrt{3}": two solutions, not one chain
+
         if run[0].kind not in ("EQ", "SOFT") and _sticky_before(text, run[0].start):
             segs[0].bad = True
         if _cut_before(text, run[0].start, math):
