@@ -9,6 +9,11 @@ import pytest
 from verifiers import arithmetic
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _warm():
+    arithmetic.warm_up()  # SymPy's first import must not use up one answer's time budget
+
+
 def outcomes(answer: str, question: str | None = None) -> list[tuple[str, str]]:
     return [(c.outcome, c.claim) for c in arithmetic.check(answer, question)]
 
@@ -161,7 +166,8 @@ def test_modular_digit_and_remainder_statements_wrong(answer):
 
 def test_the_question_can_set_the_modulus():
     q = "Find the remainder when 7^100 is divided by 1000."
-    assert fails(r"So \( 7^{4} \cdot 7 = 401 \cdot 7 = 2807 = \boxed{807} \).", q) == [] or True
+    assert fails(r"So \( 401 \cdot 7 = 2807 = \boxed{807} \).", q) == []
+    assert len(fails(r"So \( 401 \cdot 7 = 2807 = \boxed{808} \).", q)) == 1
     assert fails("Then 7^4 = 2401 = 401.", q) == []
     assert len(fails("Then 7^4 = 2401 = 402.", q)) == 1
 
