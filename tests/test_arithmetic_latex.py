@@ -122,6 +122,11 @@ def test_a_side_with_an_unread_symbol_is_not_cut_short():
     assert fails(r"To solve \(\cos 60^{\circ} = \cos 45^{\circ} \cos \theta\), where") == []
 
 
+def test_equation_numbers_and_style_commands():
+    assert passes(r"\[ \displaystyle 2 + 3 = 5 \tag{1} \]")
+    assert len(fails(r"\begin{equation} 2 + 3 = 6 \label{eq:1} \end{equation}")) == 1
+
+
 def test_plus_or_minus_is_not_a_boundary():
     assert fails(r"\[ x = 2 \pm 1 = 3 \]") == []
     assert fails("so x = 5 ± 2 = 3 or 7") == []

@@ -67,6 +67,8 @@ _TEX_OPS = [
     (_c(r"\\\\(?=\s*&\s*[=≈])"), " "),  # "a &= b \\ &= c": one chain over two rows
     (_c(r"\\\\"), " \n "),  # any other row break ends a claim
     (_c(r"\\(sin|cos|tan|log|ln|exp)(?![a-zA-Z])"), [" ", 1, " "]),
+    (_c(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])"), " "),
+    (_c(r"\\(?:tag|label)\*?\s*\{[^{}]*\}|\\(?:nonumber|notag)(?![a-zA-Z])"), " \n "),  # equation numbers
     (_c(r"\\pm(?![a-zA-Z])"), " ± "),  # "x = 2 \pm 1": neither side is one number
     (_c(r"\\mp(?![a-zA-Z])"), " ∓ "),
     (_c(r"\\degree(?![a-zA-Z])"), " deg "),
