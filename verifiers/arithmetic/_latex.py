@@ -23,16 +23,13 @@ import bisect
 import re
 
 _ENVS = r"(?:equation|align|alignat|gather|multline|eqnarray|displaymath|math)\*?"
-_REGION = re.compile(
-    r"\\\[(?P<d>.*?)\\\]"
-    r"|\$\$(?P<dd>.*?)\$\$"
-    r"|\\\((?P<i>.*?)\\\)"
-    r"|\\begin\{(?P<env>" + _ENVS + r")\}(?P<e>.*?)\\end\{(?P=env)\}"
-    r"|(?<![\\$])\$(?P<s>[^\s$](?:[^$\n]*?[^\s$\\])?)\$(?!\d)",
-    re.S,
-)
+# one pass over the delimiters, paired by a small state machine: linear in the text, whatever
+# it holds (a regular expression with a lazy body would rescan the text after every unclosed "\[")
+_DELIM = re.compile(r"\\\[|\\\]|\\\(|\\\)|\$\$|\\begin\{(" + _ENVS + r")\}|\\end\{(" + _ENVS + r")\}|(?<!\\)\$")
+_CLOSE = {"\\[": "\\]", "\\(": "\\)", "$$": "$$"}
+MAX_INLINE = 500  # a "$...$" formula longer than this is not one
 # Words that cannot be in a $..$ formula: two prose words in a row ("$5 and $" is money)
-_PROSE = re.compile(r"(?<!\\)(?<![a-zA-Z])[a-zA-Z]{3,}\s+[a-zA-Z]{3,}(?![^{]*\})")
+_PROSE = re.compile(r"(?<!\\)(?<![a-zA-Z])[a-zA-Z]{3,}\s+[a-zA-Z]{3,}(?![^{}\n]{0,80}\})")
 
 
 class MathSpans:
@@ -59,21 +56,48 @@ class MathSpans:
 
 
 def math_spans(text: str) -> MathSpans:
-    """The math regions of ``text`` (see the module docstring). Never raises."""
+    """The math regions of ``text`` (see the module docstring). Linear time; never raises."""
     out: list[tuple[int, int]] = []
     dollars: set[int] = set()
     if "\\" not in text and "$" not in text:
         return MathSpans(out)
-    for m in _REGION.finditer(text):
-        for g in ("d", "dd", "i", "e", "s"):
-            if m.group(g) is not None:
-                if g == "s":
-                    body = m.group(g)
-                    if _PROSE.search(body) or not _formula_like(body):
-                        break
-                    dollars.update((m.start(), m.end() - 1))
-                out.append(m.span(g))
-                break
+    open_tok: str | None = None  # the delimiter that opened the current region
+    open_end = 0
+    open_start = 0
+    n = len(text)
+    for m in _DELIM.finditer(text):
+        tok = m.group(0)
+        if open_tok is None:
+            if tok in _CLOSE:
+                open_tok, open_start, open_end = tok, m.start(), m.end()
+            elif m.group(1):
+                open_tok, open_start, open_end = "env:" + m.group(1), m.start(), m.end()
+            elif tok == "$" and m.end() < n and not text[m.end()].isspace():
+                open_tok, open_start, open_end = "$", m.start(), m.end()
+            continue
+        if open_tok == "$":
+            if tok != "$":
+                open_tok = None  # "$5 and \(x\)": the first "$" was money
+                if tok in _CLOSE:
+                    open_tok, open_start, open_end = tok, m.start(), m.end()
+                continue
+            body = text[open_end : m.start()]
+            ok = (body and not text[m.start() - 1].isspace() and text[m.start() - 1] != "\\"
+                  and not (m.end() < n and text[m.end()].isdigit()) and "\n" not in body
+                  and len(body) <= MAX_INLINE and not _PROSE.search(body) and _formula_like(body))
+            if ok:
+                out.append((open_end, m.start()))
+                dollars.update((open_start, m.start()))
+                open_tok = None
+            elif m.end() < n and not text[m.end()].isspace():
+                open_start, open_end = m.start(), m.end()  # this "$" may open the next formula
+            else:
+                open_tok = None
+            continue
+        closes = _CLOSE.get(open_tok) if not open_tok.startswith("env:") else None
+        if (closes is not None and tok == closes) or (open_tok.startswith("env:") and m.group(2) == open_tok[4:]):
+            out.append((open_end, m.start()))
+            open_tok = None
     return MathSpans(out, dollars)
 
 
@@ -185,11 +209,11 @@ def moduli(text: str) -> set[int] | None:
 
 def context_window(original: str, start: int, end: int, question: str | None = None) -> str:
     """The text a claim's modular context is read from: its paragraph, the one before, and
-    the question."""
-    p0 = original.rfind("\n\n", 0, start)
-    p0 = original.rfind("\n\n", 0, p0) if p0 > 0 else 0
-    p1 = original.find("\n\n", end)
-    window = original[max(0, p0, start - 1500) : (p1 if p1 >= 0 else len(original))]
+    the question (each bounded to ~1,500-2,000 characters)."""
+    p0 = original.rfind("\n\n", max(0, start - 1500), start)
+    p0 = original.rfind("\n\n", max(0, start - 1500), p0) if p0 > 0 else -1
+    p1 = original.find("\n\n", end, end + 1500)
+    window = original[max(0, p0, start - 1500) : (p1 if p1 >= 0 else min(len(original), end + 1500))]
     return window + "\n" + (question or "")[:2000]
 
 
