@@ -72,6 +72,18 @@ def test_a_wrong_number_next_to_a_symbol_is_still_flagged():
 
 def test_k_after_a_number_in_prose_is_still_thousand():
     assert passes("The salary went from 50k to 60k, so 60k - 50k = 10,000 dollars more.")
+    assert len(fails("He earns 50k - 10k = 30k.")) == 1
+
+
+def test_k_is_a_symbol_in_prose_when_the_text_uses_k_alone():
+    assert fails("2k - 1 = 2(2004) - 1 = 4007, where k = 2004.") == []
+    assert fails("2k - 1 = 2(2004) - 1 = 4008, where k = 2004.") == ["2(2004) - 1 = 4008"]
+
+
+def test_a_larger_subject_across_inline_formulas_is_not_bound_to_a_part():
+    assert fails(r"The count, $5 \cdot (4!)^2$, is $\boxed{2880}$.") == []
+    assert fails(r"Then $(4!)^2 = 576$, so $5 \cdot 576 = \boxed{2880}$.") == []
+    assert len(fails(r"Then $(4!)^2 = 576$, so $5 \cdot 576 = \boxed{2800}$.")) == 1
 
 
 # --- claims do not cross math boundaries -------------------------------------------------------

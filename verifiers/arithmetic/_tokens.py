@@ -196,7 +196,7 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
         elif w == "of" and nk in ("NUM", "LP") and _fraction_or_percent_before(toks, i):
             t.kind, t.text = "OP", "*"
         elif w in SCALES and i and toks[i - 1].kind == "NUM" and toks[i - 1].lit is not None and (
-            w != "k" or toks[i - 1].end == t.start
+            w != "k" or (toks[i - 1].end == t.start and not _k_is_symbol(text))
         ):
             prev = toks[i - 1]
             lit = prev.lit
@@ -276,6 +276,23 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
             t.kind = "TRAIL"
         i += 1
     return toks
+
+
+# "k" standing alone ("where k = 2004", "for some integer k", "(k + 1)") makes every "2k" of
+# the text a product with the symbol k, not 2,000
+_STANDALONE_K = re.compile(r"(?<![A-Za-z0-9_\\])[kK](?![A-Za-z0-9])(?=\s*(?:[=<>≤≥)+\-^]|\s(?:is|be|must|can)\b))"
+                           r"|(?:integer|let|where|for|some|each|all|when|if|with)\s+[kK]\b|\(\s*[kK](?![A-Za-z0-9])")
+_k_cache: tuple[str | None, bool] = (None, False)  # (text, answer): one tuple, so threads never mix the two
+
+
+def _k_is_symbol(text: str) -> bool:
+    global _k_cache
+    cached = _k_cache
+    if cached[0] is text:
+        return cached[1]
+    found = bool(_STANDALONE_K.search(text))
+    _k_cache = (text, found)
+    return found
 
 
 def _math_word(toks: list[Token], i: int, t: Token, nk: str) -> None:
