@@ -117,13 +117,14 @@ def main() -> int:
     ap.add_argument("--base", required=True, help="the other tree (a git worktree of main)")
     ap.add_argument("--limit", type=int, default=None, help="records per case file")
     ap.add_argument("--sets", default=None, help="comma-separated set names to run (default: all)")
+    ap.add_argument("--out", default="arithmetic-ab.md", help="file name under bench/results")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args()
     res = run(Path(a.base), cases_dir(), a.limit, a.sets.split(",") if a.sets else None)
     text = report(res, Path(a.base))
     print(text)
     if not a.no_write:
-        (HERE / "results" / "arithmetic-ab.md").write_text(text, encoding="utf-8")
+        (HERE / "results" / a.out).write_text(text, encoding="utf-8")
     return 0
 
 

@@ -151,6 +151,15 @@ def test_subfactorial_is_not_a_cut_number():
     assert len(fails(r"\( 6 \times !5 = 6 \times 44 = 266 \)")) == 1
 
 
+def test_delimiters_inside_code_are_not_math():
+    from verifiers.arithmetic._latex import math_spans
+
+    text = "Run `grep '\\[' file` then 2 + 2 = 5 and `echo \\]` later, or ```\necho $HOME\n``` and $x$."
+    spans = math_spans(text)
+    assert [text[s:e] for s, e in zip(spans.starts, spans.ends)] == ["x"]
+    assert len(fails(text)) == 1
+
+
 def test_money_dollars_are_not_math_delimiters():
     assert passes("It costs $5 and $10, so $5 + $10 = $15.")
     assert len(fails("It costs $5 and $10, so $5 + $10 = $16.")) == 1

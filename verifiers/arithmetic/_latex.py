@@ -27,6 +27,7 @@ _ENVS = r"(?:equation|align|alignat|gather|multline|eqnarray|displaymath|math)\*
 # it holds (a regular expression with a lazy body would rescan the text after every unclosed "\[")
 _DELIM = re.compile(r"\\\[|\\\]|\\\(|\\\)|\$\$|\\begin\{(" + _ENVS + r")\}|\\end\{(" + _ENVS + r")\}|(?<!\\)\$")
 _CLOSE = {"\\[": "\\]", "\\(": "\\)", "$$": "$$"}
+_FENCE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.S)
 MAX_INLINE = 500  # a "$...$" formula longer than this is not one
 # Words that cannot be in a $..$ formula: two prose words in a row ("$5 and $" is money)
 _PROSE = re.compile(r"(?<!\\)(?<![a-zA-Z])[a-zA-Z]{3,}\s+[a-zA-Z]{3,}(?![^{}\n]{0,80}\})")
@@ -65,7 +66,13 @@ def math_spans(text: str) -> MathSpans:
     open_end = 0
     open_start = 0
     n = len(text)
+    fences = [f.span() for f in _FENCE.finditer(text)] if "`" in text else []
+    fence_starts = [a for a, _ in fences]
     for m in _DELIM.finditer(text):
+        if fences:
+            f = bisect.bisect_right(fence_starts, m.start()) - 1
+            if f >= 0 and m.start() < fences[f][1]:
+                continue  # "\\[" or "$HOME" in code is no math delimiter
         tok = m.group(0)
         if open_tok is None:
             if tok in _CLOSE:
