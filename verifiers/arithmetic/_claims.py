@@ -481,7 +481,13 @@ class ClaimFinder:
     # -- spans ---------------------------------------------------------------------------------
     def span(self, toks: list[Token]) -> tuple[int, int]:
         s, e = self.mt.orig_span(toks[0].start, toks[-1].end)
-        return (s + self.offset, e + self.offset)
+        s, e = s + self.offset, e + self.offset
+        text = self.original
+        opened = text.count("{", s, e) - text.count("}", s, e)
+        while opened > 0 and e < len(text) and text[e] == "}":  # "= \\boxed{5}": close the brace
+            e += 1
+            opened -= 1
+        return (s, e)
 
     def claim_text(self, span: tuple[int, int]) -> str:
         return self.original[span[0] : span[1]].strip()

@@ -328,7 +328,9 @@ def _inline_code(m: re.Match[str]) -> list[str | int] | None:
 def _latex(t: MappedText) -> MappedText:
     t = t.sub(_TEX_SIZE, [""])
     t = t.sub(_TEX_FRACNAME, ["\\frac"])
-    t = t.sub(_TEX_TRIG_POW, [" (\\", 1, " ", 3, ")^", 2, " "])
+    # the exponent is written as text mapped to the end of the match, so a claim ending in
+    # "\sin^2 \theta" spans to the symbol, not to the "2"
+    t = t.sub(_TEX_TRIG_POW, lambda m: [" (\\", 1, " ", 3, ")^" + m.group(2) + " "])
     t = t.sub(_TEX_GREEK, lambda m: [" " + _GREEK[m.group(1)] + " "])
     t = t.sub(_TEX_DEG, [" deg"])
     t = t.sub(_TEX_MIXED, _fix_mixed)
