@@ -139,6 +139,19 @@ def test_equation_numbers_and_style_commands():
     assert len(fails(r"\begin{equation} 2 + 3 = 6 \label{eq:1} \end{equation}")) == 1
 
 
+def test_digit_groups_in_latex_are_one_number():
+    assert passes(r"\[ 1,\!000 \cdot 2 = 2,\!000 \]") and fails(r"\[ 1,\!000 \cdot 2 = 2,\!000 \]") == []
+    assert fails(r"\[ 10\,000 \cdot 2 = 20\,000 \]") == []
+    assert len(fails(r"\[ 1,\!000 \cdot 2 = 3,\!000 \]")) == 1
+
+
+def test_binomial_coefficients_of_whole_numbers():
+    assert passes(r"so \(\binom{5}{2} = 10\) and \(2 \cdot \dbinom{6}{3} = 40\)") == [
+        r"\binom{5}{2} = 10", r"2 \cdot \dbinom{6}{3} = 40"]
+    assert len(fails(r"\(\dbinom{6}{3} = 21\)")) == 1
+    assert fails(r"\(\binom{n}{2} = 10\)") == []  # a symbol: unread, unchecked
+
+
 def test_plus_or_minus_is_not_a_boundary():
     assert fails(r"\[ x = 2 \pm 1 = 3 \]") == []
     assert fails("so x = 5 ± 2 = 3 or 7") == []

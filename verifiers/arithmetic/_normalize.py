@@ -50,6 +50,8 @@ _TEX_FRACNAME = _c(r"\\[dt]frac(?![a-zA-Z])")
 _TEX_MIXED = _c(r"(?<![\d.,])(\d+)\s*\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
 _TEX_FRAC = _c(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 _TEX_FRAC_SHORT = _c(r"\\frac\s*(\d)\s*(\d)")
+# "\binom{5}{2}" with whole numbers: n! / (k! (n-k)!), within the evaluator's factorial bound
+_TEX_BINOM = _c(r"\\[dt]?binom\s*\{\s*(\d{1,3})\s*\}\s*\{\s*(\d{1,3})\s*\}")
 _TEX_SQRT = _c(r"\\sqrt\s*\{([^{}]*)\}")
 _TEX_SQRT_BARE = _c(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))")  # "\sqrt3", "\sqrt x"
 _TEX_ROOT = _c(r"\\sqrt\s*\[\s*(\d+)\s*\]\s*\{([^{}]*)\}")  # "\sqrt[3]{27}" = 27^(1/3)
@@ -64,6 +66,8 @@ _TEX_OPS = [
     (_c(r"\\%"), "%"),
     (_c(r"\\\$"), "$"),
     (_c(r"\{,\}"), ","),
+    # digit groups "1,\!000" and "10\,000" (thin space) are one number
+    (_c(r"(?<=\d)(?:,\s*\\!|\\,)(?=\d{3}(?!\d))"), ","),
     (_c(r"\\\\(?=\s*&\s*[=≈])"), " "),  # "a &= b \\ &= c": one chain over two rows
     (_c(r"\\\\"), " \n "),  # any other row break ends a claim
     (_c(r"\\(sin|cos|tan|log|ln|exp)(?![a-zA-Z])"), [" ", 1, " "]),
@@ -325,6 +329,13 @@ def _inline_code(m: re.Match[str]) -> list[str | int] | None:
     return [" \n "]
 
 
+def _binom(m: re.Match[str]) -> list[str | int] | None:
+    n, k = int(m.group(1)), int(m.group(2))
+    if k > n or n > 300:
+        return None
+    return ["((", 1, ")!/((", 2, ")!*(" + str(n - k) + ")!))"]
+
+
 def _latex(t: MappedText) -> MappedText:
     t = t.sub(_TEX_SIZE, [""])
     t = t.sub(_TEX_FRACNAME, ["\\frac"])
@@ -337,6 +348,7 @@ def _latex(t: MappedText) -> MappedText:
     for _ in range(8):
         before = t.text
         t = t.sub(_TEX_TEXT, [" ", 1, " "])
+        t = t.sub(_TEX_BINOM, _binom)
         t = t.sub(_TEX_FRAC, ["((", 1, ")/(", 2, "))"])
         t = t.sub(_TEX_FRAC_SHORT, ["(", 1, "/", 2, ")"])
         t = t.sub(_TEX_ROOT, ["((", 2, ")^(1/", 1, "))"])
