@@ -290,6 +290,10 @@ def test_real_slips_in_latex_stay_flagged(answer):
     assert len(fails(answer)) == 1
 
 
+def test_a_number_approximately_equal_to_an_expression_states_no_precision():
+    assert fails(r"$2^{10} = 1024 \approx 10^3$") == []
+
+
 def test_a_right_approximation_passes():
     assert fails(r"\[ \frac{199}{156} \approx 1.276 \]") == []
 

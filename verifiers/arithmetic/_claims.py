@@ -632,8 +632,8 @@ class ClaimFinder:
         if first is not None and not isinstance(lv, float) and abs(Fraction(lv) - first.value) <= first.ulp / 2:
             return
         if l_lit:
-            if soft:
-                return
+            if soft or approx:
+                return  # "1024 \\approx 10^3": the rough side is the expression; its precision is not stated
             lit, sign = literal_of(ln)
             if lit.unit or a.units or (_has_percent(rn) and not lit.percent) or _uses_value(rn, lit.value):
                 return  # "6 nephews = 96 cookies/6", "48 = 100% + 20%", "$80 = 25/100 x $80"
