@@ -47,6 +47,17 @@ def test_a_wrong_value_in_degrees_is_still_flagged(answer):
     assert len(fails(answer)) == 1
 
 
+@pytest.mark.parametrize("answer,ok", [
+    (r"$\sin^2 30^\circ + \cos^2 30^\circ = 1$", True),
+    (r"$\sin^2 30^\circ = \frac{1}{4}$", True),
+    (r"$\sin^2 30^\circ = \frac{1}{2}$", False),
+])
+def test_a_squared_trigonometric_value_in_degrees(answer, ok):
+    assert (fails(answer) == []) is ok and (passes(answer) != []) is ok
+
+
+
+
 def test_angle_arithmetic_in_degrees_is_plain_arithmetic():
     assert fails(r"\[ \angle C = 180^\circ - 50^\circ - 60^\circ = 70^\circ \]") == []
     assert len(fails(r"\[ \angle C = 180^\circ - 50^\circ - 60^\circ = 80^\circ \]")) == 1
@@ -150,6 +161,13 @@ def test_binomial_coefficients_of_whole_numbers():
         r"\binom{5}{2} = 10", r"2 \cdot \dbinom{6}{3} = 40"]
     assert len(fails(r"\(\dbinom{6}{3} = 21\)")) == 1
     assert fails(r"\(\binom{n}{2} = 10\)") == []  # a symbol: unread, unchecked
+
+
+def test_a_minus_opening_a_display_formula_is_no_list_bullet():
+    assert fails("Therefore,\n\\[ -\\sin(75^\\circ) \\sin(15^\\circ) = -\\frac{1}{4} \\]") == []
+    assert fails("So\n\\[ - 3 + 5 = 2 \\]") == []
+    assert len(fails("So\n\\[ - 3 + 5 = 8 \\]")) == 1
+    assert fails("Steps:\n- 5 + 3 = 8\n- 2 * 4 = 8") == []  # real bullets stay bullets
 
 
 def test_plus_or_minus_is_not_a_boundary():

@@ -144,7 +144,7 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
     spans = math_spans(text)
     if spans.dollars:  # inline "$...$" formulas (not money): their delimiters end claims
         base = base.sub(_DOLLAR, lambda m: [" \n "] if base.pos[m.start()] in spans.dollars else None)
-    mt = normalize(base)
+    mt = normalize(base, original=text)
     math = None
     if spans:
         pos = mt.pos

@@ -95,8 +95,9 @@ _GREEK = dict(zip(
     "αβγδεεζηθθικλμνξρστυφφχψωΓΔΘΛΞΣΦΨΩ"))
 _TEX_GREEK = _c(r"\\(" + "|".join(sorted(_GREEK, key=len, reverse=True)) + r")(?![a-zA-Z])")
 # "\sin^2 \theta" is (sin θ)^2: the power moves after a one-token argument
-_TEX_TRIG_POW = _c(r"\\(sin|cos|tan)\s*\^\s*\{?\s*(\d)\s*\}?\s*(\\[a-zA-Z]+|[a-zA-Z]|\d+)(?![a-zA-Z])")
-_TEX_DEG = _c(r"\^\s*[({]?\s*\\circ\s*[)}]?\s*")
+_TEX_TRIG_POW = _c(r"\\(sin|cos|tan)\s*\^\s*\{?\s*(\d)\s*\}?\s*(\\[a-zA-Z]+|[a-zA-Z]|"
+                   r"\d+(?:\.\d+)?(?:\s*\^\s*\{?\s*\\circ\s*\}?|\s*°)?)(?![a-zA-Z])")  # "\sin^2 30^\circ"
+_TEX_DEG = _c(r"\^\s*(?:\{\s*\\circ\s*\}|\(\s*\\circ\s*\)|\\circ)\s*")
 
 # --- Unicode ---------------------------------------------------------------------------------------
 _UNI_MIXED = _c(r"(?<![\d.,])(\d+)\s?([½¼¾⅓⅔⅛])")
@@ -273,10 +274,12 @@ def _soft(m: re.Match[str]) -> list[str]:
     return [" " + (SOFT_APPROX if m.group(1) else SOFT_EQ) + " "]
 
 
-def normalize(text: str | MappedText, *, soft: bool = True) -> MappedText:
+def normalize(text: str | MappedText, *, soft: bool = True, original: str | None = None) -> MappedText:
     """Rewrite ``text`` into plain arithmetic text (see module docstring).
 
-    ``soft=False`` leaves result connectives alone (used for the question text).
+    ``soft=False`` leaves result connectives alone (used for the question text). ``original``
+    is the text the positions of a ``MappedText`` refer to: a list bullet must start a line of
+    it (``\\[ -\\sin x \\]`` opens no line, its minus is no bullet).
     """
     t = text if isinstance(text, MappedText) else MappedText(text)
     if _INVISIBLE.search(t.text):
@@ -293,7 +296,11 @@ def normalize(text: str | MappedText, *, soft: bool = True) -> MappedText:
         t = t.sub(_UNI_FRAC, lambda m: ["(" + _FRACS[m.group(0)] + ")"])
         for pat, rep in _UNI_OPS:
             t = t.sub(pat, [rep])
-    t = t.sub(_BULLET, [" "])
+    orig = original if original is not None else (text if isinstance(text, str) else None)
+    if orig is None:
+        t = t.sub(_BULLET, [" "])
+    else:
+        t = t.sub(_BULLET, lambda m: _bullet(m, t.pos, orig))
     if "#" in t.text:
         t = t.sub(_HEADING, [" "])
     if "**" in t.text:
@@ -320,6 +327,16 @@ def normalize(text: str | MappedText, *, soft: bool = True) -> MappedText:
     if soft:
         t = t.sub(_SOFT, _soft)
     return t
+
+
+def _bullet(m: re.Match[str], pos: list[int], orig: str) -> list[str] | None:
+    """A bullet only at the start of a line of the original text (not after a math delimiter
+    turned into a line break)."""
+    k = m.start()
+    if k == 0:
+        return [" "] if (not pos or orig[: pos[0]].strip() == "") else None
+    p = pos[k - 1] if k - 1 < len(pos) else len(orig)
+    return [" "] if p < len(orig) and orig[p] == "\n" else None
 
 
 def _inline_code(m: re.Match[str]) -> list[str | int] | None:
