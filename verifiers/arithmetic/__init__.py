@@ -145,11 +145,11 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
     if spans.dollars:  # inline "$...$" formulas (not money): their delimiters end claims
         base = base.sub(_DOLLAR, lambda m: [" \n "] if base.pos[m.start()] in spans.dollars else None)
     mt = normalize(base, original=text)
-    math = None
+    region_of = None
     if spans:
         pos = mt.pos
 
-        def math(p: int) -> int:
+        def region_of(p: int) -> int:  # the math region of a normalised position, -1 in prose
             return spans.region(pos[p]) if p < len(pos) else -1
     finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends, spans=spans if spans else None,
                          question=question)
@@ -166,7 +166,7 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
                 break
             if end - start > MAX_WINDOW // 2 and not _HAS_EQ.search(norm, start, end):
                 continue
-            for before, run in runs_with_context(tokenize(norm, start=start, end=end, math=math)):
+            for before, run in runs_with_context(tokenize(norm, start=start, end=end, math=region_of)):
                 finder.run(run, before)
         if stopped:
             break
