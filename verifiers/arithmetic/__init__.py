@@ -145,12 +145,7 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
     if spans.dollars:  # inline "$...$" formulas (not money): their delimiters end claims
         base = base.sub(_DOLLAR, lambda m: [" \n "] if base.pos[m.start()] in spans.dollars else None)
     mt = normalize(base, original=text)
-    region_of = None
-    if spans:
-        pos = mt.pos
-
-        def region_of(p: int) -> int:  # the math region of a normalised position, -1 in prose
-            return spans.region(pos[p]) if p < len(pos) else -1
+    region_of = _region_lookup(spans, mt.pos) if spans else None
     finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends, spans=spans if spans else None,
                          question=question)
     norm = mt.text
@@ -181,6 +176,13 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
         if link is not None:
             checks.append(link)
     return checks
+
+
+def _region_lookup(spans, pos: list[int]):  # type: ignore[no-untyped-def]
+    """The math region (``_latex.MathSpans``) of a normalised position, -1 in prose."""
+    def region_of(p: int) -> int:
+        return spans.region(pos[p]) if p < len(pos) else -1
+    return region_of
 
 
 def _remainder_sentences(text: str) -> list[Check]:
