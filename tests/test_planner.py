@@ -503,7 +503,10 @@ def test_offline_planner_without_a_model_says_so_instead_of_skipping():
     assert rep.status == "unverified"
     # a policy that never asks for model plans: nothing to say
     assert [c for c in _offline(DISCOUNT_A, DISCOUNT_Q, "never").checks if c.verifier == "planner"] == []
-    # a template plan needs no model: its check stands alone
-    tpl = _offline("approximately 0.000191", PRODUCT_Q, "unexplained")
+    # a template plan needs no model: its check stands alone (a word problem: the arithmetic
+    # verifier binds a bare value only to a question that is itself an expression, PRODUCT_Q)
+    tpl = _offline("You will have about $13,000.", EN_Q, "unexplained")
     assert [(c.verifier, c.outcome) for c in tpl.checks] == [("planner", "fail")]
+    bare = _offline("approximately 0.000191", PRODUCT_Q, "unexplained")
+    assert [(c.verifier, c.outcome) for c in bare.checks] == [("arithmetic", "fail")] and bare.status == "failed"
     assert tpl.extra.get("plan_source") == "template" and tpl.status == "failed"

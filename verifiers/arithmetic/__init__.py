@@ -73,6 +73,7 @@ from verifiers._types import Check
 from verifiers.arithmetic._claims import VERIFIER, ClaimFinder
 from verifiers.arithmetic._equivalent import equivalent
 from verifiers.arithmetic._expr import NotNumeric, Refused, evaluate, format_value, has_operation, has_var, literal_from_text, to_text
+from verifiers.arithmetic._latex import REMAINDER_SENTENCE, math_spans
 from verifiers.arithmetic._mapped import MappedText
 from verifiers.arithmetic._normalize import normalize
 from verifiers.arithmetic._tokens import ParseError, parse, runs, runs_with_context, tokenize
@@ -84,16 +85,19 @@ MAX_CHARS = 60_000
 MAX_CLAIMS = 500
 BUDGET_MS = 250.0
 
+_DOLLAR = re.compile(r"\$")
 _NOTE = re.compile(r"<<([^<>\n]{1,400})>>")
 _CLAIM_LINE = re.compile(r"(?m)^(?=[^\n]*\d)(?=[^\n]*[=≈\ue000\ue001])[^\n]*$")
 
 
 def warm_up() -> None:
-    """Build the pint unit registry now (~0.5-1 s once) instead of inside the first request
-    that states a unit conversion. Call it at gateway start-up."""
+    """Build the pint unit registry (~0.5-1 s once) and import SymPy (~0.5 s once) now, instead
+    of inside the first request that states a unit conversion or an identity with symbols (a
+    first import inside a request would use up its time budget). Call it at gateway start-up."""
     from verifiers.arithmetic._units import _registry
 
     _registry()
+    check("\\[ (a+b)^2 = a^2 + 2ab + b^2 \\]", budget_ms=10_000)
 
 
 def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET_MS) -> list[Check]:
@@ -142,8 +146,13 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
             checks.extend(finder.checks)
     base = MappedText(text).sub(_NOTE, [""]) if has_notes else MappedText(text)
     note_ends = {m.end() for m in _NOTE.finditer(text)} if has_notes else set()
-    mt = normalize(base)
-    finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends)
+    spans = math_spans(text)
+    if spans.dollars:  # inline "$...$" formulas (not money): their delimiters end claims
+        base = base.sub(_DOLLAR, lambda m: [" \n "] if base.pos[m.start()] in spans.dollars else None)
+    mt = normalize(base, original=text)
+    region_of = _region_lookup(spans, mt.pos) if spans else None
+    finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends, spans=spans if spans else None,
+                         question=question)
     norm = mt.text
     stopped = False
     for line in _CLAIM_LINE.finditer(norm):  # a claim needs a digit and "=" / a result word
@@ -157,7 +166,7 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
                 break
             if end - start > MAX_WINDOW // 2 and not _HAS_EQ.search(norm, start, end):
                 continue
-            for before, run in runs_with_context(tokenize(norm, start=start, end=end)):
+            for before, run in runs_with_context(tokenize(norm, start=start, end=end, math=region_of)):
                 finder.run(run, before)
         if stopped:
             break
@@ -165,11 +174,37 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
         if c.evidence.get("kind") == "equation" and _is_sentence(mt, c):
             c.evidence["kind"] = "natural_language"
     checks.extend(finder.checks)
+    if "emainder" in text:
+        checks.extend(_remainder_sentences(text))
     if question:
         link = _question_link(text, question, checks)
         if link is not None:
             checks.append(link)
     return checks
+
+
+def _region_lookup(spans, pos: list[int]):  # type: ignore[no-untyped-def]
+    """The math region (``_latex.MathSpans``) of a normalised position, -1 in prose."""
+    def region_of(p: int) -> int:
+        return spans.region(pos[p]) if p < len(pos) else -1
+    return region_of
+
+
+def _remainder_sentences(text: str) -> list[Check]:
+    """"the remainder when 2004 is divided by 12 is 0": ``a mod b`` (a, b >= 0) against the
+    stated remainder, exactly."""
+    out = []
+    for m in REMAINDER_SENTENCE.finditer(text):
+        a, b, r = (int(g.replace(",", "")) for g in m.groups())
+        if b == 0 or len(str(a)) > 200:
+            continue
+        ok = a % b == r
+        out.append(Check(verifier=VERIFIER, claim=m.group(0), outcome="pass" if ok else "fail",
+                         expected=str(a % b), found=str(r), span=m.span(), confidence=1.0 if ok else 0.9,
+                         evidence={"kind": "remainder", "expression": f"{a} mod {b}", "value": str(a % b),
+                                   "rule": "exact", "tolerance": "0"},
+                         note="" if ok else f"{a} = {a // b} * {b} + {a % b}"))
+    return out
 
 
 MAX_WINDOW = 2_000
@@ -214,6 +249,8 @@ _WORDS = re.compile(r"[^\W\d_]+")
 _NUMTXT = r"-?[$€£¥]?\s?\d[\d,]*(?:\.\d+)?%?"
 _ANSWER_PATTERNS = [
     re.compile(r"\\boxed\{\s*(" + _NUMTXT + r")\s*\}"),
+    re.compile(r"\b(?:(?:final|the)\s+)?answer\b[^.\n\d=]{0,20}?(?:is|=|:)\s*(?:approximately\s+|about\s+|roughly\s+|~\s*|≈\s*)?"
+               r"\**\s*\$?\s*(" + _NUMTXT + r")", re.I),
     re.compile(
         r"\b(?:answer|result|total|product|sum|difference|quotient|value)\b[^.\n\d=]{0,20}?"
         r"(?:is|=|equals|:)\s*(?:approximately\s+|about\s+|roughly\s+|~\s*|≈\s*)?\**\s*(" + _NUMTXT + r")",
@@ -223,14 +260,80 @@ _ANSWER_PATTERNS = [
     re.compile(r"\b(?:is|it's|that's|get|gives|makes)\s+(?:approximately\s+|about\s+|roughly\s+)?\**\s*("
                + _NUMTXT + r")\s*\**\s*[.!]?\s*$", re.I),
 ]
-_ONLY_NUMBER = re.compile(r"^\s*\**\s*(" + _NUMTXT + r")\s*\**\s*\.?\s*$")
+_ONLY_NUMBER = re.compile(r"^\s*(?:(?:approximately|about|roughly|around|~|≈)\s*)?\**\s*(" + _NUMTXT
+                          + r")\s*\**\s*\.?\s*$", re.I)
 _APPROX_BEFORE = re.compile(r"(?:approximately|about|roughly|~|≈)\s*\**\s*$", re.I)
+
+
+_ELLIPSIS = re.compile(r"\s*(?:…|\.\.\.|\\[lc]?dots|\\cdots|\\ldots)\s*")
+_SERIES = re.compile(r"([^\s+?=]+)\s*\+\s*([^\s+?=]+)\s*\+\s*\ue010\s*\+\s*([^\s+?=]+)")
+MAX_SERIES_TERMS = 1000
+
+
+def _expand_series(q: str) -> str:
+    """``1/1! + 1/2! + … + 1/10!`` written out term by term: the first two terms differ in one
+    whole number (the index) and the last term has the same shape; the index steps by the
+    difference of the first two. Anything else is left as it is (and is then not an
+    arithmetic question)."""
+    if not _ELLIPSIS.search(q):
+        return q
+    marked = _ELLIPSIS.sub(" \ue010 ", q)
+    m = _SERIES.search(marked)
+    if m is None:
+        return q
+    parts = [re.split(r"(\d+)", t) for t in m.groups()]
+    if not (len(parts[0]) == len(parts[1]) == len(parts[2])):
+        return q
+    diff = [k for k in range(len(parts[0])) if parts[0][k] != parts[1][k]]
+    if len(diff) != 1 or diff[0] % 2 == 0:
+        return q
+    k = diff[0]
+    if any(parts[2][j] != parts[0][j] for j in range(len(parts[0])) if j != k):
+        return q
+    a, b, n = int(parts[0][k]), int(parts[1][k]), int(parts[2][k])
+    step = b - a
+    if step == 0 or (n - a) % step or not 2 <= (n - a) // step + 1 <= MAX_SERIES_TERMS:
+        return q
+    terms = []
+    for i in range(a, n + step, step):
+        t = list(parts[0])
+        t[k] = str(i)
+        terms.append("".join(t))
+    return marked[: m.start()] + " + ".join(terms) + marked[m.end():]
+
+
+def _bound_answer(answer: str, expression: str, checks: list[Check]) -> re.Match[str] | None:
+    """The number in ``answer`` that answers the question, in this order: the whole answer is
+    a number ("42", "approximately 0.000191"); the last ``\\boxed{}``; the last "the answer /
+    result / product ... is N"; otherwise, when the answer already states the question's
+    expression equal to something, that claim speaks for it (``None``); otherwise the last
+    "= N" / "is N" only when every such number in the answer has the same value (a later
+    side computation, "For comparison, 1000 * 1.05^3 = 1157.63", is not the answer)."""
+    m0 = _ONLY_NUMBER.match(answer)
+    if m0:
+        return m0
+    for pat in _ANSWER_PATTERNS[:3]:
+        last = None
+        for m in pat.finditer(answer):
+            last = m
+        if last is not None:
+            return last
+    if any(c.evidence.get("expression") == expression for c in checks):
+        return None
+    found = [m for pat in _ANSWER_PATTERNS[3:] for m in pat.finditer(answer)]
+    if not found:
+        return None
+    values = {m.group(1).replace(",", "").replace(" ", "").lstrip("$€£¥").rstrip("%") for m in found}
+    if len(values) != 1:
+        return None
+    return max(found, key=lambda m: m.start(1))
 
 
 def _question_expression(question: str) -> tuple[tuple, str] | None:
     q = question.strip()
     if not q or len(q) > 500:
         return None
+    q = _expand_series(q)  # at most MAX_SERIES_TERMS terms
     if any(len(w) > 1 and w.lower() not in _Q_WORDS for w in _WORDS.findall(q)):
         return None  # a word problem, not an arithmetic question
     mt = normalize(q, soft=False)
@@ -258,18 +361,9 @@ def _question_link(answer: str, question: str, checks: list[Check]) -> Check | N
     if found is None:
         return None
     node, qtext = found
-    best: tuple[int, re.Match[str]] | None = None
-    m0 = _ONLY_NUMBER.match(answer)
-    if m0:
-        best = (m0.start(1), m0)
-    else:
-        for pat in _ANSWER_PATTERNS:
-            for m in pat.finditer(answer):
-                if best is None or m.start(1) > best[0]:
-                    best = (m.start(1), m)
-    if best is None:
+    m = _bound_answer(answer, to_text(node), checks)
+    if m is None:
         return None
-    m = best[1]
     raw = m.group(1).strip()
     sign = 1
     if raw.startswith("-"):

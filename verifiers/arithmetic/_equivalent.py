@@ -379,6 +379,30 @@ def equivalent(a: str, b: str) -> Check:
     except (ParseError, ValueError, ZeroDivisionError, RecursionError) as exc:
         return Check(verifier=VERIFIER, claim=claim, outcome="unknown", confidence=0.5,
                      evidence={"kind": "equivalence"}, note=f"could not parse: {exc}")
+    return decide(na, nb, claim, a + "\0" + b)
+
+
+def symbolic_difference(na: tuple, nb: tuple) -> Any | None:
+    """``cancel(expand(a - b))`` of two parsed trees with SymPy, or ``None`` when the trees are
+    too large to expand (``MAX_EXPANDED_TERMS``) or SymPy cannot build them. The symbolic step
+    of ``decide`` alone, for callers that already sampled the two sides."""
+    try:
+        import sympy
+
+        if _terms(na) + _terms(nb) > MAX_EXPANDED_TERMS:
+            return None
+        return sympy.cancel(sympy.expand(_to_sympy(na) - _to_sympy(nb)))
+    except (_TooBig, RecursionError, TypeError, ValueError, ZeroDivisionError, AttributeError):
+        return None
+
+
+def decide(na: tuple, nb: tuple, claim: str, seed_text: str | None = None) -> Check:
+    """``equivalent`` on two parsed trees (the ``_expr`` tuples of ``_tokens.parse``): the same
+    symbolic-then-numeric decision and the same ``Check`` shape. Used by ``check`` for claims
+    with free symbols (``(a+b)^2 = a^2 + 2ab + b^2``)."""
+    a, b = to_text(na), to_text(nb)
+    if seed_text is None:
+        seed_text = a + "\0" + b
     evidence: dict[str, Any] = {"kind": "equivalence", "left": to_text(na), "right": to_text(nb)}
     names = sorted(_symbols(na, set()) | _symbols(nb, set()))
 
@@ -418,7 +442,7 @@ def equivalent(a: str, b: str) -> Check:
         evidence["symbolic"] = "skipped"
     # 2. numeric, always: the cross-check of a proof, the decision without one
     try:
-        numeric, info = _numeric(na, nb, names, seed=zlib.crc32((a + "\0" + b).encode()))
+        numeric, info = _numeric(na, nb, names, seed=zlib.crc32(seed_text.encode()))
     except (_TooBig, RecursionError):
         numeric, info = "unknown", {"points": 0}
     evidence["points"] = info.get("points", 0)

@@ -260,10 +260,25 @@ def evaluate(node: tuple, _depth: int = 0, env: dict[str, Value] | None = None) 
     if kind == "const":
         return math.pi if node[1] == "pi" else math.e
     if kind == "func":
-        return _func(node[1], evaluate(node[2], _depth + 1, env))
+        arg = evaluate(node[2], _depth + 1, env)
+        if node[1] in TRIG and in_degrees(node[2]):  # "\\cos 60^\\circ", "\\tan 45°": degrees
+            arg = _to_float(arg) * math.pi / 180
+        return _func(node[1], arg)
     if kind == "var" and env is not None and node[1] in env:
         return env[node[1]]
     raise NotNumeric("symbol")
+
+
+TRIG = frozenset({"sin", "cos", "tan"})
+DEGREE_UNITS = frozenset({"deg", "degree", "degrees"})
+
+
+def in_degrees(node: tuple) -> bool:
+    """True when a number of the tree is stated in degrees (``60^\\circ``, ``60°``, "60
+    degrees"): the argument of a trigonometric function is then an angle in degrees."""
+    if node[0] == "num":
+        return node[1].unit in DEGREE_UNITS
+    return any(in_degrees(c) for c in node[1:] if isinstance(c, tuple))
 
 
 def _finite(x: float) -> float:

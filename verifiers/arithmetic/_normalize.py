@@ -50,7 +50,11 @@ _TEX_FRACNAME = _c(r"\\[dt]frac(?![a-zA-Z])")
 _TEX_MIXED = _c(r"(?<![\d.,])(\d+)\s*\\frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
 _TEX_FRAC = _c(r"\\frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 _TEX_FRAC_SHORT = _c(r"\\frac\s*(\d)\s*(\d)")
+# "\binom{5}{2}" with whole numbers: n! / (k! (n-k)!), within the evaluator's factorial bound
+_TEX_BINOM = _c(r"\\[dt]?binom\s*\{\s*(\d{1,3})\s*\}\s*\{\s*(\d{1,3})\s*\}")
 _TEX_SQRT = _c(r"\\sqrt\s*\{([^{}]*)\}")
+_TEX_SQRT_BARE = _c(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))")  # "\sqrt3", "\sqrt x"
+_TEX_ROOT = _c(r"\\sqrt\s*\[\s*(\d+)\s*\]\s*\{([^{}]*)\}")  # "\sqrt[3]{27}" = 27^(1/3)
 _TEX_SUP = _c(r"\^\s*\{([^{}]*)\}")
 _TEX_TEXT = _c(r"\\(?:text|textbf|textit|mathrm|mathbf|mbox|operatorname|boxed|fbox)\s*\{([^{}]*)\}")
 _TEX_OPS = [
@@ -62,12 +66,38 @@ _TEX_OPS = [
     (_c(r"\\%"), "%"),
     (_c(r"\\\$"), "$"),
     (_c(r"\{,\}"), ","),
-    (_c(r"\\(?:[,;:! ]|quad|qquad)"), " "),
-    (_c(r"\\(?:cdots|ldots|dots)(?![a-zA-Z])"), "..."),
-    (_c(r"\\[\[\]()]"), " "),  # display/inline math delimiters
-    (_c(r"\$\$"), " "),
+    # digit groups "1,\!000" and "10\,000" (thin space) are one number
+    (_c(r"(?<=\d)(?:,\s*\\!|\\,)(?=\d{3}(?!\d))"), ","),
+    (_c(r"\\\\(?=\s*&\s*[=≈])"), " "),  # "a &= b \\ &= c": one chain over two rows
+    (_c(r"\\\\"), " \n "),  # any other row break ends a claim
+    (_c(r"\\(sin|cos|tan|log|ln|exp)(?![a-zA-Z])"), [" ", 1, " "]),
+    (_c(r"\\(?:displaystyle|textstyle|scriptstyle|limits|nolimits)(?![a-zA-Z])"), " "),
+    (_c(r"\\(?:tag|label)\*?\s*\{[^{}]*\}|\\(?:nonumber|notag)(?![a-zA-Z])"), " \n "),  # equation numbers
+    (_c(r"\\pm(?![a-zA-Z])"), " ± "),  # "x = 2 \pm 1": neither side is one number
+    (_c(r"\\mp(?![a-zA-Z])"), " ∓ "),
+    (_c(r"\\degree(?![a-zA-Z])"), " deg "),
+    (_c(r"\\(?:quad|qquad)(?![a-zA-Z])"), " \n "),  # spacing between listed items: a boundary
+    (_c(r"\\[,;:! ]"), " "),
+    (_c(r"\\(?:cdots|ldots|dots|dotsb|dotsc|dotsm)(?![a-zA-Z])"), "..."),
+    # relations and arrows end a claim: "10 = 4 \implies", "x \equiv 5 \pmod{13}"
+    (_c(r"\\(?:implies|impliedby|iff|Rightarrow|Leftarrow|Longrightarrow|Leftrightarrow|rightarrow|to|"
+        r"therefore|because|le|leq|ge|geq|lt|gt|leqslant|geqslant|equiv|cong|pmod|bmod|mod|in|notin|mid|nmid|"
+        r"subset|subseteq|land|lor|neq|ne)(?![a-zA-Z])"),
+     " ; "),
+    (_c(r"&"), " "),  # alignment
+    (_c(r"\\(?:begin|end)\s*\{[a-zA-Z*]+\}(?:\{[^{}]*\})?"), " \n "),
+    (_c(r"\\[\[\]()]"), " \n "),  # display/inline math delimiters: no claim crosses one
+    (_c(r"\$\$"), " \n "),
 ]
-_TEX_DEG = _c(r"\^\s*[({]?\s*\\circ\s*[)}]?\s*")
+_GREEK = dict(zip(
+    "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa lambda mu nu xi rho sigma tau "
+    "upsilon phi varphi chi psi omega Gamma Delta Theta Lambda Xi Sigma Phi Psi Omega".split(),
+    "αβγδεεζηθθικλμνξρστυφφχψωΓΔΘΛΞΣΦΨΩ"))
+_TEX_GREEK = _c(r"\\(" + "|".join(sorted(_GREEK, key=len, reverse=True)) + r")(?![a-zA-Z])")
+# "\sin^2 \theta" is (sin θ)^2: the power moves after a one-token argument
+_TEX_TRIG_POW = _c(r"\\(sin|cos|tan)\s*\^\s*\{?\s*(\d)\s*\}?\s*(\\[a-zA-Z]+|[a-zA-Z]|"
+                   r"\d+(?:\.\d+)?(?:\s*\^\s*\{?\s*\\circ\s*\}?|\s*°)?)(?![a-zA-Z])")  # "\sin^2 30^\circ"
+_TEX_DEG = _c(r"\^\s*(?:\{\s*\\circ\s*\}|\(\s*\\circ\s*\)|\\circ)\s*")
 
 # --- Unicode ---------------------------------------------------------------------------------------
 _UNI_MIXED = _c(r"(?<![\d.,])(\d+)\s?([½¼¾⅓⅔⅛])")
@@ -109,6 +139,7 @@ _WORD_OPS = [
 _DEG = [
     (_c(r"\s*°\s*F\b|\s+deg(?:rees?)?\s+(?:Fahrenheit|F)\b|\s+Fahrenheit\b", re.I), " degF"),
     (_c(r"\s*°\s*C\b|\s+deg(?:rees?)?\s+(?:Celsius|centigrade|C)\b|\s+Celsius\b", re.I), " degC"),
+    (_c(r"\s*°"), " deg"),  # an angle: "\tan 60°"
 ]
 _PHRASES = [
     # (pattern, pieces) ; A/B are groups 1/2
@@ -243,10 +274,12 @@ def _soft(m: re.Match[str]) -> list[str]:
     return [" " + (SOFT_APPROX if m.group(1) else SOFT_EQ) + " "]
 
 
-def normalize(text: str | MappedText, *, soft: bool = True) -> MappedText:
+def normalize(text: str | MappedText, *, soft: bool = True, original: str | None = None) -> MappedText:
     """Rewrite ``text`` into plain arithmetic text (see module docstring).
 
-    ``soft=False`` leaves result connectives alone (used for the question text).
+    ``soft=False`` leaves result connectives alone (used for the question text). ``original``
+    is the text the positions of a ``MappedText`` refer to: a list bullet must start a line of
+    it (``\\[ -\\sin x \\]`` opens no line, its minus is no bullet).
     """
     t = text if isinstance(text, MappedText) else MappedText(text)
     if _INVISIBLE.search(t.text):
@@ -263,7 +296,11 @@ def normalize(text: str | MappedText, *, soft: bool = True) -> MappedText:
         t = t.sub(_UNI_FRAC, lambda m: ["(" + _FRACS[m.group(0)] + ")"])
         for pat, rep in _UNI_OPS:
             t = t.sub(pat, [rep])
-    t = t.sub(_BULLET, [" "])
+    orig = original if original is not None else (text if isinstance(text, str) else None)
+    if orig is None:
+        t = t.sub(_BULLET, [" "])
+    else:
+        t = t.sub(_BULLET, lambda m: _bullet(m, t.pos, orig))
     if "#" in t.text:
         t = t.sub(_HEADING, [" "])
     if "**" in t.text:
@@ -292,6 +329,16 @@ def normalize(text: str | MappedText, *, soft: bool = True) -> MappedText:
     return t
 
 
+def _bullet(m: re.Match[str], pos: list[int], orig: str) -> list[str] | None:
+    """A bullet only at the start of a line of the original text (not after a math delimiter
+    turned into a line break)."""
+    k = m.start()
+    if k == 0:
+        return [" "] if (not pos or orig[: pos[0]].strip() == "") else None
+    p = pos[k - 1] if k - 1 < len(pos) else len(orig)
+    return [" "] if p < len(orig) and orig[p] == "\n" else None
+
+
 def _inline_code(m: re.Match[str]) -> list[str | int] | None:
     # `12 + 3 = 15` is sometimes used for emphasis; keep it when it holds only arithmetic
     if _ARITH_ONLY.fullmatch(m.group(1)):
@@ -299,20 +346,34 @@ def _inline_code(m: re.Match[str]) -> list[str | int] | None:
     return [" \n "]
 
 
+def _binom(m: re.Match[str]) -> list[str | int] | None:
+    n, k = int(m.group(1)), int(m.group(2))
+    if k > n or n > 300:
+        return None
+    return ["((", 1, ")!/((", 2, ")!*(" + str(n - k) + ")!))"]
+
+
 def _latex(t: MappedText) -> MappedText:
     t = t.sub(_TEX_SIZE, [""])
     t = t.sub(_TEX_FRACNAME, ["\\frac"])
+    # the exponent is written as text mapped to the end of the match, so a claim ending in
+    # "\sin^2 \theta" spans to the symbol, not to the "2"
+    t = t.sub(_TEX_TRIG_POW, lambda m: [" (\\", 1, " ", 3, ")^" + m.group(2) + " "])
+    t = t.sub(_TEX_GREEK, lambda m: [" " + _GREEK[m.group(1)] + " "])
     t = t.sub(_TEX_DEG, [" deg"])
     t = t.sub(_TEX_MIXED, _fix_mixed)
     for _ in range(8):
         before = t.text
         t = t.sub(_TEX_TEXT, [" ", 1, " "])
+        t = t.sub(_TEX_BINOM, _binom)
         t = t.sub(_TEX_FRAC, ["((", 1, ")/(", 2, "))"])
         t = t.sub(_TEX_FRAC_SHORT, ["(", 1, "/", 2, ")"])
+        t = t.sub(_TEX_ROOT, ["((", 2, ")^(1/", 1, "))"])
         t = t.sub(_TEX_SQRT, ["sqrt(", 1, ")"])
+        t = t.sub(_TEX_SQRT_BARE, ["sqrt(", 1, ")"])
         t = t.sub(_TEX_SUP, ["^(", 1, ")"])
         if t.text == before:
             break
     for pat, rep in _TEX_OPS:
-        t = t.sub(pat, [rep])
+        t = t.sub(pat, rep if isinstance(rep, list) else [rep])
     return t

@@ -17,6 +17,7 @@ builds ``_expr`` tuples; anything else raises ``ParseError``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from verifiers.arithmetic._expr import CONSTANTS, FUNCTIONS, MAX_DEPTH, MAX_NODES, Literal, literal_from_text
@@ -36,6 +37,7 @@ class Token:
     lit: Literal | None = None
     approx: bool = False
     units: list[str] = field(default_factory=list)
+    math: int = -1  # index of the LaTeX math region holding the token (``_latex``), -1 in prose
 
 
 _TOKEN = re.compile(
@@ -67,18 +69,23 @@ STOPWORDS = frozenset(
     since until because total overall left remaining over under about around approximately roughly
     nearly almost exactly times plus minus what how many much can could will would should may
     might must do does did has have had per let now here there step answer result final gives
-    give get gets got makes make yields equals equal""".split()
+    give get gets got makes make yields equals equal remainder remainders quotient rem digit digits mod
+    modulo""".split()
 )
 _MATH = frozenset({"NUM", "OP", "LP", "RP", "EQ", "SOFT", "FACT", "PCT", "FUNC", "CONST", "VAR", "UNIT", "TILDE"})
 _OPERAND_END = frozenset({"NUM", "RP", "PCT", "FACT", "CONST", "VAR"})
 _OPERAND_START = frozenset({"NUM", "LP", "FUNC", "CONST", "VAR"})
 
 
-def tokenize(text: str, *, formula: bool = False, start: int = 0, end: int | None = None) -> list[Token]:
+def tokenize(text: str, *, formula: bool = False, start: int = 0, end: int | None = None,
+             math: Callable[[int], int] | None = None) -> list[Token]:
     """Tokens of normalised text, with words classified (see module docstring).
 
     ``formula=True`` (for ``equivalent``) reads every other word as single-letter symbols
     (``2ab`` is ``2*a*b``, ``πr`` is ``pi*r``) instead of units and prose.
+    ``math`` maps a position of ``text`` to its LaTeX math region (-1 outside one, see
+    ``_latex``): there single letters are symbols (``2k`` is not 2,000, ``x`` is not "times")
+    and short letter groups glued to a number are products of symbols (``2ab``).
     """
     toks: list[Token] = []
     for m in _TOKEN.finditer(text, start, len(text) if end is None else end):
@@ -120,6 +127,9 @@ def tokenize(text: str, *, formula: bool = False, start: int = 0, end: int | Non
             toks.append(Token("PCT", s, e, "%"))
         else:
             toks.append(Token("WORD", s, e, m.group(g)))
+    if math is not None:
+        for t in toks:
+            t.math = math(t.start)
     return _formula_words(toks) if formula else _classify(toks, text)
 
 
@@ -178,12 +188,15 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
             continue
         w = t.text.lower()
         nk = _kind(toks, i + 1)
+        if t.math >= 0:
+            _math_word(toks, i, t, nk)
+            continue
         if w in ("x",) and nk in ("NUM", "LP", "FUNC", "CONST") and _operand_before(toks, i):
             t.kind, t.text = "OP", "*"
         elif w == "of" and nk in ("NUM", "LP") and _fraction_or_percent_before(toks, i):
             t.kind, t.text = "OP", "*"
         elif w in SCALES and i and toks[i - 1].kind == "NUM" and toks[i - 1].lit is not None and (
-            w != "k" or toks[i - 1].end == t.start
+            w != "k" or (toks[i - 1].end == t.start and not _k_is_symbol(text))
         ):
             prev = toks[i - 1]
             lit = prev.lit
@@ -211,6 +224,8 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
             near = _kind(toks, i - 1) in ("OP", "EQ", "LP") or nk in ("OP", "EQ", "RP", "SOFT")
             if glued or near:
                 t.kind = "VAR"
+    if any(t.kind == "SPLIT" for t in toks):
+        toks = _split_letters(toks)
     toks = [t for t in toks if t.kind != "SKIP"]
     # pass 2: unit words after an operand
     n = len(toks)
@@ -261,6 +276,52 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
             t.kind = "TRAIL"
         i += 1
     return toks
+
+
+# "k" standing alone ("where k = 2004", "for some integer k", "(k + 1)") makes every "2k" of
+# the text a product with the symbol k, not 2,000
+_STANDALONE_K = re.compile(r"(?<![A-Za-z0-9_\\])[kK](?![A-Za-z0-9])(?=\s*(?:[=<>≤≥)+\-^]|\s(?:is|be|must|can)\b))"
+                           r"|(?:integer|let|where|for|some|each|all|when|if|with)\s+[kK]\b|\(\s*[kK](?![A-Za-z0-9])")
+_k_cache: tuple[str | None, bool] = (None, False)  # (text, answer): one tuple, so threads never mix the two
+
+
+def _k_is_symbol(text: str) -> bool:
+    global _k_cache
+    cached = _k_cache
+    if cached[0] is text:
+        return cached[1]
+    found = bool(_STANDALONE_K.search(text))
+    _k_cache = (text, found)
+    return found
+
+
+def _math_word(toks: list[Token], i: int, t: Token, nk: str) -> None:
+    """Classify a word inside a LaTeX math region: functions, ``π``, single-letter symbols
+    (never a scale like ``k`` = thousand, never ``x`` = times), short letter groups glued to
+    a number or a symbol (``2ab``, ``xy``: products of symbols); longer words (``\\text{ways}``)
+    stay words (units or prose)."""
+    w = t.text
+    lw = w.lower()
+    if lw in FUNCTIONS and nk in ("LP", "NUM", "WORD", "FUNC", "CONST"):
+        t.kind, t.text = "FUNC", lw
+    elif lw in ("pi", "π"):
+        t.kind, t.text = "CONST", "pi"
+    elif len(w) == 1:
+        t.kind = "VAR"
+    elif len(w) <= 3 and w.isalpha() and lw not in STOPWORDS and lw not in GLUED_OK and i and \
+            toks[i - 1].end == t.start and toks[i - 1].kind in ("NUM", "RP", "VAR", "OP", "LP"):
+        t.kind = "SPLIT"
+
+
+def _split_letters(toks: list[Token]) -> list[Token]:
+    out: list[Token] = []
+    for t in toks:
+        if t.kind != "SPLIT":
+            out.append(t)
+            continue
+        for k, ch in enumerate(t.text):
+            out.append(Token("VAR", t.start + k, t.start + k + 1, ch, math=t.math))
+    return out
 
 
 def _operand_before(toks: list[Token], i: int) -> bool:
