@@ -270,13 +270,17 @@ class _Connection(asyncio.Protocol):
                     self._fail(ResponseTooLarge(f"response body larger than {self.max_body} bytes"))
                     return
                 self.body.append(tail)
-        body = self.body[0] if len(self.body) == 1 else b"".join(self.body)
+        parts, self.body = self.body, []  # an idle keep-alive connection holds no answer
+        body = parts[0] if len(parts) == 1 else b"".join(parts)
         waiter.set_result(Http1Response(self.status, self.headers, body))
 
     def _fail(self, exc: Http1Error) -> None:
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
+        # what was received is dropped now, not when the connection object is collected: the
+        # exception's traceback references this connection (a cycle the GC may keep for long)
+        self.body, self.decoder = [], None
         self.close()
 
     def _on_timer(self) -> None:

@@ -64,6 +64,7 @@ class RawUpstream:
     def __init__(self) -> None:
         self.open = 0
         self.seen: dict[str, int] = {}
+        self.sent: dict[str, int] = {}
         self.lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -297,6 +298,25 @@ async def silent(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
     await r.read()  # until the gateway closes
 
 
+@case
+async def sse_endless_event(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
+    """A stream whose first event never ends: ``data: aaaa...`` for up to 64 MiB (the default
+    ``max_response_bytes``), no blank line. Records how much the gateway let it send."""
+    await srv.body(r, head)
+    w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"6\r\ndata: \r\n")
+    piece = b"%x\r\n%s\r\n" % (65536, b"a" * 65536)
+    sent = 0
+    try:
+        for _ in range(1024):
+            w.write(piece)
+            await w.drain()
+            sent += 65536
+    finally:
+        srv.sent["sse-endless-event"] = sent
+    await _then_close(w, b"0\r\n\r\n")
+
+
 # --------------------------------------------------------------------------- fixtures
 
 
@@ -362,6 +382,26 @@ def test_oversized_heads_and_trailers_are_refused(client: openai.OpenAI, gw: Any
     err = _error(client, model)
     assert err.status_code == 502
     assert err.response.json()["error"]["code"] == "upstream_bad_response"
+    _no_traceback(gw, log_start)
+
+
+def test_an_endless_sse_event_is_refused_after_max_event_bytes(client: openai.OpenAI, gw: Any, raw: RawUpstream,
+                                                               log_start: int) -> None:
+    """Issue 14 section 3: an unterminated event is refused once it passes
+    ``limits.max_event_bytes`` (4 MiB) -- an OpenAI-shaped 502, the upstream connection closed
+    long before the 64 MiB the whole answer may have (it was buffered to 64 MiB, in 9 s)."""
+    with pytest.raises(openai.APIStatusError) as info:
+        for _ in client.chat.completions.create(model="sse-endless-event", stream=True,
+                                                messages=[{"role": "user", "content": "hi"}]):
+            pass
+    err = info.value
+    assert err.status_code == 502
+    body = err.response.json()["error"]
+    assert body["code"] == "upstream_response_too_large" and body["type"] == "upstream_error"
+    assert "max_event_bytes" in body["message"]
+    wait_for(lambda: "sse-endless-event" in raw.sent, "the upstream to see the connection closed")
+    # 4 MiB read, plus what loopback socket buffers hold (a few MiB): far from 64 MiB
+    assert raw.sent["sse-endless-event"] < 24 << 20, raw.sent
     _no_traceback(gw, log_start)
 
 
