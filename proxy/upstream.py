@@ -38,6 +38,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt,
 from proxy.config import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, UpstreamConfig
 from proxy.errors import UpstreamError
 from proxy.log import scrub_secrets
+from proxy.redaction import scrub_text
 
 _T = TypeVar("_T")
 
@@ -174,14 +175,15 @@ def relay_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dic
     """The upstream response headers a client may rely on: ``Retry-After(-ms)``,
     ``x-ratelimit-*``, ``openai-*``; the upstream's ``x-request-id`` becomes
     ``x-upstream-request-id`` (the gateway sets its own ``x-request-id``). ``headers``: a
-    mapping or ``(name, value)`` pairs; for a repeated name the last value wins."""
+    mapping or ``(name, value)`` pairs; for a repeated name the last value wins. Values are
+    scrubbed of the gateway's secrets (:func:`proxy.redaction.scrub_text`)."""
     out: dict[str, str] = {}
     for k, v in (headers.items() if isinstance(headers, Mapping) else headers):
         lk = k.lower()
         if lk.startswith(_RELAY_PREFIXES):
-            out[lk] = v
+            out[lk] = scrub_text(v)
         elif lk == "x-request-id":
-            out["x-upstream-request-id"] = v
+            out["x-upstream-request-id"] = scrub_text(v)
     return out
 
 
@@ -769,7 +771,7 @@ class LiteLLMUpstream:
             return UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout")
         if isinstance(exc, getattr(lib, "APIConnectionError", ())) or not isinstance(status, int):
             return UpstreamError(502, f"cannot reach upstream {self.name!r} through litellm", reason="connect")
-        body = dumps({"error": {"message": str(getattr(exc, "message", "")) or type(exc).__name__,
+        body = dumps({"error": {"message": scrub_text(str(getattr(exc, "message", ""))) or type(exc).__name__,
                                 "type": "upstream_error", "param": None, "code": f"http_{status}"}})
         return UpstreamError(status, f"upstream {self.name!r} answered HTTP {status}", reason=f"http_{status}",
                              body=body)

@@ -317,6 +317,45 @@ async def sse_endless_event(srv: RawUpstream, r: Reader, w: Writer, head: bytes)
     await _then_close(w, b"0\r\n\r\n")
 
 
+#: the gateway's upstream key (``gw`` fixture) as an upstream may echo it: verbatim, URL-encoded
+#: (every byte, lower- or upper-case hex), JSON-escaped
+UPSTREAM_KEY = "sk-raw-upstream"
+KEY_ECHOES = ["sk-raw-upstream", "sk%2Draw%2Dupstream", "%73%6b%2d%72%61%77%2d%75%70%73%74%72%65%61%6d",
+              "sk\\u002draw-upstream", "sk%252Draw-upstream"]
+
+
+@case
+async def echo_key_header(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
+    """A 200 whose headers echo the key it was sent (verbatim and URL-encoded)."""
+    await srv.body(r, head)
+    body = (b'{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5]}],"model":"m"}'
+            if b"/embeddings" in head.split(b"\r\n", 1)[0] else completion())
+    w.write(response(body, headers=b"x-key: sk-raw-upstream\r\nopenai-echo: key=sk%2Draw%2Dupstream\r\n"
+                                   b"x-request-id: req-sk-raw-upstream\r\n"))
+
+
+@case
+async def key_in_500(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
+    """A 500 whose JSON error message carries the key in every usual encoding."""
+    await srv.body(r, head)
+    msg = "bad key: " + " | ".join(KEY_ECHOES)
+    body = json.dumps({"error": {"message": msg, "type": "server_error", "param": None, "code": None}})
+    w.write(response(body.replace("\\\\u", "\\u").encode(), status=b"500 Internal Server Error"))
+
+
+@case
+async def answer_with_key(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
+    """A model answer that repeats the key (verbatim and URL-encoded) next to a wrong sum."""
+    await srv.body(r, head)
+    w.write(response(completion("Call it with sk-raw-upstream (or sk%2Draw%2Dupstream in a URL). 3 * 4 = 13.")))
+
+
+def _no_key(text: str) -> None:
+    low = text.lower()
+    for echo in KEY_ECHOES + ["raw-upstream", "raw%2dupstream", "\\u002draw"]:
+        assert echo.lower() not in low, (echo, text[:2000])
+
+
 # --------------------------------------------------------------------------- fixtures
 
 
@@ -403,6 +442,44 @@ def test_an_endless_sse_event_is_refused_after_max_event_bytes(client: openai.Op
     # 4 MiB read, plus what loopback socket buffers hold (a few MiB): far from 64 MiB
     assert raw.sent["sse-endless-event"] < 24 << 20, raw.sent
     _no_traceback(gw, log_start)
+
+
+def test_a_header_echoing_the_upstream_key_is_never_relayed(gw: Any, log_start: int) -> None:
+    """Issue 14 section 4: pass-through routes relayed every upstream header verbatim (the chat
+    route relays a few, ``openai-*`` among them): values are now scrubbed of the key."""
+    import httpx
+
+    r = httpx.post(gw.base_url + "/embeddings", json={"model": "echo-key-header", "input": "x"},
+                   headers={"Authorization": "Bearer sk-client"}, timeout=60)
+    assert r.status_code == 200 and r.json()["data"][0]["embedding"] == [0.5]
+    assert r.headers["x-key"] == "[REDACTED]" and r.headers["openai-echo"] == "key=[REDACTED]"
+    _no_key(str(r.headers))
+    chat = httpx.post(gw.base_url + "/chat/completions", json={"model": "echo-key-header", "messages": [
+        {"role": "user", "content": "hi"}]}, headers={"Authorization": "Bearer sk-client"}, timeout=60)
+    assert chat.status_code == 200 and chat.headers["openai-echo"] == "key=[REDACTED]"
+    assert chat.headers["x-upstream-request-id"] == "req-[REDACTED]"
+    _no_key(str(chat.headers))
+    _no_traceback(gw, log_start)
+
+
+@pytest.mark.parametrize("route", ["chat", "embeddings", "stream"])
+def test_an_error_body_with_the_key_in_any_usual_encoding_is_scrubbed(client: openai.OpenAI, route: str) -> None:
+    """Issue 14 section 4: a 500 carrying the key URL-encoded (``sk%2D...``, every byte
+    encoded, doubly encoded) or JSON-escaped (``sk\\u002d...``) was relayed as sent."""
+    with pytest.raises(openai.APIStatusError) as info:
+        if route == "embeddings":
+            client.embeddings.create(model="key-in-500", input="x")
+        else:
+            out = client.chat.completions.create(model="key-in-500", stream=route == "stream",
+                                                 messages=[{"role": "user", "content": "hi"}])
+            for _ in out if route == "stream" else ():
+                pass
+    err = info.value
+    assert err.status_code == 500
+    text = err.response.text
+    assert text.count("[REDACTED]") == len(KEY_ECHOES), text
+    _no_key(text)
+    assert err.response.json()["error"]["type"] == "server_error"  # still the upstream's JSON
 
 
 def test_switching_protocols_unasked_is_a_bad_response(client: openai.OpenAI, gw: Any, log_start: int) -> None:
@@ -624,3 +701,45 @@ def test_the_same_answers_to_a_stream_request(client: openai.OpenAI, gw: Any, lo
     if isinstance(info.value, openai.APIStatusError):
         assert info.value.status_code in (502, 504), (info.value.status_code, info.value.response.text)
     _no_traceback(gw, log_start)
+
+
+# --------------------------------------------------------------------------- one redaction path
+
+
+def test_the_audit_row_is_masked_as_the_log_line_is(raw: RawUpstream, gateway_factory: Any, tmp_path: Any) -> None:
+    """Issue 14 section 4: with audit text on, an answer repeating the upstream key was stored
+    unmasked in the SQLite audit row while the log line (``log_content``) showed
+    ``[REDACTED]``. Logs, audit and review records now go through one redaction path."""
+    import sqlite3
+
+    import yaml
+
+    pdir = tmp_path / "policies"
+    pdir.mkdir()
+    (pdir / "default.yaml").write_text(yaml.safe_dump({
+        "name": "default", "verifiers": {"arithmetic": {"enabled": True}, "code": {"enabled": False},
+                                         "citations": {"enabled": False}},
+        "risk": {"threshold": 0.0}, "on_failure": "annotate", "audit": {"enabled": True, "include_text": True},
+        "review": {"enabled": True, "when": ["failed"]}}))
+    audit = tmp_path / "audit.sqlite3"
+    reviews = tmp_path / "reviews.sqlite3"
+    gw = gateway_factory({
+        "upstreams": [{"name": "k", "models": ["answer-with-key"], "base_url": raw.url("answer-with-key"),
+                       "api_key": UPSTREAM_KEY}],
+        "policies": {"dir": str(pdir), "check_interval_s": 0},
+        "logging": {"log_content": True},
+        "verification": {"audit": str(audit), "review_db": str(reviews), "budget_db": str(tmp_path / "b.sqlite3")}})
+    c = openai.OpenAI(base_url=gw.base_url, api_key="sk-client", max_retries=0, timeout=60)
+    out = _ask(c, "answer-with-key")
+    assert out.veracity["status"] == "failed"  # type: ignore[attr-defined]  # the sum was checked: audited
+    rows = sqlite3.connect(audit).execute("SELECT record FROM audit").fetchall()
+    assert len(rows) == 1
+    record = rows[0][0]
+    assert "[REDACTED]" in json.loads(record)["answer"]
+    _no_key(record)
+    line = next(r for r in gw.log_records() if r.get("event") == "request" and r.get("model") == "answer-with-key")
+    assert "[REDACTED]" in json.dumps(line)
+    _no_key(json.dumps(line))
+    stored = sqlite3.connect(reviews).execute("SELECT record FROM review").fetchall()
+    assert len(stored) == 1 and "[REDACTED]" in stored[0][0]
+    _no_key(stored[0][0])
