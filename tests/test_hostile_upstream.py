@@ -350,6 +350,14 @@ async def answer_with_key(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -
     w.write(response(completion("Call it with sk-raw-upstream (or sk%2Draw%2Dupstream in a URL). 3 * 4 = 13.")))
 
 
+@case
+async def close_after_each(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
+    """Answers without ``Connection: close``, then closes: every re-ask needs a new connection.
+    The answer's sum is wrong, so the default policy re-asks (correction rounds)."""
+    await srv.body(r, head)
+    await _then_close(w, response(completion("The total is 3 * 4 = 13.")))
+
+
 def _no_key(text: str) -> None:
     low = text.lower()
     for echo in KEY_ECHOES + ["raw-upstream", "raw%2dupstream", "\\u002draw"]:
@@ -480,6 +488,25 @@ def test_an_error_body_with_the_key_in_any_usual_encoding_is_scrubbed(client: op
     assert text.count("[REDACTED]") == len(KEY_ECHOES), text
     _no_key(text)
     assert err.response.json()["error"]["type"] == "server_error"  # still the upstream's JSON
+
+
+def test_an_upstream_closing_after_every_answer_serves_every_re_ask(client: openai.OpenAI, gw: Any,
+                                                                     raw: RawUpstream, log_start: int) -> None:
+    """Issue 14 section 6: correction re-asks to an upstream that closes after each answer
+    (no ``Connection: close``) failed with ``upstream_error`` when they reused the closed
+    connection (6 of 50). Every call is answered, and each upstream request arrived once."""
+    before = raw.seen.get("close-after-each", 0)
+    calls = 0
+    for _ in range(30):
+        out = _ask(client, "close-after-each")
+        rep = out.veracity  # type: ignore[attr-defined]
+        assert rep["status"] == "failed" and rep["rounds"], rep  # re-asked, and checked again
+        assert rep["correction"]["stop_reason"] != "upstream_error", rep["correction"]
+        calls += 1 + len(rep["rounds"])
+    assert raw.seen["close-after-each"] - before == calls
+    lines = [r for r in gw.log_records() if r.get("model") == "close-after-each"]
+    assert lines and not any(r.get("error_code") for r in lines)
+    _no_traceback(gw, log_start)
 
 
 def test_switching_protocols_unasked_is_a_bad_response(client: openai.OpenAI, gw: Any, log_start: int) -> None:

@@ -177,6 +177,60 @@ async def test_idle_connection_closed_by_the_server_is_not_reused() -> None:
         assert srv.connections == 2
 
 
+def _closes_after_each_answer(srv: Server, *, half: bool, delay: float = 0.0) -> Handler:
+    """Answers one request per connection without ``Connection: close``, then closes the
+    connection (``half``: only its sending side, reading on: whatever arrives later is
+    recorded in ``srv.requests``, as if it had reached the application)."""
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        await srv.read_request(reader)
+        writer.write(response())
+        await writer.drain()
+        await asyncio.sleep(delay)
+        if half:
+            writer.write_eof()
+            while await srv.read_request(reader) is not None:
+                pass
+        else:
+            writer.close()
+    return handler
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["closed", "half-closed"])
+async def test_a_connection_closed_after_its_answer_is_never_reused(half: bool) -> None:
+    """Issue 14 section 6: an upstream that closes (or half-closes) after every answer without
+    ``Connection: close``. When its FIN is in the kernel but the event loop has not read it yet
+    (the loop was busy: ``time.sleep`` stands for CPU-bound work), the connection is not
+    reused: the next request goes on a new connection, and reaches the upstream once."""
+    import time
+
+    async with Server(lambda srv: _closes_after_each_answer(srv, half=half)) as srv:
+        pool = _pool(srv)
+        for i in range(5):
+            resp = await _request(pool, b'{"n":%d}' % i)
+            assert resp.status == 200 and resp.body == BODY
+            time.sleep(0.05)  # the FIN arrives while the loop is blocked
+        assert srv.connections == 5
+        assert [r.rsplit(b"\r\n\r\n", 1)[1] for r in srv.requests] == [b'{"n":%d}' % i for i in range(5)]
+
+
+async def test_a_request_that_reached_the_upstream_is_never_sent_again() -> None:
+    """The other half of the rule: the FIN arrives after the request was written (the upstream
+    read it, then closed without answering): Disconnected, and the request is not re-sent."""
+    def make(srv: Server) -> Handler:
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+            await srv.read_request(reader)
+            writer.write(response())
+            await writer.drain()
+            await srv.read_request(reader)  # the reuse: read, then close without an answer
+        return handler
+    async with Server(make) as srv:
+        pool = _pool(srv)
+        assert (await _request(pool)).body == BODY
+        with pytest.raises(http1.Disconnected):
+            await _request(pool)
+        assert len(srv.requests) == 2 and srv.connections == 1
+
+
 async def test_interim_100_continue_is_skipped() -> None:
     async with Server(keep_alive(b"HTTP/1.1 100 Continue\r\n\r\n" + response())) as srv:
         pool = _pool(srv)
