@@ -640,6 +640,67 @@ def test_a_request_head_over_16_kib_is_refused_not_buffered(gw: Any, client: ope
     assert _ask(client, "ok").choices[0].message.content == ANSWER  # and the gateway serves on
 
 
+#: malformed framing (issue 14 section 7): each was "400 text/plain Invalid HTTP request received."
+BAD_FRAMING = {
+    "content-length-abc": b"Content-Length: abc\r\n",
+    "content-length-negative": b"Content-Length: -1\r\n",
+    "content-length-twice": b"Content-Length: 2\r\nContent-Length: 3\r\n",
+    "content-length-and-chunked": b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
+    "obs-fold": b"X-Folded: a\r\n b\r\nContent-Length: 2\r\n",
+    "nul-in-header": b"X-Nul: a\x00b\r\nContent-Length: 2\r\n",
+}
+
+
+def _raw_answer(gw: Any, data: bytes) -> bytes:
+    """Send ``data`` to the gateway over a raw socket; everything it answers until it closes."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=60) as s:
+        try:
+            s.sendall(data)
+        except ConnectionError:
+            pass
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except ConnectionError:
+            pass
+        return out
+
+
+def _openai_400(answer: bytes) -> dict[str, Any]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    assert lines[0].startswith(b"http/1.1 400 "), answer[:300]
+    assert b"content-type: application/json" in lines and b"connection: close" in lines, head
+    assert b"content-length: %d" % len(body) in lines, head
+    err = json.loads(body)
+    assert set(err) == {"error"} and set(err["error"]) == {"message", "type", "param", "code"}, err
+    assert err["error"]["type"] == "invalid_request_error" and err["error"]["code"] == "invalid_request"
+    assert err["error"]["param"] is None and err["error"]["message"]
+    return err
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FRAMING))
+def test_malformed_framing_is_refused_in_openai_error_shape(gw: Any, case: str) -> None:
+    """The server layer (llhttp under uvicorn) refuses these before the app sees them; the
+    refusal is OpenAI's error JSON (the README promises 400 ``invalid_request``), the
+    connection closed, and the reason named."""
+    answer = _raw_answer(gw, b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                         + BAD_FRAMING[case] + b"\r\n{}")
+    err = _openai_400(answer)
+    message = err["error"]["message"]
+    assert message.startswith("Invalid HTTP request: ") and message != "Invalid HTTP request received.", err
+
+
+def test_an_over_long_request_head_is_refused_in_openai_error_shape(gw: Any) -> None:
+    """A head still unfinished after 16 KiB (see the test above on buffering)."""
+    answer = _raw_answer(gw, b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nX-Filler: " + b"a" * (20 << 10))
+    err = _openai_400(answer)
+    assert "16384 bytes" in err["error"]["message"], err
+
+
 # --------------------------------------------------------------------------- CORS config abuse
 
 
