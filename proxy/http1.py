@@ -18,6 +18,9 @@ What it does, and only that:
   kept per origin (last used first) for ``keepalive_s`` seconds; a connection the server closed
   or half-closed while idle -- also when its FIN is still unread in the kernel because the
   event loop was busy -- is dropped before it could be reused (one ``poll(2)``, ~1.5 us).
+* An upstream seen closing a connection within ``CLOSES_AFTER_ANSWER_S`` of an answer that
+  had no ``Connection: close`` closes after every answer: for ``NO_REUSE_S`` its connections
+  are not kept (a FIN that trails the answer by a moment would lose a request written in it).
 * A request is sent at most once; it goes again on a new connection, once, only when not a
   byte of it was written (the picked connection turned out closed). A request whose bytes left
   is never re-sent (POST is not idempotent, RFC 9110 section 9.2.2).
@@ -120,6 +123,13 @@ MAX_HEAD = 16 * 1024
 
 _FORBIDDEN = (b"\r", b"\n", b"\0")
 
+#: An idle connection closed by the upstream this soon after its answer (seconds) marks an
+#: upstream that closes after every answer (keep-alive idle timeouts are seconds: uvicorn 5 s,
+#: Node.js 5 s, nginx 75 s).
+CLOSES_AFTER_ANSWER_S = 1.0
+#: How long connections to such an upstream are not reused (seconds).
+NO_REUSE_S = 60.0
+
 #: readable (bytes or EOF), peer hung up / half-closed, error
 _POLL_EVENTS = select.POLLIN | select.POLLPRI | getattr(select, "POLLRDHUP", 0)
 
@@ -136,7 +146,7 @@ class _Connection(asyncio.Protocol):
 
     __slots__ = ("pool", "transport", "parser", "waiter", "status", "headers", "body", "size",
                  "max_body", "decoder", "framed", "last_read", "timer", "read_s", "idle_since",
-                 "complete", "keep_alive", "head_size", "field_size", "got_body", "fd")
+                 "complete", "keep_alive", "head_size", "field_size", "got_body", "fd", "aborted")
 
     def __init__(self, pool: "Http1Pool") -> None:
         self.pool = pool
@@ -145,6 +155,7 @@ class _Connection(asyncio.Protocol):
         self.waiter: asyncio.Future[Http1Response] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.idle_since = 0.0
+        self.aborted = False  # closed by the gateway, not by the upstream
         self.head_size = self.field_size = 0
         self.got_body = False
         self._reset()
@@ -214,6 +225,9 @@ class _Connection(asyncio.Protocol):
         self.transport = None
         waiter = self.waiter
         if waiter is None or waiter.done():
+            if (waiter is None and not self.aborted and self.idle_since
+                    and time.monotonic() - self.idle_since < CLOSES_AFTER_ANSWER_S):
+                self.pool.saw_close_after_answer()  # closed by the upstream right after an answer
             return
         if self.status and not self.framed and not self.complete:
             self._finish()  # a body delimited by the connection's close (RFC 9112 section 6.3 item 8)
@@ -332,6 +346,7 @@ class _Connection(asyncio.Protocol):
     def close(self) -> None:
         """Abort the connection (no graceful shutdown: a half-read answer is worthless)."""
         t = self.transport
+        self.aborted = True
         if t is not None:
             self.transport = None
             t.abort()
@@ -402,6 +417,9 @@ class Http1Pool:
         self.keepalive_s = keepalive_s
         self.loop = asyncio.get_running_loop()
         self.idle: list[_Connection] = []
+        #: until when (time.monotonic) answers are taken as ending their connection: the
+        #: upstream was seen closing connections right after answering (see saw_close_after_answer)
+        self.no_reuse_until = 0.0
         host = url.raw_host or ""
         if ":" in host:  # IPv6 literal
             host = f"[{host}]"
@@ -425,8 +443,11 @@ class Http1Pool:
         now = time.monotonic()
         while self.idle:
             conn = self.idle.pop()
-            if now - conn.idle_since < self.keepalive_s and conn.quiet():
-                return conn
+            if now - conn.idle_since < self.keepalive_s:
+                if conn.quiet():
+                    return conn
+                if now - conn.idle_since < CLOSES_AFTER_ANSWER_S:  # its FIN (or junk) right behind the answer
+                    self.saw_close_after_answer()
             conn.close()
         return None
 
@@ -455,9 +476,19 @@ class Http1Pool:
             raise ConnectFailed("the new connection closed before the request could be sent") from None
         return self._settle(conn, resp)
 
+    def saw_close_after_answer(self) -> None:
+        """An idle connection was closed by the upstream within :data:`CLOSES_AFTER_ANSWER_S`
+        of its answer, which had no ``Connection: close``: such an upstream closes after every
+        answer, and its FIN may trail the answer by a moment -- a request written in that
+        moment is lost and may not be re-sent. For :data:`NO_REUSE_S` no connection to it is
+        reused (each request opens its own), then reuse is tried again."""
+        self.no_reuse_until = time.monotonic() + NO_REUSE_S
+        while self.idle:
+            self.idle.pop().close()
+
     def _settle(self, conn: _Connection, resp: Http1Response) -> Http1Response:
         """Keep ``conn`` for reuse when the answer allows it; return ``resp``."""
-        if conn.keep_alive and conn.transport is not None:
+        if conn.keep_alive and conn.transport is not None and time.monotonic() >= self.no_reuse_until:
             conn.idle_since = now = time.monotonic()
             self.idle.append(conn)
             # the oldest idle connections (left by a past burst) are closed once past keepalive_s

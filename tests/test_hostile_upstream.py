@@ -352,10 +352,13 @@ async def answer_with_key(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -
 
 @case
 async def close_after_each(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
-    """Answers without ``Connection: close``, then closes: every re-ask needs a new connection.
-    The answer's sum is wrong, so the default policy re-asks (correction rounds)."""
+    """Answers without ``Connection: close``, then closes at once (the FIN right behind the
+    answer, in the same step): every re-ask needs a new connection. The answer's sum is wrong,
+    so the default policy re-asks (correction rounds)."""
     await srv.body(r, head)
-    await _then_close(w, response(completion("The total is 3 * 4 = 13.")))
+    w.write(response(completion("The total is 3 * 4 = 13.")))
+    w.write_eof()
+    w.close()
 
 
 def _no_key(text: str) -> None:

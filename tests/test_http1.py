@@ -213,6 +213,22 @@ async def test_a_connection_closed_after_its_answer_is_never_reused(half: bool) 
         assert [r.rsplit(b"\r\n\r\n", 1)[1] for r in srv.requests] == [b'{"n":%d}' % i for i in range(5)]
 
 
+async def test_an_upstream_seen_closing_after_answers_gets_no_reuse() -> None:
+    """When the FIN trails the answer by a moment, a request written in that moment is lost
+    (and may not be re-sent): once an upstream was seen closing a connection right after its
+    answer, connections to it are not kept for reuse (for ``NO_REUSE_S``)."""
+    async with Server(lambda srv: _closes_after_each_answer(srv, half=False, delay=0.02)) as srv:
+        pool = _pool(srv)
+        assert (await _request(pool)).body == BODY
+        assert len(pool.idle) == 1  # not known yet
+        await asyncio.sleep(0.2)  # the FIN arrives and is read while idle
+        assert not pool.idle and pool.no_reuse_until > 0
+        for _ in range(3):
+            assert (await _request(pool)).body == BODY
+            assert not pool.idle  # each answer's connection is closed by the gateway at once
+        assert srv.connections == 4
+
+
 async def test_a_request_that_reached_the_upstream_is_never_sent_again() -> None:
     """The other half of the rule: the FIN arrives after the request was written (the upstream
     read it, then closed without answering): Disconnected, and the request is not re-sent."""
