@@ -196,6 +196,7 @@ class Gateway:
             except httpx.HTTPError:
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.proc.kill()  # never leave a half-started gateway behind
                 raise SystemExit(f"gateway {root} did not start:\n{Path(self.logf.name).read_text()}")
             time.sleep(0.1)
 
