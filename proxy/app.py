@@ -38,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Match
 
-from proxy import azure, cors, metrics, pipeline, reports, review, review_page, sentinel
+from proxy import azure, cors, metrics, pipeline, redaction, reports, review, review_page, sentinel
 from proxy.auth import Authenticator, Principal, client_authorization, client_authorization_bytes
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
@@ -588,7 +588,8 @@ async def passthrough(request: Request) -> Response:
         rec.fields["error_code"] = exc.code
         metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
         return _upstream_error_response(exc, rid, timing)
-    headers = {k: v for k, v in resp.headers.items()
+    # an upstream may echo the key it was sent in a header of its own: relayed values are scrubbed
+    headers = {k: redaction.scrub_text(v) for k, v in resp.headers.items()
                if k.lower() not in _DROP_RESPONSE_HEADERS and not k.lower().startswith(_DROP_RESPONSE_PREFIXES)}
     headers["x-request-id"] = rid
     if resp.status >= 400:  # error bodies are small: read, and never relay the upstream's key in one
@@ -916,7 +917,7 @@ async def _warm_up(cfg: GatewayConfig) -> None:
 def create_app(cfg: GatewayConfig) -> FastAPI:
     """The ASGI app for ``cfg``. Upstream clients open in the lifespan (inside the loop)."""
     state = GatewayState(cfg)
-    add_secrets([u.api_key.get_secret_value() for u in cfg.upstreams if u.api_key])
+    add_secrets(redaction.config_secrets(cfg))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

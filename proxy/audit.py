@@ -8,6 +8,10 @@ object), and ``prompt``/``answer`` text only when the policy's ``audit.include_t
 (or ``format="sqlite"``) writes the table ``audit(ts, request_id, team, model, policy, status,
 record)``. Writes are small and synchronous under a lock (append + flush: microseconds), so
 records are never interleaved between concurrent requests.
+
+Secrets: a record is masked as the request's log line is (:mod:`proxy.redaction`: configured
+secrets, also URL- or JSON-escaped, and key-shaped strings become ``[REDACTED]``) before it is
+written, text fields included.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
+
+from proxy import redaction
 
 __all__ = ["AuditLog", "make_record"]
 
@@ -63,8 +69,12 @@ class AuditLog:
         return cls(path, format)
 
     def write(self, record: dict[str, Any]) -> None:
+        """Append ``record`` (redacted, see the module doc)."""
         try:
             line = json.dumps(record, ensure_ascii=False, default=str)
+            if redaction.needs_redaction(line):  # the log line's masking, in every string
+                record = redaction.redact_obj(json.loads(line))
+                line = json.dumps(record, ensure_ascii=False, default=str)
             if not line.isascii():
                 try:
                     line.encode("utf-8")

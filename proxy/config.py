@@ -62,6 +62,11 @@ DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 #: far above any chat completion (128k output tokens of text is ~0.5 MiB; with logprobs and
 #: n > 1, a few MiB) yet bounded, so a broken or hostile upstream cannot exhaust memory.
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+#: Largest SSE event the stream relay holds while waiting for its end (bytes; proxy.upstream.SSERelay):
+#: an OpenAI chunk is a few hundred bytes; 4 MiB is about a million tokens of text in one event. An
+#: event still unterminated past this is refused as it arrives, instead of being buffered up to
+#: max_response_bytes (issue 14: an unterminated 64 MiB event took 9 s and stalled the event loop).
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 
 class ConfigError(Exception):
@@ -170,10 +175,13 @@ class KeyConfig(_Strict):
 class LimitsConfig(_Strict):
     """Request and upstream limits. Seconds and bytes. ``max_body_bytes``: largest client
     request body (413 above); ``max_response_bytes``: largest upstream answer (a non-stream
-    body, or the sum of one stream's bytes; 502 ``upstream_response_too_large`` above)."""
+    body, or the sum of one stream's bytes; 502 ``upstream_response_too_large`` above);
+    ``max_event_bytes``: largest single SSE event of an upstream stream (the same error, as
+    soon as an unterminated event passes it; default 4 MiB)."""
 
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, gt=0)
     max_response_bytes: int = Field(DEFAULT_MAX_RESPONSE_BYTES, gt=0)
+    max_event_bytes: int = Field(DEFAULT_MAX_EVENT_BYTES, gt=0)
     connect_timeout_s: float = Field(5.0, gt=0)
     read_timeout_s: float = Field(600.0, gt=0)
     connect_retries: int = Field(2, ge=0, le=10)

@@ -16,7 +16,14 @@ What it does, and only that:
 * ``http`` and ``https`` origins (TLS through :mod:`ssl`'s default context, SNI and hostname
   checks on), HTTP/1.1 with keep-alive; one request at a time per connection, idle connections
   kept per origin (last used first) for ``keepalive_s`` seconds; a connection the server closed
-  while idle is dropped before it could be reused.
+  or half-closed while idle -- also when its FIN is still unread in the kernel because the
+  event loop was busy -- is dropped before it could be reused (one ``poll(2)``, ~1.5 us).
+* An upstream seen closing a connection within ``CLOSES_AFTER_ANSWER_S`` of an answer that
+  had no ``Connection: close`` closes after every answer: for ``NO_REUSE_S`` its connections
+  are not kept (a FIN that trails the answer by a moment would lose a request written in it).
+* A request is sent at most once; it goes again on a new connection, once, only when not a
+  byte of it was written (the picked connection turned out closed). A request whose bytes left
+  is never re-sent (POST is not idempotent, RFC 9110 section 9.2.2).
 * Response framing by ``Content-Length``, chunked transfer coding, or connection close
   (RFC 9112 section 6.3); ``1xx`` interim responses are skipped (section 4 of RFC 9110, 15.2);
   ``Connection: close`` and HTTP/1.0 answers end the connection after the response.
@@ -34,7 +41,8 @@ What it does, and only that:
   upstream sees the close at once and stops generating.
 
 Errors raised (all :class:`Http1Error`): :class:`ConnectFailed` (nothing was sent: DNS, refused,
-TLS, connect timeout -- safe to retry), :class:`ReadTimeout`, :class:`Disconnected` (the
+TLS, connect timeout, a new connection closed before the request was written -- safe to
+retry), :class:`ReadTimeout`, :class:`Disconnected` (the
 connection ended before the response did), :class:`ResponseTooLarge`, :class:`BadResponse`
 (not HTTP, or an unknown/corrupt content coding). The caller maps them to OpenAI error shapes.
 """
@@ -43,6 +51,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import select
 import ssl
 import time
 import zlib
@@ -52,7 +61,7 @@ from typing import Any
 import httptools
 from yarl import URL
 
-__all__ = ["Http1Client", "Http1Pool", "Http1Response", "Http1Error", "ConnectFailed", "ReadTimeout",
+__all__ = ["Http1Client", "Http1Pool", "Http1Response", "Http1Error", "ConnectFailed", "NotSent", "ReadTimeout",
            "Disconnected", "ResponseTooLarge", "BadResponse"]
 
 
@@ -67,6 +76,11 @@ class ConnectFailed(Http1Error):
     def __init__(self, message: str, *, timed_out: bool = False) -> None:
         super().__init__(message)
         self.timed_out = timed_out
+
+
+class NotSent(Http1Error):
+    """The connection was closed when the request was to be written: no byte of it left the
+    gateway (the pool sends it again on a new connection, once)."""
 
 
 class ReadTimeout(Http1Error):
@@ -109,6 +123,16 @@ MAX_HEAD = 16 * 1024
 
 _FORBIDDEN = (b"\r", b"\n", b"\0")
 
+#: An idle connection closed by the upstream this soon after its answer (seconds) marks an
+#: upstream that closes after every answer (keep-alive idle timeouts are seconds: uvicorn 5 s,
+#: Node.js 5 s, nginx 75 s).
+CLOSES_AFTER_ANSWER_S = 1.0
+#: How long connections to such an upstream are not reused (seconds).
+NO_REUSE_S = 60.0
+
+#: readable (bytes or EOF), peer hung up / half-closed, error
+_POLL_EVENTS = select.POLLIN | select.POLLPRI | getattr(select, "POLLRDHUP", 0)
+
 
 def _check_header(name: bytes, value: bytes) -> None:
     """Refuse CR, LF and NUL in a header (RFC 9110 section 5.5): they would split the request."""
@@ -122,7 +146,7 @@ class _Connection(asyncio.Protocol):
 
     __slots__ = ("pool", "transport", "parser", "waiter", "status", "headers", "body", "size",
                  "max_body", "decoder", "framed", "last_read", "timer", "read_s", "idle_since",
-                 "complete", "keep_alive", "head_size", "field_size", "got_body")
+                 "complete", "keep_alive", "head_size", "field_size", "got_body", "fd", "aborted")
 
     def __init__(self, pool: "Http1Pool") -> None:
         self.pool = pool
@@ -131,6 +155,7 @@ class _Connection(asyncio.Protocol):
         self.waiter: asyncio.Future[Http1Response] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.idle_since = 0.0
+        self.aborted = False  # closed by the gateway, not by the upstream
         self.head_size = self.field_size = 0
         self.got_body = False
         self._reset()
@@ -148,6 +173,26 @@ class _Connection(asyncio.Protocol):
     # ---- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        sock = transport.get_extra_info("socket")
+        self.fd = sock.fileno() if sock is not None else -1
+
+    def quiet(self) -> bool:
+        """Whether this idle connection can carry a request: open, and nothing waiting in the
+        kernel that the event loop has not read yet -- a FIN (the server closed or half-closed
+        it), a reset, or bytes no request asked for. One ``poll(2)`` with a zero timeout
+        (~1.5 us). Without it, a connection the server closed right after its last answer was
+        reused whenever its FIN had not been processed yet (issue 14 section 6)."""
+        t = self.transport
+        if t is None or t.is_closing():
+            return False
+        if self.fd < 0:
+            return True
+        try:
+            p = select.poll()
+            p.register(self.fd, _POLL_EVENTS)
+            return not p.poll(0)
+        except (OSError, ValueError):
+            return False
 
     def data_received(self, data: bytes) -> None:
         if self.waiter is None:  # bytes while idle: the connection is out of step, drop it
@@ -180,6 +225,9 @@ class _Connection(asyncio.Protocol):
         self.transport = None
         waiter = self.waiter
         if waiter is None or waiter.done():
+            if (waiter is None and not self.aborted and self.idle_since
+                    and time.monotonic() - self.idle_since < CLOSES_AFTER_ANSWER_S):
+                self.pool.saw_close_after_answer()  # closed by the upstream right after an answer
             return
         if self.status and not self.framed and not self.complete:
             self._finish()  # a body delimited by the connection's close (RFC 9112 section 6.3 item 8)
@@ -270,13 +318,17 @@ class _Connection(asyncio.Protocol):
                     self._fail(ResponseTooLarge(f"response body larger than {self.max_body} bytes"))
                     return
                 self.body.append(tail)
-        body = self.body[0] if len(self.body) == 1 else b"".join(self.body)
+        parts, self.body = self.body, []  # an idle keep-alive connection holds no answer
+        body = parts[0] if len(parts) == 1 else b"".join(parts)
         waiter.set_result(Http1Response(self.status, self.headers, body))
 
     def _fail(self, exc: Http1Error) -> None:
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_exception(exc)
+        # what was received is dropped now, not when the connection object is collected: the
+        # exception's traceback references this connection (a cycle the GC may keep for long)
+        self.body, self.decoder = [], None
         self.close()
 
     def _on_timer(self) -> None:
@@ -294,6 +346,7 @@ class _Connection(asyncio.Protocol):
     def close(self) -> None:
         """Abort the connection (no graceful shutdown: a half-read answer is worthless)."""
         t = self.transport
+        self.aborted = True
         if t is not None:
             self.transport = None
             t.abort()
@@ -306,9 +359,12 @@ class _Connection(asyncio.Protocol):
         self.head_size = self.field_size = 0
         self.last_read = loop.time()
         self.waiter = waiter = loop.create_future()
+        t = self.transport
+        if t is None or t.is_closing():  # closed since it was picked: not a byte written
+            self.waiter = None
+            raise NotSent("the connection closed before the request was written")
         self.timer = loop.call_at(self.last_read + read_s, self._on_timer)
-        assert self.transport is not None
-        self.transport.write(data)
+        t.write(data)
         try:
             return await waiter
         except BaseException:
@@ -361,6 +417,9 @@ class Http1Pool:
         self.keepalive_s = keepalive_s
         self.loop = asyncio.get_running_loop()
         self.idle: list[_Connection] = []
+        #: until when (time.monotonic) answers are taken as ending their connection: the
+        #: upstream was seen closing connections right after answering (see saw_close_after_answer)
+        self.no_reuse_until = 0.0
         host = url.raw_host or ""
         if ":" in host:  # IPv6 literal
             host = f"[{host}]"
@@ -384,9 +443,11 @@ class Http1Pool:
         now = time.monotonic()
         while self.idle:
             conn = self.idle.pop()
-            t = conn.transport
-            if t is not None and not t.is_closing() and now - conn.idle_since < self.keepalive_s:
-                return conn
+            if now - conn.idle_since < self.keepalive_s:
+                if conn.quiet():
+                    return conn
+                if now - conn.idle_since < CLOSES_AFTER_ANSWER_S:  # its FIN (or junk) right behind the answer
+                    self.saw_close_after_answer()
             conn.close()
         return None
 
@@ -394,11 +455,40 @@ class Http1Pool:
                       max_body: int) -> Http1Response:
         """Send ``head`` (request line and header lines, each ending in CRLF, without the
         ``Host``/``Content-Length`` lines and the blank line) and ``body``; return the whole
-        response. Raises the module's :class:`Http1Error` subclasses (see the module doc)."""
-        conn = self._idle_connection() or await self._connect(connect_s)
+        response. Raises the module's :class:`Http1Error` subclasses (see the module doc).
+
+        An idle connection is reused only when :meth:`_Connection.quiet` (nothing from the
+        server since its last answer). The request is sent at most once: it is sent again, on a
+        new connection and only once, when no byte of it was written (the connection turned out
+        closed when it was to be written); a request whose bytes were written is never re-sent,
+        whatever happens next (RFC 9110 section 9.2.2: POST is not idempotent)."""
         data = b"%sHost: %s\r\nContent-Length: %d\r\n\r\n%s" % (head, self.host_header, len(body), body)
-        resp = await conn.exchange(data, read_s, max_body)
-        if conn.keep_alive and conn.transport is not None:
+        conn = self._idle_connection()
+        if conn is not None:
+            try:
+                return self._settle(conn, await conn.exchange(data, read_s, max_body))
+            except NotSent:
+                pass  # nothing was written: a new connection, once
+        conn = await self._connect(connect_s)
+        try:
+            resp = await conn.exchange(data, read_s, max_body)
+        except NotSent:
+            raise ConnectFailed("the new connection closed before the request could be sent") from None
+        return self._settle(conn, resp)
+
+    def saw_close_after_answer(self) -> None:
+        """An idle connection was closed by the upstream within :data:`CLOSES_AFTER_ANSWER_S`
+        of its answer, which had no ``Connection: close``: such an upstream closes after every
+        answer, and its FIN may trail the answer by a moment -- a request written in that
+        moment is lost and may not be re-sent. For :data:`NO_REUSE_S` no connection to it is
+        reused (each request opens its own), then reuse is tried again."""
+        self.no_reuse_until = time.monotonic() + NO_REUSE_S
+        while self.idle:
+            self.idle.pop().close()
+
+    def _settle(self, conn: _Connection, resp: Http1Response) -> Http1Response:
+        """Keep ``conn`` for reuse when the answer allows it; return ``resp``."""
+        if conn.keep_alive and conn.transport is not None and time.monotonic() >= self.no_reuse_until:
             conn.idle_since = now = time.monotonic()
             self.idle.append(conn)
             # the oldest idle connections (left by a past burst) are closed once past keepalive_s

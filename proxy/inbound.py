@@ -6,19 +6,39 @@ grows the gateway's memory for as long as it sends (measured before this module:
 header lines were buffered and answered 200; uvicorn issue #157, PR #1684 closed without a
 limit). uvicorn's h11 protocol has one: h11's ``max_incomplete_event_size``, 16 KiB by default.
 :class:`BoundedHttpToolsProtocol` applies the same 16 KiB to a request head (request line and
-header fields) and answers as uvicorn's h11 protocol does when h11 refuses one: ``400 Invalid
-HTTP request received.`` and the connection closed.
+header fields) and refuses a larger one with a 400 and the connection closed, as uvicorn's h11
+protocol does when h11 refuses one.
+
+Every request the server layer refuses before the app sees it -- malformed framing that llhttp
+rejects (``Content-Length: abc``, ``-1``, two different values, ``Content-Length`` with
+``Transfer-Encoding``, an obs-fold line, a bare CR, a NUL in a header), or a head over the limit
+-- is answered in OpenAI's error shape (issue 14 section 7; uvicorn writes ``400 text/plain``
+"Invalid HTTP request received."): ``400 application/json``
+``{"error": {"message", "type": "invalid_request_error", "param": null, "code":
+"invalid_request"}}``, the message naming llhttp's reason (e.g. "Invalid character in
+Content-Length"), and ``connection: close``, as before.
 """
 
 from __future__ import annotations
 
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+import json
+import sys
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 #: Largest request head (request line and header fields), bytes: h11's
 #: ``DEFAULT_MAX_INCOMPLETE_EVENT_SIZE``, uvicorn's ``--h11-max-incomplete-event-size`` default.
 MAX_REQUEST_HEAD = 16 * 1024
 
-_TOO_LARGE = "Invalid HTTP request received."
+_TOO_LARGE = f"Request head (request line and header fields) larger than {MAX_REQUEST_HEAD} bytes."
+
+
+def error_400(message: str) -> bytes:
+    """The body of a server-layer 400: OpenAI's error object, ``code`` ``invalid_request``
+    (https://platform.openai.com/docs/guides/error-codes)."""
+    return json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                                 "code": "invalid_request"}}).encode()
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
@@ -43,3 +63,19 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             if self._unfinished > MAX_REQUEST_HEAD:
                 self.logger.warning(_TOO_LARGE)
                 self.send_400_response(_TOO_LARGE)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's refusal (malformed request, or the head limit above) in OpenAI's error
+        shape. Called by uvicorn inside its ``except httptools.HttpParserError`` block: the
+        parser's own reason, when there is one, replaces uvicorn's generic message."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, httptools.HttpParserError) and exc.args and isinstance(exc.args[0], str):
+            msg = f"Invalid HTTP request: {exc.args[0].rstrip('.')}."
+        body = error_400(msg)
+        content = [STATUS_LINE[400]]
+        for name, value in self.server_state.default_headers:
+            content.extend([name, b": ", value, b"\r\n"])
+        content += [b"content-type: application/json\r\ncontent-length: ", str(len(body)).encode("ascii"),
+                    b"\r\nconnection: close\r\n\r\n", body]
+        self.transport.write(b"".join(content))
+        self.transport.close()

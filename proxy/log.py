@@ -6,75 +6,50 @@ Each request produces exactly one ``event="request"`` line with ``request_id``, 
 ``error_code``. Prompt and answer text appear only with ``logging.log_content: true``.
 
 Secrets: nothing in the gateway passes keys to the logger, and as a second line of defence the
-last processor masks every configured secret and anything shaped like an API key
-(``sk-...``, ``Bearer ...``) in every string value.
+last processor masks every configured secret (also URL- or JSON-escaped) and anything shaped
+like an API key (``sk-...``, ``Bearer ...``) in every string value: :mod:`proxy.redaction`,
+the one redaction path that audit and review records use too.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import time
 from typing import Any
 
 import structlog
 
-_KEYLIKE = re.compile(r"(?:\bsk-[A-Za-z0-9_\-]{8,}|\bBearer\s+[A-Za-z0-9_\-\.=:/+]{8,})")
-_secrets: list[str] = []
+from proxy import redaction
 
 
 def add_secrets(values: list[str]) -> None:
-    """Register secret strings (upstream keys) that must never appear in a log line."""
-    for v in values:
-        if v and len(v) >= 6 and v not in _secrets:
-            _secrets.append(v)
+    """Register secret strings (upstream keys) that must never appear in a log line, an audit
+    or review record, or a relayed error (:func:`proxy.redaction.register`)."""
+    redaction.register(values)
 
 
 def scrub_secrets(data: bytes) -> bytes:
-    """``data`` (an upstream's response body relayed to a client) with every registered secret
-    replaced by ``[REDACTED]``: an upstream that echoes the request's key in its error message
-    must not hand the gateway's upstream key to the client. Key-shaped strings that are not
-    registered secrets are left alone (the client's own key in pass-through auth, OpenAI's
-    masked ``sk-...abcd``)."""
-    for s in _secrets:
-        b = s.encode()
-        if b in data:
-            data = data.replace(b, b"[REDACTED]")
-    return data
+    """``data`` (an upstream's response body relayed to a client) with every registered secret,
+    verbatim or URL/JSON-escaped, replaced by ``[REDACTED]`` (:func:`proxy.redaction.scrub`):
+    an upstream that echoes the request's key in its error message must not hand the gateway's
+    upstream key to the client. Key-shaped strings that are not registered secrets are left
+    alone (the client's own key in pass-through auth, OpenAI's masked ``sk-...abcd``)."""
+    return redaction.scrub(data)
 
 
 def redact(text: str) -> str:
-    """``text`` with registered secrets and key-shaped substrings replaced by ``[REDACTED]``."""
-    for s in _secrets:
-        if s in text:
-            text = text.replace(s, "[REDACTED]")
-    return _KEYLIKE.sub("[REDACTED]", text)
-
-
-def _might_leak(text: str) -> bool:
-    """Cheap pre-check (substring scans) before the regex redaction."""
-    if "sk-" in text or "Bearer" in text:
-        return True
-    return any(s in text for s in _secrets)
-
-
-def _redact_deep(v: Any) -> Any:
-    if isinstance(v, str):
-        return redact(v)
-    if isinstance(v, list):
-        return [_redact_deep(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _redact_deep(x) for k, x in v.items()}
-    return v
+    """``text`` with registered secrets and key-shaped substrings replaced by ``[REDACTED]``
+    (:func:`proxy.redaction.redact`: the same masking as audit and review records)."""
+    return redaction.redact(text)
 
 
 def _render(_logger: Any, _name: str, event: dict[str, Any]) -> str:
     """JSON line (orjson); if the rendered line might contain a secret, every string value is
     redacted and the line rendered again (the common case costs one scan of the line)."""
     line = _dumps(event)
-    if _might_leak(line):
-        line = _dumps({k: _redact_deep(v) for k, v in event.items()})
+    if redaction.needs_redaction(line):
+        line = _dumps(redaction.redact_obj(event))
     return line
 
 

@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from proxy import redaction
 from proxy.log import get_logger
 
 __all__ = ["REASONS", "DEFAULT_WHEN", "VERDICTS", "ReviewStore", "SQLiteReviewStore", "RedisReviewStore",
@@ -123,8 +124,9 @@ def make_review(*, request_id: str, model: str, team: str, key: str | None, poli
                 report: dict[str, Any], question: str | None = None, drafts: list[str] | None = None,
                 answer: Any = None, include_text: bool = False, created: int | None = None) -> dict[str, Any]:
     """A new open review (see the module doc for the shape). ``question``/``drafts``/``answer``
-    are kept only with ``include_text`` (the policy's ``audit.include_text``)."""
-    return {
+    are kept only with ``include_text`` (the policy's ``audit.include_text``). Secrets are
+    masked as in the log and the audit record (:func:`proxy.redaction.redact_obj`)."""
+    rec = {
         "id": "rev_" + secrets.token_hex(12), "object": "veracity.review",
         "created": int(time.time()) if created is None else created,
         "request_id": request_id, "model": model, "team": team, "key": key, "policy": policy,
@@ -134,6 +136,7 @@ def make_review(*, request_id: str, model: str, team: str, key: str | None, poli
         "answer": answer if include_text else None,
         "report": report, "resolution": None,
     }
+    return redaction.redact_obj(rec) if redaction.needs_redaction(_dumps(rec)) else rec
 
 
 def export_line(review: dict[str, Any]) -> dict[str, Any]:

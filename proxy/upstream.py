@@ -32,12 +32,13 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 from yarl import URL
 
-from proxy import http1
+from proxy import http1, memory
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from proxy.config import DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, UpstreamConfig
+from proxy.config import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, UpstreamConfig
 from proxy.errors import UpstreamError
 from proxy.log import scrub_secrets
+from proxy.redaction import scrub_text
 
 _T = TypeVar("_T")
 
@@ -174,14 +175,15 @@ def relay_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dic
     """The upstream response headers a client may rely on: ``Retry-After(-ms)``,
     ``x-ratelimit-*``, ``openai-*``; the upstream's ``x-request-id`` becomes
     ``x-upstream-request-id`` (the gateway sets its own ``x-request-id``). ``headers``: a
-    mapping or ``(name, value)`` pairs; for a repeated name the last value wins."""
+    mapping or ``(name, value)`` pairs; for a repeated name the last value wins. Values are
+    scrubbed of the gateway's secrets (:func:`proxy.redaction.scrub_text`)."""
     out: dict[str, str] = {}
     for k, v in (headers.items() if isinstance(headers, Mapping) else headers):
         lk = k.lower()
         if lk.startswith(_RELAY_PREFIXES):
-            out[lk] = v
+            out[lk] = scrub_text(v)
         elif lk == "x-request-id":
-            out["x-upstream-request-id"] = v
+            out["x-upstream-request-id"] = scrub_text(v)
     return out
 
 
@@ -210,6 +212,10 @@ _FINISH_RE = re.compile(rb'"finish_reason"\s*:\s*"')
 _ERROR_RE = re.compile(rb'^\s*\{\s*"error"\s*:')
 
 
+class EventTooLarge(ValueError):
+    """An SSE event grew past :attr:`SSERelay.max_event` bytes without its terminating blank line."""
+
+
 class SSERelay:
     """Incremental SSE splitter for relaying ``chat.completion.chunk`` streams.
 
@@ -220,6 +226,10 @@ class SSERelay:
     ``json.loads("")`` them (``openai/_streaming.py``, ``SSEDecoder.decode``). CRLF and a lone CR
     (both end a line in the SSE format) become LF; a CR that ends a read waits for the next one.
 
+    Bounded: the incomplete tail is kept as a list of reads (each read is scanned once, so an
+    event arriving in N reads costs O(its size), not O(N x size)), and when it exceeds
+    ``max_event`` bytes ``feed`` raises :class:`EventTooLarge` (the caller closes the stream).
+
     State: ``done`` (``data: [DONE]`` seen), ``finished`` (a ``finish_reason`` string seen),
     ``errored`` (the upstream sent a ``data: {"error": ...}`` event). Error events (that
     shape, or ``event: error``) are relayed with the configured upstream keys replaced by
@@ -227,35 +237,57 @@ class SSERelay:
     Event format: https://html.spec.whatwg.org/multipage/server-sent-events.html
     """
 
-    __slots__ = ("_buf", "done", "finished", "errored", "events")
+    __slots__ = ("_parts", "_size", "_cr", "max_event", "done", "finished", "errored", "events")
 
-    def __init__(self) -> None:
-        self._buf = b""
+    def __init__(self, max_event: int = DEFAULT_MAX_EVENT_BYTES) -> None:
+        self._parts: list[bytes] = []  # the incomplete tail (LF line ends only), in reads
+        self._size = 0
+        self._cr = False  # the last read ended in CR: maybe half of a CRLF
+        self.max_event = max_event
         self.done = False
         self.finished = False
         self.errored = False
         self.events = 0
 
     def feed(self, chunk: bytes) -> bytes:
-        """Add raw bytes; return the complete events among them (possibly ``b""``)."""
-        buf = self._buf + chunk if self._buf else chunk
-        held = b""
-        if b"\r" in buf:
-            if buf.endswith(b"\r"):  # maybe half of a CRLF cut between reads: decided on the next one
-                buf, held = buf[:-1], b"\r"
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # CRLF, LF and CR all end a line
+        """Add raw bytes; return the complete events among them (possibly ``b""``). Raises
+        :class:`EventTooLarge` when the incomplete event grows past ``max_event`` bytes."""
+        if self._cr:
+            chunk, self._cr = b"\r" + chunk, False
+        if b"\r" in chunk:
+            if chunk.endswith(b"\r"):  # maybe half of a CRLF cut between reads: decided on the next one
+                chunk, self._cr = chunk[:-1], True
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # CRLF, LF and CR all end a line
+        parts = self._parts
+        if parts:
+            if b"\n\n" not in chunk and not (chunk[:1] == b"\n" and parts[-1].endswith(b"\n")):
+                return self._hold(chunk)
+            buf = b"".join(parts) + chunk
+        else:
+            buf = chunk
         end = buf.rfind(b"\n\n")
         if end < 0:
-            self._buf = buf + held
-            return b""
-        self._buf = buf[end + 2:] + held
+            return self._hold(buf, fresh=True)
+        self._parts, self._size = [], 0
+        if end + 2 < len(buf):
+            self._hold(buf[end + 2:], fresh=True)
         return self._events(buf[:end].split(b"\n\n"))
+
+    def _hold(self, data: bytes, fresh: bool = False) -> bytes:
+        if fresh:
+            self._parts, self._size = [], 0
+        if data:
+            self._parts.append(data)
+            self._size += len(data)
+            if self._size > self.max_event:
+                self._parts, self._size = [], 0
+                raise EventTooLarge(f"an SSE event larger than {self.max_event} bytes")
+        return b""
 
     def flush(self) -> bytes:
         """At end of input: the last event if the upstream omitted its final blank line."""
-        buf, self._buf = self._buf, b""
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buf = b"".join(self._parts) + (b"\n" if self._cr else b"")
+        self._parts, self._size, self._cr = [], 0, False
         return self._events([e for e in buf.split(b"\n\n") if e.strip()]) if buf.strip() else b""
 
     def _events(self, raw_events: list[bytes]) -> bytes:
@@ -302,16 +334,19 @@ class SSERelay:
 class UpstreamStream:
     """An opened upstream stream (status 2xx already checked). Iterate it for relayable SSE
     bytes (see :class:`SSERelay`); iteration raises :class:`UpstreamError` when the connection
-    drops or times out. ``aclose()`` closes the upstream connection at once (client gone) and
-    is idempotent. ``relay`` exposes ``done`` / ``finished`` / ``errored`` after iteration."""
+    drops or times out, or (502 ``too_large``, the connection closed) when one event grows past
+    ``max_event`` bytes. ``aclose()`` closes the upstream connection at once (client gone) and
+    is idempotent. ``relay`` exposes ``done`` / ``finished`` / ``errored`` after iteration.
+    ``name``: the upstream's name, for error messages."""
 
     def __init__(self, chunks: AsyncIterator[bytes], *, headers: dict[str, str], timing: Timing,
-                 closer: Any = None) -> None:
+                 closer: Any = None, max_event: int = DEFAULT_MAX_EVENT_BYTES, name: str = "upstream") -> None:
         self._chunks = chunks
         self._closer = closer
         self.headers = headers
         self.timing = timing
-        self.relay = SSERelay()
+        self.name = name
+        self.relay = SSERelay(max_event)
         self._pending: list[bytes] = []
         self.closed = False
 
@@ -326,9 +361,18 @@ class UpstreamStream:
                     self._pending.append(tail)
                 self._pending.append(b"")  # EOF marker
                 return
-            out = self.relay.feed(data)
+            out = await self._feed(data)
             if out:
                 self._pending.append(out)
+
+    async def _feed(self, data: bytes) -> bytes:
+        try:
+            return self.relay.feed(data)
+        except EventTooLarge:
+            await self.aclose()
+            memory.release_soon()
+            raise UpstreamError(502, f"upstream {self.name!r} sent an SSE event larger than limits.max_event_bytes "
+                                f"({self.relay.max_event} bytes)", reason="too_large") from None
 
     async def _read(self) -> bytes | None:
         t0 = time.perf_counter()
@@ -355,7 +399,7 @@ class UpstreamStream:
                 if tail:
                     yield tail
                 return
-            out = self.relay.feed(data)
+            out = await self._feed(data)
             if out:
                 yield out
 
@@ -420,8 +464,10 @@ class OpenAIUpstream:
     def __init__(self, config: UpstreamConfig, session: aiohttp.ClientSession, *,
                  connect_timeout_s: float, read_timeout_s: float, connect_retries: int,
                  max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+                 max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
                  http: http1.Http1Client | None = None) -> None:
         self.name = config.name
+        self.max_event_bytes = max_event_bytes
         self.http = http or http1.Http1Client()
         self._pool: http1.Http1Pool | None = None
         self.max_response_bytes = max_response_bytes
@@ -488,6 +534,7 @@ class OpenAIUpstream:
         return self._too_large()
 
     def _too_large(self) -> UpstreamError:
+        memory.release_soon()  # the refused answer's reads are freed as the request unwinds
         return UpstreamError(502, f"upstream {self.name!r} sent an answer larger than limits.max_response_bytes "
                              f"({self.max_response_bytes} bytes)", reason="too_large")
 
@@ -594,7 +641,7 @@ class OpenAIUpstream:
             raise UpstreamError(502, f"upstream {self.name!r} answered a stream request with {ctype or 'no content type'}",
                                 reason="bad_response")
         return UpstreamStream(self._chunks(resp), headers=relay_headers(resp.headers), timing=timing,
-                              closer=resp.close)
+                              closer=resp.close, max_event=self.max_event_bytes, name=self.name)
 
     async def _chunks(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
         limit = self.max_response_bytes
@@ -724,7 +771,7 @@ class LiteLLMUpstream:
             return UpstreamError(504, f"upstream {self.name!r} timed out", reason="timeout")
         if isinstance(exc, getattr(lib, "APIConnectionError", ())) or not isinstance(status, int):
             return UpstreamError(502, f"cannot reach upstream {self.name!r} through litellm", reason="connect")
-        body = dumps({"error": {"message": str(getattr(exc, "message", "")) or type(exc).__name__,
+        body = dumps({"error": {"message": scrub_text(str(getattr(exc, "message", ""))) or type(exc).__name__,
                                 "type": "upstream_error", "param": None, "code": f"http_{status}"}})
         return UpstreamError(status, f"upstream {self.name!r} answered HTTP {status}", reason=f"http_{status}",
                              body=body)
@@ -817,6 +864,7 @@ class Upstreams:
                                                read_timeout_s=lim.read_timeout_s,
                                                connect_retries=lim.connect_retries,
                                                max_response_bytes=lim.max_response_bytes,
+                                               max_event_bytes=lim.max_event_bytes,
                                                http=self.http))
         self._cache: dict[str, Any] = {}
 

@@ -69,6 +69,40 @@ def test_nothing_after_done_and_unterminated_last_event() -> None:
     assert r2.feed(_chunk("x", "stop") + b"data: [DONE]") + r2.flush() == _chunk("x", "stop") + b"data: [DONE]\n\n"
 
 
+def test_an_event_growing_past_max_event_is_refused_as_it_arrives() -> None:
+    """Issue 14 section 3: an unterminated event is refused once it holds more than
+    ``max_event`` bytes -- not buffered up to the whole answer's limit; what is held never
+    exceeds the limit (plus nothing: the read that crosses it is dropped with the event)."""
+    from proxy.upstream import EventTooLarge
+
+    r = SSERelay(max_event=1 << 20)
+    assert r.feed(_chunk("ok")) == _chunk("ok")  # complete events pass as before
+    read = b"data: " + b"a" * (64 * 1024 - 6)
+    fed = 0
+    with pytest.raises(EventTooLarge):
+        for _ in range(1024):  # up to 64 MiB
+            r.feed(read)
+            fed += len(read)
+            assert r._size <= r.max_event
+            read = b"a" * (64 * 1024)
+    assert fed <= r.max_event  # refused on the read that crossed 1 MiB, not at 64 MiB
+    assert r._size == 0 and not r._parts  # and what it held is let go
+
+
+@pytest.mark.parametrize("size", [1, 5, 4096])
+def test_an_event_under_max_event_in_many_reads_is_relayed_whole(size: int) -> None:
+    """The held tail is a list of reads: an event arriving in many reads (CRLF line ends cut
+    anywhere) comes out whole and once, as from a single read."""
+    big = _chunk("x" * 20000).replace(b"\n", b"\r\n") + _chunk("y", "stop") + b"data: [DONE]\r\n\r\n"
+    r = SSERelay(max_event=64 * 1024)
+    out = b"".join(r.feed(big[i:i + size]) for i in range(0, len(big), size)) + r.flush()
+    assert out == _chunk("x" * 20000) + _chunk("y", "stop") + b"data: [DONE]\n\n"
+    with pytest.raises(ValueError):
+        small = SSERelay(max_event=1000)
+        for i in range(0, len(big), size):
+            small.feed(big[i:i + size])
+
+
 # --------------------------------------------------------------------------- retries
 
 
@@ -125,3 +159,26 @@ async def test_request_that_reached_upstream_is_not_retried(failure: BaseExcepti
     with pytest.raises(UpstreamError) as ei:
         await _upstream(s, 3).complete({"model": "m"}, auth=None, timing=Timing())
     assert s.calls == 1 and ei.value.status == status and ei.value.reason == reason
+
+
+# --------------------------------------------------------------------------- memory
+
+
+async def test_a_refusal_gives_memory_back_once_per_burst(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14 section 3: refusing an oversized answer schedules one ``malloc_trim`` (after a
+    GC pass) shortly after; a storm of refusals is coalesced into one trim."""
+    import asyncio
+
+    from proxy import memory
+
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "trim", lambda: calls.append(1) or True)
+    monkeypatch.setattr(memory, "_state", {"scheduled": False, "last": 0.0, "trims": 0})
+    up = OpenAIUpstream(UpstreamConfig(name="u", models=["*"], base_url="http://127.0.0.1:9/v1"), None,  # type: ignore[arg-type]
+                        connect_timeout_s=1, read_timeout_s=1, connect_retries=0, max_response_bytes=10)
+    for _ in range(20):
+        err = up._too_large()
+        assert err.status == 502 and err.code == "upstream_response_too_large"
+    assert calls == []  # not inline: the refused request has not unwound yet
+    await asyncio.sleep(memory.DELAY_S + 0.3)
+    assert calls == [1]

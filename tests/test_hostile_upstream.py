@@ -64,6 +64,7 @@ class RawUpstream:
     def __init__(self) -> None:
         self.open = 0
         self.seen: dict[str, int] = {}
+        self.sent: dict[str, int] = {}
         self.lock = threading.Lock()
         self.loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -297,6 +298,75 @@ async def silent(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
     await r.read()  # until the gateway closes
 
 
+@case
+async def sse_endless_event(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
+    """A stream whose first event never ends: ``data: aaaa...`` for up to 64 MiB (the default
+    ``max_response_bytes``), no blank line. Records how much the gateway let it send."""
+    await srv.body(r, head)
+    w.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"6\r\ndata: \r\n")
+    piece = b"%x\r\n%s\r\n" % (65536, b"a" * 65536)
+    sent = 0
+    try:
+        for _ in range(1024):
+            w.write(piece)
+            await w.drain()
+            sent += 65536
+    finally:
+        srv.sent["sse-endless-event"] = sent
+    await _then_close(w, b"0\r\n\r\n")
+
+
+#: the gateway's upstream key (``gw`` fixture) as an upstream may echo it: verbatim, URL-encoded
+#: (every byte, lower- or upper-case hex), JSON-escaped
+UPSTREAM_KEY = "sk-raw-upstream"
+KEY_ECHOES = ["sk-raw-upstream", "sk%2Draw%2Dupstream", "%73%6b%2d%72%61%77%2d%75%70%73%74%72%65%61%6d",
+              "sk\\u002draw-upstream", "sk%252Draw-upstream"]
+
+
+@case
+async def echo_key_header(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
+    """A 200 whose headers echo the key it was sent (verbatim and URL-encoded)."""
+    await srv.body(r, head)
+    body = (b'{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5]}],"model":"m"}'
+            if b"/embeddings" in head.split(b"\r\n", 1)[0] else completion())
+    w.write(response(body, headers=b"x-key: sk-raw-upstream\r\nopenai-echo: key=sk%2Draw%2Dupstream\r\n"
+                                   b"x-request-id: req-sk-raw-upstream\r\n"))
+
+
+@case
+async def key_in_500(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
+    """A 500 whose JSON error message carries the key in every usual encoding."""
+    await srv.body(r, head)
+    msg = "bad key: " + " | ".join(KEY_ECHOES)
+    body = json.dumps({"error": {"message": msg, "type": "server_error", "param": None, "code": None}})
+    w.write(response(body.replace("\\\\u", "\\u").encode(), status=b"500 Internal Server Error"))
+
+
+@case
+async def answer_with_key(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
+    """A model answer that repeats the key (verbatim and URL-encoded) next to a wrong sum."""
+    await srv.body(r, head)
+    w.write(response(completion("Call it with sk-raw-upstream (or sk%2Draw%2Dupstream in a URL). 3 * 4 = 13.")))
+
+
+@case
+async def close_after_each(srv: RawUpstream, r: Reader, w: Writer, head: bytes) -> None:
+    """Answers without ``Connection: close``, then closes at once (the FIN right behind the
+    answer, in the same step): every re-ask needs a new connection. The answer's sum is wrong,
+    so the default policy re-asks (correction rounds)."""
+    await srv.body(r, head)
+    w.write(response(completion("The total is 3 * 4 = 13.")))
+    w.write_eof()
+    w.close()
+
+
+def _no_key(text: str) -> None:
+    low = text.lower()
+    for echo in KEY_ECHOES + ["raw-upstream", "raw%2dupstream", "\\u002draw"]:
+        assert echo.lower() not in low, (echo, text[:2000])
+
+
 # --------------------------------------------------------------------------- fixtures
 
 
@@ -362,6 +432,83 @@ def test_oversized_heads_and_trailers_are_refused(client: openai.OpenAI, gw: Any
     err = _error(client, model)
     assert err.status_code == 502
     assert err.response.json()["error"]["code"] == "upstream_bad_response"
+    _no_traceback(gw, log_start)
+
+
+def test_an_endless_sse_event_is_refused_after_max_event_bytes(client: openai.OpenAI, gw: Any, raw: RawUpstream,
+                                                               log_start: int) -> None:
+    """Issue 14 section 3: an unterminated event is refused once it passes
+    ``limits.max_event_bytes`` (4 MiB) -- an OpenAI-shaped 502, the upstream connection closed
+    long before the 64 MiB the whole answer may have (it was buffered to 64 MiB, in 9 s)."""
+    with pytest.raises(openai.APIStatusError) as info:
+        for _ in client.chat.completions.create(model="sse-endless-event", stream=True,
+                                                messages=[{"role": "user", "content": "hi"}]):
+            pass
+    err = info.value
+    assert err.status_code == 502
+    body = err.response.json()["error"]
+    assert body["code"] == "upstream_response_too_large" and body["type"] == "upstream_error"
+    assert "max_event_bytes" in body["message"]
+    wait_for(lambda: "sse-endless-event" in raw.sent, "the upstream to see the connection closed")
+    # 4 MiB read, plus what loopback socket buffers hold (a few MiB): far from 64 MiB
+    assert raw.sent["sse-endless-event"] < 24 << 20, raw.sent
+    _no_traceback(gw, log_start)
+
+
+def test_a_header_echoing_the_upstream_key_is_never_relayed(gw: Any, log_start: int) -> None:
+    """Issue 14 section 4: pass-through routes relayed every upstream header verbatim (the chat
+    route relays a few, ``openai-*`` among them): values are now scrubbed of the key."""
+    import httpx
+
+    r = httpx.post(gw.base_url + "/embeddings", json={"model": "echo-key-header", "input": "x"},
+                   headers={"Authorization": "Bearer sk-client"}, timeout=60)
+    assert r.status_code == 200 and r.json()["data"][0]["embedding"] == [0.5]
+    assert r.headers["x-key"] == "[REDACTED]" and r.headers["openai-echo"] == "key=[REDACTED]"
+    _no_key(str(r.headers))
+    chat = httpx.post(gw.base_url + "/chat/completions", json={"model": "echo-key-header", "messages": [
+        {"role": "user", "content": "hi"}]}, headers={"Authorization": "Bearer sk-client"}, timeout=60)
+    assert chat.status_code == 200 and chat.headers["openai-echo"] == "key=[REDACTED]"
+    assert chat.headers["x-upstream-request-id"] == "req-[REDACTED]"
+    _no_key(str(chat.headers))
+    _no_traceback(gw, log_start)
+
+
+@pytest.mark.parametrize("route", ["chat", "embeddings", "stream"])
+def test_an_error_body_with_the_key_in_any_usual_encoding_is_scrubbed(client: openai.OpenAI, route: str) -> None:
+    """Issue 14 section 4: a 500 carrying the key URL-encoded (``sk%2D...``, every byte
+    encoded, doubly encoded) or JSON-escaped (``sk\\u002d...``) was relayed as sent."""
+    with pytest.raises(openai.APIStatusError) as info:
+        if route == "embeddings":
+            client.embeddings.create(model="key-in-500", input="x")
+        else:
+            out = client.chat.completions.create(model="key-in-500", stream=route == "stream",
+                                                 messages=[{"role": "user", "content": "hi"}])
+            for _ in out if route == "stream" else ():
+                pass
+    err = info.value
+    assert err.status_code == 500
+    text = err.response.text
+    assert text.count("[REDACTED]") == len(KEY_ECHOES), text
+    _no_key(text)
+    assert err.response.json()["error"]["type"] == "server_error"  # still the upstream's JSON
+
+
+def test_an_upstream_closing_after_every_answer_serves_every_re_ask(client: openai.OpenAI, gw: Any,
+                                                                     raw: RawUpstream, log_start: int) -> None:
+    """Issue 14 section 6: correction re-asks to an upstream that closes after each answer
+    (no ``Connection: close``) failed with ``upstream_error`` when they reused the closed
+    connection (6 of 50). Every call is answered, and each upstream request arrived once."""
+    before = raw.seen.get("close-after-each", 0)
+    calls = 0
+    for _ in range(30):
+        out = _ask(client, "close-after-each")
+        rep = out.veracity  # type: ignore[attr-defined]
+        assert rep["status"] == "failed" and rep["rounds"], rep  # re-asked, and checked again
+        assert rep["correction"]["stop_reason"] != "upstream_error", rep["correction"]
+        calls += 1 + len(rep["rounds"])
+    assert raw.seen["close-after-each"] - before == calls
+    lines = [r for r in gw.log_records() if r.get("model") == "close-after-each"]
+    assert lines and not any(r.get("error_code") for r in lines)
     _no_traceback(gw, log_start)
 
 
@@ -496,6 +643,67 @@ def test_a_request_head_over_16_kib_is_refused_not_buffered(gw: Any, client: ope
     assert _ask(client, "ok").choices[0].message.content == ANSWER  # and the gateway serves on
 
 
+#: malformed framing (issue 14 section 7): each was "400 text/plain Invalid HTTP request received."
+BAD_FRAMING = {
+    "content-length-abc": b"Content-Length: abc\r\n",
+    "content-length-negative": b"Content-Length: -1\r\n",
+    "content-length-twice": b"Content-Length: 2\r\nContent-Length: 3\r\n",
+    "content-length-and-chunked": b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n",
+    "obs-fold": b"X-Folded: a\r\n b\r\nContent-Length: 2\r\n",
+    "nul-in-header": b"X-Nul: a\x00b\r\nContent-Length: 2\r\n",
+}
+
+
+def _raw_answer(gw: Any, data: bytes) -> bytes:
+    """Send ``data`` to the gateway over a raw socket; everything it answers until it closes."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=60) as s:
+        try:
+            s.sendall(data)
+        except ConnectionError:
+            pass
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except ConnectionError:
+            pass
+        return out
+
+
+def _openai_400(answer: bytes) -> dict[str, Any]:
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.lower().split(b"\r\n")
+    assert lines[0].startswith(b"http/1.1 400 "), answer[:300]
+    assert b"content-type: application/json" in lines and b"connection: close" in lines, head
+    assert b"content-length: %d" % len(body) in lines, head
+    err = json.loads(body)
+    assert set(err) == {"error"} and set(err["error"]) == {"message", "type", "param", "code"}, err
+    assert err["error"]["type"] == "invalid_request_error" and err["error"]["code"] == "invalid_request"
+    assert err["error"]["param"] is None and err["error"]["message"]
+    return err
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FRAMING))
+def test_malformed_framing_is_refused_in_openai_error_shape(gw: Any, case: str) -> None:
+    """The server layer (llhttp under uvicorn) refuses these before the app sees them; the
+    refusal is OpenAI's error JSON (the README promises 400 ``invalid_request``), the
+    connection closed, and the reason named."""
+    answer = _raw_answer(gw, b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+                         + BAD_FRAMING[case] + b"\r\n{}")
+    err = _openai_400(answer)
+    message = err["error"]["message"]
+    assert message.startswith("Invalid HTTP request: ") and message != "Invalid HTTP request received.", err
+
+
+def test_an_over_long_request_head_is_refused_in_openai_error_shape(gw: Any) -> None:
+    """A head still unfinished after 16 KiB (see the test above on buffering)."""
+    answer = _raw_answer(gw, b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nX-Filler: " + b"a" * (20 << 10))
+    err = _openai_400(answer)
+    assert "16384 bytes" in err["error"]["message"], err
+
+
 # --------------------------------------------------------------------------- CORS config abuse
 
 
@@ -584,3 +792,45 @@ def test_the_same_answers_to_a_stream_request(client: openai.OpenAI, gw: Any, lo
     if isinstance(info.value, openai.APIStatusError):
         assert info.value.status_code in (502, 504), (info.value.status_code, info.value.response.text)
     _no_traceback(gw, log_start)
+
+
+# --------------------------------------------------------------------------- one redaction path
+
+
+def test_the_audit_row_is_masked_as_the_log_line_is(raw: RawUpstream, gateway_factory: Any, tmp_path: Any) -> None:
+    """Issue 14 section 4: with audit text on, an answer repeating the upstream key was stored
+    unmasked in the SQLite audit row while the log line (``log_content``) showed
+    ``[REDACTED]``. Logs, audit and review records now go through one redaction path."""
+    import sqlite3
+
+    import yaml
+
+    pdir = tmp_path / "policies"
+    pdir.mkdir()
+    (pdir / "default.yaml").write_text(yaml.safe_dump({
+        "name": "default", "verifiers": {"arithmetic": {"enabled": True}, "code": {"enabled": False},
+                                         "citations": {"enabled": False}},
+        "risk": {"threshold": 0.0}, "on_failure": "annotate", "audit": {"enabled": True, "include_text": True},
+        "review": {"enabled": True, "when": ["failed"]}}))
+    audit = tmp_path / "audit.sqlite3"
+    reviews = tmp_path / "reviews.sqlite3"
+    gw = gateway_factory({
+        "upstreams": [{"name": "k", "models": ["answer-with-key"], "base_url": raw.url("answer-with-key"),
+                       "api_key": UPSTREAM_KEY}],
+        "policies": {"dir": str(pdir), "check_interval_s": 0},
+        "logging": {"log_content": True},
+        "verification": {"audit": str(audit), "review_db": str(reviews), "budget_db": str(tmp_path / "b.sqlite3")}})
+    c = openai.OpenAI(base_url=gw.base_url, api_key="sk-client", max_retries=0, timeout=60)
+    out = _ask(c, "answer-with-key")
+    assert out.veracity["status"] == "failed"  # type: ignore[attr-defined]  # the sum was checked: audited
+    rows = sqlite3.connect(audit).execute("SELECT record FROM audit").fetchall()
+    assert len(rows) == 1
+    record = rows[0][0]
+    assert "[REDACTED]" in json.loads(record)["answer"]
+    _no_key(record)
+    line = next(r for r in gw.log_records() if r.get("event") == "request" and r.get("model") == "answer-with-key")
+    assert "[REDACTED]" in json.dumps(line)
+    _no_key(json.dumps(line))
+    stored = sqlite3.connect(reviews).execute("SELECT record FROM review").fetchall()
+    assert len(stored) == 1 and "[REDACTED]" in stored[0][0]
+    _no_key(stored[0][0])

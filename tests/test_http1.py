@@ -177,6 +177,76 @@ async def test_idle_connection_closed_by_the_server_is_not_reused() -> None:
         assert srv.connections == 2
 
 
+def _closes_after_each_answer(srv: Server, *, half: bool, delay: float = 0.0) -> Handler:
+    """Answers one request per connection without ``Connection: close``, then closes the
+    connection (``half``: only its sending side, reading on: whatever arrives later is
+    recorded in ``srv.requests``, as if it had reached the application)."""
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+        await srv.read_request(reader)
+        writer.write(response())
+        await writer.drain()
+        await asyncio.sleep(delay)
+        if half:
+            writer.write_eof()
+            while await srv.read_request(reader) is not None:
+                pass
+        else:
+            writer.close()
+    return handler
+
+
+@pytest.mark.parametrize("half", [False, True], ids=["closed", "half-closed"])
+async def test_a_connection_closed_after_its_answer_is_never_reused(half: bool) -> None:
+    """Issue 14 section 6: an upstream that closes (or half-closes) after every answer without
+    ``Connection: close``. When its FIN is in the kernel but the event loop has not read it yet
+    (the loop was busy: ``time.sleep`` stands for CPU-bound work), the connection is not
+    reused: the next request goes on a new connection, and reaches the upstream once."""
+    import time
+
+    async with Server(lambda srv: _closes_after_each_answer(srv, half=half)) as srv:
+        pool = _pool(srv)
+        for i in range(5):
+            resp = await _request(pool, b'{"n":%d}' % i)
+            assert resp.status == 200 and resp.body == BODY
+            time.sleep(0.05)  # the FIN arrives while the loop is blocked
+        assert srv.connections == 5
+        assert [r.rsplit(b"\r\n\r\n", 1)[1] for r in srv.requests] == [b'{"n":%d}' % i for i in range(5)]
+
+
+async def test_an_upstream_seen_closing_after_answers_gets_no_reuse() -> None:
+    """When the FIN trails the answer by a moment, a request written in that moment is lost
+    (and may not be re-sent): once an upstream was seen closing a connection right after its
+    answer, connections to it are not kept for reuse (for ``NO_REUSE_S``)."""
+    async with Server(lambda srv: _closes_after_each_answer(srv, half=False, delay=0.02)) as srv:
+        pool = _pool(srv)
+        assert (await _request(pool)).body == BODY
+        assert len(pool.idle) == 1  # not known yet
+        await asyncio.sleep(0.2)  # the FIN arrives and is read while idle
+        assert not pool.idle and pool.no_reuse_until > 0
+        for _ in range(3):
+            assert (await _request(pool)).body == BODY
+            assert not pool.idle  # each answer's connection is closed by the gateway at once
+        assert srv.connections == 4
+
+
+async def test_a_request_that_reached_the_upstream_is_never_sent_again() -> None:
+    """The other half of the rule: the FIN arrives after the request was written (the upstream
+    read it, then closed without answering): Disconnected, and the request is not re-sent."""
+    def make(srv: Server) -> Handler:
+        async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, n: int) -> None:
+            await srv.read_request(reader)
+            writer.write(response())
+            await writer.drain()
+            await srv.read_request(reader)  # the reuse: read, then close without an answer
+        return handler
+    async with Server(make) as srv:
+        pool = _pool(srv)
+        assert (await _request(pool)).body == BODY
+        with pytest.raises(http1.Disconnected):
+            await _request(pool)
+        assert len(srv.requests) == 2 and srv.connections == 1
+
+
 async def test_interim_100_continue_is_skipped() -> None:
     async with Server(keep_alive(b"HTTP/1.1 100 Continue\r\n\r\n" + response())) as srv:
         pool = _pool(srv)
@@ -232,6 +302,51 @@ async def test_answers_over_max_body_are_refused(answer: bytes) -> None:
         with pytest.raises(http1.ResponseTooLarge):
             await _request(pool, max_body=4096)
         assert not pool.idle
+
+
+@pytest.mark.parametrize("coding", ["identity", "gzip"])
+async def test_a_refused_answer_is_let_go_at_once(coding: str) -> None:
+    """Issue 14 section 3: what a refused answer sent is freed when it is refused -- not kept
+    by the connection object, which the exception's traceback keeps alive in a cycle only the
+    cyclic GC frees (RSS grew by the limit on every refusal). The caller keeps the exception,
+    as a log or an error handler may; the GC is off: only what is still referenced counts."""
+    import gc
+    import tracemalloc
+
+    piece = b"x" * 65536
+    if coding == "gzip":  # a bomb: ~24 KiB that decodes to 24 MiB, in 1 KiB chunks (~1 MiB decoded each)
+        body = gzip.compress(b" " * (24 << 20))
+        chunks = [body[i:i + 1024] for i in range(0, len(body), 1024)]
+    else:
+        chunks = [piece] * 384  # 24 MiB, chunked
+    answer = (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n"
+              + (b"content-encoding: gzip\r\n" if coding == "gzip" else b"") + b"\r\n"
+              + b"".join(b"%x\r\n%s\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n")
+    async with Server(keep_alive(answer)) as srv:
+        pool = _pool(srv)
+        gc.disable()
+        tracemalloc.start()
+        try:
+            with pytest.raises(http1.ResponseTooLarge) as info:
+                await _request(pool, max_body=16 << 20)
+            await asyncio.sleep(0.05)  # connection_lost
+            held, _peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+            gc.enable()
+        assert info.value is not None
+        assert held < 2 << 20, f"{held / 2**20:.1f} MiB of the refused answer still referenced"
+
+
+async def test_an_idle_keep_alive_connection_holds_no_answer() -> None:
+    """After a chunked answer the pooled connection keeps no reference to its reads."""
+    big = b"y" * 100_000
+    answer = (b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+              + b"".join(b"%x\r\n%s\r\n" % (len(big), big) for _ in range(3)) + b"0\r\n\r\n")
+    async with Server(keep_alive(answer)) as srv:
+        pool = _pool(srv)
+        assert (await _request(pool)).body == big * 3
+        assert len(pool.idle) == 1 and pool.idle[0].body == []
 
 
 async def test_garbage_is_a_bad_response() -> None:
