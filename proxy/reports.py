@@ -44,6 +44,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+from proxy import redaction
 from proxy.log import get_logger
 from proxy.upstream import dumps
 
@@ -78,9 +79,12 @@ def _owner(key_name: str | None, upstream_auth: str | None) -> str:
 
 
 def record_body(request_id: str, model: str, created: int, report: dict[str, Any], *, pending: bool) -> bytes:
-    """The JSON body ``GET /v1/veracity/reports/{id}`` answers (see the module doc)."""
+    """The JSON body ``GET /v1/veracity/reports/{id}`` answers (see the module doc), with every
+    configured secret (verbatim, URL-encoded, JSON-escaped) and key-shaped string in the report
+    replaced by ``[REDACTED]`` (:func:`proxy.redaction.redact_obj`, the path logs, audit and
+    reviews share)."""
     return dumps({"object": "veracity.report", "id": request_id, "model": model, "created": created,
-                  "status": "pending" if pending else "complete", "veracity": report})
+                  "status": "pending" if pending else "complete", "veracity": redaction.redact_obj(report)})
 
 
 def summary_header(report: Any) -> str:

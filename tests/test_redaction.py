@@ -80,3 +80,17 @@ def test_config_secrets_include_credential_headers() -> None:
          "headers": {"api-key": "azure-key-0123456789", "OpenAI-Beta": "assistants=v2",
                      "Authorization": "Bearer tok-987654321"}}]})
     assert sorted(redaction.config_secrets(cfg)) == ["azure-key-0123456789", "sk-upstream-aaaaaa", "tok-987654321"]
+
+
+def test_a_stored_report_record_never_holds_a_configured_secret() -> None:
+    """GET /v1/veracity/reports/{id} serves the stored record: an answer (or a check's evidence)
+    that echoes the upstream key, in any usual encoding, is masked there like in logs and audit."""
+    from proxy import reports
+
+    for echo in _encodings(KEY):
+        report = {"status": "failed", "checks": [{"verifier": "arithmetic", "claim": f"key {echo} = 2",
+                                                  "evidence": {"note": f"saw {echo}"}}]}
+        body = reports.record_body("req-1", "gpt-4o", 1, report, pending=False)
+        assert b"[REDACTED]" in body
+        assert KEY.encode() not in body and KEY[3:].encode() not in body
+        assert json.loads(body)["veracity"]["checks"][0]["evidence"]["note"] == "saw [REDACTED]"
