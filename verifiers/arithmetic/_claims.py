@@ -559,7 +559,14 @@ class ClaimFinder:
             return False  # the run is not where the formula opens
         before = self.original[max(0, spans.starts[k] - 12) : spans.starts[k]]
         before = _OPEN_DELIM.sub("", before).rstrip()
-        return bool(before) and (before[-1] in "×*+-/=^·÷" or before.endswith(("\\times", "\\cdot", "\\div")))
+        if not before or before.endswith("**"):
+            return False  # "**Sum:** \( 1 + 1 = 2 \)": markdown bold, not a product
+        line = _OPEN_DELIM.sub("", self.original[: spans.starts[k]].rpartition("\n")[2]).rstrip()
+        if before[-1] in "-*+" and not line[:-1].strip():
+            return False  # "- \(12 = 2^2 \cdot 3\)": a markdown bullet opens the line, not a minus
+        # "Gain = (coins) × \( ... \)" cuts the formula's first operand; an "=" before it does not
+        # ("Total = \(2 \times 2000 = 4000\)": the formula's first side is whole)
+        return before[-1] in "×*+-/^·÷" or before.endswith(("\\times", "\\cdot", "\\div"))
 
     def _side(self, seg: _Seg, left: bool) -> tuple[tuple | None, list[Token] | None]:
         if seg.bad:
