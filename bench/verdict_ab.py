@@ -9,8 +9,12 @@ two trees have the same module names). No model (what a gateway without a verifi
 citations off and the code sandbox ``none`` in both trees: those verifiers did not change, and
 the public bibliographic APIs are not reachable here. Prints, per case set: ``failed`` on
 answers labelled correct (false alarms), ``failed`` on answers labelled wrong (catches), and the
-statuses; then every answer whose verdict differs between the trees. Writes
-``bench/results/verdict-ab.md`` unless ``--no-write``.
+statuses; then every answer whose ``failed`` verdict differs between the trees, and how many
+other answers changed status (e.g. ``passed -> skipped``). Each child warms the arithmetic
+verifier up first, as the gateway does at start-up, so no answer's 250 ms budget pays for
+importing SymPy. Writes ``bench/results/verdict-ab.md`` unless ``--no-write``; ``--dump FILE``
+also keeps every answer with both verdicts and their non-passing checks, to read the ones that
+differ.
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ def child(tree: str, policy: str, src: str, dst: str) -> None:
     pol = load_file(fh.name)
     os.unlink(fh.name)
     records = json.loads(Path(src).read_text())
+    from verifiers import arithmetic
+
+    if hasattr(arithmetic, "warm_up"):  # as the gateway does at start-up (proxy/app.py): otherwise the
+        arithmetic.warm_up()  # first answer needing pint/SymPy spends its 250 ms budget importing them
 
     async def run() -> list[dict[str, Any]]:
         out = []
@@ -55,7 +63,9 @@ def child(tree: str, policy: str, src: str, dst: str) -> None:
             rep = await verify_text(pol, r["question"], r["answer"], RequestBudget.from_policy(pol.budgets.request))
             out.append({"status": rep.status,
                         "failed": sorted({c.verifier for c in rep.checks if c.outcome == "fail"}),
-                        "checks": len(rep.checks)})
+                        "checks": len(rep.checks),
+                        "detail": [[c.verifier, c.outcome, c.claim[:160], c.note[:200]] for c in rep.checks
+                                   if c.outcome != "pass"]})
         return out
 
     Path(dst).write_text(json.dumps(asyncio.run(run())))
@@ -68,6 +78,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=None, help="records per case file")
     ap.add_argument("--cases", default=os.environ.get("VERACITY_CASES", str(ROOT.parent / "shared" / "cases")))
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--dump", help="also write every record with both trees' verdicts and non-passing checks "
+                    "(claim, note) to this JSON file, to read the answers that differ")
     ap.add_argument("--child", nargs=2, metavar=("SRC", "DST"), help=argparse.SUPPRESS)
     ap.add_argument("--tree", help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -115,7 +127,16 @@ def main() -> None:
     for s, i, ok, b, t in changed:
         lines.append(f"- {s} #{i} labelled {'correct' if ok else 'wrong'}: base {b['status']} {b['failed']} -> "
                      f"this {t['status']} {t['failed']}")
+    moved = [(s, i, records[i]["correct"], got["base"][i], got["this"][i]) for s, idx in by_set.items() for i in idx
+             if got["base"][i]["status"] != got["this"][i]["status"]
+             and (got["base"][i]["status"] == "failed") == (got["this"][i]["status"] == "failed")]
+    lines += ["", f"Other answers whose status differs (neither side `failed`): {len(moved)}", ""]
+    for (fr, to), n in sorted(collections.Counter((b["status"], t["status"]) for *_, b, t in moved).items()):
+        lines.append(f"- {fr} -> {to}: {n}")
     text = "\n".join(lines) + "\n"
+    if a.dump:
+        Path(a.dump).write_text(json.dumps([{**r, "base": got["base"][i], "this": got["this"][i]}
+                                            for i, r in enumerate(records)]))
     print(text)
     if not a.no_write:
         (HERE / "results" / "verdict-ab.md").write_text(text)

@@ -113,6 +113,19 @@ def test_spans_never_cross_delimiters_listed_solutions_or_cut_sides(answer):
     assert fails(answer) == []
 
 
+@pytest.mark.parametrize("prose,formula", [
+    ("Total cost for implants = ", r"2 \times 2000 = 4000"),  # a prose label and '=': a whole side follows
+    ("- ", r"12 = 2^2 \cdot 3"),  # a markdown bullet, not a minus
+    ("  * ", r"45 \times 200 = 9000"),
+    ("- **Sum of digits in base 10:** ", r"1 + 1 = 2"),  # bold, not a product
+])
+def test_a_formula_after_a_prose_label_bullet_or_bold_is_still_checked(prose, formula):
+    # GSM8K/Omni-MATH solutions: every step was read before LaTeX regions (6d0de84) and none after
+    assert passes(prose + "\\(" + formula + "\\) dollars.") == [formula]
+    wrong = formula[:-1] + str((int(formula[-1]) + 1) % 10)
+    assert fails(prose + "\\(" + wrong + "\\) dollars.") == [wrong]
+
+
 def test_listed_solutions_in_prose_are_two_claims_but_a_chain_over_lines_is_one():
     assert fails("The roots are x = 4 - 1.5, x = 4 + 1.5.") == []
     assert fails("x = 4 - 2\nx = 3") == ["4 - 2\nx = 3"]
@@ -290,6 +303,15 @@ def test_identities_are_checked_symbolically_and_pass(answer):
 ])
 def test_equations_in_free_symbols_are_not_flagged(answer):
     assert fails(answer) == []
+
+
+def test_an_equation_too_large_for_a_float_at_a_sample_point_is_not_a_verifier_error():
+    # Omni-MATH answer: a^2013 is an exact rational at a sample point, p^n a float; their
+    # difference overflowed the float and the whole answer came back as one `error` check
+    text = (r"\[ a^{2013} + b^{2013} = p^n \] and also \[ 2 + 3 = 5 \]")
+    cs = arithmetic.check(text)
+    assert [c.outcome for c in cs] == ["pass"]
+    assert cs[0].claim == "2 + 3 = 5"
 
 
 def test_a_derivation_off_by_a_constant_is_flagged():

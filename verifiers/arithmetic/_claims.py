@@ -166,9 +166,11 @@ def _agrees_at(ln: tuple, rn: tuple, points: tuple[Fraction, ...]) -> bool:
         env = {n: p + Fraction(j, 17 + k) for j, n in enumerate(names)}
         try:
             a, b = evaluate(ln, env=env), evaluate(rn, env=env)
+            if isinstance(a, complex) or isinstance(b, complex) or abs(a - b) > 1e-9 * (1 + abs(a) + abs(b)):
+                return False
         except (NotNumeric, Refused, OverflowError, ValueError, ZeroDivisionError, TypeError):
-            return False
-        if isinstance(a, complex) or isinstance(b, complex) or abs(a - b) > 1e-9 * (1 + abs(a) + abs(b)):
+            # OverflowError also from the comparison: an exact rational past float range
+            # against a float side (a^2013 = p^n), not comparable here: no verdict
             return False
     return True
 
@@ -190,7 +192,11 @@ def _sampled_difference(ln: tuple, rn: tuple) -> tuple[str, bool]:
         diffs.append(d)
     exact = all(isinstance(d, Fraction) for d in diffs)
     lo, hi = min(diffs), max(diffs)
-    if abs(hi - lo) > 1e-9 * (1 + abs(hi)):
+    try:
+        spread = abs(hi - lo) > 1e-9 * (1 + abs(hi))
+    except OverflowError:  # a rational past float range minus a float: undecided
+        return "same", False
+    if spread:
         return "varies", exact
     if exact:
         return ("zero" if hi == 0 else "constant"), True
@@ -553,7 +559,14 @@ class ClaimFinder:
             return False  # the run is not where the formula opens
         before = self.original[max(0, spans.starts[k] - 12) : spans.starts[k]]
         before = _OPEN_DELIM.sub("", before).rstrip()
-        return bool(before) and (before[-1] in "×*+-/=^·÷" or before.endswith(("\\times", "\\cdot", "\\div")))
+        if not before or before.endswith("**"):
+            return False  # "**Sum:** \( 1 + 1 = 2 \)": markdown bold, not a product
+        line = _OPEN_DELIM.sub("", self.original[: spans.starts[k]].rpartition("\n")[2]).rstrip()
+        if before[-1] in "-*+" and not line[:-1].strip():
+            return False  # "- \(12 = 2^2 \cdot 3\)": a markdown bullet opens the line, not a minus
+        # "Gain = (coins) × \( ... \)" cuts the formula's first operand; an "=" before it does not
+        # ("Total = \(2 \times 2000 = 4000\)": the formula's first side is whole)
+        return before[-1] in "×*+-/^·÷" or before.endswith(("\\times", "\\cdot", "\\div"))
 
     def _side(self, seg: _Seg, left: bool) -> tuple[tuple | None, list[Token] | None]:
         if seg.bad:
