@@ -316,8 +316,8 @@ def run_example(ex):
         r["st"] = "exit"
     except _BaseException as e:
         r["st"], r["err"] = "error", _exc(e)
-    _after(r)
     _rec(r)
+    _after(r)
     return r["st"] != "exit"
 
 def run_block(blk):
@@ -345,9 +345,9 @@ def run_block(blk):
             r["st"] = "exit"
         except _BaseException as e:
             r["st"], r["err"] = "error", _exc(e)
-        _after(r)
         if w:
             _rec(r)
+        _after(r)
         if r["st"] != "ok":
             end.update(st=r["st"], l=stmt.lineno, err=r.get("err"))
             break
@@ -490,11 +490,16 @@ def legacy_records(obs: Observation, stmt_wants: dict[tuple[int, int], str],
 
     out: list[dict] = []
     block_out: list[str] | None = None
+    since = ""  # the answer's output since the last statement/example start mark
     for i, rec in enumerate(obs.records):
         seg = obs.segments[i] if i < len(obs.segments) else ""
         k = rec.get("k")
         if block_out is not None and k != "B":
             block_out.append(seg)
+        since += seg
+        if k in ("s", "x", "B"):
+            since = ""
+        seg = since
         if k == "B":
             block_out = []
         elif k == "e" and rec.get("st") == "ok":
