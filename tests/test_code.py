@@ -204,6 +204,19 @@ def test_question_examples_run_against_answer_functions(box):
                                sandbox=box))[-1] == "pass"
 
 
+def test_a_none_result_matches_a_stated_none(box):
+    """The value is compared in the gateway from its repr: a function returning None (which a
+    REPL does not print) still matches ``-> None`` (HumanEval/90 and /137 became false alarms
+    when the value travelled only as printed text)."""
+    question = "Write `def second(xs)`.\nExamples:\n    second([]) -> None\n    second([3, 1, 2]) -> 2"
+    answer = fence("def second(xs):\n    s = sorted(set(xs))\n    return s[1] if len(s) > 1 else None")
+    ex = [c for c in code.check(answer, question, sandbox=box) if c.evidence.get("origin") == "question"]
+    assert [c.outcome for c in ex] == ["pass", "pass"], [(c.claim, c.note) for c in ex]
+    wrong = fence("def second(xs):\n    s = sorted(set(xs))\n    return s[1] if len(s) > 1 else 0")
+    ex = [c for c in code.check(wrong, question, sandbox=box) if c.evidence.get("origin") == "question"]
+    assert [c.outcome for c in ex] == ["fail", "pass"], [(c.claim, c.note) for c in ex]
+
+
 def test_runtime_crash_on_question_example_is_fail(box):
     question = "first_word('hello world') -> 'hello'\nfirst_word('') -> ''"
     checks = code.check(fence("def first_word(s):\n    return s.split()[0]"), question, sandbox=box)

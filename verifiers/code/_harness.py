@@ -306,10 +306,12 @@ def run_example(ex):
             code = _compile(ex["source"], fname, "exec")
             mode = "exec"
         v = _timed(code, mode)
-        if mode == "eval" and v is not None:
-            r["v"] = _value(v)
         if mode == "eval":
             r["hv"] = True
+            if v is None:
+                r["none"] = True
+            else:
+                r["v"] = _value(v)
     except _Budget:
         r["st"] = "timeout"
     except _SystemExit:
@@ -335,7 +337,9 @@ def run_block(blk):
             if _isinstance(stmt, _ast.Expr):
                 v = _timed(_compile(_ast.Expression(stmt.value), fname, "eval"), "eval")
                 r["hv"] = True
-                if v is not None:
+                if v is None:
+                    r["none"] = True  # a REPL shows nothing, but the value is None
+                else:
                     r["v"] = _value(v)
             else:
                 _timed(_compile(_ast.Module([stmt], []), fname, "exec"), "exec")
@@ -507,7 +511,7 @@ def legacy_records(obs: Observation, stmt_wants: dict[tuple[int, int], str],
             got = seg + (v + "\n" if isinstance(v, str) else "")
             want = stmt_wants.get((rec.get("b"), rec.get("l")), "")  # type: ignore[arg-type]
             out.append({"kind": "stmt", "index": rec.get("b"), "line": rec.get("l"),
-                        "status": compare(got, v if isinstance(v, str) else None, bool(rec.get("hv")), want),
+                        "status": compare(got, _value_repr(rec), bool(rec.get("hv")), want),
                         "got": _short(got.rstrip("\n"))})
         elif k == "E":
             text = "".join(block_out or [])
@@ -525,7 +529,7 @@ def legacy_records(obs: Observation, stmt_wants: dict[tuple[int, int], str],
             st = rec.get("st")
             r = {"kind": "example", "id": rec.get("id"), "stdout": seg}
             if st == "ok":
-                r.update(status=compare(got, v if isinstance(v, str) else None, bool(rec.get("hv")), want),
+                r.update(status=compare(got, _value_repr(rec), bool(rec.get("hv")), want),
                          got=_short(got.rstrip("\n")))
             elif st == "error":
                 err = rec.get("err") or {}
@@ -539,6 +543,14 @@ def legacy_records(obs: Observation, stmt_wants: dict[tuple[int, int], str],
         elif k in ("halt", "done"):
             out.append({"kind": k, "index": rec.get("b")})
     return out
+
+
+def _value_repr(rec: dict) -> str | None:
+    """The repr text of an expression's value (``"None"`` for None, which a REPL does not show)."""
+    if rec.get("none"):
+        return "None"
+    v = rec.get("v")
+    return v if isinstance(v, str) else None
 
 
 def _short(s: str, n: int = 2000) -> str:
