@@ -1221,6 +1221,37 @@ def test_honest_code_still_passes(forge_box: Any) -> None:
     assert [c.outcome for c in checks] == ["pass"], [(c.claim, c.note) for c in checks]
 
 
+def test_the_checked_process_is_not_dumpable(forge_box: Any) -> None:
+    """Layer 3 of the design: the harness makes its process non-dumpable before the answer's
+    code runs, so /proc/<pid>/mem belongs to root (a process of uid 65534 that stayed
+    dumpable owns it) and no sandboxed program can read the harness's memory."""
+    import os
+    import time
+
+    from verifiers import code
+
+    token = "veracity-dumpable-probe-5e1f"
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(code.check(
+        f"```python\n# {token}\nimport time\ntime.sleep(6)\n```\n", sandbox=forge_box)))
+    t.start()
+    owners: dict[int, int] = {}
+    deadline = time.monotonic() + 30
+    while not owners and t.is_alive() and time.monotonic() < deadline:
+        for pid in _procs_with(token):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv0 = f.read().split(b"\0")[0]
+                if argv0.endswith(b"python3"):
+                    owners[pid] = os.stat(f"/proc/{pid}/mem").st_uid
+            except OSError:
+                continue
+        time.sleep(0.1)
+    t.join(60)
+    assert owners and set(owners.values()) == {0}, owners
+    assert [c.outcome for c in out[0]] == ["pass"]
+
+
 def test_forged_harness_marks_are_seen_as_forged() -> None:
     """A mark-shaped line with another nonce, or output with no announcement, is an anomaly."""
     from verifiers.code._harness import MARK_PREFIX, observe

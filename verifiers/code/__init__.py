@@ -31,6 +31,12 @@ Claims and tiers (issue #4):
   credentials or an uninstalled package is ``unknown``, never ``fail``; so are timeouts and
   outputs of code that uses randomness or the clock.
 
+What a tier-3 ``pass`` rests on (issue 14 §1): comparisons happen here, in the gateway, on the
+bytes the sandbox captured; the harness in the sandbox only frames the run, on a channel the
+answer's code cannot learn to write; a run where the code tried to reach the harness, ended
+itself early or did not end normally can show failures but no pass (``evidence["untrusted"]``
+says why). The full design is the docstring of :mod:`verifiers.code._harness`.
+
 Each check's ``evidence`` carries ``tier``, ``block`` (1-based), ``line`` (answer line),
 ``exception`` (``type``, ``message``), ``traceback`` (trimmed to the answer's frames),
 bounded ``stdout``/``stderr``, ``inputs`` (the example's call), ``sandbox`` (backend), and

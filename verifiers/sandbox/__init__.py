@@ -32,6 +32,11 @@ Untrusted code never runs unsandboxed: there is no "local" backend.
 A process-wide cap bounds how many sandboxes run at once (env ``VERACITY_SANDBOX_CONCURRENCY``,
 default 4), shared by every backend and by both :meth:`Sandbox.run` and :meth:`Sandbox.arun`:
 fifty simultaneous requests queue for slots instead of starting fifty containers.
+
+Cancellation reaches the sandbox (issue 14 §2): cancelling the task awaiting :meth:`Sandbox.arun`
+(the client went away, a deadline fired), or setting the ``cancel`` event of :meth:`Sandbox.run`,
+keeps a queued run from starting and kills a running one (bwrap: its process group; docker: the
+container is removed) within ``CANCEL_POLL_S``, so abandoned runs never hold a slot to their limit.
 """
 
 from __future__ import annotations
