@@ -1235,9 +1235,9 @@ def test_the_checked_process_is_not_dumpable(forge_box: Any) -> None:
     t = threading.Thread(target=lambda: out.append(code.check(
         f"```python\n# {token}\nimport time\ntime.sleep(6)\n```\n", sandbox=forge_box)))
     t.start()
-    owners: dict[int, int] = {}
-    deadline = time.monotonic() + 30
-    while not owners and t.is_alive() and time.monotonic() < deadline:
+    owners: dict[int, int] = {}  # latest owner seen per process; the harness seals itself
+    deadline = time.monotonic() + 30  # within its first moments, the code then sleeps 6 s
+    while not (owners and set(owners.values()) == {0}) and t.is_alive() and time.monotonic() < deadline:
         for pid in _procs_with(token):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
