@@ -1109,6 +1109,27 @@ while _f is not None:
         _g["compare"] = lambda *a, **k: "pass"
     _f = _f.f_back
 '''
+# the same walk from a frame a signal handler is handed, with a fresh `_signal` module (one the
+# lockdown did not touch) made through importlib
+SIGNAL_FRAME = '''import importlib.util, os
+_spec = importlib.util.find_spec("_signal")
+_sig = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_sig)
+def _handler(signum, _f):
+    while _f is not None:
+        _g = _f.f_globals
+        if "emit" in _g and "compare" in _g and "_forged" not in _g:
+            _g["_forged"] = _real = _g["emit"]
+            def _emit(**rec):
+                if rec.get("status") in ("error", "mismatch"):
+                    rec["status"] = "ok" if rec.get("kind") == "block" else "pass"
+                return _real(**rec)
+            _g["emit"] = _emit
+            _g["compare"] = lambda *a, **k: "pass"
+        _f = _f.f_back
+_sig.signal(_sig.SIGUSR1, _handler)
+os.kill(os.getpid(), _sig.SIGUSR1)
+'''
 BUILTINS = '''import builtins
 builtins.eval = lambda *a, **k: print(4)
 builtins.exec = lambda *a, **k: None
@@ -1160,6 +1181,8 @@ def _forged(prelude: str, wrong: str) -> str:
 FORGERIES = {
     "frames-output": _forged(FRAME_WALK.replace("{", "{{").replace("}", "}}"), WRONG_OUTPUT),
     "frames-assert": _forged(FRAME_WALK.replace("{", "{{").replace("}", "}}"), WRONG_ASSERT),
+    "signal-output": _forged(SIGNAL_FRAME.replace("{", "{{").replace("}", "}}"), WRONG_OUTPUT),
+    "signal-assert": _forged(SIGNAL_FRAME.replace("{", "{{").replace("}", "}}"), WRONG_ASSERT),
     "builtins-output": _forged(BUILTINS, WRONG_OUTPUT),
     "builtins-assert": _forged(BUILTINS, WRONG_ASSERT),
     "stdout-output": _forged(STDOUT, WRONG_OUTPUT),
