@@ -30,7 +30,9 @@ have, nothing the run says counts as a pass.
    ``sys.settrace``/``setprofile``, ``gc.get_objects``/``get_referrers``/``get_referents``,
    ``ctypes``/``cffi``, Python signal handlers (a handler is handed the interrupted frame;
    ``signal.signal`` accepts only the defaults), ``/proc``, ``/dev`` and ``/sys`` paths,
-   symlinks, new audit hooks, ``fork``/``exec``/``spawn``/``kill``. The process is made non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``), so
+   symlinks and new audit hooks; and importlib cannot make a fresh ``_signal``, ``_ctypes`` or
+   ``_imp`` (``_imp``'s entry points ask the hook, which alone holds the real ones).
+   ``fork``/``exec``/``spawn`` are refused too when the process could not be made non-dumpable. The process is made non-dumpable (``prctl(PR_SET_DUMPABLE, 0)``), so
    ``/proc/self/mem`` is closed at the kernel too. A refusal triggered by answer code is
    reported at once on the framing channel (``tamper``), before the code can react.
 4. **Early ends and tampering are evidence.** The run counts only when it wrote its ``done``
