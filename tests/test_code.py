@@ -204,6 +204,19 @@ def test_question_examples_run_against_answer_functions(box):
                                sandbox=box))[-1] == "pass"
 
 
+def test_a_none_result_matches_a_stated_none(box):
+    """The value is compared in the gateway from its repr: a function returning None (which a
+    REPL does not print) still matches ``-> None`` (HumanEval/90 and /137 became false alarms
+    when the value travelled only as printed text)."""
+    question = "Write `def second(xs)`.\nExamples:\n    second([]) -> None\n    second([3, 1, 2]) -> 2"
+    answer = fence("def second(xs):\n    s = sorted(set(xs))\n    return s[1] if len(s) > 1 else None")
+    ex = [c for c in code.check(answer, question, sandbox=box) if c.evidence.get("origin") == "question"]
+    assert [c.outcome for c in ex] == ["pass", "pass"], [(c.claim, c.note) for c in ex]
+    wrong = fence("def second(xs):\n    s = sorted(set(xs))\n    return s[1] if len(s) > 1 else 0")
+    ex = [c for c in code.check(wrong, question, sandbox=box) if c.evidence.get("origin") == "question"]
+    assert [c.outcome for c in ex] == ["fail", "pass"], [(c.claim, c.note) for c in ex]
+
+
 def test_runtime_crash_on_question_example_is_fail(box):
     question = "first_word('hello world') -> 'hello'\nfirst_word('') -> ''"
     checks = code.check(fence("def first_word(s):\n    return s.split()[0]"), question, sandbox=box)
@@ -308,13 +321,12 @@ def bwrap_box():
 
 @pytest.mark.bwrap
 def test_denied_syscall_is_the_programs_own_error(bwrap_box):
-    """ptrace refused by the filter surfaces as the program's PermissionError (evidence names
-    the filter), not as a verifier or sandbox crash."""
+    """A clock change refused by the filter (and by the missing capability) surfaces as the
+    program's PermissionError (evidence names the filter), not as a verifier or sandbox crash.
+    (ctypes, which reached ptrace here before, is refused by the harness itself now: issue 14.)"""
     if not bwrap_box.filtered and os.environ.get("VERACITY_CI") != "1":
         pytest.skip(bwrap_box.isolation()["seccomp"])
-    answer = fence("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-                   "if libc.ptrace(0, 0, None, None) != 0:  # PTRACE_TRACEME\n"
-                   "    e = ctypes.get_errno()\n    raise PermissionError(e, os.strerror(e))\nprint('traced')")
+    answer = fence("import time\ntime.clock_settime(time.CLOCK_REALTIME, 0)\nprint('time travel')")
     [c] = code.check(answer, sandbox=bwrap_box)
     assert c.evidence["exception"]["type"] == "PermissionError"
     assert "Operation not permitted" in c.evidence["exception"]["message"]

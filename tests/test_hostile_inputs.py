@@ -1114,3 +1114,310 @@ def test_openai_sdk_with_the_bare_host_as_base_url(gw: Any) -> None:
     client = openai.OpenAI(base_url=gw.url, api_key="sk-test", max_retries=0)
     r = client.chat.completions.create(model="odd", messages=[{"role": "user", "content": "list 2+2?"}])
     assert r.model_extra["veracity"]["status"] == "failed"
+
+
+# ------------------------------------------------------------------------------ verdict forging
+# Issue 14 §1: the checked code ran in the same interpreter as the harness that judged it, so a
+# prelude could rewrite the harness's comparison/reporting, its builtins or stdout, or print
+# the harness's own result lines (its nonce sat in /proc/self/cmdline) -- and a wrong answer
+# came back `passed`. Each case below did that on the code before the fix; now every one stays
+# `failed` or `unknown` (never `pass`), on both sandbox backends and through the chat route.
+
+WRONG_OUTPUT = "def add(a, b):\n    return a - b\n\nprint(add(2, 2))  # Output: 4\n"
+WRONG_ASSERT = "def add(a, b):\n    return a - b\n\nassert add(2, 2) == 4\nprint('all tests pass')\n"
+
+FRAME_WALK = '''import sys
+_f = sys._getframe()
+while _f is not None:
+    _g = _f.f_globals
+    if "emit" in _g and "compare" in _g and "_forged" not in _g:
+        _g["_forged"] = _real = _g["emit"]
+        def _emit(**rec):
+            if rec.get("status") in ("error", "mismatch"):
+                rec["status"] = "ok" if rec.get("kind") == "block" else "pass"
+            return _real(**rec)
+        _g["emit"] = _emit
+        _g["compare"] = lambda *a, **k: "pass"
+    _f = _f.f_back
+'''
+# the same walk from a frame a signal handler is handed, with a fresh `_signal` module (one the
+# lockdown did not touch) made through importlib
+SIGNAL_FRAME = '''import importlib.util, os
+_spec = importlib.util.find_spec("_signal")
+_sig = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_sig)
+def _handler(signum, _f):
+    while _f is not None:
+        _g = _f.f_globals
+        if "emit" in _g and "compare" in _g and "_forged" not in _g:
+            _g["_forged"] = _real = _g["emit"]
+            def _emit(**rec):
+                if rec.get("status") in ("error", "mismatch"):
+                    rec["status"] = "ok" if rec.get("kind") == "block" else "pass"
+                return _real(**rec)
+            _g["emit"] = _emit
+            _g["compare"] = lambda *a, **k: "pass"
+        _f = _f.f_back
+_sig.signal(_sig.SIGUSR1, _handler)
+os.kill(os.getpid(), _sig.SIGUSR1)
+'''
+BUILTINS = '''import builtins
+builtins.eval = lambda *a, **k: print(4)
+builtins.exec = lambda *a, **k: None
+'''
+STDOUT = '''import contextlib, sys
+class _W:
+    def __init__(self, inner):
+        self.inner = inner
+    def write(self, s):
+        return self.inner.write("4" if s.strip().lstrip("-").isdigit() else s)
+    def flush(self):
+        pass
+class _R:
+    def __init__(self, buf):
+        self.buf = buf
+    def __enter__(self):
+        self.old = sys.stdout
+        sys.stdout = _W(self.buf)
+    def __exit__(self, *a):
+        sys.stdout = self.old
+contextlib.redirect_stdout = _R
+sys.stdout = _W(sys.stdout)
+'''
+# the harness's result lines, forged: nonce read from /proc/self/cmdline (where the old harness
+# had it), records written to the real stdout fd, then the process ends -- at exit (atexit) or
+# at once (os._exit) -- before the wrong code runs
+_FAKE_RECORDS = '''import json, os, re
+_src = open("/proc/self/cmdline", "rb").read().decode("utf-8", "replace")
+_n = "\\x1e@veracity-" + re.search(r"@veracity-([0-9a-f]{{16}})@", _src).group(1) + "@"
+def _forge():
+    for rec in ({{"kind": "stmt", "index": 0, "line": {line}, "status": "pass", "got": "4"}},
+                {{"kind": "block", "index": 0, "status": "ok", "stdout": "4\\\\n"}}, {{"kind": "done"}}):
+        os.write(1, (_n + json.dumps(rec) + "\\n").encode())
+'''
+ATEXIT = _FAKE_RECORDS + "import atexit\natexit.register(_forge)\n"
+MARKERS_THEN_EXIT = _FAKE_RECORDS + "_forge()\nos._exit(0)\n"
+# an early end that hides a failing assert, next to a true stated output that passed
+EXIT_HIDES_ASSERT = ("def add(a, b):\n    return a - b\n\nprint(add(2, 2))  # Output: 0\n"
+                     "import os\nos._exit(0)\nassert add(2, 2) == 4\n")
+SYS_EXIT_IN_TRY = ("def add(a, b):\n    return a - b\n\nprint(add(2, 2))  # Output: 0\n"
+                   "try:\n    assert add(2, 2) == 4\nexcept AssertionError:\n    import sys\n    sys.exit(0)\n")
+
+
+def _forged(prelude: str, wrong: str) -> str:
+    line = (prelude + wrong).splitlines().index("print(add(2, 2))  # Output: 4") + 1 if "Output: 4" in wrong else 0
+    return "Here you go:\n\n```python\n" + prelude.format(line=line) + wrong + "```\n"
+
+
+FORGERIES = {
+    "frames-output": _forged(FRAME_WALK.replace("{", "{{").replace("}", "}}"), WRONG_OUTPUT),
+    "frames-assert": _forged(FRAME_WALK.replace("{", "{{").replace("}", "}}"), WRONG_ASSERT),
+    "signal-output": _forged(SIGNAL_FRAME.replace("{", "{{").replace("}", "}}"), WRONG_OUTPUT),
+    "signal-assert": _forged(SIGNAL_FRAME.replace("{", "{{").replace("}", "}}"), WRONG_ASSERT),
+    "builtins-output": _forged(BUILTINS, WRONG_OUTPUT),
+    "builtins-assert": _forged(BUILTINS, WRONG_ASSERT),
+    "stdout-output": _forged(STDOUT, WRONG_OUTPUT),
+    "atexit-output": _forged(ATEXIT, WRONG_OUTPUT),
+    "atexit-assert": _forged(ATEXIT, WRONG_ASSERT),
+    "markers-output": _forged(MARKERS_THEN_EXIT, WRONG_OUTPUT),
+    "markers-assert": _forged(MARKERS_THEN_EXIT, WRONG_ASSERT),
+    "osexit-assert": "```python\n" + EXIT_HIDES_ASSERT + "```\n",
+    "sysexit-assert": "```python\n" + SYS_EXIT_IN_TRY + "```\n",
+}
+for _k, _v in FORGERIES.items():
+    REPLIES[f"forge-{_k}"] = json.dumps(_completion(_v)).encode()
+SLEEPER_TOKEN = "veracity-abandoned-0c0ffee"
+REPLIES["sleeper"] = json.dumps(_completion(
+    f"```python\n# {SLEEPER_TOKEN}\nimport time\ntime.sleep(10**6)\nprint(1)  # Output: 1\n```\n")).encode()
+REPLIES["honest"] = json.dumps(_completion(
+    "```python\ndef add(a, b):\n    return a + b\n\nprint(add(2, 2))  # Output: 4\n```\n")).encode()
+
+
+def _backend_or_skip(name: str) -> Any:
+    import os
+
+    from verifiers import sandbox
+
+    box = sandbox.get(name, sandbox.Limits(timeout_s=60, cpu_s=10))
+    reason = box.unavailable_reason()
+    if reason is not None:
+        required = {b.strip() for b in os.environ.get("VERACITY_REQUIRE_SANDBOX", "").split(",") if b.strip()}
+        if os.environ.get("VERACITY_CI") == "1" or name in required:
+            pytest.fail(f"{name} backend required but unavailable: {reason}")
+        pytest.skip(f"{name} backend unavailable: {reason}")
+    return box
+
+
+@pytest.fixture(scope="module", params=[pytest.param("bwrap", marks=pytest.mark.bwrap),
+                                        pytest.param("docker", marks=pytest.mark.docker)])
+def forge_box(request: pytest.FixtureRequest) -> Iterator[Any]:
+    box = _backend_or_skip(request.param)
+    yield box
+    box.close()
+
+
+@pytest.mark.parametrize("case", sorted(FORGERIES))
+def test_checked_code_cannot_write_its_own_verdict(forge_box: Any, case: str) -> None:
+    from verifiers import code
+
+    checks = code.check(FORGERIES[case], sandbox=forge_box)
+    assert checks and all(c.outcome in ("fail", "unknown") for c in checks), \
+        [(c.claim, c.outcome, c.note) for c in checks]
+
+
+def test_honest_code_still_passes(forge_box: Any) -> None:
+    """The control: the same answer without a forging prelude and with a right `add`."""
+    from verifiers import code
+
+    checks = code.check("```python\n" + WRONG_OUTPUT.replace("a - b", "a + b") + "```\n", sandbox=forge_box)
+    assert [c.outcome for c in checks] == ["pass", "pass"], [(c.claim, c.note) for c in checks]
+    checks = code.check("```python\n" + WRONG_ASSERT.replace("a - b", "a + b") + "```\n", sandbox=forge_box)
+    assert [c.outcome for c in checks] == ["pass"], [(c.claim, c.note) for c in checks]
+
+
+def test_the_checked_process_is_not_dumpable(forge_box: Any) -> None:
+    """Layer 3 of the design: the harness makes its process non-dumpable before the answer's
+    code runs, so /proc/<pid>/mem belongs to root (a process of uid 65534 that stayed
+    dumpable owns it) and no sandboxed program can read the harness's memory."""
+    import os
+    import time
+
+    from verifiers import code
+
+    token = "veracity-dumpable-probe-5e1f"
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(code.check(
+        f"```python\n# {token}\nimport time\ntime.sleep(6)\n```\n", sandbox=forge_box)))
+    t.start()
+    owners: dict[int, int] = {}  # latest owner seen per process; the harness seals itself
+    deadline = time.monotonic() + 30  # within its first moments, the code then sleeps 6 s
+    while not (owners and set(owners.values()) == {0}) and t.is_alive() and time.monotonic() < deadline:
+        for pid in _procs_with(token):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    argv0 = f.read().split(b"\0")[0]
+                if argv0.endswith(b"python3"):
+                    owners[pid] = os.stat(f"/proc/{pid}/mem").st_uid
+            except OSError:
+                continue
+        time.sleep(0.1)
+    t.join(60)
+    assert owners and set(owners.values()) == {0}, owners
+    assert [c.outcome for c in out[0]] == ["pass"]
+
+
+def test_forged_harness_marks_are_seen_as_forged() -> None:
+    """A mark-shaped line with another nonce, or output with no announcement, is an anomaly."""
+    from verifiers.code._harness import MARK_PREFIX, observe
+
+    real = "ab" * 16
+    good = f"{MARK_PREFIX}{real}\x1f{{'k': 'hello'}}\nhi\n{MARK_PREFIX}{real}\x1f{{'k': 'done', 'tamper': 0}}\n"
+    assert observe(good).untrusted() is None and observe(good).segments[1] == "hi\n"
+    fake = good.replace("hi\n", f"{MARK_PREFIX}{'cd' * 16}\x1f{{'k': 'E', 'b': 0, 'st': 'ok'}}\n")
+    assert "forged" in (observe(fake).untrusted() or "")
+    assert observe("hi\n" + good).untrusted() is not None
+    assert observe(good + "late\n").untrusted() is not None
+
+
+@pytest.fixture(scope="module", params=[pytest.param("bwrap", marks=pytest.mark.bwrap),
+                                        pytest.param("docker", marks=pytest.mark.docker)])
+def code_gw(request: pytest.FixtureRequest, upstream: ThreadingHTTPServer, gateway_factory: Any,
+            tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The gateway with the odd upstream and a real sandbox (each backend in turn). The wall
+    limit of a run is 120 s: far longer than anything here may take, so a run that is still
+    there when it should be gone is seen as such, not as a slow machine."""
+    _backend_or_skip(request.param).close()
+    pol = tmp_path_factory.mktemp(f"policies-{request.param}")
+    (pol / "default.yaml").write_text(
+        "name: default\n"
+        "verifiers:\n"
+        f"  code: {{enabled: true, timeout_ms: 200000, sandbox: {{backend: {request.param}, "
+        "limits: {timeout_s: 120, cpu_s: 120}}}\n"
+        "risk: {threshold: 0.0}\n"
+        "on_failure: annotate\n"
+        "budgets: {request: {deadline_ms: 250000}}\n")
+    gw = gateway_factory({
+        "upstreams": [{"name": "odd", "models": ["*"], "base_url": f"http://127.0.0.1:{upstream.server_address[1]}/v1",
+                       "api_key": UPSTREAM_KEY}],
+        "policies": {"dir": str(pol)},
+        "limits": {"read_timeout_s": 300},
+    })
+    gw.backend = request.param
+    return gw
+
+
+@pytest.mark.parametrize("case", sorted(FORGERIES))
+def test_forged_verdicts_through_the_chat_route(code_gw: Any, http: httpx.Client, case: str) -> None:
+    r = _chat(http, code_gw, f"forge-{case} add two numbers")
+    assert r.status_code == 200, r.text
+    report = r.json()["veracity"]
+    assert r.headers["x-veracity-status"] != "passed" and report["status"] != "passed", report
+    assert not [c for c in report["checks"] if c["verifier"] == "code" and c["outcome"] == "pass"], report["checks"]
+
+
+def _procs_with(token: str) -> list[int]:
+    import os
+
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if token.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_abandoned_requests_release_their_sandboxes(code_gw: Any, http: httpx.Client) -> None:
+    """Issue 14 §2: clients that leave while their code sleeps (`time.sleep(10**6)`, more of
+    them than there are sandbox slots) take their sandbox runs with them: no sandbox process
+    remains (process table, container list) and the next request gets a slot at once instead
+    of after the 120 s wall limit."""
+    import time
+
+    from verifiers import sandbox
+
+    def abandon() -> None:
+        try:
+            with httpx.Client(timeout=httpx.Timeout(60, read=4), trust_env=False) as c:
+                _chat(c, code_gw, "sleeper please")
+        except httpx.TimeoutException:
+            pass  # the client gives up and closes its connection
+
+    n = sandbox.max_concurrency() + 2
+    threads = [threading.Thread(target=abandon) for _ in range(n)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while len(_procs_with(SLEEPER_TOKEN)) < sandbox.max_concurrency() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _procs_with(SLEEPER_TOKEN), "the sleepers never reached the sandbox"
+    for t in threads:
+        t.join(60)
+    deadline = time.monotonic() + 30  # << the 120 s wall limit
+    while (left := _procs_with(SLEEPER_TOKEN)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert left == [], "sandbox processes of abandoned requests are still running"
+    if code_gw.backend == "docker":
+        api = sandbox.get("docker")._api()
+
+        def sleepers() -> list:
+            found = []
+            for c in api.containers(all=True, filters={"label": "veracity.sandbox"}):
+                try:
+                    cfg = api.inspect_container(c["Id"])
+                except Exception:  # noqa: BLE001 - removed meanwhile
+                    continue
+                if SLEEPER_TOKEN in json.dumps(cfg["Config"]["Cmd"]):
+                    found.append((c["Id"][:12], cfg["State"]["Status"], cfg["Created"], cfg["State"].get("StartedAt")))
+            return found
+        while (containers := sleepers()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert containers == [], (containers, time.time())
+    with httpx.Client(timeout=100, trust_env=False) as c:  # < 120 s: a held slot would time it out
+        r = _chat(c, code_gw, "honest add")
+    assert r.status_code == 200 and r.headers["x-veracity-status"] == "passed", r.text
+    assert "499" in code_gw.log() and "client_disconnected" in code_gw.log()

@@ -377,9 +377,9 @@ def test_run_python_correct_filter_passes_and_foreign_code_is_rejected(pandas_bo
             "input": {"setup": SETUP, "code": line, "assertions": ["list(df['Age']) == [25, 30]"]}}
     tools = planner.Toolbox(sandbox=pandas_box)
     out = check(good, DATA_Q, model=scripted(plan(step)), use_model=True, tools=tools, deadline_s=60)
-    # the right filter runs and its assertion holds -- but that is reported from inside the
-    # sandbox, where the checked code could forge it: never a pass, only failures are evidence
-    assert outcomes(out) == ["unknown"] and "assertion(s) reported as holding" in out.checks[0].note
+    # the right filter runs and its assertion holds, judged in the gateway on a run the checked
+    # code could not have written (issue 14 §1): a pass
+    assert outcomes(out) == ["pass"] and "assertion(s) hold" in out.checks[0].note
     # the planner may not swap in its own (fixed) code for the draft's
     out = check(DATA_DRAFT, DATA_Q, model=scripted(plan({**step, "claim": "df = pd.read_csv(\"data.csv\")"})),
                 use_model=True, tools=tools, deadline_s=60)
@@ -400,6 +400,20 @@ def test_run_python_harness_cannot_patch_the_code_into_passing(pandas_box, setup
     tools = planner.Toolbox(sandbox=pandas_box)
     [c] = check(DATA_DRAFT, DATA_Q, model=scripted(plan(step)), use_model=True, tools=tools, deadline_s=60).checks
     assert c.outcome == "unknown" and why in c.note
+
+
+@pytest.mark.docker
+@pytest.mark.bwrap
+@pytest.mark.parametrize("line", ["import os; os._exit(0)", "import sys; sys.exit(0)",
+                                  "import sys; f = sys._getframe()"])
+def test_run_python_code_that_ends_early_or_reaches_the_harness_is_never_a_pass(box, line):
+    """Issue 14 §1: the draft's code ends the run before the assertions (which would fail) or
+    reaches for the harness: unknown, not the pass a forged report would give."""
+    draft = f"```python\nx = 1\n{line}\n```"
+    step = {"tool": "run_python", "claim": line, "input": {"setup": "x = 1", "code": line, "assertions": ["x == 2"]}}
+    tools = planner.Toolbox(sandbox=box)
+    [c] = check(draft, "Exit.", model=scripted(plan(step)), use_model=True, tools=tools, deadline_s=60).checks
+    assert c.outcome in ("unknown", "fail"), c.note
 
 
 @pytest.mark.docker
@@ -476,7 +490,7 @@ def test_the_prompts_run_python_example_obeys_the_guard(pandas_box):
 
     q, d, p = _EXAMPLES[1]
     out = check(d, q, model=scripted(p), use_model=True, tools=planner.Toolbox(sandbox=pandas_box), deadline_s=60)
-    assert outcomes(out) == ["unknown"]          # the right code: run_python is never a pass (_judge_run_python)
+    assert outcomes(out) == ["pass"]             # the right code, judged outside the sandbox (issue 14 §1)
     assert [e["status"] for e in out.plan["executed"]] == ["checked"]
 
 

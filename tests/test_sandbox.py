@@ -560,6 +560,61 @@ def test_concurrency_cap_queues_runs(box):
     assert sum(r.queued_s > 0.5 for r in results) >= n - cap
 
 
+#: Wall limit of the abandoned runs below: far beyond the grace they get to disappear, so a run
+#: that merely ended on its limit can never pass for a cancelled one.
+ABANDONED = Limits(timeout_s=120, cpu_s=120, memory_mb=256, pids=32, output_bytes=64 * 1024)
+
+
+def _wait_for_procs(token: str, n: int, timeout: float = GRACE_S) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while len(found := _procs_with(token)) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return found
+
+
+def test_cancelled_arun_kills_the_sandbox_and_frees_its_slot(box):
+    """Issue 14 §2: abandoned runs (the caller's task cancelled: client gone, deadline) are
+    killed at once -- no process of theirs remains, no container either -- and their slots
+    go to the next run instead of being held to the 120 s wall limit."""
+    cap = sandbox.max_concurrency()
+    token = f"veracity-abandoned-{uuid.uuid4().hex}"
+    prog = f"# {token}\nimport time\ntime.sleep(10**6)\n"
+
+    async def main():
+        tasks = [asyncio.ensure_future(box.arun(prog, limits=ABANDONED)) for _ in range(cap + 2)]
+        # every slot busy with a sleeper (processes visible on the host), two more queued
+        running = await asyncio.to_thread(_wait_for_procs, token, cap)
+        assert len(running) >= cap, "the sleepers never started"
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        left = await asyncio.to_thread(_leftovers, box, token)
+        after = await box.arun("print('next')", limits=ABANDONED)
+        return left, after
+
+    left, after = asyncio.run(main())
+    assert left == [], "cancelled sandbox runs left processes behind"
+    if box.name == "docker":
+        running = box._api().containers(filters={"label": "veracity.sandbox=1"})
+        assert [c for c in running if token in " ".join(c.get("Command", "").split())] == []
+    assert after.ok and after.stdout == "next\n"
+    assert after.queued_s < ABANDONED.timeout_s / 2  # a held slot would make this ~120 s
+
+
+def test_cancel_event_stops_a_blocking_run(box):
+    token = f"veracity-cancel-{uuid.uuid4().hex}"
+    cancel = threading.Event()
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(box.run(f"# {token}\nimport time\ntime.sleep(10**6)",
+                                                           limits=ABANDONED, cancel=cancel)))
+    t.start()
+    assert _wait_for_procs(token, 1), "the run never started"
+    cancel.set()
+    t.join(GRACE_S)
+    assert not t.is_alive() and out[0].killed_by == "cancelled" and out[0].exit_code is None
+    assert _leftovers(box, token, out[0]) == []
+
+
 def test_none_backend_never_executes(tmp_path):
     box = sandbox.get("none")
     assert not box.available

@@ -31,6 +31,12 @@ Claims and tiers (issue #4):
   credentials or an uninstalled package is ``unknown``, never ``fail``; so are timeouts and
   outputs of code that uses randomness or the clock.
 
+What a tier-3 ``pass`` rests on (issue 14 §1): comparisons happen here, in the gateway, on the
+bytes the sandbox captured; the harness in the sandbox only frames the run, on a channel the
+answer's code cannot learn to write; a run where the code tried to reach the harness, ended
+itself early or did not end normally can show failures but no pass (``evidence["untrusted"]``
+says why). The full design is the docstring of :mod:`verifiers.code._harness`.
+
 Each check's ``evidence`` carries ``tier``, ``block`` (1-based), ``line`` (answer line),
 ``exception`` (``type``, ``message``), ``traceback`` (trimmed to the answer's frames),
 bounded ``stdout``/``stderr``, ``inputs`` (the example's call), ``sandbox`` (backend), and
@@ -63,7 +69,7 @@ from verifiers.code._extract import (
     session_examples,
     stdin_examples,
 )
-from verifiers.code._harness import build, parse_records
+from verifiers.code._harness import build, legacy_records, observe
 from verifiers.code._static import (
     defined_names,
     has_import,
@@ -311,6 +317,8 @@ def _misspelled_module(name: str | None) -> str | None:
 def _classify_error(p: _Plan, err: dict) -> tuple[str, str]:
     """``(outcome, reason)`` for an exception raised by the answer's code in the sandbox."""
     t, msg = err.get("type", ""), err.get("message", "")
+    if t == "SandboxDenied":  # the harness's audit hook refused it (see _harness): not the code's bug
+        return "unknown", f"the sandbox refused something the code does ({msg.rsplit(': ', 1)[-1]})"
     if t in ("ModuleNotFoundError", "ImportError"):
         mod = err.get("module")
         near = _misspelled_module(mod)
@@ -363,7 +371,8 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
     checks = list(p.checks)
     if not p.runnable:
         return sorted(checks, key=lambda c: c.span or (0, 0))
-    recs = parse_records(res.stdout, p.nonce) if res is not None else []
+    obs = observe(res.stdout, p.nonce) if res is not None else None
+    recs = legacy_records(obs, _stmt_wants(p), _example_wants(p)) if obs is not None else []
     base = _sandbox_evidence(res)
     stderr = _bound(res.stderr) if res is not None else ""
     if res is None:
@@ -372,8 +381,9 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
         why = {"timeout": "did not finish within the sandbox's wall-clock limit (timeout); may be long-running",
                "cpu": f"used up the sandbox's CPU-time limit (killed by {cpu_signal(res.exit_code) or 'the CPU rlimit'}, "
                       f"exit code {res.exit_code}); may be long-running",
-               "memory": "ran out of sandbox memory", "output": "printed more than the sandbox keeps"}[res.killed_by]
-    elif not any(r.get("kind") == "done" for r in recs) and not any(r.get("kind") == "halt" for r in recs):
+               "memory": "ran out of sandbox memory", "output": "printed more than the sandbox keeps",
+               "cancelled": "the run was cancelled (the request ended first)"}[res.killed_by]
+    elif obs is not None and not obs.done:
         why = _ended_early(res.exit_code)
     else:
         why = "not reached"
@@ -397,7 +407,7 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
             c.outcome, c.note, c.confidence = "pass", "ran without errors in the sandbox", 0.8
             c.evidence["stdout"] = _bound(r.get("stdout"))
         elif r["status"] == "exit":
-            c.outcome, c.note, c.confidence = "unknown", f"called sys.exit({r.get('code')})", 0.0
+            c.outcome, c.note, c.confidence = "unknown", "called sys.exit before its end", 0.0
             c.evidence.update(reason="exited early", stdout=_bound(r.get("stdout")))
         elif r["status"] == "timeout":
             c.outcome, c.note, c.confidence = "unknown", "a statement did not finish in time (long-running or waiting)", 0.0
@@ -426,7 +436,53 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
 
     for i, e in enumerate(p.examples):
         checks.append(_example_check(p, e, i, exrecs, stmts, blocks, why, base))
+    distrust = _distrust(p, res, obs)
+    if distrust is not None:
+        _void_passes(checks[len(p.checks):], distrust)
     return sorted(checks, key=lambda c: (c.span or (len(p.answer), 0))[0])
+
+
+#: What the harness's audit hook cannot see: numpy's doors to raw memory (an array over any
+#: address). Code naming them gets no pass from the sandbox run (see _harness's docstring).
+_RAW_MEMORY = re.compile(r"\b(__array_interface__|__array_struct__|as_strided|ctypeslib)\b")
+
+
+def _distrust(p: _Plan, res: Result | None, obs: Any) -> str | None:
+    """Why no tier-3 pass of this run may stand (issue 14 §1), or None: the harness's framing
+    is missing/forged, the code tried to reach the checker, the run ended early (``sys.exit``,
+    ``os._exit``, a signal, a limit) or the code names what the harness cannot watch."""
+    if res is None or obs is None:
+        return None
+    m = _RAW_MEMORY.search("\n".join(b.code for b in p.runnable))
+    if m:
+        return f"the code reaches raw memory ({m.group(1)}), which the sandbox harness cannot watch"
+    why = obs.untrusted()
+    if why is not None:
+        return why
+    exits = [r for r in legacy_records(obs, {}, {}) if r.get("status") == "exit"]
+    if exits:
+        return "the program ended itself (sys.exit) before all of its code and examples ran"
+    if res.killed_by != "none" or res.exit_code != 0:
+        return f"the run did not end normally (exit code {res.exit_code}, {res.killed_by})"
+    return None
+
+
+def _void_passes(checks: list[Check], why: str) -> None:
+    """Turn every ``pass`` among ``checks`` into ``unknown`` saying why (failures stay)."""
+    for c in checks:
+        if c.outcome == "pass":
+            c.outcome, c.confidence = "unknown", 0.0
+            c.note = f"not taken as verified: {why}"
+            c.evidence["reason"] = "untrusted run"
+            c.evidence["untrusted"] = why
+
+
+def _stmt_wants(p: _Plan) -> dict[tuple[int, int], str]:
+    return {(e.block, e.stmt_line): e.want for e in p.examples if e.mode == "stmt" and e.block is not None}  # type: ignore[misc]
+
+
+def _example_wants(p: _Plan) -> dict[int, str]:
+    return {i: e.want for i, e in enumerate(p.examples) if e.mode == "value"}
 
 
 def _example_check(p: _Plan, e: Example, i: int, exrecs: dict, stmts: dict, blocks: dict, why: str, base: dict) -> Check:
@@ -516,8 +572,14 @@ def _stdin_check(p: _Plan, case: tuple[str, str, str], res: Result | None, unava
     if res is None:
         c.note = f"not executed: {unavailable}"
         return c
-    recs = parse_records(res.stdout, p.stdin_nonce)
+    obs = observe(res.stdout, p.stdin_nonce)
+    recs = legacy_records(obs, {}, {})
     blocks = [r for r in recs if r.get("kind") == "block"]
+    distrust = _distrust(p, res, obs)
+    if distrust is not None and not any(r.get("status") == "error" for r in blocks):
+        c.note = f"not taken as verified: {distrust}"
+        c.evidence.update(reason="untrusted run", untrusted=distrust)
+        return c
     if res.killed_by != "none" or not blocks:
         c.note = f"did not complete ({res.killed_by if res.killed_by != 'none' else 'no result'})"
         return c

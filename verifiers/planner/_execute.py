@@ -410,15 +410,19 @@ class Executor:
                                confidence=self._conf(step, 0.75))
         if any(a["status"] != "pass" for a in results) or len(results) < len(inp.assertions):
             return self._check(step, "unknown", "an assertion could not be evaluated", span=span, output=d)
-        # Never a pass: the assertions' results are reported from inside the sandbox, where the
-        # checked code runs and can write them (frame walking, os._exit, fake records; issue 14).
-        # Only what the checked code cannot fake is evidence -- its failure on the constructed
-        # inputs -- and a run that merely finished verified nothing.
-        held = f"{len(results)} assertion(s) reported as holding" if inp.assertions else "no assertions"
-        return self._check(step, "unknown", f"ran on constructed inputs ({held}); a passing run is reported by the "
-                           "checked code's own process, so it is not evidence", span=span,
-                           expected="assertions hold" if inp.assertions else "no exception",
-                           found=step.claim[:200], output=d, confidence=0.5)
+        # A pass only from a run the checked code could not have written (issue 14 §1): the
+        # harness's framing intact, no tampering, no early end -- the assertions' values are
+        # compared in the gateway on what the sandbox captured. A run without assertions, or
+        # one the code could have forged, verified nothing.
+        if d.get("untrusted"):
+            return self._check(step, "unknown", f"not taken as verified: {d['untrusted']}"[:300], span=span,
+                               expected="assertions hold", found=step.claim[:200], output=d)
+        if not inp.assertions:
+            return self._check(step, "unknown", "ran on constructed inputs without assertions: nothing was verified",
+                               span=span, expected="no exception", found=step.claim[:200], output=d, confidence=0.5)
+        return self._check(step, "pass", f"{len(results)} assertion(s) hold on constructed inputs", span=span,
+                           expected="assertions hold", found=step.claim[:200], output=d,
+                           confidence=self._conf(step, 0.8))
 
     def _judge_check_citation(self, step: Step, inp: Any, span: tuple[int, int], ctx: dict[str, Any],
                               out: Any) -> Check:

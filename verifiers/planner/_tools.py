@@ -19,8 +19,9 @@ Tools (only those the :class:`Toolbox` can run are offered to the planner):
     the sandbox (:mod:`verifiers.sandbox`) with the code verifier's harness
     (:mod:`verifiers.code._harness`): ``setup`` builds constructed inputs (a small DataFrame
     instead of ``read_csv``), ``code`` is the draft's own code, ``assertions`` are boolean
-    expressions; every outcome is recorded inside the sandbox as a nonce-tagged JSON line and
-    judged outside it. Offered only with a sandbox that can run code.
+    expressions, judged in the gateway on what the sandbox captured; a run the checked code
+    could have written (see the harness's docstring) is marked ``untrusted`` and can fail a
+    draft but never pass one. Offered only with a sandbox that can run code.
 ``check_citation`` {reference}
     the citation verifier (:func:`verifiers.citations.acheck`) on one reference line. Offered
     only when citation sources are configured.
@@ -213,7 +214,7 @@ class Toolbox:
         return ToolOutput({"value": out, "unit": inp.to_unit}, raw=out)
 
     async def _python(self, inp: RunPythonIn) -> ToolOutput:
-        from verifiers.code._harness import build, parse_records
+        from verifiers.code._harness import build, legacy_records, observe
         from verifiers.sandbox import SandboxUnavailable
 
         blocks = [{"index": 0, "code": inp.setup or "pass", "watch": [], "watch_want": {}},
@@ -229,8 +230,19 @@ class Toolbox:
             return ToolOutput({"error": str(exc)[:200]}, error=f"sandbox unavailable: {exc}"[:200])
         except Exception as exc:  # noqa: BLE001 - an engine hiccup is not the draft's fault
             return ToolOutput({"error": f"{type(exc).__name__}: {exc}"[:200]}, error="sandbox error")
-        recs = parse_records(res.stdout, nonce)
+        obs = observe(res.stdout, nonce)
+        recs = legacy_records(obs, {}, {})
         data: dict[str, Any] = {"backend": res.backend, "killed_by": res.killed_by, "exit_code": res.exit_code}
+        # what the verdict rests on (issue 14 §1, verifiers/code/_harness.py): a run whose framing
+        # is missing or forged, where the code tried to reach the harness, that ended early or not
+        # by itself, can show a failure but never a pass
+        untrusted = obs.untrusted()
+        if untrusted is None and any(r.get("status") == "exit" for r in recs):
+            untrusted = "the program ended itself (sys.exit) before its assertions ran"
+        if untrusted is None and (res.killed_by != "none" or res.exit_code != 0):
+            untrusted = f"the run did not end normally (exit code {res.exit_code}, {res.killed_by})"
+        if untrusted is not None:
+            data["untrusted"] = untrusted
         setup = next((r for r in recs if r.get("kind") == "block" and r.get("index") == 0), None)
         main = next((r for r in recs if r.get("kind") == "block" and r.get("index") == 1), None)
         data["setup"] = _block_summary(setup)

@@ -32,6 +32,11 @@ Untrusted code never runs unsandboxed: there is no "local" backend.
 A process-wide cap bounds how many sandboxes run at once (env ``VERACITY_SANDBOX_CONCURRENCY``,
 default 4), shared by every backend and by both :meth:`Sandbox.run` and :meth:`Sandbox.arun`:
 fifty simultaneous requests queue for slots instead of starting fifty containers.
+
+Cancellation reaches the sandbox (issue 14 §2): cancelling the task awaiting :meth:`Sandbox.arun`
+(the client went away, a deadline fired), or setting the ``cancel`` event of :meth:`Sandbox.run`,
+keeps a queued run from starting and kills a running one (bwrap: its process group; docker: the
+container is removed) within ``CANCEL_POLL_S``, so abandoned runs never hold a slot to their limit.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
-KilledBy = Literal["timeout", "cpu", "memory", "output", "none"]
+KilledBy = Literal["timeout", "cpu", "memory", "output", "cancelled", "none"]
 
 __all__ = [
     "Limits",
@@ -110,8 +115,9 @@ class Result:
         duration_s: wall time of the run in seconds, from start to exit/kill (excludes
             waiting for a concurrency slot; see ``queued_s``).
         killed_by: ``"timeout"`` (the wall-clock limit), ``"cpu"`` (the CPU-time rlimit:
-            SIGXCPU, exit 152, or the SIGKILL one second after it), ``"memory"``, ``"output"``
-            or ``"none"`` (ended on its own).
+            SIGXCPU, exit 152, or the SIGKILL one second after it), ``"memory"``, ``"output"``,
+            ``"cancelled"`` (the caller went away: :meth:`Sandbox.arun` was cancelled, or the
+            ``cancel`` event of :meth:`Sandbox.run` was set) or ``"none"`` (ended on its own).
         backend: name of the backend that ran it.
         truncated: True when output was cut at ``output_bytes``.
         queued_s: seconds spent waiting for a concurrency slot.
@@ -153,6 +159,15 @@ def max_concurrency() -> int:
 
 
 _SLOTS = threading.BoundedSemaphore(max_concurrency())
+#: Seconds between looks at a run's cancel event (while queued for a slot and while running):
+#: how long an abandoned run may outlive its caller.
+CANCEL_POLL_S = 0.1
+
+
+def _cancelled(backend: str, queued: float) -> Result:
+    """The result of a run cancelled before it started."""
+    return Result(exit_code=None, stdout="", stderr="", duration_s=0.0, killed_by="cancelled",
+                  backend=backend, queued_s=queued)
 _EXECUTOR: ThreadPoolExecutor | None = None
 _EXECUTOR_LOCK = threading.Lock()
 
@@ -200,40 +215,66 @@ class Sandbox(abc.ABC):
         """True when runs have a seccomp filter (see :meth:`isolation`)."""
         return not self.isolation()["seccomp"].startswith("no seccomp")
 
-    def run(self, code: str, stdin: str = "", limits: Limits | None = None) -> Result:
+    def run(self, code: str, stdin: str = "", limits: Limits | None = None,
+            cancel: threading.Event | None = None) -> Result:
         """Run the Python program ``code`` (source text) with ``stdin`` as its standard input.
 
         Blocks until the run ends (at most ``limits.timeout_s`` plus start/stop overhead, plus
         waiting for a concurrency slot). Thread-safe. ``limits`` defaults to the sandbox's.
+        ``cancel``: when set (from any thread), a queued run never starts and a running one is
+        killed (bwrap: SIGKILL to its process group; docker: the container is removed) within
+        about :data:`CANCEL_POLL_S`; the result then has ``killed_by == "cancelled"``.
 
         Raises:
             SandboxUnavailable: the backend cannot execute code here.
             ValueError: ``code`` is too large to pass in (over ~1.5 MB).
         """
-        return self._run_queued(code, stdin, limits, time.monotonic())
+        return self._run_queued(code, stdin, limits, time.monotonic(), cancel or threading.Event())
 
     async def arun(self, code: str, stdin: str = "", limits: Limits | None = None) -> Result:
         """Async :meth:`run` for the gateway's event loop: runs in the sandbox thread pool
-        (as many threads as concurrency slots), so the event loop never blocks."""
-        loop = asyncio.get_running_loop()
-        call = functools.partial(self._run_queued, code, stdin, limits, time.monotonic())
-        return await loop.run_in_executor(_executor(), call)
+        (as many threads as concurrency slots), so the event loop never blocks.
 
-    def _run_queued(self, code: str, stdin: str, limits: Limits | None, submitted: float) -> Result:
+        Cancelling the awaiting task (the client went away, a deadline fired) reaches the
+        sandbox: a run still queued for a slot never starts, a running one is killed and its
+        slot freed at once, instead of running on to its wall-clock limit (issue 14 §2).
+        """
+        loop = asyncio.get_running_loop()
+        cancel = threading.Event()
+        call = functools.partial(self._run_queued, code, stdin, limits, time.monotonic(), cancel)
+        fut = loop.run_in_executor(_executor(), call)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            cancel.set()  # the worker thread sees it within CANCEL_POLL_S and kills the run
+            fut.cancel()  # still queued in the pool: never starts
+            raise
+
+    def _run_queued(self, code: str, stdin: str, limits: Limits | None, submitted: float,
+                    cancel: threading.Event) -> Result:
         reason = self.unavailable_reason()
         if reason is not None:
             raise SandboxUnavailable(reason)
         lim = limits or self.limits
-        with _SLOTS:
+        while not _SLOTS.acquire(timeout=CANCEL_POLL_S):
+            if cancel.is_set():
+                return _cancelled(self.name, time.monotonic() - submitted)
+        try:
             queued = time.monotonic() - submitted
-            res = self._run(code, stdin, lim)
+            if cancel.is_set():
+                return _cancelled(self.name, queued)
+            res = self._run(code, stdin, lim, cancel)
+        finally:
+            _SLOTS.release()
         res.queued_s = queued
         res.backend = self.name
         return res
 
     @abc.abstractmethod
-    def _run(self, code: str, stdin: str, limits: Limits) -> Result:
-        """Backend-specific run; called while holding a concurrency slot."""
+    def _run(self, code: str, stdin: str, limits: Limits, cancel: threading.Event) -> Result:
+        """Backend-specific run; called while holding a concurrency slot. When ``cancel`` is
+        set the backend kills the run (its whole process tree / container) within about
+        :data:`CANCEL_POLL_S` and reports ``killed_by == "cancelled"``."""
 
     def close(self) -> None:
         """Release backend resources (connections, warm containers). Idempotent."""

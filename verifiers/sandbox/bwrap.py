@@ -48,7 +48,7 @@ import subprocess
 import threading
 import time
 
-from verifiers.sandbox import Limits, Result, Sandbox
+from verifiers.sandbox import CANCEL_POLL_S, Limits, Result, Sandbox
 from verifiers.sandbox import runtime as _rt
 from verifiers.sandbox import seccomp as _seccomp
 from verifiers.sandbox._common import SANDBOX_ENV, OutputCap, boot_argv, classify, rlimits
@@ -196,7 +196,7 @@ class BwrapSandbox(Sandbox):
         return a + ["--"] + command
 
     # -- run -----------------------------------------------------------------------------------
-    def _run(self, code: str, stdin: str, limits: Limits) -> Result:
+    def _run(self, code: str, stdin: str, limits: Limits, cancel: threading.Event | None = None) -> Result:
         cmd = boot_argv(self.python, code, stdin, rlimits(limits, address_space=True, nproc=True))
         cap = OutputCap(limits.output_bytes)
         t0 = time.monotonic()
@@ -206,7 +206,7 @@ class BwrapSandbox(Sandbox):
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={}, close_fds=True,
                 start_new_session=True, pass_fds=fds, **self._drop_kwargs(),
             )
-        timed_out = False
+        timed_out = cancelled = False
         sel = selectors.DefaultSelector()
         try:
             sel.register(proc.stdout, selectors.EVENT_READ, "stdout")
@@ -217,7 +217,10 @@ class BwrapSandbox(Sandbox):
                 if left <= 0:
                     timed_out = True
                     break
-                for key, _ in sel.select(timeout=min(left, 0.5)):
+                if cancel is not None and cancel.is_set():  # the caller went away (issue 14 §2)
+                    cancelled = True
+                    break
+                for key, _ in sel.select(timeout=min(left, CANCEL_POLL_S)):
                     data = os.read(key.fd, 65536)
                     if not data:
                         sel.unregister(key.fileobj)
@@ -225,7 +228,7 @@ class BwrapSandbox(Sandbox):
                     cap.add(data, key.data)
                 if cap.exceeded:
                     break
-            if timed_out or cap.exceeded:
+            if timed_out or cancelled or cap.exceeded:
                 _kill(proc)
             try:
                 exit_code = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -246,10 +249,11 @@ class BwrapSandbox(Sandbox):
         # The sandbox cannot use more CPU seconds than wall seconds x the CPUs it may run on
         # (wait4's rusage does not help: bwrap exits without reaping the sandbox's init), which
         # tells a CPU-rlimit kill from a program that killed itself early (classify()).
-        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=False,
-                             cpu_s_max=duration * _cpus(), cpu_s=limits.cpu_s)
+        killed_by = "cancelled" if cancelled else classify(
+            exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=False,
+            cpu_s_max=duration * _cpus(), cpu_s=limits.cpu_s)
         extra = self.isolation()
-        return Result(exit_code=None if timed_out or cap.exceeded else exit_code,
+        return Result(exit_code=None if timed_out or cancelled or cap.exceeded else exit_code,
                       stdout=out, stderr=err, duration_s=duration, killed_by=killed_by,
                       truncated=cap.exceeded, extra=extra)
 

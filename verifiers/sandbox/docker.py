@@ -36,7 +36,7 @@ import time
 import weakref
 from typing import Any
 
-from verifiers.sandbox import Limits, Result, Sandbox, max_concurrency
+from verifiers.sandbox import CANCEL_POLL_S, Limits, Result, Sandbox, max_concurrency
 from verifiers.sandbox._common import SANDBOX_ENV, OutputCap, boot_argv, classify, rlimits
 
 DEFAULT_IMAGE = "veracity-sandbox:latest"
@@ -233,23 +233,25 @@ class DockerSandbox(Sandbox):
                     self._filler.start()
                     _POOLS.add(self)
 
-    def _run(self, code: str, stdin: str, limits: Limits) -> Result:
+    def _run(self, code: str, stdin: str, limits: Limits, cancel: threading.Event | None = None) -> Result:
         cmd = boot_argv("python3", code, stdin, rlimits(limits, address_space=False, nproc=False))
+        cancel = cancel or threading.Event()
         warm = self._take_warm(limits)
         if warm is not None:
             try:
-                return self._run_exec(warm, cmd, limits)
+                return self._run_exec(warm, cmd, limits, cancel)
             except _WarmGone:
                 pass  # the idle container died (engine restart?): run cold instead
-        return self._run_cold(cmd, limits)
+        return self._run_cold(cmd, limits, cancel)
 
-    def _run_exec(self, cid: str, cmd: list[str], limits: Limits) -> Result:
+    def _run_exec(self, cid: str, cmd: list[str], limits: Limits, cancel: threading.Event) -> Result:
         """Run in a pre-started container via exec; the container is removed afterwards."""
         api = self._api()
         cap = OutputCap(limits.output_bytes)
         timed_out = False
         exit_code: int | None = None
         oom_kills: int | None = None
+        cancelled = False
         done = threading.Event()
         reader: threading.Thread | None = None
         t0 = time.monotonic()
@@ -263,9 +265,9 @@ class DockerSandbox(Sandbox):
             stream = api.exec_start(eid, stream=True, demux=True)
 
             reader = _start_pump(stream, cap, done, "veracity-docker-exec")
-            if not done.wait(limits.timeout_s):
-                timed_out = True
-            if not (timed_out or cap.exceeded):
+            ended = _wait(done, cancel, limits.timeout_s)
+            timed_out, cancelled = ended == "timeout", ended == "cancelled"
+            if not (timed_out or cancelled or cap.exceeded):
                 reader.join(2.0)
                 exit_code = api.exec_inspect(eid).get("ExitCode")
                 if exit_code == 137:  # SIGKILL: the cgroup OOM killer, or the CPU rlimit
@@ -287,8 +289,9 @@ class DockerSandbox(Sandbox):
         oom = exit_code == 137 and (oom_kills > 0 if oom_kills is not None else duration < limits.cpu_s)
         # One CPU of quota: CPU seconds <= wall seconds, so `duration` bounds the CPU used and
         # a SIGKILL well before the CPU limit is the program's own (classify()).
-        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom,
-                             cpu_s_max=duration, cpu_s=limits.cpu_s)
+        killed_by = "cancelled" if cancelled else classify(
+            exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom,
+            cpu_s_max=duration, cpu_s=limits.cpu_s)
         return Result(exit_code=exit_code, stdout=out, stderr=err, duration_s=duration,
                       killed_by=killed_by, truncated=cap.exceeded,  # type: ignore[arg-type]
                       extra={"warm": True, "container": cid, **self.isolation()})
@@ -315,7 +318,7 @@ class DockerSandbox(Sandbox):
         except Exception:  # noqa: BLE001
             return None
 
-    def _run_cold(self, cmd: list[str], limits: Limits) -> Result:
+    def _run_cold(self, cmd: list[str], limits: Limits, cancel: threading.Event) -> Result:
         api = self._api()
         cap = OutputCap(limits.output_bytes)
         cid = api.create_container(
@@ -323,7 +326,7 @@ class DockerSandbox(Sandbox):
             environment=dict(SANDBOX_ENV), network_disabled=True, labels={LABEL: "1"},
             host_config=self.host_config(limits), stdin_open=False, tty=False,
         )["Id"]
-        timed_out = False
+        timed_out = cancelled = False
         exit_code: int | None = None
         oom = False
         reader: threading.Thread | None = None
@@ -337,16 +340,16 @@ class DockerSandbox(Sandbox):
             api.start(cid)
             t0 = time.monotonic()
             deadline = t0 + limits.timeout_s
-            if not done.wait(limits.timeout_s):
-                timed_out = True
-            if timed_out or cap.exceeded:
+            ended = _wait(done, cancel, limits.timeout_s)
+            timed_out, cancelled = ended == "timeout", ended == "cancelled"
+            if timed_out or cancelled or cap.exceeded:
                 api.kill(cid)
             else:
                 left = max(1.0, deadline - time.monotonic())
                 exit_code = int(api.wait(cid, timeout=left)["StatusCode"])
                 oom = bool(api.inspect_container(cid)["State"].get("OOMKilled"))
         except Exception as exc:  # noqa: BLE001
-            if not (timed_out or cap.exceeded):
+            if not (timed_out or cancelled or cap.exceeded):
                 import requests
 
                 if isinstance(exc, requests.exceptions.ReadTimeout):
@@ -363,8 +366,9 @@ class DockerSandbox(Sandbox):
                 reader.join(2.0)
         out, err = cap.text()
         # State.OOMKilled for memory; one CPU of quota bounds CPU seconds by wall seconds.
-        killed_by = classify(exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom,
-                             cpu_s_max=duration, cpu_s=limits.cpu_s)
+        killed_by = "cancelled" if cancelled else classify(
+            exit_code, err, timed_out=timed_out, output=cap.exceeded, oom=oom,
+            cpu_s_max=duration, cpu_s=limits.cpu_s)
         return Result(exit_code=exit_code, stdout=out, stderr=err, duration_s=duration,
                       killed_by=killed_by, truncated=cap.exceeded,  # type: ignore[arg-type]
                       extra={"container": cid, **self.isolation()})
@@ -385,6 +389,20 @@ def _close_pools() -> None:
             box.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+def _wait(done: threading.Event, cancel: threading.Event, timeout: float) -> str:
+    """Wait for the output stream's end: ``"done"``, ``"timeout"`` after ``timeout`` s, or
+    ``"cancelled"`` as soon as ``cancel`` is set (looked at every ``CANCEL_POLL_S``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timeout"
+        if done.wait(min(left, CANCEL_POLL_S)):
+            return "done"
+        if cancel.is_set():
+            return "cancelled"
 
 
 def _start_pump(stream: Any, cap: Any, done: threading.Event, name: str) -> threading.Thread:

@@ -22,5 +22,5 @@ class NoSandbox(Sandbox):
     def unavailable_reason(self) -> str | None:
         return self.reason
 
-    def _run(self, code: str, stdin: str, limits: Limits) -> Result:  # pragma: no cover - run() raises first
+    def _run(self, code: str, stdin: str, limits: Limits, cancel=None) -> Result:  # pragma: no cover - run() raises first
         raise AssertionError("NoSandbox never executes")
