@@ -612,7 +612,9 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
             import matplotlib  # noqa: F401
             import numpy  # noqa: F401
         except ImportError:
-            print("veracity eval needs matplotlib: pip install 'veracity[eval]'", file=sys.stderr)
+            # the eval extra of this checkout: there is no `veracity` package on PyPI to take it from
+            print("veracity eval needs matplotlib (the eval extra): .venv/bin/pip install -e '.[eval]' in "
+                  "the checkout, or pip install matplotlib into the gateway's environment", file=sys.stderr)
             return 2
         from proxy import cases, evaluation
 

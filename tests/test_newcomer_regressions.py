@@ -285,3 +285,20 @@ def test_cli_output_into_a_closed_pipe_ends_quietly():
         os.close(w)
     assert p.returncode == 141, p.stderr
     assert b"Traceback" not in p.stderr and b"BrokenPipeError" not in p.stderr, p.stderr
+
+
+# --------------------------------------------------------------- second newcomer pass (09:00 UTC)
+
+
+def test_eval_without_matplotlib_names_an_install_that_works_from_a_checkout(monkeypatch, capsys, tmp_path):
+    # the hint was `pip install 'veracity[eval]'`: no `veracity` package is published to take the
+    # extra from, so on a clone (where `make run` leaves matplotlib out) the hint led nowhere
+    from proxy.cli import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)        # import matplotlib -> ImportError
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"question": "2+2?", "answer": "2 + 2 = 4", "label": true}\n')
+    assert main(["eval", str(data), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "-e '.[eval]'" in err and "veracity[eval]" not in err, err
+    assert not (tmp_path / "out").exists()
