@@ -302,3 +302,30 @@ def test_eval_without_matplotlib_names_an_install_that_works_from_a_checkout(mon
     err = capsys.readouterr().err
     assert "-e '.[eval]'" in err and "veracity[eval]" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_every_route_label_the_gateway_exports_is_named_in_the_readme(gateway_factory):
+    # /metrics showed route="/v1/veracity/reports/{request_id}" (and the review routes), which the
+    # README's list of `route` values did not name
+    import httpx
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("`route` values are route templates")
+    listed = readme[start:readme.index("\n\n", start)]
+    gw = gateway_factory(None)                                 # demo mode: pass-through auth
+    with httpx.Client(base_url=gw.url, trust_env=False, timeout=60) as http:
+        chat = http.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert chat.status_code == 200
+        assert http.get(chat.headers["x-veracity-report-url"]).status_code == 200
+        http.get("/v1/models")
+        http.post("/v1/veracity/verify", json={"answer": "2 + 2 = 4"})
+        http.get("/v1/veracity/reviews")                        # 401/403: counted all the same
+        http.get("/v1/veracity/reviews/rev_x")
+        http.get("/veracity/review")
+        http.get("/v1/nope")                                    # pass-through: demo upstream's 404
+        http.get("/nope")                                       # _unmatched
+    routes = {line.split('route="', 1)[1].split('"', 1)[0]
+              for line in gw.metrics().splitlines() if line.startswith("veracity_requests_total{")}
+    assert len(routes) >= 9, routes
+    missing = sorted(r for r in routes if f"`{r}`" not in listed)
+    assert not missing, f"route labels not named in README: {missing}"
