@@ -329,3 +329,39 @@ def test_every_route_label_the_gateway_exports_is_named_in_the_readme(gateway_fa
     assert len(routes) >= 9, routes
     missing = sorted(r for r in routes if f"`{r}`" not in listed)
     assert not missing, f"route labels not named in README: {missing}"
+
+
+def test_the_image_lets_its_user_create_what_the_example_config_names(tmp_path):
+    # `cp deploy/veracity.example.yaml deploy/veracity.yaml` + `docker compose up`: compose mounts
+    # the file at /etc/veracity/veracity.yaml, the example's `audit: ./audit/audit.jsonl` is
+    # resolved there, and /etc/veracity (made by Docker for the bind mount, root's) was not
+    # writable by the image's non-root user: the gateway refused to start (exit 2)
+    import json
+    import re
+    import shlex
+
+    docker = (ROOT / "deploy" / "Dockerfile").read_text()
+    user = re.search(r"^USER (\S+)", docker, re.M).group(1)
+    cmd = json.loads(re.search(r"^CMD (\[.*\])", docker, re.M).group(1))
+    config_dir = str(Path(cmd[cmd.index("--config") + 1]).parent)
+    assert config_dir == "/etc/veracity"
+    runs = [shlex.split(m.replace("\\\n", " ")) for m in re.findall(r"^RUN ((?:.*\\\n)*.*)", docker, re.M)]
+
+    def operands(words: list[str], command: str) -> list[list[str]]:
+        out = []
+        for i, w in enumerate(words):
+            if w == command:
+                end = next((j for j in range(i + 1, len(words)) if words[j] in ("&&", "||", ";")), len(words))
+                out.append([a for a in words[i + 1:end] if not a.startswith("-")])
+        return out
+
+    made = [d for words in runs for args in operands(words, "mkdir") for d in args]
+    chowned = [args[1:] for words in runs for args in operands(words, "chown") if args and args[0] == user]
+    assert config_dir in made, made
+    assert any(config_dir in paths for paths in chowned), chowned
+
+    # and the example's writable paths are relative to the config folder (so inside config_dir)
+    cfg_file = tmp_path / "veracity.yaml"
+    cfg_file.write_text((ROOT / "deploy" / "veracity.example.yaml").read_text())
+    cfg = load_config(str(cfg_file), env={})
+    assert Path(cfg.verification.audit).parent.parent == tmp_path
