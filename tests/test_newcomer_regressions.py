@@ -365,3 +365,29 @@ def test_the_image_lets_its_user_create_what_the_example_config_names(tmp_path):
     cfg_file.write_text((ROOT / "deploy" / "veracity.example.yaml").read_text())
     cfg = load_config(str(cfg_file), env={})
     assert Path(cfg.verification.audit).parent.parent == tmp_path
+
+
+def test_a_405_sends_one_allow_header_and_own_routes_answer_405_not_404(gateway_factory):
+    # `curl -X POST /healthz` showed `allow: GET, HEAD` twice (Starlette's header and the
+    # gateway's), OPTIONS on the chat path `allow: POST` beside the full list; and DELETE on a
+    # report or a review was a 404 "Unknown request URL" for a URL the gateway serves
+    import httpx
+
+    gw = gateway_factory(None)
+    with httpx.Client(base_url=gw.url, trust_env=False, timeout=30) as http:
+        for method, path, allow in [("POST", "/healthz", "GET, HEAD"), ("PUT", "/metrics", "GET, HEAD"),
+                                    ("OPTIONS", "/v1/chat/completions", None),
+                                    ("GET", "/v1/veracity/verify", "POST"),
+                                    ("DELETE", "/v1/veracity/reports/req_x", "GET, HEAD"),
+                                    ("DELETE", "/v1/veracity/reviews/rev_x", "GET, HEAD, POST"),
+                                    ("PUT", "/v1/veracity/reviews", "GET, HEAD")]:
+            r = http.request(method, path)
+            assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed", (path, r.text)
+            got = r.headers.get_list("allow")
+            assert len(got) == 1, (path, got)
+            if allow is not None:
+                assert got == [allow], (path, got)
+            else:
+                assert {"GET", "POST"} <= {m.strip() for m in got[0].split(",")}, got
+        r = http.delete("/v1/veracity/nothing-here")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_url"
