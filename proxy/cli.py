@@ -626,7 +626,11 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
             print(f"veracity eval: {exc}", file=sys.stderr)
             return 2
         if not items:
-            print(f"veracity eval: {args.data}: no labelled answer", file=sys.stderr)
+            why = ""
+            if skipped.get("review_without_text"):  # the shipped policies keep no text in reviews
+                why = (f" ({skipped['review_without_text']} review(s) without answer text skipped: reviews keep "
+                       "the question and answer only when the policy's audit.include_text is true)")
+            print(f"veracity eval: {args.data}: no labelled answer{why}", file=sys.stderr)
             return 2
         model = None
         policy = None

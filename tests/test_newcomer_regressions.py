@@ -391,3 +391,22 @@ def test_a_405_sends_one_allow_header_and_own_routes_answer_405_not_404(gateway_
                 assert {"GET", "POST"} <= {m.strip() for m in got[0].split(",")}, got
         r = http.delete("/v1/veracity/nothing-here")
         assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_url"
+
+
+def test_eval_of_a_text_less_review_export_says_why_nothing_was_read(capsys, tmp_path):
+    # `veracity review export` under the shipped policies (audit.include_text: false) writes
+    # reviews without answer text; `veracity eval` on it only said "no labelled answer"
+    pytest.importorskip("matplotlib")
+    import json
+
+    from proxy.cli import main
+
+    data = tmp_path / "cases.jsonl"
+    data.write_text(json.dumps({"id": "rev_1", "request_id": "req_1", "created": 1, "model": "m", "team": "t",
+                                "policy": "default", "reason": "max_retry_exceeded", "question": None,
+                                "answer": None, "drafts": None, "veracity_status": "failed", "checks": [],
+                                "failed_checks": [], "label": {"verdict": "correct", "note": "",
+                                                               "reviewer": "ann", "resolved_at": 2}}) + "\n")
+    assert main(["eval", str(data), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "1 review(s) without answer text" in err and "audit.include_text" in err, err
