@@ -548,9 +548,11 @@ async def passthrough(request: Request) -> Response:
         if _escapes_api_prefix(path) or _escapes_api_prefix(request.scope.get("raw_path", b"").decode("latin-1")):
             raise GatewayError(404, f"Unknown request URL: {request.method} {path[:200]}.", code="unknown_url")
         if path == "/v1/veracity" or path.startswith("/v1/veracity/"):  # the gateway's own routes
-            if path == "/v1/veracity/verify":
-                raise GatewayError(405, "Method Not Allowed: use POST /v1/veracity/verify.",
-                                   code="method_not_allowed", headers={"allow": "POST"})
+            allow = _own_methods(request)
+            if allow:  # a path the gateway serves, with another method (DELETE on a report): 405
+                raise GatewayError(405, f"Method Not Allowed: {request.method} {path[:200]}. "
+                                        f"Allowed: {', '.join(allow)}.",
+                                   code="method_not_allowed", headers={"allow": ", ".join(allow)})
             raise GatewayError(404, f"Unknown request URL: {request.method} {path[:200]}.", code="unknown_url")
         principal = rec.principal = state.auth.authenticate(_credential(request.headers))
         raw = await _receive_body(request.receive, request.headers, state.max_body)
@@ -839,7 +841,8 @@ async def _http_exception(request: Request, exc: StarletteHTTPException) -> Resp
     (and the ``/v1`` prefix a client's ``base_url`` lacks), 405 ``method_not_allowed`` whose
     ``Allow`` lists every method served on the path (Starlette lists only the first route's)."""
     rec = _record(request, None)
-    headers = dict(getattr(exc, "headers", None) or {})
+    # Starlette's own ``Allow`` is dropped: the 405 below sets the complete one (both were sent)
+    headers = {k: v for k, v in (getattr(exc, "headers", None) or {}).items() if k.lower() != "allow"}
     headers["x-request-id"] = rec.rid
     method, path = request.method, request.url.path[:200]
     if exc.status_code == 404:
@@ -870,6 +873,18 @@ def _allowed_methods(request: Request) -> list[str]:
         match, _ = route.matches(request.scope)
         if match != Match.NONE:
             methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
+def _own_methods(request: Request) -> list[str]:
+    """The methods the gateway's own ``/v1/veracity/*`` routes serve on the request's path,
+    sorted (empty when none of them matches the path): the ``Allow`` of a 405 there."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if getattr(route, "path", "").startswith("/v1/veracity"):
+            match, _ = route.matches(request.scope)
+            if match != Match.NONE:
+                methods |= set(getattr(route, "methods", None) or ())
     return sorted(methods)
 
 

@@ -612,7 +612,9 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
             import matplotlib  # noqa: F401
             import numpy  # noqa: F401
         except ImportError:
-            print("veracity eval needs matplotlib: pip install 'veracity[eval]'", file=sys.stderr)
+            # the eval extra of this checkout: there is no `veracity` package on PyPI to take it from
+            print("veracity eval needs matplotlib (the eval extra): .venv/bin/pip install -e '.[eval]' in "
+                  "the checkout, or pip install matplotlib into the gateway's environment", file=sys.stderr)
             return 2
         from proxy import cases, evaluation
 
@@ -624,7 +626,11 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
             print(f"veracity eval: {exc}", file=sys.stderr)
             return 2
         if not items:
-            print(f"veracity eval: {args.data}: no labelled answer", file=sys.stderr)
+            why = ""
+            if skipped.get("review_without_text"):  # the shipped policies keep no text in reviews
+                why = (f" ({skipped['review_without_text']} review(s) without answer text skipped: reviews keep "
+                       "the question and answer only when the policy's audit.include_text is true)")
+            print(f"veracity eval: {args.data}: no labelled answer{why}", file=sys.stderr)
             return 2
         model = None
         policy = None

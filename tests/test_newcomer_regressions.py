@@ -285,3 +285,128 @@ def test_cli_output_into_a_closed_pipe_ends_quietly():
         os.close(w)
     assert p.returncode == 141, p.stderr
     assert b"Traceback" not in p.stderr and b"BrokenPipeError" not in p.stderr, p.stderr
+
+
+# --------------------------------------------------------------- second newcomer pass (09:00 UTC)
+
+
+def test_eval_without_matplotlib_names_an_install_that_works_from_a_checkout(monkeypatch, capsys, tmp_path):
+    # the hint was `pip install 'veracity[eval]'`: no `veracity` package is published to take the
+    # extra from, so on a clone (where `make run` leaves matplotlib out) the hint led nowhere
+    from proxy.cli import main
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)        # import matplotlib -> ImportError
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"question": "2+2?", "answer": "2 + 2 = 4", "label": true}\n')
+    assert main(["eval", str(data), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "-e '.[eval]'" in err and "veracity[eval]" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_every_route_label_the_gateway_exports_is_named_in_the_readme(gateway_factory):
+    # /metrics showed route="/v1/veracity/reports/{request_id}" (and the review routes), which the
+    # README's list of `route` values did not name
+    import httpx
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("`route` values are route templates")
+    listed = readme[start:readme.index("\n\n", start)]
+    gw = gateway_factory(None)                                 # demo mode: pass-through auth
+    with httpx.Client(base_url=gw.url, trust_env=False, timeout=60) as http:
+        chat = http.post("/v1/chat/completions", json={"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert chat.status_code == 200
+        assert http.get(chat.headers["x-veracity-report-url"]).status_code == 200
+        http.get("/v1/models")
+        http.post("/v1/veracity/verify", json={"answer": "2 + 2 = 4"})
+        http.get("/v1/veracity/reviews")                        # 401/403: counted all the same
+        http.get("/v1/veracity/reviews/rev_x")
+        http.get("/veracity/review")
+        http.get("/v1/nope")                                    # pass-through: demo upstream's 404
+        http.get("/nope")                                       # _unmatched
+    routes = {line.split('route="', 1)[1].split('"', 1)[0]
+              for line in gw.metrics().splitlines() if line.startswith("veracity_requests_total{")}
+    assert len(routes) >= 9, routes
+    missing = sorted(r for r in routes if f"`{r}`" not in listed)
+    assert not missing, f"route labels not named in README: {missing}"
+
+
+def test_the_image_lets_its_user_create_what_the_example_config_names(tmp_path):
+    # `cp deploy/veracity.example.yaml deploy/veracity.yaml` + `docker compose up`: compose mounts
+    # the file at /etc/veracity/veracity.yaml, the example's `audit: ./audit/audit.jsonl` is
+    # resolved there, and /etc/veracity (made by Docker for the bind mount, root's) was not
+    # writable by the image's non-root user: the gateway refused to start (exit 2)
+    import json
+    import re
+    import shlex
+
+    docker = (ROOT / "deploy" / "Dockerfile").read_text()
+    user = re.search(r"^USER (\S+)", docker, re.M).group(1)
+    cmd = json.loads(re.search(r"^CMD (\[.*\])", docker, re.M).group(1))
+    config_dir = str(Path(cmd[cmd.index("--config") + 1]).parent)
+    assert config_dir == "/etc/veracity"
+    runs = [shlex.split(m.replace("\\\n", " ")) for m in re.findall(r"^RUN ((?:.*\\\n)*.*)", docker, re.M)]
+
+    def operands(words: list[str], command: str) -> list[list[str]]:
+        out = []
+        for i, w in enumerate(words):
+            if w == command:
+                end = next((j for j in range(i + 1, len(words)) if words[j] in ("&&", "||", ";")), len(words))
+                out.append([a for a in words[i + 1:end] if not a.startswith("-")])
+        return out
+
+    made = [d for words in runs for args in operands(words, "mkdir") for d in args]
+    chowned = [args[1:] for words in runs for args in operands(words, "chown") if args and args[0] == user]
+    assert config_dir in made, made
+    assert any(config_dir in paths for paths in chowned), chowned
+
+    # and the example's writable paths are relative to the config folder (so inside config_dir)
+    cfg_file = tmp_path / "veracity.yaml"
+    cfg_file.write_text((ROOT / "deploy" / "veracity.example.yaml").read_text())
+    cfg = load_config(str(cfg_file), env={})
+    assert Path(cfg.verification.audit).parent.parent == tmp_path
+
+
+def test_a_405_sends_one_allow_header_and_own_routes_answer_405_not_404(gateway_factory):
+    # `curl -X POST /healthz` showed `allow: GET, HEAD` twice (Starlette's header and the
+    # gateway's), OPTIONS on the chat path `allow: POST` beside the full list; and DELETE on a
+    # report or a review was a 404 "Unknown request URL" for a URL the gateway serves
+    import httpx
+
+    gw = gateway_factory(None)
+    with httpx.Client(base_url=gw.url, trust_env=False, timeout=30) as http:
+        for method, path, allow in [("POST", "/healthz", "GET, HEAD"), ("PUT", "/metrics", "GET, HEAD"),
+                                    ("OPTIONS", "/v1/chat/completions", None),
+                                    ("GET", "/v1/veracity/verify", "POST"),
+                                    ("DELETE", "/v1/veracity/reports/req_x", "GET, HEAD"),
+                                    ("DELETE", "/v1/veracity/reviews/rev_x", "GET, HEAD, POST"),
+                                    ("PUT", "/v1/veracity/reviews", "GET, HEAD")]:
+            r = http.request(method, path)
+            assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed", (path, r.text)
+            got = r.headers.get_list("allow")
+            assert len(got) == 1, (path, got)
+            if allow is not None:
+                assert got == [allow], (path, got)
+            else:
+                assert {"GET", "POST"} <= {m.strip() for m in got[0].split(",")}, got
+        r = http.delete("/v1/veracity/nothing-here")
+        assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_url"
+
+
+def test_eval_of_a_text_less_review_export_says_why_nothing_was_read(capsys, tmp_path):
+    # `veracity review export` under the shipped policies (audit.include_text: false) writes
+    # reviews without answer text; `veracity eval` on it only said "no labelled answer"
+    pytest.importorskip("matplotlib")
+    import json
+
+    from proxy.cli import main
+
+    data = tmp_path / "cases.jsonl"
+    data.write_text(json.dumps({"id": "rev_1", "request_id": "req_1", "created": 1, "model": "m", "team": "t",
+                                "policy": "default", "reason": "max_retry_exceeded", "question": None,
+                                "answer": None, "drafts": None, "veracity_status": "failed", "checks": [],
+                                "failed_checks": [], "label": {"verdict": "correct", "note": "",
+                                                               "reviewer": "ann", "resolved_at": 2}}) + "\n")
+    assert main(["eval", str(data), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "1 review(s) without answer text" in err and "audit.include_text" in err, err

@@ -294,9 +294,11 @@ def test_readme_snippets_run_as_written(gw: Any) -> None:
     """The README's LangChain and openai ``.stream()`` lines, run as written (only the gateway's
     address and the key filled in) against the real gateway."""
     pytest.importorskip("langchain_openai")
-    for marker in ("LangChain (`langchain-openai`;", "openai-python's `.stream()` helper"):
+    for marker in ("LangChain (`langchain-openai` and `openai`:", "openai-python's `.stream()` helper"):
         code = _readme_python_after(marker).replace("http://localhost:8080", gw.url)
-        scope: dict[str, Any] = {"KEY": KEY_A}
+        assert 'KEY = "vk-..."' in code          # the block defines the key it uses: it runs as pasted
+        code = code.replace('KEY = "vk-..."', f"KEY = {KEY_A!r}")
+        scope: dict[str, Any] = {}
         exec(compile(code, f"README {marker}", "exec"), scope)          # noqa: S102 - our own README
         assert scope["report"]["status"] in ("failed", "corrected"), scope["report"]
         assert any(c["verifier"] == "arithmetic" for c in scope["report"]["checks"])
