@@ -78,7 +78,10 @@ UNLOGGED_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
 #: in ``_CHAT_PATHS``; the rest is served as the ``/v1`` path.
 BARE_PREFIXES = ("/chat/completions", "/models")
 _RECORD_KEY = "veracity.request"
-_RID_RE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+#: a client's ``x-request-id`` kept as the request id: a token of 1-128 ``A-Za-z0-9._:-`` that is a
+#: usable URL path segment (``x-veracity-report-url``): not ``.`` or ``..``, which clients resolve
+#: away (RFC 3986 section 5.2.4). ``\Z``, not ``$``: ``$`` also matches before a final newline.
+_RID_RE = re.compile(r"(?!\.{1,2}\Z)[A-Za-z0-9._:\-]{1,128}\Z")
 _JSON = "application/json"
 #: response headers of a pass-through answer that must not be copied (hop-by-hop / re-encoded)
 #: upstream response headers a pass-through answer does not relay: framing and hop-by-hop

@@ -78,6 +78,19 @@ async def test_store_bounds_memory_and_expires() -> None:
     assert await store.get("o", "r2") is None
 
 
+@pytest.mark.parametrize("rid, kept", [
+    ("req-1", True), ("a.b:c_d-e", True), ("..x", True), ("a" * 128, True),
+    ("abc\n", False), ("..", False), (".", False), ("a" * 129, False), ("", False), ("a/b", False), ("é", False),
+])
+def test_client_request_id_must_be_one_safe_url_path_segment(rid: str, kept: bool) -> None:
+    """``x-veracity-report-url`` is ``/v1/veracity/reports/<id>``: an id of ``..`` made a URL that
+    clients resolve to ``/v1/veracity/`` (RFC 3986 dot segments), and ``$`` let a final newline
+    through."""
+    from proxy.app import _request_id
+
+    assert (_request_id({"x-request-id": rid}) == rid) is kept
+
+
 # ------------------------------------------------------------------------- the real gateway
 
 
@@ -143,6 +156,18 @@ def test_non_stream_report_headers_and_access(gw: Any) -> None:
     assert _get(gw, rid, "vk-wrong").status_code == 401
     log = gw.log()
     assert KEY_A not in log and "app-a" not in "".join(r.text for r in (got,))
+
+
+def test_dot_request_id_gets_a_report_url_that_resolves(gw: Any) -> None:
+    for chosen in ("..", "."):
+        r = httpx.post(gw.base_url + "/chat/completions", headers={"authorization": f"Bearer {KEY_A}", "x-request-id": chosen},
+                       json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": WRONG}]},
+                       trust_env=False, timeout=30)
+        rid = r.headers["x-request-id"]
+        assert r.status_code == 200 and rid.startswith("req_")
+        got = httpx.get(gw.url + r.headers["x-veracity-report-url"], headers={"authorization": f"Bearer {KEY_A}"},
+                        trust_env=False, timeout=10)
+        assert got.status_code == 200 and got.json()["id"] == rid
 
 
 def test_openai_stream_helper_gets_the_report(gw: Any) -> None:
