@@ -78,6 +78,21 @@ async def test_store_bounds_memory_and_expires() -> None:
     assert await store.get("o", "r2") is None
 
 
+def test_gateway_request_ids_are_not_guessable_from_one_another() -> None:
+    """A report is fetched by its request id: callers sharing one identity (a key used by many
+    end users, anonymous pass-through callers) must not reach each other's reports by counting
+    from their own id (hostile1: ids were a per-process prefix + a counter)."""
+    import re
+
+    from proxy.app import _RequestIds
+
+    gen = _RequestIds()
+    ids = [gen.next() for _ in range(500)]
+    assert all(re.fullmatch(r"req_[0-9a-f]{24}", i) for i in ids) and len(set(ids)) == len(ids)
+    # no shared prefix, no counter: consecutive ids of one process differ all along
+    assert len({i[4:16] for i in ids}) == len(ids) and len({i[-6:] for i in ids}) > len(ids) * 0.9
+
+
 @pytest.mark.parametrize("rid, kept", [
     ("req-1", True), ("a.b:c_d-e", True), ("..x", True), ("a" * 128, True),
     ("abc\n", False), ("..", False), (".", False), ("a" * 129, False), ("", False), ("a/b", False), ("é", False),
