@@ -180,6 +180,8 @@ class ReportStore:
             return None
         if hit[0] < time.monotonic():
             del self._mem[(owner, request_id)]
+            if self._latest.get(request_id) == owner:  # else the index outgrows max_in_memory
+                del self._latest[request_id]
             return None
         return hit[1], hit[2]
 

@@ -76,6 +76,13 @@ async def test_store_bounds_memory_and_expires() -> None:
     assert "r0" not in store._latest
     await asyncio.sleep(0.3)
     assert await store.get("o", "r2") is None
+    # ids fetched after they expired leave nothing behind (the admin index grew without bound)
+    short = reports.ReportStore(ttl_s=0.02, max_in_memory=2)
+    for i in range(10):
+        short.put_local("o", f"gone{i}", b"x", False)
+        await asyncio.sleep(0.05)
+        assert await short.get("o", f"gone{i}", admin=True) is None
+    assert not short._mem and not short._latest
 
 
 def test_gateway_request_ids_are_not_guessable_from_one_another() -> None:
