@@ -53,6 +53,11 @@ __all__ = ["REPORT_ROUTE", "ReportStore", "owner_of", "record_body", "summary_he
 log = get_logger("veracity")
 
 REPORT_ROUTE = "/v1/veracity/reports/{request_id}"
+#: redis-py client timeouts (seconds) of every store the gateway keeps in Redis (reports, daily
+#: budgets, reviews): a Redis that accepts connections but does not answer (frozen, overloaded)
+#: costs a request about a second per store call, then the store's outage path runs. Without
+#: them redis-py waits 5 s per try, retried (a frozen Redis cost a chat request ~16 s).
+REDIS_TIMEOUTS = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
 #: the order outcomes are listed in a verifier's summary entry (worst first)
 OUTCOME_ORDER = ("fail", "error", "unknown", "pass")
 #: most verifiers named in ``x-veracity-summary`` (the rest: ``+N more``): keeps the header short
@@ -141,7 +146,7 @@ class ReportStore:
             import redis.asyncio as aioredis  # redis-py's asyncio client (as proxy.budget.RedisStore)
 
             # short timeouts: a slow Redis delays answers by at most ~1 s, then the write is skipped
-            self._redis = aioredis.from_url(redis_url, socket_timeout=1.0, socket_connect_timeout=1.0)
+            self._redis = aioredis.from_url(redis_url, **REDIS_TIMEOUTS)
 
     @property
     def shared(self) -> bool:

@@ -347,3 +347,31 @@ def test_readme_snippets_run_as_written(gw: Any) -> None:
         exec(compile(code, f"README {marker}", "exec"), scope)          # noqa: S102 - our own README
         assert scope["report"]["status"] in ("failed", "corrected"), scope["report"]
         assert any(c["verifier"] == "arithmetic" for c in scope["report"]["checks"])
+
+
+async def test_every_redis_store_gives_up_on_a_redis_that_never_answers() -> None:
+    """A frozen Redis (accepts connections, never answers: hostile1 sent SIGSTOP to one) cost each
+    chat request ~16 s: the report store timed out after 1 s, the budget and review stores' clients
+    kept redis-py's defaults (5 s socket timeout, retried). All three now raise redis-py's
+    TimeoutError after about a second, and their callers' outage paths (logged, never a failed
+    request) run."""
+    import socket
+
+    import redis.exceptions
+
+    from proxy.budget import RedisStore
+    from proxy.review import RedisReviewStore
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)                      # the kernel completes connections; nobody ever reads
+    url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+    budget, review_store = RedisStore(url), RedisReviewStore(url)
+    store = reports.ReportStore(redis_url=url)
+    try:
+        for call in (budget.get("key", "a", "2026-01-01"), review_store.get("rev_x"),
+                     store.get_shared("o", "req-1")):
+            with pytest.raises(redis.exceptions.TimeoutError):
+                await asyncio.wait_for(call, 4)       # redis-py's defaults: asyncio's TimeoutError here
+    finally:
+        silent.close()
