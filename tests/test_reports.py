@@ -375,3 +375,14 @@ async def test_every_redis_store_gives_up_on_a_redis_that_never_answers() -> Non
                 await asyncio.wait_for(call, 4)       # redis-py's defaults: asyncio's TimeoutError here
     finally:
         silent.close()
+
+
+@pytest.mark.parametrize("ttl", ["1e20", ".inf", "31536001"])
+def test_report_ttl_past_what_redis_takes_is_a_config_error(ttl: str) -> None:
+    """``reports.ttl_s: 1e20`` (or ``.inf``) passed ``veracity config check`` and then failed every
+    Redis write (``EX`` out of range / OverflowError), so no replica but the serving one had the report."""
+    from proxy.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match="reports.ttl_s"):
+        parse_config(f"reports: {{ttl_s: {ttl}}}\n")
+    assert parse_config("reports: {ttl_s: 31536000}\n").reports.ttl_s == 31_536_000
