@@ -113,6 +113,23 @@ def test_client_request_id_must_be_one_safe_url_path_segment(rid: str, kept: boo
     assert (_request_id({"x-request-id": rid}) == rid) is kept
 
 
+async def test_store_bounds_the_bytes_it_keeps_not_only_the_count() -> None:
+    """hostile1: a report of a many-claim answer is ~130 KB; 10,000 of them (the count bound) held
+    over 1 GB of one process. The store also bounds its bodies' total size."""
+    store = reports.ReportStore(ttl_s=60, max_in_memory=10_000, max_in_memory_bytes=1000)
+    for i in range(10):
+        store.put_local("o", f"r{i}", b"x" * 300, False)
+    assert store.bytes_in_memory == 900 and [k[1] for k in store._mem] == ["r7", "r8", "r9"]
+    assert await store.get("o", "r6") is None and await store.get("o", "r9") == (b"x" * 300, False)
+    store.put_local("o", "r9", b"y" * 50, False)            # a replaced record frees its old size
+    assert store.bytes_in_memory == 650
+    store.put_local("o", "huge", b"z" * 5000, False)        # larger than the bound: Redis only
+    assert store.bytes_in_memory == 0 and not store._mem and "huge" not in store._latest
+    from proxy.config import parse_config
+
+    assert parse_config("reports: {max_in_memory_bytes: 1000}\n").reports.max_in_memory_bytes == 1000
+
+
 # ------------------------------------------------------------------------- the real gateway
 
 
