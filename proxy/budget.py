@@ -246,7 +246,9 @@ class RedisStore:
     def __init__(self, url: str, prefix: str = "veracity:budget"):
         import redis.asyncio as aioredis  # redis-py's asyncio client
 
-        self._r = aioredis.from_url(url)
+        from proxy.reports import REDIS_TIMEOUTS
+
+        self._r = aioredis.from_url(url, **REDIS_TIMEOUTS)  # a frozen Redis: ~1 s, then the outage path
         self.prefix = prefix
 
     def _key(self, scope: str, ident: str, day: str) -> str:

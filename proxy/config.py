@@ -408,16 +408,28 @@ class VerificationSettings(_Strict):
         return v
 
 
+#: longest ``reports.ttl_s``: a year (reports are for fetching a recent request's verdict; Redis'
+#: own ``EX`` limit, about 9e15 s, is no useful bound)
+MAX_REPORT_TTL_S = 31_536_000
+
+
 class ReportsSettings(_Strict):
     """The ``reports:`` section: the report store behind ``GET /v1/veracity/reports/{request_id}``
     (:mod:`proxy.reports`). ``enabled``: keep reports (off: the route answers 404 and responses
     carry no ``x-veracity-report-url``). ``ttl_s``: seconds a report is kept (in this process and,
     with ``verification.redis_url``, in Redis for every replica). ``max_in_memory``: reports kept
-    in this process (least recently written dropped first; a few KB each)."""
+    in this process (least recently written dropped first; a few KB each, up to ~150 KB for an
+    answer with hundreds of checks); ``max_in_memory_bytes``: their bodies' total size, the
+    other bound. ``ttl_s`` is at most
+    :data:`MAX_REPORT_TTL_S`: past Redis' range (``EX 1e20``, ``.inf``) every shared write failed
+    (logged only) while ``config check`` passed."""
 
     enabled: bool = True
-    ttl_s: float = Field(3600.0, gt=0)
+    ttl_s: float = Field(3600.0, gt=0, le=31_536_000)  # MAX_REPORT_TTL_S
     max_in_memory: int = Field(10_000, ge=0)
+    #: bytes of report bodies kept in this process (least recently written dropped first): a
+    #: count alone let 10,000 reports of many-claim answers (~130 KB each) hold over 1 GB
+    max_in_memory_bytes: int = Field(256 * 1024 * 1024, ge=0)
 
 
 class GatewayConfig(BaseModel):

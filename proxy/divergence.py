@@ -36,6 +36,7 @@ for the A/B/A oscillation rule of :func:`proxy.correction.correct`.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Sequence
@@ -170,13 +171,13 @@ def _left(c: Check) -> str:
     return " ".join(parts[:-1]) if len(parts) > 1 else str(c.claim or "")
 
 
-def _context_words(c: Check, old: str | None, found: Decimal | None) -> set[str]:
+def _context_words(c: Check, old: str | None, found: Decimal | None, old_nums: list[Number] | None) -> set[str]:
     """Words naming a claim's subject: the words of its left side, and in the draft it came from
-    (``old``) the words just before the value it stated, within that sentence ("The *total* is
-    $3.00" -> ``total``). Short and common words are left out."""
+    (``old``, whose numbers are ``old_nums``) the words just before the value it stated, within
+    that sentence ("The *total* is $3.00" -> ``total``). Short and common words are left out."""
     words = {w.casefold() for w in _WORD.findall(_left(c))}
     if old and found is not None:
-        for n in numbers(old):
+        for n in old_nums or ():
             if n.value == found:
                 before = re.split(r"[.!?。！？\n]", old[max(0, n.start - 60):n.start])[-1]
                 words |= {w.casefold() for w in _WORD.findall(before)[-4:]}
@@ -197,54 +198,111 @@ _SPELLED = re.compile(r"(?i)\b(?:two|three|four|five|six|seven|eight|nine|ten|el
 #: (the stated value rounded or truncated another way, "11607.54" for 11607.545…; verification,
 #: not this pre-check, decides whether it is right).
 NEAR = Decimal("0.01")
+#: Most elementary steps (a written number compared with a claim's value; 100 characters a
+#: rapidfuzz ratio or an identifier search scans) one :func:`diverged` call spends, about 0.5 s of
+#: CPU on the event loop. Past it the draft is not judged (None: the loop verifies it as usual;
+#: false alarms cost more than misses). Without it a draft with thousands of failed claims and
+#: numbers cost claims x numbers (a 20,000-claim answer held the event loop for minutes).
+MAX_WORK = 100_000
 
 
-def _near(expected: Decimal, text: str, nums: list[Number]) -> bool:
-    """Whether ``text`` states a value within :data:`NEAR` of ``expected``, plain or scaled."""
+class _OutOfWork(Exception):
+    """:data:`MAX_WORK` spent."""
+
+
+class _Scan:
+    """What :func:`diverged` reads once per call: the new draft's numbers (by value, sorted for
+    :func:`_near`), the old draft's numbers, and the work left."""
+
+    def __init__(self, text: str, old: str | None) -> None:
+        self.text = text
+        self.nums = numbers(text)
+        self.values = {n.value for n in self.nums}
+        near = [n.value for n in self.nums]
+        for m in _SCALED.finditer(text):
+            try:
+                near.append(Decimal(m.group(1)) * Decimal(str(_SCALE[m.group(2) if m.group(2) in _SCALE
+                                                                     else m.group(2).lower()])))
+            except (InvalidOperation, KeyError):
+                continue
+        self.near = sorted(near)
+        self.spelled = _SPELLED.search(text) is not None
+        self.old = old
+        self._old_nums: list[Number] | None = None
+        self._old_values: set[Decimal] | None = None
+        self._folded: str | None = None
+        self.left = MAX_WORK
+
+    @property
+    def old_nums(self) -> list[Number] | None:
+        """The old draft's numbers (None without one), read on first use."""
+        if self._old_nums is None and self.old is not None:
+            self._old_nums = numbers(self.old)
+        return self._old_nums
+
+    @property
+    def old_values(self) -> set[Decimal] | None:
+        if self._old_values is None and self.old_nums is not None:
+            self._old_values = {n.value for n in self.old_nums}
+        return self._old_values
+
+    @property
+    def folded(self) -> str:
+        if self._folded is None:
+            self._folded = self.text.casefold()
+        return self._folded
+
+    def spend(self, steps: int) -> None:
+        self.left -= steps
+        if self.left < 0:
+            raise _OutOfWork
+
+
+def _near(expected: Decimal, scan: _Scan) -> bool:
+    """Whether the text states a value within :data:`NEAR` of ``expected``, plain or scaled."""
     if expected == 0:
         return False
-    values = [n.value for n in nums]
-    for m in _SCALED.finditer(text):
-        try:
-            values.append(Decimal(m.group(1)) * Decimal(str(_SCALE[m.group(2) if m.group(2) in _SCALE
-                                                                   else m.group(2).lower()])))
-        except (InvalidOperation, KeyError):
-            continue
-    return any(abs(v - expected) <= abs(expected) * NEAR for v in values)
+    radius = abs(expected) * NEAR
+    i = bisect.bisect_left(scan.near, expected - radius)
+    return i < len(scan.near) and scan.near[i] <= expected + radius
 
 
-def _numeric(c: Check, text: str, nums: list[Number], old: str | None) -> str:
+def _numeric(c: Check, scan: _Scan) -> str:
     """``kept`` | ``reversed`` | ``dropped`` | ``unknown`` for one numeric claim in the new
-    ``text`` (``old``: the draft the claim was found in). A value near the expected one, plain
+    text (``scan.old``: the draft the claim was found in). A value near the expected one, plain
     or scaled ("11607.54", "11.6k", "1.16万"), keeps the claim; a claim that looks dropped while
     the text writes numbers in words is not judged (``unknown``): false alarms cost more."""
+    text, nums = scan.text, scan.nums
     expected, found = _as_number(c.expected), _as_number(c.found)
     if expected is not None:
+        scan.spend(len(nums))
         mentions = [n for n in nums if _states(n, expected)]
         if mentions:
             negated = [n for n in mentions if _NEGATED.search(text[max(0, n.start - 40):n.start])]
             if len(negated) == len(mentions):
                 return "reversed"
             return "kept"
-        if _near(expected, text, nums):
+        if _near(expected, scan):
             return "kept"
-    if found is not None and any(n.value == found for n in nums):
+    if found is not None and found in scan.values:
         return "kept"
-    dropped = "unknown" if _SPELLED.search(text) else "dropped"
+    dropped = "unknown" if scan.spelled else "dropped"
     operands = {n.value for n in numbers(_left(c))}
     operands.discard(found)
-    if old is not None:  # only what the draft itself wrote can be required of its correction
-        written = {n.value for n in numbers(old)}
-        operands &= written
+    if scan.old_values is not None:  # only what the draft itself wrote can be required of its correction
+        operands &= scan.old_values
     if operands:
-        present = {n.value for n in nums}
-        return "kept" if operands <= present else dropped
-    words = _context_words(c, old, found)
+        return "kept" if operands <= scan.values else dropped
+    if scan.old_nums is not None:
+        scan.spend(len(scan.old_nums))
+    words = _context_words(c, scan.old, found, scan.old_nums)
     if not words:
         return "unknown"  # nothing names the claim's subject: not judged
-    folded = text.casefold()
-    if any(fuzz.partial_ratio(w, folded) >= WORDS_MIN_RATIO for w in words):
-        return "kept"
+    folded = scan.folded
+    for w in words:
+        scan.spend(1 + len(folded) // 100)
+        if fuzz.partial_ratio(w, folded) >= WORDS_MIN_RATIO:
+            return "kept"
     return dropped
 
 
@@ -263,23 +321,31 @@ def diverged(failed: Sequence[Check], new_text: str, old_text: str | None = None
     ``failed``, the failed checks of the draft it corrects, ``old_text`` (when given: only the
     operands and words that draft wrote are asked of the correction). See the module doc for the rules.
     Returns a :class:`Divergence` or None (no divergence: the loop verifies the draft as usual).
-    Pure and cheap (regular expressions, one rapidfuzz ratio per claim without numbers)."""
+    Pure and bounded: at most :data:`MAX_WORK` steps (regular expressions, one rapidfuzz ratio per
+    claim without numbers), past which the draft is not judged (None)."""
     text = new_text or ""
-    nums = numbers(text)
+    scan = _Scan(text, old_text)
     has_code = _FENCE.search(text) is not None
     verdicts: list[tuple[Check, str]] = []
-    for c in failed:
-        kind = _kind_of(c)
-        if kind == "numeric":
-            verdict = _numeric(c, text, nums, old_text)
-            if verdict != "unknown":
-                verdicts.append((c, verdict))
-        elif kind == "code":
-            names = set(_IDENT.findall(str(c.claim or ""))) - _KEYWORDS
-            kept = has_code or any(re.search(rf"\b{re.escape(n)}\b", text) for n in names)
-            verdicts.append((c, "kept" if kept else "dropped"))
-    if any(v == "kept" for _, v in verdicts):
-        return None
+    try:
+        for c in failed:
+            kind = _kind_of(c)
+            if kind == "numeric":
+                verdict = _numeric(c, scan)
+                if verdict == "kept":  # one kept claim lets the loop go on
+                    return None
+                if verdict != "unknown":
+                    verdicts.append((c, verdict))
+            elif kind == "code":
+                if has_code:
+                    return None
+                for n in set(_IDENT.findall(str(c.claim or ""))) - _KEYWORDS:
+                    scan.spend(1 + len(text) // 100)
+                    if re.search(rf"\b{re.escape(n)}\b", text):
+                        return None
+                verdicts.append((c, "dropped"))
+    except _OutOfWork:
+        return None  # too much to judge within MAX_WORK: not judged
     if is_refusal(text):
         return Divergence("refusal", "the correction refused or declined to answer")
     if not verdicts:

@@ -20,6 +20,14 @@ pydantic's ``model_json_schema`` emit (JSON Schema 2020-12, "Validation" and "Co
 ``maximum``/``exclusiveMaximum``, ``format`` (``date-time``, ``date``, ``time``, ``email``,
 ``uri``, ``uuid``). ``pattern`` is not solved: a string with a pattern gets ``default`` when
 the schema has one, else ``"mock"``.
+
+Hostile schemas are bounded: nesting (``$ref`` cycles through ``anyOf``/``oneOf``/``allOf``
+included) stops at :data:`MAX_DEPTH` with the smallest value; a keyword of the wrong JSON type
+(``"required": 5``, ``"format": []``, ``"properties": [1]``) or a bound that is not finite is
+ignored; an instance that would need more than :data:`MAX_VALUES` values (``minItems: 10**9``,
+a ``$ref`` fanning out at every level) or strings longer than :data:`MAX_STRING_CHARS` characters
+(``minLength: 10**12``; all strings together) raises :class:`SchemaTooLarge`, which the scripted upstream answers
+with a 400 ``invalid_request_error`` (a real model server refuses such schemas too).
 """
 
 from __future__ import annotations
@@ -28,10 +36,44 @@ import json
 import math
 from typing import Any
 
-__all__ = ["minimal_instance", "structured_reply"]
+__all__ = ["minimal_instance", "structured_reply", "SchemaTooLarge", "MAX_VALUES", "MAX_STRING_CHARS"]
 
 #: deepest nesting followed (a recursive ``$ref`` stops here with the smallest value of its type)
 MAX_DEPTH = 12
+#: most JSON values (objects, arrays, strings, numbers...) one minimal instance may hold: bounds
+#: the time and memory a hostile schema costs the scripted upstream (in demo mode, the gateway's
+#: own process). OpenAI's Structured Outputs caps a schema at 5000 object properties (its
+#: "Supported schemas" guide); 10000 values leaves room for every schema it accepts.
+MAX_VALUES = 10_000
+#: most characters the strings of one minimal instance may hold together (``minLength``)
+MAX_STRING_CHARS = 100_000
+
+
+class SchemaTooLarge(ValueError):
+    """The smallest instance of a schema exceeds :data:`MAX_VALUES` values or a string of
+    :data:`MAX_STRING_CHARS` characters; the message names the limit."""
+
+
+class _Budget:
+    """Values left to build in one :func:`minimal_instance` call."""
+
+    __slots__ = ("left", "chars")
+
+    def __init__(self) -> None:
+        self.left = MAX_VALUES
+        self.chars = MAX_STRING_CHARS
+
+    def take(self, n: int = 1) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise SchemaTooLarge(f"the schema's smallest instance has more than {MAX_VALUES} values "
+                                 "(minItems, or required properties nested through $ref): the demo's "
+                                 "scripted model answers at most that")
+
+
+def _int(v: Any) -> int | None:
+    """``v`` when it is a JSON integer (not a bool), else None."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 _FORMATS = {"date-time": "2025-01-01T00:00:00Z", "date": "2025-01-01", "time": "00:00:00Z",
             "email": "user@example.com", "uri": "https://example.com/", "uuid": "00000000-0000-4000-8000-000000000000"}
@@ -54,12 +96,18 @@ def _resolve(schema: Any, root: dict[str, Any]) -> Any:
     return schema
 
 
-def _string(schema: dict[str, Any]) -> str:
-    value = _FORMATS.get(schema.get("format", ""), "mock")
-    lo, hi = schema.get("minLength"), schema.get("maxLength")
-    if isinstance(lo, int) and len(value) < lo:
+def _string(schema: dict[str, Any], budget: _Budget | None = None) -> str:
+    fmt = schema.get("format")
+    value = _FORMATS.get(fmt, "mock") if isinstance(fmt, str) else "mock"
+    lo, hi = _int(schema.get("minLength")), _int(schema.get("maxLength"))
+    if lo is not None and len(value) < lo:
+        if lo > (budget.chars if budget is not None else MAX_STRING_CHARS):
+            raise SchemaTooLarge(f"minLength {lo} needs more than the {MAX_STRING_CHARS} characters the demo's "
+                                 "scripted model writes in one answer")
         value = value + "x" * (lo - len(value))
-    if isinstance(hi, int) and len(value) > hi:
+    if budget is not None:
+        budget.chars -= len(value)
+    if hi is not None and len(value) > hi >= 0:
         value = value[:hi]
     return value
 
@@ -67,8 +115,8 @@ def _string(schema: dict[str, Any]) -> str:
 def _number(schema: dict[str, Any], integer: bool) -> int | float:
     """The number nearest 0 among a few candidates (0, the bounds, one step inside them, their
     midpoint) that satisfies ``minimum``/``exclusiveMinimum``/``maximum``/``exclusiveMaximum``."""
-    def num(v: Any) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
+    def num(v: Any) -> bool:  # finite: json.loads reads Infinity and NaN
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
     lo, lo_x, hi, hi_x = None, False, None, False
     if num(schema.get("minimum")):
@@ -90,19 +138,27 @@ def _number(schema: dict[str, Any], integer: bool) -> int | float:
     if hi is not None:
         candidates += [hi, hi - 1]
     for c in sorted(candidates, key=abs):
+        if not math.isfinite(c):  # (lo + hi) / 2 of two huge floats
+            continue
         v = math.ceil(c) if integer else float(c)
         if ok(v):
             return int(v) if integer else float(v)
-    return int(lo or 0) if integer else float(lo or 0)
+    return math.ceil(lo or 0) if integer else float(lo or 0)
 
 
 def minimal_instance(schema: Any, root: dict[str, Any] | None = None, depth: int = 0) -> Any:
     """A small JSON value valid against ``schema`` (see the module doc for the keywords
     followed). ``root``: the document local ``$ref`` pointers resolve against (default:
-    ``schema``). Never raises; an unsupported schema gives ``{}``, ``"mock"``, ``0`` or ``null``
-    by its ``type``."""
+    ``schema``). An unsupported or malformed schema gives ``{}``, ``"mock"``, ``0`` or ``null``
+    by its ``type``. Raises :class:`SchemaTooLarge` (only) when the instance would exceed
+    :data:`MAX_VALUES` values or :data:`MAX_STRING_CHARS` characters in a string."""
     if root is None:
         root = schema if isinstance(schema, dict) else {}
+    return _instance(schema, root, depth, _Budget())
+
+
+def _instance(schema: Any, root: dict[str, Any], depth: int, budget: _Budget) -> Any:
+    budget.take()
     schema = _resolve(schema, root)
     if schema is True or not isinstance(schema, dict):
         return {}
@@ -112,6 +168,8 @@ def minimal_instance(schema: Any, root: dict[str, Any] | None = None, depth: int
         return schema["enum"][0]
     if "default" in schema:
         return schema["default"]
+    if depth >= MAX_DEPTH:  # a $ref cycle through anyOf/oneOf/allOf ends here too
+        return _smallest(schema, budget)
     for key in ("anyOf", "oneOf"):
         branches = schema.get(key)
         if isinstance(branches, list) and branches:
@@ -119,49 +177,67 @@ def minimal_instance(schema: Any, root: dict[str, Any] | None = None, depth: int
             # null when allowed (the smallest value, and it ends recursive schemas), else the first
             pick = next((b for b in resolved if isinstance(b, dict) and b.get("type") == "null"), resolved[0])
             rest = {k: v for k, v in schema.items() if k != key}
-            return minimal_instance({**rest, **pick} if isinstance(pick, dict) else pick, root, depth + 1)
+            return _instance({**rest, **pick} if isinstance(pick, dict) else pick, root, depth + 1, budget)
     if isinstance(schema.get("allOf"), list):
         merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
         for part in schema["allOf"]:
             part = _resolve(part, root)
             if isinstance(part, dict):
                 for k, v in part.items():
-                    if k in ("properties",) and isinstance(merged.get(k), dict):
+                    if k == "properties" and isinstance(merged.get(k), dict) and isinstance(v, dict):
                         merged[k] = {**merged[k], **v}
-                    elif k == "required" and isinstance(merged.get(k), list):
+                    elif k == "required" and isinstance(merged.get(k), list) and isinstance(v, list):
                         merged[k] = merged[k] + [r for r in v if r not in merged[k]]
                     else:
                         merged.setdefault(k, v)
-        return minimal_instance(merged, root, depth + 1)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = "null" if "null" in kind else (kind[0] if kind else None)
-    if kind is None:
-        kind = "object" if "properties" in schema else "array" if "items" in schema else None
+        return _instance(merged, root, depth + 1, budget)
+    kind = _kind(schema)
     if kind == "null" or (kind is None and depth > 0 and not schema):
         return None if kind == "null" else {}
     if kind == "string":
-        return _string(schema)
+        return _string(schema, budget)
     if kind in ("integer", "number"):
         return _number(schema, kind == "integer")
     if kind == "boolean":
         return False
     if kind == "array":
-        n = schema.get("minItems") if isinstance(schema.get("minItems"), int) else 0
+        n = _int(schema.get("minItems")) or 0
         prefix = schema.get("prefixItems") if isinstance(schema.get("prefixItems"), list) else []
         items = schema.get("items", {})
-        if depth >= MAX_DEPTH:
-            return []
-        out = [minimal_instance(p, root, depth + 1) for p in prefix[:max(n, len(prefix))]]
+        if n > MAX_VALUES:
+            raise SchemaTooLarge(f"minItems {n} is more than the {MAX_VALUES} values the demo's scripted "
+                                 "model answers")
+        out = [_instance(p, root, depth + 1, budget) for p in prefix[:max(n, len(prefix))]]
         while len(out) < n:
-            out.append(minimal_instance(items if isinstance(items, dict) else {}, root, depth + 1))
+            out.append(_instance(items if isinstance(items, dict) else {}, root, depth + 1, budget))
         return out
     # object (also the fallback)
     props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
     required = schema.get("required") if isinstance(schema.get("required"), list) else []
-    if depth >= MAX_DEPTH:
-        return {}
-    return {name: minimal_instance(props.get(name, {}), root, depth + 1) for name in required}
+    return {name: _instance(props.get(name, {}), root, depth + 1, budget)
+            for name in dict.fromkeys(r for r in required if isinstance(r, str))}
+
+
+def _kind(schema: dict[str, Any]) -> str | None:
+    """The JSON type a schema asks for (``null`` when a type list allows it), or None."""
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = "null" if "null" in kind else (kind[0] if kind else None)
+    if not isinstance(kind, str):
+        kind = None
+    if kind is None:
+        kind = "object" if "properties" in schema else "array" if "items" in schema else None
+    return kind
+
+
+def _smallest(schema: dict[str, Any], budget: _Budget) -> Any:
+    """The value a schema gets past :data:`MAX_DEPTH`: the smallest of its type."""
+    kind = _kind(schema)
+    if kind == "string":
+        return _string(schema, budget)
+    if kind in ("integer", "number"):
+        return _number(schema, kind == "integer")
+    return {"null": None, "boolean": False, "array": []}.get(kind or "", {})
 
 
 def _last_user_text(body: dict[str, Any]) -> str:

@@ -81,7 +81,7 @@ except ImportError:  # pragma: no cover
     _loads = json.loads
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from proxy.mock_structured import structured_reply
+from proxy.mock_structured import SchemaTooLarge, structured_reply
 from proxy.sse import DONE, encode_chunk, to_chunks
 from proxy.upstream import has_long_digit_run
 
@@ -600,7 +600,13 @@ class MockApp:
             record["rule"] = rule
             record["reply"] = k
         if reply is None and self.script.structured_output and path == "/v1/chat/completions":
-            fields = structured_reply(body)
+            try:
+                fields = structured_reply(body)
+            except SchemaTooLarge as exc:  # OpenAI's answer to a schema it does not support: a 400
+                param = "tools" if body.get("tool_choice") not in (None, "auto", "none") else "response_format"
+                await _send_json(send, 400, _openai_error(f"Invalid schema: {exc}.", "invalid_request_error",
+                                                          "invalid_schema", param))
+                return
             if fields is not None:
                 reply = Reply.model_validate(fields)
                 if record is not None:

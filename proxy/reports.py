@@ -21,7 +21,8 @@ for ``reports.ttl_s`` seconds and serves it at::
      "created": <unix seconds the request arrived>, "status": "complete" | "pending",
      "veracity": {<the report, as in the response's veracity field>}}
 
-Storage: in this process (an LRU bounded by ``reports.max_in_memory``, entries expire after
+Storage: in this process (an LRU bounded by ``reports.max_in_memory`` records and
+``reports.max_in_memory_bytes`` of record bodies, entries expire after
 ``ttl_s``), and in Redis too when ``verification.redis_url`` (or ``$VERACITY_REDIS_URL``) is set,
 so every replica can answer (keys ``veracity:report:{owner}:{request_id}`` with the record as JSON
 and ``veracity:report-id:{request_id}`` -> owner for admin look-ups, both with ``EX ttl_s``).
@@ -54,6 +55,11 @@ __all__ = ["REPORT_ROUTE", "ReportStore", "owner_of", "record_body", "summary_he
 log = get_logger("veracity")
 
 REPORT_ROUTE = "/v1/veracity/reports/{request_id}"
+#: redis-py client timeouts (seconds) of every store the gateway keeps in Redis (reports, daily
+#: budgets, reviews): a Redis that accepts connections but does not answer (frozen, overloaded)
+#: costs a request about a second per store call, then the store's outage path runs. Without
+#: them redis-py waits 5 s per try, retried (a frozen Redis cost a chat request ~16 s).
+REDIS_TIMEOUTS = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
 #: the order outcomes are listed in a verifier's summary entry (worst first)
 OUTCOME_ORDER = ("fail", "error", "unknown", "pass")
 #: most verifiers named in ``x-veracity-summary`` (the rest: ``+N more``): keeps the header short
@@ -128,13 +134,17 @@ def report_headers(request_id: str, report: Any, enabled: bool = True) -> dict[s
 
 class ReportStore:
     """In-process records (+ Redis when ``redis_url``): see the module doc. ``ttl_s``: seconds a
-    record is kept; ``max_in_memory``: records kept in this process (least recently written
-    dropped first)."""
+    record is kept; ``max_in_memory``: records kept in this process, ``max_in_memory_bytes``:
+    their bodies' total size (least recently written dropped first, past either bound; a body
+    larger than the byte bound alone is kept in Redis only)."""
 
     def __init__(self, ttl_s: float = 3600.0, max_in_memory: int = 10_000, redis_url: str | None = None,
-                 prefix: str = "veracity:report") -> None:
+                 prefix: str = "veracity:report", max_in_memory_bytes: int = 256 * 1024 * 1024) -> None:
         self.ttl_s = float(ttl_s)
         self.max_in_memory = max_in_memory
+        self.max_in_memory_bytes = max_in_memory_bytes
+        #: total size of the bodies in ``_mem``
+        self.bytes_in_memory = 0
         self.prefix = prefix
         #: (owner, request id) -> (monotonic expiry, record body, pending?)
         self._mem: OrderedDict[tuple[str, str], tuple[float, bytes, bool]] = OrderedDict()
@@ -145,7 +155,7 @@ class ReportStore:
             import redis.asyncio as aioredis  # redis-py's asyncio client (as proxy.budget.RedisStore)
 
             # short timeouts: a slow Redis delays answers by at most ~1 s, then the write is skipped
-            self._redis = aioredis.from_url(redis_url, socket_timeout=1.0, socket_connect_timeout=1.0)
+            self._redis = aioredis.from_url(redis_url, **REDIS_TIMEOUTS)
 
     @property
     def shared(self) -> bool:
@@ -155,11 +165,16 @@ class ReportStore:
         """Keep a record in this process (replacing the same owner's record for the id)."""
         key = (owner, request_id)
         mem = self._mem
+        old = mem.get(key)
+        if old is not None:
+            self.bytes_in_memory -= len(old[1])
         mem[key] = (time.monotonic() + self.ttl_s, body, pending)
         mem.move_to_end(key)
+        self.bytes_in_memory += len(body)
         self._latest[request_id] = owner
-        while len(mem) > self.max_in_memory:
-            (old_owner, old_id), _ = mem.popitem(last=False)
+        while mem and (len(mem) > self.max_in_memory or self.bytes_in_memory > self.max_in_memory_bytes):
+            (old_owner, old_id), (_, old_body, _) = mem.popitem(last=False)
+            self.bytes_in_memory -= len(old_body)
             if self._latest.get(old_id) == old_owner:
                 del self._latest[old_id]
 
@@ -184,6 +199,9 @@ class ReportStore:
             return None
         if hit[0] < time.monotonic():
             del self._mem[(owner, request_id)]
+            self.bytes_in_memory -= len(hit[1])
+            if self._latest.get(request_id) == owner:  # else the index outgrows max_in_memory
+                del self._latest[request_id]
             return None
         return hit[1], hit[2]
 
@@ -237,7 +255,8 @@ def store_for(cfg: Any) -> ReportStore | None:
                 ver = getattr(cfg, "verification", None)
                 url = getattr(ver, "redis_url", None) or os.environ.get("VERACITY_REDIS_URL") or None
                 store = ReportStore(ttl_s=getattr(settings, "ttl_s", 3600.0),
-                                    max_in_memory=getattr(settings, "max_in_memory", 10_000), redis_url=url)
+                                    max_in_memory=getattr(settings, "max_in_memory", 10_000), redis_url=url,
+                                    max_in_memory_bytes=getattr(settings, "max_in_memory_bytes", 256 * 1024 * 1024))
             entry = (cfg, store)
             _STORES[id(cfg)] = entry
     return entry[1]

@@ -277,7 +277,9 @@ class RedisReviewStore:
     def __init__(self, url: str, prefix: str = "veracity:review"):
         import redis.asyncio as aioredis  # redis-py's asyncio client (as proxy.budget.RedisStore)
 
-        self._r = aioredis.from_url(url)
+        from proxy.reports import REDIS_TIMEOUTS
+
+        self._r = aioredis.from_url(url, **REDIS_TIMEOUTS)  # a frozen Redis: ~1 s, then the outage path
         self.prefix = prefix
 
     def _k(self, name: str) -> str:

@@ -144,3 +144,86 @@ def test_demo_does_not_play_the_verifier_model() -> None:
                 model="gpt-4o-mini", messages=[{"role": "user", "content": "Is the claim supported?"}],
                 response_format={"type": "json_schema", "json_schema": {"name": name, "schema": {"type": "object"}}})
             assert out.choices[0].message.content == "The demo upstream does not play the verifier model.", name
+
+
+# ------------------------------------------------------------------ hostile schemas (hostile1)
+
+def _fan(width: int) -> dict[str, Any]:
+    """A ``$ref`` whose every level requires ``width`` copies of itself (width ** MAX_DEPTH values)."""
+    names = [f"p{i}" for i in range(width)]
+    return {"$defs": {"A": {"type": "object", "required": names, "properties": {n: {"$ref": "#/$defs/A"} for n in names}}},
+            "$ref": "#/$defs/A"}
+
+
+TOO_LARGE: dict[str, Any] = {
+    "minItems": {"type": "array", "minItems": 10**6},
+    "minLength": {"type": "string", "minLength": 10**7},
+    "strings_together": {"type": "array", "minItems": 50, "items": {"type": "string", "minLength": 5000}},
+    "ref_fan_out": _fan(3),
+    "array_fan_out": {"$defs": {"A": {"type": "array", "minItems": 3, "items": {"$ref": "#/$defs/A"}}},
+                      "$ref": "#/$defs/A"},
+}
+
+
+@pytest.mark.parametrize("schema", TOO_LARGE.values(), ids=TOO_LARGE.keys())
+def test_schema_whose_smallest_instance_is_huge_is_refused(schema: dict[str, Any]) -> None:
+    from proxy.mock_structured import MAX_STRING_CHARS, MAX_VALUES, SchemaTooLarge
+
+    with pytest.raises(SchemaTooLarge, match=f"{MAX_VALUES}|{MAX_STRING_CHARS}"):
+        minimal_instance(schema)
+
+
+MALFORMED: dict[str, Any] = {
+    "allOf_self_ref": {"$defs": {"A": {"allOf": [{"$ref": "#/$defs/A"}]}}, "$ref": "#/$defs/A"},
+    "anyOf_root_ref": {"anyOf": [{"$ref": "#"}]},
+    "oneOf_ref_cycle": {"$defs": {"A": {"oneOf": [{"$ref": "#/$defs/B"}]}, "B": {"oneOf": [{"$ref": "#/$defs/A"}]}},
+                        "$ref": "#/$defs/A"},
+    "format_list": {"type": "string", "format": ["date"]},
+    "required_of_objects": {"type": "object", "required": [{"a": 1}, "a", "a"], "properties": {"a": {"type": "integer"}}},
+    "allOf_properties_list": {"allOf": [{"properties": [1]}], "properties": {}},
+    "allOf_required_int": {"allOf": [{"required": 5}], "required": []},
+    "infinite_minimum": {"type": "integer", "minimum": float("inf")},
+    "nan_maximum": {"type": "number", "maximum": float("nan")},
+    "huge_float_bounds": {"type": "integer", "minimum": 1e308, "maximum": 1.7e308},
+    "type_object_not_str": {"type": {"a": 1}},
+    "minLength_bool": {"type": "string", "minLength": True},
+    "negative_maxLength": {"type": "string", "maxLength": -3},
+    "empty_enum": {"enum": []},
+    "list_schema": [1, 2],
+    "pattern_and_contradiction": {"allOf": [{"type": "string", "pattern": "^[0-9]{3}$"}, {"type": "integer"}]},
+}
+
+
+@pytest.mark.parametrize("schema", MALFORMED.values(), ids=MALFORMED.keys())
+def test_malformed_or_cyclic_schema_gets_a_best_effort_value(schema: Any) -> None:
+    reply = structured_reply({"messages": [], "response_format": {"type": "json_schema",
+                                                                   "json_schema": {"name": "x", "schema": schema}}})
+    json.loads(reply["content"])                       # never raises, always JSON
+    tool = structured_reply({"tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}],
+                             "tool_choice": "required"})
+    json.loads(tool["tool_calls"][0]["arguments"])
+
+
+def test_required_names_are_the_schemas_strings_once() -> None:
+    value = minimal_instance(MALFORMED["required_of_objects"])
+    assert value == {"a": 0}
+    jsonschema.validate(value, {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}})
+
+
+def test_huge_schema_is_an_openai_shaped_400_in_demo(demo: Any) -> None:
+    client = openai.OpenAI(base_url=demo.base_url, api_key="unused", max_retries=0)
+    fmt = {"type": "json_schema", "json_schema": {"name": "big", "schema": {"type": "array", "minItems": 10**9}}}
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "List."}],
+                                       response_format=fmt)
+    assert err.value.code == "invalid_schema" and "minItems 1000000000" in err.value.message
+    tool = {"type": "function", "function": {"name": "f", "parameters": _fan(6)}}
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Call f."}],
+                                       tools=[tool], tool_choice="required")
+    assert err.value.code == "invalid_schema" and err.value.param == "tools"
+    ok = client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "Invent."}],
+                                        response_format={"type": "json_schema", "json_schema": {
+                                            "name": "x", "schema": MALFORMED["anyOf_root_ref"]}})
+    assert json.loads(ok.choices[0].message.content) == {}       # the demo still answers after them
+    assert "Traceback" not in demo.log()

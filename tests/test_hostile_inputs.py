@@ -843,6 +843,35 @@ def test_correction_prompt_is_bounded_for_thousands_of_failed_checks() -> None:
     assert len(prompt) < 10_000
 
 
+@pytest.mark.parametrize("rewrite", ["same", "other_numbers"])
+def test_divergence_check_of_thousands_of_failed_claims_is_bounded(monkeypatch: pytest.MonkeyPatch,
+                                                                   rewrite: str) -> None:
+    """hostile1: the divergence pre-check compared every failed claim with every number of the
+    correction (claims x numbers, on the event loop): an upstream answer of 20,000 wrong sums held
+    the gateway for minutes (no /healthz answer). Its work is now bounded; past the bound the
+    draft is not judged (None: the loop verifies it as usual), never a false divergence."""
+    from proxy import divergence
+
+    calls = 0
+    states = divergence._states
+
+    def counted(n: Any, value: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        return states(n, value)
+
+    monkeypatch.setattr(divergence, "_states", counted)
+    old = " ".join(f"{i} + {i} = {2 * i + 1}." for i in range(3000))
+    failed = [Check(verifier="arithmetic", claim=f"{i} + {i} = {2 * i + 1}", outcome="fail", expected=str(2 * i),
+                    found=str(2 * i + 1), evidence={"expression": f"{i} + {i}"}) for i in range(500)]
+    new = old if rewrite == "same" else " ".join(str(10**6 + i) for i in range(9000))
+    assert divergence.diverged(failed, new, old) is None
+    assert calls <= 100_000 + 9000            # MAX_WORK, plus the one scan that went past it
+    # a small draft is still judged as before
+    small = divergence.diverged(failed[:2], "The answer is 1000007.", "0 + 0 = 1. 1 + 1 = 3.")
+    assert small is not None and small.kind == "dropped"
+
+
 def test_citations_looked_up_per_answer_are_bounded(tmp_path: Path) -> None:
     from verifiers.citations import verify as cverify
 

@@ -76,6 +76,58 @@ async def test_store_bounds_memory_and_expires() -> None:
     assert "r0" not in store._latest
     await asyncio.sleep(0.3)
     assert await store.get("o", "r2") is None
+    # ids fetched after they expired leave nothing behind (the admin index grew without bound)
+    short = reports.ReportStore(ttl_s=0.02, max_in_memory=2)
+    for i in range(10):
+        short.put_local("o", f"gone{i}", b"x", False)
+        await asyncio.sleep(0.05)
+        assert await short.get("o", f"gone{i}", admin=True) is None
+    assert not short._mem and not short._latest
+
+
+def test_gateway_request_ids_are_not_guessable_from_one_another() -> None:
+    """A report is fetched by its request id: callers sharing one identity (a key used by many
+    end users, anonymous pass-through callers) must not reach each other's reports by counting
+    from their own id (hostile1: ids were a per-process prefix + a counter)."""
+    import re
+
+    from proxy.app import _RequestIds
+
+    gen = _RequestIds()
+    ids = [gen.next() for _ in range(500)]
+    assert all(re.fullmatch(r"req_[0-9a-f]{24}", i) for i in ids) and len(set(ids)) == len(ids)
+    # no shared prefix, no counter: consecutive ids of one process differ all along
+    assert len({i[4:16] for i in ids}) == len(ids) and len({i[-6:] for i in ids}) > len(ids) * 0.9
+
+
+@pytest.mark.parametrize("rid, kept", [
+    ("req-1", True), ("a.b:c_d-e", True), ("..x", True), ("a" * 128, True),
+    ("abc\n", False), ("..", False), (".", False), ("a" * 129, False), ("", False), ("a/b", False), ("é", False),
+])
+def test_client_request_id_must_be_one_safe_url_path_segment(rid: str, kept: bool) -> None:
+    """``x-veracity-report-url`` is ``/v1/veracity/reports/<id>``: an id of ``..`` made a URL that
+    clients resolve to ``/v1/veracity/`` (RFC 3986 dot segments), and ``$`` let a final newline
+    through."""
+    from proxy.app import _request_id
+
+    assert (_request_id({"x-request-id": rid}) == rid) is kept
+
+
+async def test_store_bounds_the_bytes_it_keeps_not_only_the_count() -> None:
+    """hostile1: a report of a many-claim answer is ~130 KB; 10,000 of them (the count bound) held
+    over 1 GB of one process. The store also bounds its bodies' total size."""
+    store = reports.ReportStore(ttl_s=60, max_in_memory=10_000, max_in_memory_bytes=1000)
+    for i in range(10):
+        store.put_local("o", f"r{i}", b"x" * 300, False)
+    assert store.bytes_in_memory == 900 and [k[1] for k in store._mem] == ["r7", "r8", "r9"]
+    assert await store.get("o", "r6") is None and await store.get("o", "r9") == (b"x" * 300, False)
+    store.put_local("o", "r9", b"y" * 50, False)            # a replaced record frees its old size
+    assert store.bytes_in_memory == 650
+    store.put_local("o", "huge", b"z" * 5000, False)        # larger than the bound: Redis only
+    assert store.bytes_in_memory == 0 and not store._mem and "huge" not in store._latest
+    from proxy.config import parse_config
+
+    assert parse_config("reports: {max_in_memory_bytes: 1000}\n").reports.max_in_memory_bytes == 1000
 
 
 # ------------------------------------------------------------------------- the real gateway
@@ -143,6 +195,18 @@ def test_non_stream_report_headers_and_access(gw: Any) -> None:
     assert _get(gw, rid, "vk-wrong").status_code == 401
     log = gw.log()
     assert KEY_A not in log and "app-a" not in "".join(r.text for r in (got,))
+
+
+def test_dot_request_id_gets_a_report_url_that_resolves(gw: Any) -> None:
+    for chosen in ("..", "."):
+        r = httpx.post(gw.base_url + "/chat/completions", headers={"authorization": f"Bearer {KEY_A}", "x-request-id": chosen},
+                       json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": WRONG}]},
+                       trust_env=False, timeout=30)
+        rid = r.headers["x-request-id"]
+        assert r.status_code == 200 and rid.startswith("req_")
+        got = httpx.get(gw.url + r.headers["x-veracity-report-url"], headers={"authorization": f"Bearer {KEY_A}"},
+                        trust_env=False, timeout=10)
+        assert got.status_code == 200 and got.json()["id"] == rid
 
 
 def test_openai_stream_helper_gets_the_report(gw: Any) -> None:
@@ -302,3 +366,42 @@ def test_readme_snippets_run_as_written(gw: Any) -> None:
         exec(compile(code, f"README {marker}", "exec"), scope)          # noqa: S102 - our own README
         assert scope["report"]["status"] in ("failed", "corrected"), scope["report"]
         assert any(c["verifier"] == "arithmetic" for c in scope["report"]["checks"])
+
+
+async def test_every_redis_store_gives_up_on_a_redis_that_never_answers() -> None:
+    """A frozen Redis (accepts connections, never answers: hostile1 sent SIGSTOP to one) cost each
+    chat request ~16 s: the report store timed out after 1 s, the budget and review stores' clients
+    kept redis-py's defaults (5 s socket timeout, retried). All three now raise redis-py's
+    TimeoutError after about a second, and their callers' outage paths (logged, never a failed
+    request) run."""
+    import socket
+
+    import redis.exceptions
+
+    from proxy.budget import RedisStore
+    from proxy.review import RedisReviewStore
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)                      # the kernel completes connections; nobody ever reads
+    url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+    budget, review_store = RedisStore(url), RedisReviewStore(url)
+    store = reports.ReportStore(redis_url=url)
+    try:
+        for call in (budget.get("key", "a", "2026-01-01"), review_store.get("rev_x"),
+                     store.get_shared("o", "req-1")):
+            with pytest.raises(redis.exceptions.TimeoutError):
+                await asyncio.wait_for(call, 4)       # redis-py's defaults: asyncio's TimeoutError here
+    finally:
+        silent.close()
+
+
+@pytest.mark.parametrize("ttl", ["1e20", ".inf", "31536001"])
+def test_report_ttl_past_what_redis_takes_is_a_config_error(ttl: str) -> None:
+    """``reports.ttl_s: 1e20`` (or ``.inf``) passed ``veracity config check`` and then failed every
+    Redis write (``EX`` out of range / OverflowError), so no replica but the serving one had the report."""
+    from proxy.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError, match="reports.ttl_s"):
+        parse_config(f"reports: {{ttl_s: {ttl}}}\n")
+    assert parse_config("reports: {ttl_s: 31536000}\n").reports.ttl_s == 31_536_000
