@@ -262,50 +262,56 @@ def store_for(cfg: Any) -> ReportStore | None:
     return entry[1]
 
 
+def _put_local(cfg: Any, principal: Any, request_id: str, model: str, created: int,
+               report: dict[str, Any], pending: bool) -> tuple[ReportStore, str, bytes] | None:
+    """Store the record in this process; ``(store, owner, body)`` for the Redis write, or None
+    when reports are off or the store is not shared."""
+    store = store_for(cfg)
+    if store is None:
+        return None
+    owner = owner_of(principal)
+    body = record_body(request_id, model, created, report, pending=pending)
+    store.put_local(owner, request_id, body, pending)
+    return (store, owner, body) if store.shared else None
+
+
+async def _put_shared(store: ReportStore, owner: str, request_id: str, body: bytes, pending: bool) -> None:
+    """The Redis write; a failure is logged, never raised (a store outage must not fail a request)."""
+    try:
+        await store.put_shared(owner, request_id, body, pending)
+    except Exception as exc:  # noqa: BLE001 - a store outage must not fail the request
+        log.warning("report_store_error", request_id=request_id, error=type(exc).__name__,
+                    message=str(exc)[:300])
+
+
 async def publish(cfg: Any, principal: Any, request_id: str, model: str, created: int,
                   report: dict[str, Any], *, pending: bool = False) -> None:
     """Store a request's report (``pending``: not final yet). In this process at once, then in
     Redis (awaited, so another replica finds it as soon as the client has the response); a
     Redis failure is logged, never raised."""
-    store = store_for(cfg)
-    if store is None:
-        return
-    owner = owner_of(principal)
-    body = record_body(request_id, model, created, report, pending=pending)
-    store.put_local(owner, request_id, body, pending)
-    if store.shared:
-        try:
-            await store.put_shared(owner, request_id, body, pending)
-        except Exception as exc:  # noqa: BLE001 - a store outage must not fail the request
-            log.warning("report_store_error", request_id=request_id, error=type(exc).__name__,
-                        message=str(exc)[:300])
+    staged = _put_local(cfg, principal, request_id, model, created, report, pending)
+    if staged is not None:
+        store, owner, body = staged
+        await _put_shared(store, owner, request_id, body, pending)
 
 
 def publish_soon(cfg: Any, principal: Any, request_id: str, model: str, created: int,
                  report: dict[str, Any], *, pending: bool = False) -> None:
     """:func:`publish` from code that cannot await (a generator being closed): in this process
-    now, the Redis write as a background task."""
+    now, the Redis write as a background task (none without a running loop: this process keeps it)."""
     import asyncio
 
-    store = store_for(cfg)
-    if store is None:
+    staged = _put_local(cfg, principal, request_id, model, created, report, pending)
+    if staged is None:
         return
-    owner = owner_of(principal)
-    body = record_body(request_id, model, created, report, pending=pending)
-    store.put_local(owner, request_id, body, pending)
-    if store.shared:
-        async def write() -> None:
-            try:
-                await store.put_shared(owner, request_id, body, pending)
-            except Exception as exc:  # noqa: BLE001
-                log.warning("report_store_error", request_id=request_id, error=type(exc).__name__,
-                            message=str(exc)[:300])
-        try:
-            task = asyncio.get_running_loop().create_task(write())
-            _PENDING_WRITES.add(task)
-            task.add_done_callback(_PENDING_WRITES.discard)
-        except RuntimeError:  # no running loop: this process keeps it
-            pass
+    store, owner, body = staged
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # no running loop: this process keeps it
+        return
+    task = loop.create_task(_put_shared(store, owner, request_id, body, pending))
+    _PENDING_WRITES.add(task)
+    task.add_done_callback(_PENDING_WRITES.discard)
 
 
 _PENDING_WRITES: set[Any] = set()

@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.fixtures.sandboxes import procs_with
 from verifiers._types import Check
 
 UPSTREAM_KEY = "sk-breaker-upstream-0123456789abcdef"
@@ -1321,7 +1322,7 @@ def test_the_checked_process_is_not_dumpable(forge_box: Any) -> None:
     owners: dict[int, int] = {}  # latest owner seen per process; the harness seals itself
     deadline = time.monotonic() + 30  # within its first moments, the code then sleeps 6 s
     while not (owners and set(owners.values()) == {0}) and t.is_alive() and time.monotonic() < deadline:
-        for pid in _procs_with(token):
+        for pid in procs_with(token):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
                     argv0 = f.read().split(b"\0")[0]
@@ -1384,22 +1385,6 @@ def test_forged_verdicts_through_the_chat_route(code_gw: Any, http: httpx.Client
     assert not [c for c in report["checks"] if c["verifier"] == "code" and c["outcome"] == "pass"], report["checks"]
 
 
-def _procs_with(token: str) -> list[int]:
-    import os
-
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if token.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            continue
-    return found
-
-
 def test_abandoned_requests_release_their_sandboxes(code_gw: Any, http: httpx.Client) -> None:
     """Issue 14 §2: clients that leave while their code sleeps (`time.sleep(10**6)`, more of
     them than there are sandbox slots) take their sandbox runs with them: no sandbox process
@@ -1421,13 +1406,13 @@ def test_abandoned_requests_release_their_sandboxes(code_gw: Any, http: httpx.Cl
     for t in threads:
         t.start()
     deadline = time.monotonic() + 60
-    while len(_procs_with(SLEEPER_TOKEN)) < sandbox.max_concurrency() and time.monotonic() < deadline:
+    while len(procs_with(SLEEPER_TOKEN)) < sandbox.max_concurrency() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _procs_with(SLEEPER_TOKEN), "the sleepers never reached the sandbox"
+    assert procs_with(SLEEPER_TOKEN), "the sleepers never reached the sandbox"
     for t in threads:
         t.join(60)
     deadline = time.monotonic() + 30  # << the 120 s wall limit
-    while (left := _procs_with(SLEEPER_TOKEN)) and time.monotonic() < deadline:
+    while (left := procs_with(SLEEPER_TOKEN)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert left == [], "sandbox processes of abandoned requests are still running"
     if code_gw.backend == "docker":

@@ -26,6 +26,7 @@ import uuid
 import pytest
 
 from verifiers import sandbox
+from tests.fixtures.sandboxes import procs_with
 from verifiers.sandbox import Limits, SandboxUnavailable, seccomp
 
 # Wall clock: 10 s, not less. A run that should end normally includes starting Python in a
@@ -105,27 +106,13 @@ def _alive(srv) -> bool:
         return r.read() == b"alive"
 
 
-def _procs_with(token: str) -> list[int]:
-    found = []
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if token.encode() in f.read():
-                    found.append(int(pid))
-        except OSError:
-            continue
-    return found
-
-
 def _leftovers(box, token: str, res=None) -> list:
     """Processes carrying ``token`` (after a grace of up to ``GRACE_S`` for the kernel to reap)
     + the run's container if it still exists (warm runs remove it in the background)."""
     left: list = []
     deadline = time.monotonic() + GRACE_S
     while True:
-        left = _procs_with(token)
+        left = procs_with(token)
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.05)
@@ -567,7 +554,7 @@ ABANDONED = Limits(timeout_s=120, cpu_s=120, memory_mb=256, pids=32, output_byte
 
 def _wait_for_procs(token: str, n: int, timeout: float = GRACE_S) -> list[int]:
     deadline = time.monotonic() + timeout
-    while len(found := _procs_with(token)) < n and time.monotonic() < deadline:
+    while len(found := procs_with(token)) < n and time.monotonic() < deadline:
         time.sleep(0.05)
     return found
 
