@@ -60,6 +60,9 @@ def answer(value: str) -> str:
 CITE = ("Two references:\n\nReferences\n1. Smith, J., & Lee, K. (2019). Quantum Gradient Transformers for Protein "
         "Folding Dynamics. Journal of Machine Learning Research, 20(4), 1-25.\n")
 CODE = "Run this:\n```python\nprint(sum(range(10)))\n```\n"
+#: a right answer followed by more prose than the arithmetic verifier reads (60,000 characters):
+#: its report carries an `unknown` truncation check beside the pass (issue 14 section 5)
+LONG = answer(RIGHT_TXT) + " " + "This sentence carries no figures at all. " * 1600
 
 
 def _rules() -> list[dict[str, Any]]:
@@ -71,6 +74,7 @@ def _rules() -> list[dict[str, Any]]:
         {"name": "right", "match": {"any_message": r"\[case:right\]"}, "reply": {"content": answer(RIGHT_TXT)}},
         {"name": "cite", "match": {"any_message": r"\[case:cite\]"}, "reply": {"content": CITE}},
         {"name": "code", "match": {"any_message": r"\[case:code\]"}, "reply": {"content": CODE}},
+        {"name": "long", "match": {"any_message": r"\[case:long\]"}, "reply": {"content": LONG}},
         {"name": "hello", "match": {"any_message": r"\[case:hello\]"}, "reply": {"content": "Hello! How can I help?"}},
         {"name": "boom", "match": {"any_message": r"\[case:boom\]"},
          "reply": {"status": 500, "error": "the model server fell over"}},
@@ -122,6 +126,7 @@ SCRIPT = [
     Req("m-beta", "blue", "wrongfix", "correct", "corrected"),
     Req("m-beta", "blue", "cite", "nosources", "unverified"),
     Req("m-beta", "blue", "right", "annotate", "passed"),
+    Req("m-beta", "blue", "long", "annotate", "passed"),
 ]
 MEASURED_RUNS = 2
 
@@ -360,10 +365,16 @@ def test_verifier_panels_show_what_the_traffic_implies(live):
                 for r in _panel(live, "Check outcomes by verifier: fail, unknown, error")}
     assert outcomes[("code", "error")] == pytest.approx(1.0)
     assert outcomes[("citations", "unknown")] == pytest.approx(1.0)
-    assert ("arithmetic", "error") not in outcomes and ("arithmetic", "unknown") not in outcomes
-    arithmetic_checks = sum(1 for r in SCRIPT if r.tag in ("right", "wrong")) + 2 * sum(r.tag == "wrongfix" for r in SCRIPT)
+    assert ("arithmetic", "error") not in outcomes
+    longs = sum(r.tag == "long" for r in SCRIPT)  # one pass + one truncation `unknown` each
+    arithmetic_checks = (sum(1 for r in SCRIPT if r.tag in ("right", "wrong")) + 2 * sum(r.tag == "wrongfix" for r in SCRIPT)
+                         + 2 * longs)
     wrong_drafts = sum(1 for r in SCRIPT if r.tag in ("wrong", "wrongfix"))
     assert outcomes[("arithmetic", "fail")] == pytest.approx(wrong_drafts / arithmetic_checks, abs=1e-9)
+    assert outcomes[("arithmetic", "unknown")] == pytest.approx(longs / arithmetic_checks, abs=1e-9)
+    truncated = {r["metric"]["verifier"]: float(r["value"][1])
+                 for r in _panel(live, "Answers longer than what was checked, by verifier")}
+    assert set(truncated) == {"arithmetic"} and truncated["arithmetic"] > 0, truncated
     per_answer = {(r["metric"]["verifier"], r["metric"]["model"], r["metric"]["team"]): float(r["value"][1])
                   for r in _panel(live, "Failed checks per checked answer, by verifier")}
     for (model, team), share in expected_shares(SCRIPT)["first_draft"].items():
