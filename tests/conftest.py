@@ -22,6 +22,8 @@ import httpx
 import pytest
 import yaml
 
+from tests.fixtures.polling import stop_process
+
 ROOT = Path(__file__).resolve().parent.parent
 _RUNNING = re.compile(r"Uvicorn running on http://[\d.]+:(\d+)")
 
@@ -113,13 +115,7 @@ class Gateway:
         return httpx.get(self.url + "/metrics", timeout=5, trust_env=False).text
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
         self._logf.close()
 
     def cleanup(self) -> None:

@@ -32,7 +32,7 @@ import yaml
 from proxy.config import hash_key
 from proxy.mock_upstream import MockUpstream
 from tests.conftest import ROOT, Gateway
-from tests.fixtures.polling import wait_for
+from tests.fixtures.polling import stop_process, wait_for
 from tests.fixtures.prometheus import Prometheus, binary, free_port
 
 pytestmark = [pytest.mark.haproxy, pytest.mark.redis, pytest.mark.prometheus]
@@ -127,13 +127,7 @@ class HAProxy:
         wait_for(all_up, "haproxy with every replica up", timeout=60)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
         self._logf.close()
 
 
@@ -176,9 +170,7 @@ def fleet(tmp_path_factory):
     finally:
         for thing in reversed(started):
             (thing.cleanup if isinstance(thing, Gateway) else thing.stop)()
-        if redis_proc is not None:
-            redis_proc.terminate()
-            redis_proc.wait(10)
+        stop_process(redis_proc, grace_s=10)
 
 
 def chat(fleet, key: str, policy: str, tag: str, request_id: str | None = None) -> tuple[str, dict[str, Any], str]:
