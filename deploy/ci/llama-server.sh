@@ -21,7 +21,8 @@
 #      flavour so an older native wheel in /var/cache/veracity/wheels is never picked up),
 #      VERACITY_LLAMA_VENV (default /var/cache/veracity/llama-venv-portable: a venv made before
 #      holds the native build, and pip would leave an installed 0.3.36 in place),
-#      VERACITY_MODEL_DIR (default /var/cache/veracity/models), VERACITY_LLAMA_PORT (default: one the OS picks), VERACITY_LLAMA_WAIT_S (default 300),
+#      VERACITY_MODEL_DIR (default /var/cache/veracity/models), VERACITY_LLAMA_PORT (default: one
+#      the OS picks), VERACITY_LLAMA_WAIT_S (default 300),
 #      PYTHON (default python3, >= 3.11: the interpreter the venv is made from).
 set -euo pipefail
 LLAMA_VERSION=0.3.36
