@@ -90,14 +90,28 @@ def browser() -> Iterator[Any]:
 def _submit(b: Any, button: Any) -> None:
     """Click a form's submit ``button`` and wait until the browser has left the page (the old
     document's root went stale): reading the next page's elements before that raced the
-    navigation and hit the old page (StaleElementReferenceException, seen on a loaded machine)."""
+    navigation and hit the old page (StaleElementReferenceException, seen on a loaded machine).
+    Mid-navigation chromedriver may instead answer "unknown error: ... Node with given id does not
+    belong to the document" (seen in a .ci/run): the same fact, the old root is gone."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
 
     root = b.find_element(By.TAG_NAME, "html")
     button.click()
-    WebDriverWait(b, 30).until(ec.staleness_of(root))
+
+    def left_the_page(_: Any) -> bool:
+        try:
+            root.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as e:
+            if "does not belong to the document" in str(e):
+                return True
+            raise
+        return False
+
+    WebDriverWait(b, 30).until(left_the_page)
 
 
 def test_reviewer_signs_in_sees_the_evidence_and_resolves(gw, browser):
