@@ -226,7 +226,7 @@ DEFAULT_CORS_ALLOW_HEADERS = (
 #: CORS-safelisted ones: cache-control, content-language, content-length, content-type,
 #: expires, last-modified, pragma). Veracity's own (``x-request-id``, which the JS SDK returns
 #: as ``_request_id``; ``x-veracity-status``, ``x-veracity-risk``, ``x-veracity-overhead-ms``,
-#: ``x-veracity-summary``, ``x-veracity-report-url`` (:mod:`proxy.reports`);
+#: ``x-veracity-summary``, ``x-veracity-report-url`` (:mod:`proxy.reports`), ``x-veracity-coverage``;
 #: ``x-upstream-request-id``) and the relayed upstream headers a client acts on: ``retry-after``
 #: / ``retry-after-ms`` (the JS SDK's retry delay), OpenAI's ``x-ratelimit-*`` names and
 #: ``openai-processing-ms`` / ``openai-version`` (names from the OpenAI API reference,
@@ -234,7 +234,7 @@ DEFAULT_CORS_ALLOW_HEADERS = (
 #: patterns (Fetch standard), hence the explicit list.
 DEFAULT_CORS_EXPOSE_HEADERS = (
     "x-request-id", "x-veracity-status", "x-veracity-risk", "x-veracity-overhead-ms", "x-upstream-request-id",
-    "x-veracity-summary", "x-veracity-report-url",
+    "x-veracity-summary", "x-veracity-report-url", "x-veracity-coverage",
     "retry-after", "retry-after-ms",
     "x-ratelimit-limit-requests", "x-ratelimit-limit-tokens", "x-ratelimit-remaining-requests",
     "x-ratelimit-remaining-tokens", "x-ratelimit-reset-requests", "x-ratelimit-reset-tokens",

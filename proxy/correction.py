@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifiers._types import Check, Report
+from verifiers._types import Check, Report, decided_pass
 
 from proxy import divergence
 from proxy.budget import RequestBudget, usage_tokens
@@ -321,6 +321,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
     if not report.failed_checks:
         return finish(draft, report, history[-1], "not_failed", report.status)
     first_failed = [c.to_dict() for c in report.failed_checks]
+    failed_kinds = {c.verifier for c in report.failed_checks}
 
     if max_rounds <= 0:  # the policy (annotate) allows no correction
         return finish(draft, report, State.VERIFICATION_FAILED, "not_attempted", "failed")
@@ -376,17 +377,22 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         ms = (time.perf_counter() - t0) * 1000.0
         walked = _pass_states(rep)
         history.extend(walked)
-        if rep.checks and not rep.failed_checks and not any(c.outcome == "pass" for c in rep.checks):
-            # nothing failed any more, but every check of the new draft is unknown/error: it is
-            # returned, yet `corrected` would claim it was verified right (issue 14 §8: `passed`
-            # and `corrected` mean something was verified). A new draft with no check at all (the
-            # claim rewritten in words no verifier reads, kept by the divergence rule) stays
-            # `corrected` as before.
+        undecided = _undecided_of_failed_kind(rep, failed_kinds)
+        if rep.checks and not rep.failed_checks and (undecided or not any(
+                decided_pass(c, trust_model_passes=rep.trust_model_passes) for c in rep.checks)):
+            # nothing failed any more, but the new draft (verified in full, not only the claims
+            # that failed) has no decided pass, or leaves undecided a claim of a kind that failed:
+            # it is returned, yet `corrected` would claim it was verified right (DESIGN.md
+            # "report": `passed` and `corrected` mean everything found was decided). A new draft
+            # with no check at all (the claim rewritten in words no verifier reads, kept by the
+            # divergence rule) stays `corrected` as before.
             rounds.append(_round_record(n, rep, tokens, ms, State.EXECUTING_VERIFICATION))
             rep.extra["corrected_checks"] = first_failed
             _carry_reask_sources(rep, current_report)
             if not rep.reason:
-                rep.reason = "corrected draft: no check failed and none passed"
+                rep.reason = ("corrected draft: no check failed, but "
+                              + (f"{len(undecided)} claim(s) of the kind that failed stay undecided" if undecided
+                                 else "none passed"))
             return finish(new, rep, State.EXECUTING_VERIFICATION, "unverified",
                           "error" if rep.status == "error" else "unverified")
         if not rep.failed_checks:
@@ -411,6 +417,14 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         prev_sig = sig
         current, current_report = new, rep
     return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "max_rounds", "failed")
+
+
+def _undecided_of_failed_kind(report: Report, kinds: set[str]) -> list[Check]:
+    """Checks of ``report`` by a verifier in ``kinds`` (those whose claims failed in the first
+    draft) that are neither a failure nor a decided pass (:func:`verifiers._types.decided_pass`):
+    a corrected draft with such a claim left is not ``corrected``."""
+    return [c for c in report.checks if c.verifier in kinds and c.outcome != "fail"
+            and not decided_pass(c, trust_model_passes=report.trust_model_passes)]
 
 
 def reask_sources(report: Report) -> list[dict[str, Any]]:

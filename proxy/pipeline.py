@@ -436,7 +436,8 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
         if v.citations.relevance.enabled and "citations" in names:
             options["citations"]["model"] = model
         report = await run_verifiers(text, names, question=question, options=options,
-                                     deadline_s=budget.remaining_s())
+                                     deadline_s=budget.remaining_s(),
+                                     trust_model_passes=policy.verification.trust_model_passes)
         if model is not None and len(model.calls) > calls_before:
             new_calls = model.calls[calls_before:]
             report.cost.verifier_calls += len(new_calls)
@@ -457,7 +458,7 @@ def _add_unread(report: Report, unread: list[Any]) -> None:
         return
     was = report.status
     report.checks.extend(unread)
-    report.status = status_of(report.checks)  # type: ignore[assignment]
+    report.status = status_of(report.checks, trust_model_passes=report.trust_model_passes)  # type: ignore[assignment]
     if was == "skipped" and report.reason:
         report.reason += "; the answer is longer than the risk scan reads (see the risk check)"
 
@@ -788,9 +789,18 @@ def _answer_text(completion: dict[str, Any]) -> str | list[str | None] | None:
 
 
 def _risk_header(report: Report | None) -> dict[str, str]:
-    if report is None or not report.risk:
+    """``x-veracity-risk`` (the risk score, 3 decimals) and ``x-veracity-coverage``
+    (``<decided>/<units>``: check-worthy units decided on evidence the verifier model did not
+    write, of those found; :func:`verifiers._types.coverage_of`) when there are checks."""
+    if report is None:
         return {}
-    return {"x-veracity-risk": f"{report.risk.get('score', 0.0):.3f}"}
+    out = {}
+    if report.risk:
+        out["x-veracity-risk"] = f"{report.risk.get('score', 0.0):.3f}"
+    if report.checks:
+        cov = report.coverage
+        out["x-veracity-coverage"] = f"{cov['decided']}/{cov['units']}"
+    return out
 
 
 def _blocked_body(report: Report) -> dict[str, Any]:

@@ -222,10 +222,15 @@ class VerificationModel(_Strict):
     """The verifier model (DESIGN.md "The verifier model"): ``model`` plans and judges (null =
     the client's model on the client's upstream; any model a configured upstream serves, e.g. a
     cheaper one; an upstream other than the client's must hold its own ``api_key``).
-    ``max_tokens``: completion cap per call. Every call is charged to ``budgets.request``."""
+    ``max_tokens``: completion cap per call. Every call is charged to ``budgets.request``.
+    ``trust_model_passes``: count a ``pass`` that rests on the verifier model (its plan's inputs
+    or assertions, its verdict) as decided, so it can make an answer ``passed``. Off in every
+    shipped policy (DESIGN.md "Asymmetric trust": the verifier model reads untrusted text and
+    may be talked into anything); its failures drive re-asks either way."""
 
     model: str | None = None
     max_tokens: int = Field(1024, gt=0, le=32768)
+    trust_model_passes: bool = False
 
 
 class RiskPolicy(_Strict):

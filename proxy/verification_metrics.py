@@ -75,6 +75,12 @@ TRUNCATED = Counter("veracity_truncated_verifications_total",
                     "Verification runs in which a verifier read only part of the answer (a length limit), "
                     "by verifier.", ["verifier"])
 
+UNITS = Counter("veracity_units_total",
+                "Check-worthy units of final answers (one per check) by verifier and result: passed "
+                "(on evidence the verifier model did not write), failed, undecided (unknown, error, or a "
+                "pass on the verifier model's word). Coverage = (passed + failed) / all.",
+                ["verifier", "result"])
+
 #: ``status`` label values (the report vocabulary, DESIGN.md); anything else counts as ``other``.
 STATUSES = frozenset({"passed", "unverified", "corrected", "failed", "skipped", "error"})
 
@@ -124,6 +130,7 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -
     one correction outcome and one status per choice."""
     if checks:
         observe_checks(report, model=model, team=team)
+    _observe_units(report)
     _observe_first_drafts_and_cost(report, model_label(model), team)
     if report.cost.ms and (report.checks or report.status != "skipped"):  # nothing verified: no duration
         _child(VERIFICATION_DURATION, "total").observe(report.cost.ms / 1000.0)
@@ -139,6 +146,15 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True) -
     sent = report.extra.get("sentinel")
     if sent and sent.get("injected"):
         SENTINEL_CALLS.labels(sent.get("result", "not_called")).inc()
+
+
+def _observe_units(report: Any) -> None:
+    """The final answer's check-worthy units in ``veracity_units_total`` (its coverage)."""
+    by = report.coverage["by_verifier"] if report.checks else {}
+    for verifier, row in by.items():
+        for result, key in (("passed", "passed"), ("failed", "failed"), ("undecided", "unknown")):
+            if row[key]:
+                _child(UNITS, verifier, result).inc(row[key])
 
 
 def _observe_status(status: Any, model: str, team: str) -> None:

@@ -56,7 +56,10 @@ async def test_own_timeout_and_request_deadline_give_unknown():
     rep = await run("t", ["slow", "fast"], registry=reg, options={"slow": {"timeout_ms": 100}})
     assert time.perf_counter() - t0 < 60  # cut at its deadline, not after its 120 s (loaded CI: no tight bound)
     assert rep.checks[0].outcome == "unknown" and "deadline" in rep.checks[0].note
-    assert rep.status == "passed"
+    # the fast verifier passed, the slow one decided nothing: not everything found was verified
+    assert rep.status == "unverified"
+    cov = rep.to_dict()["coverage"]
+    assert (cov["units"], cov["decided"], cov["passed"], cov["unknown"]) == (2, 1, 1, 1)
     rep = await run("t", ["slow"], registry=reg, deadline_s=0.05)
     assert rep.checks[0].outcome == "unknown"
 
@@ -78,8 +81,47 @@ def test_status_of():
     assert status_of([Check("a", "", "error")]) == "error"
     assert status_of([Check("a", "", "error"), Check("b", "", "unknown")]) == "unverified"
     assert status_of([Check("a", "", "unknown")]) == "unverified"
-    assert status_of([Check("a", "", "pass"), Check("b", "", "unknown")]) == "passed"
+    # a pass beside an undecided unit is not `passed` (DESIGN.md "report")
+    assert status_of([Check("a", "", "pass"), Check("b", "", "unknown")]) == "unverified"
+    assert status_of([Check("a", "", "pass"), Check("b", "", "pass")]) == "passed"
     assert status_of([Check("a", "", "pass"), Check("b", "", "fail")]) == "failed"
+
+
+def test_a_pass_on_the_verifier_models_word_never_makes_an_answer_passed():
+    model_pass = Check("planner", "60 - 15 + 1/2 = 45.5", "pass", basis="model")
+    rule_pass = Check("arithmetic", "2 + 2 = 4", "pass", basis="recomputed")
+    assert status_of([model_pass]) == "unverified"
+    assert status_of([rule_pass, model_pass]) == "unverified"
+    # ... unless a policy opts in by name
+    assert status_of([rule_pass, model_pass], trust_model_passes=True) == "passed"
+    # its failures still count
+    assert status_of([rule_pass, Check("planner", "x", "fail", basis="model")]) == "failed"
+
+
+async def test_checks_without_a_basis_get_their_verifiers_default():
+    async def planner(answer, question, opts):
+        return [Check("planner", "c", "pass")]
+
+    async def arithmetic(answer, question, opts):
+        return [Check("arithmetic", "2 + 2 = 4", "pass", span=(0, 9))]
+    rep = await run("2 + 2 = 4 and more", ["arithmetic", "planner"], registry={"arithmetic": arithmetic, "planner": planner})
+    assert [c.basis for c in rep.checks] == ["recomputed", "model"]
+    assert rep.status == "unverified"
+    d = rep.to_dict()
+    assert d["checks"][1]["basis"] == "model"
+    cov = d["coverage"]
+    assert (cov["units"], cov["passed"], cov["model_only"], cov["chars_covered"], cov["chars"]) == (2, 1, 1, 9, 18)
+    assert cov["by_verifier"]["planner"]["model_only"] == 1
+
+
+def test_coverage_counts_overlapping_spans_once():
+    from verifiers._types import coverage_of
+    checks = [Check("a", "", "pass", span=(0, 10)), Check("a", "", "fail", span=(5, 12)),
+              Check("b", "", "unknown", span=(20, 30)), Check("b", "", "pass", span=(40, 45))]
+    cov = coverage_of(checks, answer_chars=50)
+    assert cov["chars_covered"] == 12 + 5
+    assert cov["by_verifier"]["a"]["chars_covered"] == 12
+    assert (cov["by_verifier"]["b"]["decided"], cov["by_verifier"]["b"]["unknown"]) == (1, 1)
 
 
 def test_library_verify_uses_risk_and_registry():

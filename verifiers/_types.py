@@ -15,6 +15,21 @@ ReportStatus = Literal["passed", "unverified", "corrected", "failed", "skipped",
 
 OUTCOMES: tuple[str, ...] = ("pass", "fail", "unknown", "error")
 
+#: What a check's verdict rests on (DESIGN.md "Asymmetric trust", vocabulary "basis"):
+#: ``recomputed`` (the draft's own stated expression recomputed by a tool), ``executed`` (the
+#: draft's own code, its own asserts or the question's examples executed and compared),
+#: ``record`` (matched to a bibliographic record), ``passage`` (a passage states the claim and
+#: does not deny, doubt or attribute it), ``consistency`` (the draft compared with itself: a
+#: quantity defined with one value and used with another), ``model`` (the verifier model wrote
+#: the inputs, the assertions or the verdict: it may fail an answer, never pass it).
+Basis = Literal["recomputed", "executed", "record", "passage", "consistency", "model"]
+BASES: tuple[str, ...] = ("recomputed", "executed", "record", "passage", "consistency", "model")
+
+#: The basis a verifier's checks have when the verifier did not set one (the safe reading:
+#: anything the planner produced rests on the verifier model unless it says otherwise).
+DEFAULT_BASIS: dict[str, str] = {"arithmetic": "recomputed", "code": "executed", "citations": "record",
+                                 "facts": "passage", "planner": "model", "sentinel": "model"}
+
 
 @dataclass(slots=True)
 class Check:
@@ -33,6 +48,10 @@ class Check:
         confidence: 0..1, how sure the verifier is of ``outcome``.
         span: ``(start, end)`` character offsets of the claim in the answer, or ``None``.
         note: one human-readable line.
+        basis: what the verdict rests on (:data:`BASES`); ``None`` until the verifier or
+            :func:`verifiers.run.run` sets it (:data:`DEFAULT_BASIS`). A ``pass`` whose basis is
+            ``model`` is the verifier model's word: it never makes an answer ``passed``
+            (:func:`decided_pass`).
     """
 
     verifier: str
@@ -44,6 +63,7 @@ class Check:
     confidence: float = 1.0
     span: tuple[int, int] | None = None
     note: str = ""
+    basis: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -57,7 +77,73 @@ class Check:
         return {"verifier": self.verifier, "claim": self.claim, "outcome": self.outcome,
                 "expected": _plain(self.expected), "found": _plain(self.found),
                 "evidence": _plain(self.evidence), "confidence": self.confidence,
-                "span": list(self.span) if self.span is not None else None, "note": self.note}
+                "span": list(self.span) if self.span is not None else None, "note": self.note,
+                "basis": self.basis}
+
+
+def decided_pass(check: Check, *, trust_model_passes: bool = False) -> bool:
+    """True when ``check`` passed on evidence the verifier model did not write (DESIGN.md
+    "Asymmetric trust"): a ``pass`` whose ``basis`` is ``model`` counts only when a policy opts in
+    (``verification.trust_model_passes``)."""
+    return check.outcome == "pass" and (check.basis != "model" or trust_model_passes)
+
+
+def coverage_of(checks: list[Check], *, answer_chars: int | None = None,
+                trust_model_passes: bool = False) -> dict[str, Any]:
+    """What the checks decided (DESIGN.md vocabulary "coverage"), overall and per verifier.
+
+    Each check is one check-worthy unit a verifier found (an equation, a code block, a
+    reference, a statement); a unit a verifier found and could not read or decide is an
+    ``unknown`` check. Returns ``{"units", "decided", "passed", "failed", "unknown",
+    "model_only", "chars_covered", "chars", "by_verifier": {name: {same keys but by_verifier}}}``:
+    ``passed`` counts decided passes (:func:`decided_pass`), ``model_only`` passes on the verifier
+    model's word alone (counted in ``unknown`` too: undecided), ``unknown`` includes ``error``,
+    ``decided`` = ``passed`` + ``failed``, ``chars_covered`` the characters of the answer inside
+    the spans of decided checks (overlaps counted once), ``chars`` the answer's length (or None).
+    """
+    def blank() -> dict[str, Any]:
+        return {"units": 0, "decided": 0, "passed": 0, "failed": 0, "unknown": 0, "model_only": 0,
+                "chars_covered": 0, "chars": answer_chars}
+
+    overall = blank()
+    per: dict[str, dict[str, Any]] = {}
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for c in checks:
+        row = per.get(c.verifier)
+        if row is None:
+            row = per[c.verifier] = blank()
+        if c.outcome == "fail":
+            key = "failed"
+        elif decided_pass(c, trust_model_passes=trust_model_passes):
+            key = "passed"
+        else:
+            key = "unknown"
+            if c.outcome == "pass":
+                row["model_only"] += 1
+                overall["model_only"] += 1
+        for r in (row, overall):
+            r["units"] += 1
+            r[key] += 1
+        if key != "unknown" and c.span is not None:
+            spans.setdefault(c.verifier, []).append(c.span)
+    for r in [overall, *per.values()]:
+        r["decided"] = r["passed"] + r["failed"]
+    for name, sp in spans.items():
+        per[name]["chars_covered"] = _covered(sp)
+    overall["chars_covered"] = _covered([s for sp in spans.values() for s in sp])
+    overall["by_verifier"] = per
+    return overall
+
+
+def _covered(spans: list[tuple[int, int]]) -> int:
+    """Characters inside the union of ``spans`` (half-open ``(start, end)`` pairs)."""
+    total, end = 0, -1
+    for a, b in sorted(spans):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
 
 
 _ATOMS = (str, int, float, bool, type(None))
@@ -99,14 +185,18 @@ class Cost:
 class Report:
     """All checks of one answer.
 
-    ``status`` (DESIGN.md vocabulary): ``passed`` (at least one check passed and none failed),
-    ``unverified`` (checks were attempted, none failed, none passed: every check ``unknown`` or
-    some ``error``), ``corrected`` (a correction round fixed every failure), ``failed``
+    ``status`` (DESIGN.md vocabulary): ``passed`` (every check-worthy unit found was decided and
+    passed, none on the verifier model's word alone), ``unverified`` (checks were attempted, none
+    failed, not everything could be decided: some check ``unknown``/``error``, or a pass rests
+    only on the verifier model), ``corrected`` (a correction round fixed every failure), ``failed``
     (failures remain), ``skipped`` (nothing was worth checking: low risk, over budget, checks
     off; ``reason`` says which), ``error`` (every check is an ``error``: verification broke).
     ``risk``: the risk score dict (``score`` 0..1, ``signals``, ``verifiers``).
     ``rounds``: one dict per correction round.
-    In :meth:`to_dict`, ``cost.ms`` and ``extra["durations_ms"]`` values are rounded to 0.1 ms.
+    ``answer_chars``: length of the verified answer (for ``coverage.chars``);
+    ``trust_model_passes``: the policy's opt-in that counts model-written passes as decided.
+    In :meth:`to_dict`, ``cost.ms`` and ``extra["durations_ms"]`` values are rounded to 0.1 ms,
+    and ``coverage`` is :func:`coverage_of` the checks.
     """
 
     status: ReportStatus = "skipped"
@@ -116,6 +206,14 @@ class Report:
     cost: Cost = field(default_factory=Cost)
     reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    answer_chars: int | None = None
+    trust_model_passes: bool = False
+
+    @property
+    def coverage(self) -> dict[str, Any]:
+        """:func:`coverage_of` this report's checks."""
+        return coverage_of(self.checks, answer_chars=self.answer_chars,
+                           trust_model_passes=self.trust_model_passes)
 
     @property
     def failed_checks(self) -> list[Check]:
@@ -134,6 +232,8 @@ class Report:
                      "verifier_calls": self.cost.verifier_calls, "searches": self.cost.searches,
                      "ms": round(self.cost.ms, 1)},
         }
+        if self.checks:
+            d["coverage"] = self.coverage
         if self.reason:
             d["reason"] = self.reason
         d.update(self.extra)

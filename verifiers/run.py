@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from verifiers._limits import unread_check
-from verifiers._types import Check, Report
+from verifiers._types import DEFAULT_BASIS, Check, Report, decided_pass
 from verifiers import risk as _risk
 
 __all__ = ["run", "verify", "averify", "status_of", "REGISTRY", "Adapter"]
@@ -224,18 +224,21 @@ REGISTRY: dict[str, Adapter] = {
 SECOND_PHASE = ("planner",)
 
 
-def status_of(checks: list[Check]) -> str:
-    """Report status from checks alone (DESIGN.md "report"): ``failed`` if any check failed,
-    ``skipped`` when there are none, ``error`` when every check is an ``error``, ``passed``
-    when at least one check passed, else ``unverified`` (checks attempted, none passed: a
-    ``passed`` must mean something was verified)."""
+def status_of(checks: list[Check], *, trust_model_passes: bool = False) -> str:
+    """Report status from checks alone (DESIGN.md "report", "Asymmetric trust"): ``failed`` if
+    any check failed, ``skipped`` when there are none, ``error`` when every check is an
+    ``error``, ``passed`` when every check passed on evidence the verifier model did not write
+    (:func:`verifiers._types.decided_pass`), else ``unverified``: checks were attempted and none
+    failed, but something found was not decided -- an ``unknown``/``error`` check beside passes,
+    or a pass on the verifier model's word alone (``trust_model_passes`` is a policy's opt-in
+    that counts those). ``passed`` must mean everything the checks found was verified."""
     if not checks:
         return "skipped"
     if any(c.outcome == "fail" for c in checks):
         return "failed"
     if all(c.outcome == "error" for c in checks):
         return "error"
-    if any(c.outcome == "pass" for c in checks):
+    if all(decided_pass(c, trust_model_passes=trust_model_passes) for c in checks):
         return "passed"
     return "unverified"
 
@@ -268,6 +271,8 @@ async def _one(name: str, adapter: Adapter, answer: str, question: str | None,
         out: list[Check] = []
         for c in checks or []:
             if isinstance(c, Check):
+                if c.basis is None:  # what the verdict rests on, if the verifier did not say
+                    c.basis = DEFAULT_BASIS.get(c.verifier)
                 out.append(c)
         return out
     except asyncio.TimeoutError:
@@ -285,7 +290,8 @@ async def _one(name: str, adapter: Adapter, answer: str, question: str | None,
 async def run(answer: str, names: Iterable[str], *, question: str | None = None,
               options: Mapping[str, Mapping[str, Any]] | None = None,
               deadline_s: float | None = None,
-              registry: Mapping[str, Adapter] | None = None) -> Report:
+              registry: Mapping[str, Adapter] | None = None,
+              trust_model_passes: bool = False) -> Report:
     """Run the verifiers ``names`` on ``answer`` concurrently and merge their checks.
 
     Two phases: every verifier but those in :data:`SECOND_PHASE` runs at once; then the
@@ -303,6 +309,8 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
             (``sandbox``/``sources`` for code/citations).
         deadline_s: the per-request verification deadline; no verifier runs past it.
         registry: name -> adapter, default :data:`REGISTRY`.
+        trust_model_passes: count passes that rest on the verifier model as decided (a
+            policy's named opt-in, ``verification.trust_model_passes``; off by default).
 
     Returns:
         A Report with ``status`` from :func:`status_of`, the checks in ``names`` order, and
@@ -340,7 +348,8 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
     for job in second:  # the planner sees the rule-based checks (merge, "unexplained")
         checks.extend(await job)
     jobs = first + second
-    report = Report(status=status_of(checks), checks=checks)  # type: ignore[arg-type]
+    report = Report(status=status_of(checks, trust_model_passes=trust_model_passes),  # type: ignore[arg-type]
+                    checks=checks, answer_chars=len(answer), trust_model_passes=trust_model_passes)
     if not checks:
         report.reason = "no checkable claims" if jobs else "no verifier triggered"
     if extras:
@@ -374,7 +383,7 @@ async def averify(text: str, context: Mapping[str, Any] | None = None) -> Report
     unread = r.unread_checks(wanted)  # an answer longer than the risk scan: say so (issue 14 §5)
     if unread:
         report.checks.extend(unread)
-        report.status = status_of(report.checks)  # type: ignore[assignment]
+        report.status = status_of(report.checks, trust_model_passes=report.trust_model_passes)  # type: ignore[assignment]
     return report
 
 
