@@ -282,3 +282,16 @@ def test_exhaustion_verdict_status(before, outcome, after):
 ])
 def test_exhaustion_reason_in_the_answers_language(answer, question, lang):
     assert exhaustion_reason(answer, question) == EXHAUSTED_REASON[lang]
+
+
+def test_exhaustion_verdict_on_a_multi_choice_report_tags_choice_0():
+    from proxy.choices import combine
+
+    info = {"rounds": 2, "exhausted": {"by": "consecutive_calls", "limit": 2, "task_goal": "g", "actual_result": "",
+                                       "missing_items": [], "errors_found": ["wrong"], "malformed": 0}}
+    rep = combine([(0, Report(status="passed", checks=[Check("arithmetic", "1+1=2", "pass", basis="recomputed")])),
+                   (1, Report(status="skipped"))])
+    exhaustion_verdict(rep, info, "答案是2。")
+    d = rep.to_dict()
+    assert d["status"] == "failed" and d["reason"] == EXHAUSTED_REASON["zh"]
+    assert [(c["verifier"], c["choice"]) for c in d["checks"]] == [("arithmetic", 0), ("sentinel", 0)]
