@@ -75,7 +75,7 @@ from proxy.streaming import (DONE_FRAME, completion_frames, has_finish, hold, in
 from proxy.upstream import BoundUpstream, Timing, UpstreamStream
 from proxy.verifier_model import GatewayChatModel
 from verifiers import risk as risk_mod
-from verifiers._types import Report
+from verifiers._types import Check, Report
 from verifiers.run import content_text, last_user_text, run as run_verifiers, status_of
 
 
@@ -533,7 +533,8 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
     report.extra["policy"] = policy.name
     if policy.verifiers.facts.unconfirmed_note and text is not None:
         draft = _with_unconfirmed_note(draft, report, request)
-    _sentinel_entry(plan, report)
+    if (added := _sentinel_entry(plan, report, completion_text(draft))) is not None:
+        vmetrics.observe_checks(Report(checks=[added]), model=ctx.model, team=ctx.team)  # the runs' checks were counted run by run
     report.cost.ms = (time.perf_counter() - t_verify) * 1000.0
     if report.risk is None and text and policy.verifiers.enabled():
         report.risk = risk_mod.score(plan.question, text).to_dict()
@@ -549,14 +550,18 @@ def _settled(plan: _Plan, settled: sentinel.SettleResult) -> None:
         vmetrics.EXTRA_TOKENS.labels("sentinel_schema").inc(schema)
 
 
-def _sentinel_entry(plan: _Plan, report: Report) -> None:
+def _sentinel_entry(plan: _Plan, report: Report, answer: str | None = None) -> Check | None:
     """The report's ``sentinel`` entry (injected or why not) and the sentinel's extra calls and
-    tokens in ``report.cost``."""
+    tokens in ``report.cost``; when its rounds ran out unready, its verdict (a ``sentinel`` check
+    on the model's word, the status, the exhaustion ``reason`` in the language of ``answer``:
+    :func:`proxy.sentinel.exhaustion_verdict`). Returns that check, else None."""
     if plan.sentinel_info is not None:
         report.extra["sentinel"] = plan.sentinel_info
         if plan.sentinel_info.get("injected"):
             report.cost.tokens += plan.sentinel_info.get("extra_tokens", 0)
             report.cost.upstream_calls += plan.sentinel_info.get("extra_calls", 0)
+            return sentinel.exhaustion_verdict(report, plan.sentinel_info, answer, plan.question)
+    return None
 
 
 def _note_blocked(request: Mapping[str, Any], msg: Mapping[str, Any]) -> str | None:
@@ -1099,7 +1104,7 @@ async def _passthrough_report(plan: _Plan, completion: dict[str, Any], *, starte
         elif final.status in blocked_statuses(plan.policy):  # on_unverified: block, too late on a live stream
             final.reason = "passthrough: the answer was already sent; on_unverified: block cannot withhold it"
     final.extra["policy"] = plan.policy.name
-    _sentinel_entry(plan, final)
+    _sentinel_entry(plan, final, completion_text(completion))
     return final
 
 

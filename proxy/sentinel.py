@@ -17,6 +17,27 @@ relayed) and :class:`DeltaFilter` (drops ``verify_result`` tool-call deltas from
 Modes (policy ``sentinel.mode``): ``offered`` — tool + rule injected, calls intercepted;
 ``forced`` — as offered, and when the model answered without calling the tool, one extra call
 forces ``verify_result`` on the draft; if ready, the draft is returned as is (no third call).
+
+Exhaustion (DESIGN.md "Asymmetric trust"; the design's step limit and its message
+"[验证未通过但已耗尽步数]"). The design's rule that no tool is called more than twice in a row
+is stated in :data:`RULE` and enforced for the gateway's own tool: a turn that would be the third
+consecutive ``verify_result`` call (or any call beyond ``max_rounds``) is not executed, and after
+two consecutive calls the next turn is asked without the tool, so the loop runs at most
+``min(max_rounds, MAX_CONSECUTIVE)`` rounds. When the rounds run out while the model's latest
+``verify_result`` said ``is_ready: false`` -- or a call past the limit came anyway -- the result
+is ``exhausted`` (``forced_not_ready`` in forced mode, whose one round ran out) and
+``info["exhausted"]`` keeps the model's latest ``missing_items``/``errors_found``.
+:func:`exhaustion_verdict` turns that into the report's verdict: one ``sentinel`` check with
+basis ``model`` (the model's own word: it can fail or doubt an answer, never pass it) and the
+exhaustion message in the answer's language as the report's ``reason``. The status:
+
+* ``failed`` when the model's latest call listed ``errors_found`` (the model says the answer is
+  wrong and never took it back: the check is a ``fail``, its evidence the model's own list);
+* else ``unverified`` (only ``missing_items``, or ``is_ready: false`` with nothing listed, or
+  unreadable arguments: the answer was never confirmed complete -- the check is ``unknown``);
+  a report that already ``failed`` stays ``failed``.
+
+A ``ready`` verdict adds no check: ``is_ready: true`` is the model's word and never a pass.
 """
 
 from __future__ import annotations
@@ -25,14 +46,17 @@ import asyncio
 import copy
 import json
 import os
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.budget import RequestBudget, usage_tokens
 from proxy.sse import encode_chunk
+from verifiers._types import Check
 
-__all__ = ["TOOL_NAME", "TOOL", "RULE", "should_inject", "inject", "settle", "SettleResult",
+__all__ = ["TOOL_NAME", "TOOL", "RULE", "MAX_CONSECUTIVE", "EXHAUSTED_REASON", "should_inject", "inject",
+           "settle", "SettleResult", "exhaustion_check", "exhaustion_reason", "exhaustion_verdict",
            "overhead_tokens", "overhead_tokens_cached", "strip_sentinel", "offers_tool", "DeltaFilter"]
 
 Complete = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -59,10 +83,19 @@ TOOL: dict[str, Any] = {
     },
 }
 
-#: The system rule: three lines, must-wording, scope limited to what the user asked.
-RULE = ("You must call verify_result before your final answer.\n"
+#: The system rule: three lines, must-wording, scope limited to what the user asked; the first
+#: line also states the design's limit of two consecutive calls of one tool (:data:`MAX_CONSECUTIVE`).
+RULE = ("You must call verify_result before your final answer, and must never call a tool more than twice in a row.\n"
         "Check only what the user explicitly asked for.\n"
         "If anything is missing or wrong, fix it before answering.")
+
+#: Consecutive ``verify_result`` calls the gateway executes (the design's rule "no tool is called
+#: more than twice in a row"); a third is not executed and the loop ends as ``exhausted``.
+MAX_CONSECUTIVE = 2
+
+#: The report's ``reason`` when the sentinel's rounds ran out unready (the design's message for
+#: Chinese answers, its English equivalent otherwise; :func:`exhaustion_reason`).
+EXHAUSTED_REASON = {"zh": "[验证未通过但已耗尽步数]", "en": "[verification did not pass, steps exhausted]"}
 
 _READY_REPLY = "Verified: nothing missing or wrong. Now give your final answer to the user."
 
@@ -258,6 +291,10 @@ MAX_CHARS = 500
 MAX_REPLY_CHARS = 4000
 
 
+#: the error recorded for arguments that are not JSON (the gateway's words, not the model's)
+MALFORMED = "verify_result arguments were not valid JSON"
+
+
 def _clip(s: str) -> str:
     return s if len(s) <= MAX_CHARS else s[:MAX_CHARS] + "..."
 
@@ -270,7 +307,7 @@ def _parse_args(call: dict[str, Any]) -> dict[str, Any]:
         args = json.loads(raw) if isinstance(raw, str) else (raw or {})
     except (ValueError, TypeError, RecursionError):
         return {"task_goal": "", "actual_result": "", "missing_items": [],
-                "errors_found": ["verify_result arguments were not valid JSON"], "is_ready": False}
+                "errors_found": [MALFORMED], "is_ready": False}
     if not isinstance(args, dict):
         args = {}
 
@@ -351,7 +388,11 @@ class SettleResult:
     sentinel record for the report: ``called``, ``rounds``, ``result`` (``ready``,
     ``not_ready``, ``not_called``, ``forced_ready``, ``forced_not_ready``, ``mixed``,
     ``max_rounds``, ``budget``, ``upstream_error``), ``missing_items``, ``errors_found``,
-    ``calls`` (the arguments of every intercepted call), ``extra_calls``, ``extra_tokens``."""
+    ``calls`` (the arguments of every intercepted call), ``extra_calls``, ``extra_tokens``;
+    when the rounds ran out unready (result ``exhausted`` or ``forced_not_ready``) also
+    ``exhausted``: ``{"by": "max_rounds" | "consecutive_calls" | "forced", "limit", "task_goal",
+    "actual_result", "missing_items", "errors_found", "malformed"}`` -- the model's latest
+    verdict (:func:`exhaustion_verdict`)."""
 
     completion: dict[str, Any]
     info: dict[str, Any] = field(default_factory=dict)
@@ -369,9 +410,12 @@ async def settle(body: dict[str, Any], draft: dict[str, Any], complete: Complete
 
     Loop: if the model called ``verify_result`` (and no client tool), answer each call with
     "ready -> give the final answer" or the list of missing items and errors, and call the
-    upstream again (without the tool once ready or on the last round); at most ``max_rounds``
-    round trips. A turn that mixes client tool calls and ``verify_result`` returns only the
-    client's calls. In ``forced`` mode a draft without a call gets one forced call.
+    upstream again (without the tool once ready or on the last round); at most
+    ``min(max_rounds, MAX_CONSECUTIVE)`` round trips (the design's "no tool more than twice in a
+    row"). A call past that limit is not executed: the loop ends as ``exhausted``, as it does when
+    the last round's answer follows an ``is_ready: false`` (``info["exhausted"]``, see the module
+    doc). A turn that mixes client tool calls and ``verify_result`` returns only the client's
+    calls. In ``forced`` mode a draft without a call gets one forced call.
     """
     info: dict[str, Any] = {"called": False, "rounds": 0, "result": "not_called", "missing_items": [],
                             "errors_found": [], "calls": [], "extra_calls": 0, "extra_tokens": 0,
@@ -400,6 +444,8 @@ async def settle(body: dict[str, Any], draft: dict[str, Any], complete: Complete
             budget.charge(t)
         return res
 
+    limit = min(max_rounds, MAX_CONSECUTIVE)
+    last: list[dict[str, Any]] = []  # the model's latest verdict (the args of its latest turn's calls)
     while True:
         msg = _message(current)
         ours, theirs = _split_calls(msg)
@@ -408,6 +454,9 @@ async def settle(body: dict[str, Any], draft: dict[str, Any], complete: Complete
                 return await _forced(req_base, conv, current, info, extra)
             if info["called"] and info["result"] in ("not_called",):
                 info["result"] = "ready"
+            if info["result"] == "not_ready" and info["rounds"] >= limit:
+                # the last round was asked without the tool: its answer was never confirmed
+                _exhausted(info, last, max_rounds)
             return SettleResult(strip_sentinel(current), info)
         info["called"] = True
         args_list = [_parse_args(c) for c in ours]
@@ -417,15 +466,17 @@ async def settle(body: dict[str, Any], draft: dict[str, Any], complete: Complete
             info["result"] = "mixed"
             return SettleResult(strip_sentinel(current), info)
         info["result"] = "ready" if ready else "not_ready"
-        if info["rounds"] >= max_rounds:
-            info["result"] = "max_rounds"
+        last = args_list
+        if info["rounds"] >= limit:
+            # a third consecutive call (or one past max_rounds): not executed, the loop ends
+            _exhausted(info, last, max_rounds)
             return SettleResult(strip_sentinel(current), info)
         info["rounds"] += 1
         conv = conv + [{"role": "assistant", "content": msg.get("content"), "tool_calls": ours}]
         reply = _READY_REPLY if ready else _instruction(args_list)
         conv += [{"role": "tool", "tool_call_id": c.get("id", ""), "content": reply} for c in ours]
         req = dict(req_base, messages=conv)
-        if ready or info["rounds"] >= max_rounds:
+        if ready or info["rounds"] >= limit:
             req = _without_tool(req)
         nxt = await extra(req)
         if nxt is None:
@@ -453,6 +504,7 @@ async def _forced(req_base: dict[str, Any], conv: list[dict[str, Any]], draft: d
         info["result"] = "forced_ready"
         return SettleResult(strip_sentinel(draft), info)   # the draft as is: no third call
     info["result"] = "forced_not_ready"
+    _exhausted(info, args_list, 1, by="forced")  # the forced mode's one round: the fix is never re-checked
     msgs = conv + [draft_msg,
                    {"role": "assistant", "content": None, "tool_calls": ours}]
     msgs += [{"role": "tool", "tool_call_id": c.get("id", ""), "content": _instruction(args_list)} for c in ours]
@@ -460,6 +512,96 @@ async def _forced(req_base: dict[str, Any], conv: list[dict[str, Any]], draft: d
     if fixed is None:
         return SettleResult(strip_sentinel(draft), info)
     return SettleResult(strip_sentinel(fixed), info)
+
+
+def _exhausted(info: dict[str, Any], last: list[dict[str, Any]], max_rounds: int, by: str | None = None) -> None:
+    """Mark ``info`` as exhausted with the model's latest verdict ``last`` (the parsed args of its
+    latest turn's calls, bounded as :func:`_record` bounds them)."""
+    if info["result"] != "forced_not_ready":
+        info["result"] = "exhausted"
+    if by is None:
+        by = "consecutive_calls" if info["rounds"] >= MAX_CONSECUTIVE and max_rounds > MAX_CONSECUTIVE else "max_rounds"
+    missing = [m for a in last for m in a["missing_items"]][:MAX_ITEMS]
+    errors = [e for a in last if not _malformed(a) for e in a["errors_found"]][:MAX_ITEMS]
+    info["exhausted"] = {
+        "by": by, "limit": 1 if by == "forced" else min(max_rounds, MAX_CONSECUTIVE),
+        "task_goal": next((a["task_goal"] for a in last if a["task_goal"]), ""),
+        "actual_result": next((a["actual_result"] for a in last if a["actual_result"]), ""),
+        "missing_items": missing, "errors_found": errors,
+        "malformed": sum(1 for a in last if _malformed(a)),
+        "is_ready": bool(last) and all(_ready(a) for a in last),
+    }
+
+
+def _malformed(args: dict[str, Any]) -> bool:
+    """Arguments :func:`_parse_args` could not read (its :data:`MALFORMED` note is the gateway's
+    word, not an error the model listed)."""
+    return args["errors_found"] == [MALFORMED] and not args["missing_items"] and not args["task_goal"]
+
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def exhaustion_reason(text: str | None, fallback: str | None = None) -> str:
+    """The exhaustion message (:data:`EXHAUSTED_REASON`) in the language of ``text`` (the answer;
+    ``fallback``, e.g. the question, when the answer has no letters): Chinese when at least a
+    fifth of its letters are Han characters (a Chinese answer keeps Latin names, code and
+    units), else English."""
+    for t in (text, fallback):
+        han = len(_HAN.findall(t or ""))
+        latin = len(_LATIN.findall(t or ""))
+        if han + latin:
+            return EXHAUSTED_REASON["zh" if han * 5 >= han + latin else "en"]
+    return EXHAUSTED_REASON["en"]
+
+
+def exhaustion_check(info: dict[str, Any] | None) -> Check | None:
+    """The ``sentinel`` check of an exhausted loop (``info["exhausted"]``, from :func:`settle`),
+    else None. Basis ``model``: the model's own ``missing_items``/``errors_found`` are the
+    evidence. ``fail`` when it listed errors (the model says the answer is wrong), else
+    ``unknown`` (never confirmed complete); never ``pass``."""
+    ex = (info or {}).get("exhausted")
+    if not isinstance(ex, dict):
+        return None
+    errors, missing = list(ex.get("errors_found") or ()), list(ex.get("missing_items") or ())
+    if errors:
+        outcome, note = "fail", "the model's own check listed errors and the sentinel's rounds ran out: " + "; ".join(errors)
+    elif missing:
+        outcome, note = "unknown", "the model's own check listed missing items and the sentinel's rounds ran out: " + "; ".join(missing)
+    else:
+        outcome, note = "unknown", "the model never confirmed the answer ready before the sentinel's rounds ran out"
+    return Check(verifier="sentinel", claim=ex.get("task_goal") or "the answer is complete (verify_result)",
+                 outcome=outcome, found=ex.get("actual_result") or None,
+                 evidence={"kind": "sentinel_exhausted", "by": ex.get("by"), "limit": ex.get("limit"),
+                           "rounds": info.get("rounds"), "missing_items": missing, "errors_found": errors,
+                           "malformed": ex.get("malformed", 0)},
+                 confidence=0.5, note=_clip(note), basis="model")
+
+
+def exhaustion_verdict(report: Any, info: dict[str, Any] | None, answer: str | None,
+                       question: str | None = None) -> Check | None:
+    """Put the exhausted sentinel's verdict into ``report`` (a :class:`verifiers._types.Report`):
+    append :func:`exhaustion_check`, set the status (``failed`` on a ``fail`` check; else
+    ``passed``/``corrected``/``skipped`` become ``unverified``, other statuses stay) and set
+    ``reason`` to :func:`exhaustion_reason` of ``answer`` (a reason already there follows it).
+    Returns the check added, or None when the loop was not exhausted (``report`` unchanged).
+    Works on a multi-choice report too (the sentinel settles choice 0: the check is tagged with
+    choice 0 when the report keeps ``check_choice``)."""
+    check = exhaustion_check(info)
+    if check is None:
+        return None
+    report.checks.append(check)
+    tags = getattr(report, "check_choice", None)
+    if isinstance(tags, list):
+        tags.append(0)
+    if check.outcome == "fail":
+        report.status = "failed"
+    elif report.status in ("passed", "corrected", "skipped"):
+        report.status = "unverified"
+    msg = exhaustion_reason(answer, question)
+    report.reason = f"{msg} {report.reason}" if report.reason else msg
+    return check
 
 
 _OVERHEAD: dict[str, tuple[int, bool]] = {}

@@ -70,6 +70,7 @@ import re
 import time
 from verifiers._limits import unread_check
 from verifiers._types import Check
+from verifiers.arithmetic import _consistency
 from verifiers.arithmetic._claims import VERIFIER, ClaimFinder
 from verifiers.arithmetic._equivalent import equivalent
 from verifiers.arithmetic._expr import NotNumeric, Refused, evaluate, format_value, has_operation, has_var, literal_from_text, to_text
@@ -122,6 +123,7 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
     except Exception as exc:  # the verifier's own fault: report, never crash the gateway
         return [Check(verifier=VERIFIER, claim="", outcome="error", confidence=0.0,
                       evidence={"error": type(exc).__name__}, note=f"arithmetic verifier failed: {exc}")]
+    checks += _consistency.check(text, question)  # design 000 §2.2.3: defined with one value, used with another
     if len(answer) > MAX_CHARS:  # say the rest was not read (issue 14 §5), never a silent `skipped`
         return checks[:MAX_CLAIMS - 1] + [unread_check(VERIFIER, limit="MAX_CHARS", limit_value=MAX_CHARS,
                                                        checked=MAX_CHARS, total=len(answer))]
