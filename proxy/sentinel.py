@@ -306,6 +306,13 @@ class DeltaFilter:
         return b"".join(out)
 
     def _add(self, raw: bytes, out: list[bytes]) -> None:
+        if not self._held and b"\\" not in raw and b"tool_calls" not in raw and (
+                b"finish_reason" not in raw or not any(c.relayed or c.dropped for c in self._choices.values())):
+            # Without a backslash JSON text decodes to itself, so no key or value here is, or
+            # becomes, "tool_calls": no tool call to decide, no finish_reason to rewrite (and
+            # nothing held to keep in order). Exact, not a guess; the common content frame.
+            out.append(raw)
+            return
         prefix, data, several = _data_of(raw)
         chunk = None
         if data is not None and data.strip() != b"[DONE]":
