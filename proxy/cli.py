@@ -199,8 +199,20 @@ def _verify(p: argparse.ArgumentParser) -> Handler:
 
     def run(args: argparse.Namespace) -> int:
         from proxy.pipeline import verify_offline
+        from proxy.review import terminal_safe
 
-        return verify_offline(args.file, policy=args.policy, policies_dir=args.policies, question=args.question)
+        class _Out:
+            """stdout for the JSON reports: the answers' and claims' control characters as JSON
+            escapes (proxy.review.terminal_safe), the same values."""
+
+            def write(self, text: str) -> int:
+                return sys.stdout.write(terminal_safe(text, json_text=True))
+
+            def flush(self) -> None:
+                sys.stdout.flush()
+
+        return verify_offline(args.file, policy=args.policy, policies_dir=args.policies, question=args.question,
+                              out=_Out())
 
     return run
 

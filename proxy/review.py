@@ -97,21 +97,30 @@ def _unsafe(ch: str) -> bool:
     return unicodedata.category(ch) in _UNSAFE_CATEGORIES
 
 
-def terminal_safe(value: Any) -> str:
+def terminal_safe(value: Any, *, json_text: bool = False) -> str:
     """``value`` (any text from a model, a user or a key's owner: model names, teams, answers,
     claims, notes) as text that is safe to print to a terminal: every control or format
     character (:data:`_UNSAFE_CATEGORIES`: ESC and the escape sequences it starts, C1 controls,
     bidi overrides such as U+202E, newlines and tabs) is written as a visible Python-style
     escape (``\\x1b``, ``\\u202e``), so one field stays on one line and cannot move the
     cursor, recolour, retitle or reorder the terminal. ``None`` and other values are ``str()``-ed
-    first. Printable text (any script, emoji without joiners) is unchanged."""
+    first. Printable text (any script, emoji without joiners) is unchanged.
+
+    ``json_text``: ``value`` is JSON text (``json.dumps(..., ensure_ascii=False)`` output, one
+    document or several separated by newlines): the characters are written as JSON ``\\uXXXX``
+    escapes instead (a surrogate pair beyond U+FFFF), which decode to the same values, and
+    newlines are kept (``json.dumps`` escapes those inside strings itself, so a raw one
+    separates documents or indents). ``json.dumps`` escapes only C0 controls; DEL, C1 controls
+    and bidi overrides would otherwise go out raw."""
     text = value if isinstance(value, str) else str(value)
     if text.isprintable():   # fast path: no Cc/Cf/Zl/Zp/Cs/Co/Cn (nor non-ASCII spaces)
         return text
     out = []
     for ch in text:
-        if ch == " " or not _unsafe(ch):
+        if ch == " " or (json_text and ch == "\n") or not _unsafe(ch):
             out.append(ch)
+        elif json_text:
+            out.append(json.dumps(ch)[1:-1])   # ASCII escapes: \\u202e, a surrogate pair
         else:
             o = ord(ch)
             out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
@@ -119,20 +128,10 @@ def terminal_safe(value: Any) -> str:
 
 
 def terminal_json(obj: Any, **kw: Any) -> str:
-    """``json.dumps(obj, ensure_ascii=False, **kw)`` with every character :func:`terminal_safe`
-    escapes written as a JSON ``\\uXXXX`` escape (a surrogate pair beyond U+FFFF): the same JSON
-    values, any script still readable, nothing a terminal would act on. (``json.dumps`` escapes
-    only C0 controls itself; DEL, C1 controls and bidi overrides would go out raw.)"""
-    text = json.dumps(obj, ensure_ascii=False, **kw)
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if ch == " " or ch == "\n" or not _unsafe(ch):   # a newline here is indent=, never a value's
-            out.append(ch)
-        else:
-            out.append(json.dumps(ch)[1:-1])   # ASCII escapes: \\u202e, a surrogate pair
-    return "".join(out)
+    """``json.dumps(obj, ensure_ascii=False, **kw)`` made safe for a terminal by
+    :func:`terminal_safe` (``json_text=True``): the same JSON values, any script still readable,
+    nothing a terminal would act on."""
+    return terminal_safe(json.dumps(obj, ensure_ascii=False, **kw), json_text=True)
 
 
 # ------------------------------------------------------------------------------ when + what

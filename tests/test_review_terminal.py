@@ -95,3 +95,18 @@ def test_review_cli_escapes_model_team_answer_claims_and_notes(tmp_path):
     assert line["label"]["note"] == HOSTILE_NOTE and line["team"] == HOSTILE_TEAM
     missing = _cli(str(cfg), "show", "rev_\x1b[2Jx")
     assert missing.returncode == 1 and not raw_unsafe(missing.stderr)
+
+
+def test_verify_cli_reports_escape_the_answer(tmp_path):
+    """``veracity verify`` prints a JSON report per answer; the claims quote the answer."""
+    answer = "17 * 23\u202e\x9b = 401\x1b[8m"
+    src = tmp_path / "a.json"
+    src.write_text(json.dumps({"question": "What is 17 * 23?", "answer": answer}))
+    env = {k: v for k, v in os.environ.items() if k not in ("VERACITY_CONFIG", "VERACITY_REDIS_URL")}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, "-m", "proxy", "verify", str(src)], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=str(ROOT))
+    assert done.returncode in (0, 1), done.stderr
+    assert not raw_unsafe(done.stdout) and done.stdout.count("\n") == 1
+    claims = [c["claim"] for c in json.loads(done.stdout)["veracity"]["checks"]]
+    assert "17 * 23\u202e\x9b = 401" in claims          # the claim quotes the answer: the same value
