@@ -32,8 +32,9 @@ Storage: in this process (an LRU bounded by ``reports.max_in_memory`` records an
 so every replica can answer (keys ``veracity:report:{owner}:{request_id}`` with the record as JSON
 and ``veracity:report-owners:{request_id}``, a sorted set of the id's owners scored by their first
 write, for admin look-ups, both with ``EX ttl_s``). Records are keyed by owner *and* request id:
-a client choosing another's ``x-request-id`` gets its own record, never overwrites the other's. A Redis outage never fails a chat request: the
-write is logged (``report_store_error``) and the report stays fetchable from the serving process.
+a client choosing another's ``x-request-id`` gets its own record, never overwrites the other's.
+A Redis outage never fails a chat request: the write is logged (``report_store_error``) and the
+report stays fetchable from the serving process.
 
 The summary header (:func:`summary_header`) fits header pass-through (LangChain's
 ``include_response_headers=True``): ``x-veracity-summary: status=failed; arithmetic=1 fail,2
@@ -396,10 +397,10 @@ async def lookup(cfg: Any, principal: Any, request_id: str, owner: str | None = 
     store = store_for(cfg)
     if store is None:
         return None
-    mine = owner_of(principal)
-    if owner is not None and (not _OWNER_RE.fullmatch(owner) or (owner != mine and not getattr(principal, "admin", False))):
+    mine, admin = owner_of(principal), bool(getattr(principal, "admin", False))
+    if owner is not None and (not _OWNER_RE.fullmatch(owner) or (owner != mine and not admin)):
         return None
-    if owner is not None or not getattr(principal, "admin", False):
+    if owner is not None or not admin:
         return await store.get(owner or mine, request_id)
     records, more = await store.get_all(request_id)
     if not records:

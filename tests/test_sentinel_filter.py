@@ -69,7 +69,8 @@ def streams(draw: Any) -> dict[str, Any]:
     calls = []
     for i, ours in enumerate(kinds):
         name = TOOL_NAME if ours else rnd.choice(CLIENT_NAMES)
-        args = json.dumps({"is_ready": True, "n": i} if ours else {"city": rnd.choice(["Paris", "Zürich", "a\"b"]), "n": i})
+        city = rnd.choice(["Paris", "Zürich", "a\"b"])
+        args = json.dumps({"is_ready": True, "n": i} if ours else {"city": city, "n": i})
         cid = rnd.choice(ID_POOL) if mode == "distinct" else f"call_{i}_{rnd.randint(0, 999)}"
         calls.append({"ours": ours, "name": name, "args": args, "id": cid})
     indexes = rnd.sample(range(0, 9), len(calls)) if mode == "distinct" else [0] * len(calls)
@@ -119,8 +120,8 @@ def streams(draw: Any) -> dict[str, Any]:
     data = wire.encode()
     cuts = sorted(rnd.randint(0, len(data)) for _ in range(rnd.randint(0, 12)))
     reads = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)])]
-    return {"calls": [calls[k] for k in first_seen], "reads": reads, "finish": finish, "content": content, "seed": seed, "mode": mode,
-            "relay": not keys}
+    return {"calls": [calls[k] for k in first_seen], "reads": reads, "finish": finish, "content": content,
+            "seed": seed, "mode": mode, "relay": not keys}
 
 
 def run_filter(reads: list[bytes], relay: bool = True) -> bytes:
