@@ -792,14 +792,17 @@ async def get_report(request: Request) -> Response:
     """``GET /v1/veracity/reports/{request_id}``: the stored report of a chat completion (see
     :mod:`proxy.reports`): 200 final, 202 (``Retry-After: 1``) not final yet, 404
     ``report_not_found`` (unknown, expired, or another key's), 401 without a valid key, 503
-    ``report_store_unavailable``. The key that made the request, or an admin key."""
+    ``report_store_unavailable``. The key that made the request, or an admin key: when several
+    keys used the id, an admin gets them all as a list, or one with ``?owner=<owner hash>``."""
     state: GatewayState = request.app.state.gw
     rec = _record(request, REPORT_ROUTE)
     request_id = request.path_params["request_id"]
     try:
         principal = rec.principal = state.auth.authenticate(_credential(request.headers))
         try:
-            hit = await reports.lookup(state.cfg, principal, request_id) if _RID_RE.match(request_id) else None
+            owner = request.query_params.get("owner")   # an admin picks one of several records
+            hit = (await reports.lookup(state.cfg, principal, request_id, owner)
+                   if _RID_RE.match(request_id) else None)
         except Exception as exc:  # noqa: BLE001 - Redis unreachable and the record not in this process
             log.error("report_store_error", request_id=rec.rid, error=type(exc).__name__, message=str(exc)[:300])
             raise GatewayError(503, "The report store is unavailable; see the gateway's logs.", type="server_error",

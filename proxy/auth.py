@@ -40,6 +40,9 @@ class Principal:
     models: tuple[str, ...] | None = None
     upstream_auth: str | None = None
     admin: bool = False
+    #: the virtual key's ``keys[].hash`` (SHA-256 hex of the key; None in pass-through): what
+    #: tells two keys apart when their names are equal or absent (report owners, proxy.reports)
+    key_hash: str | None = None
 
 
 _PASS_THROUGH = Principal(key_name=None, team="default", policy="default", allow_policy_header=True)
@@ -51,7 +54,8 @@ class Authenticator:
     def __init__(self, keys: list[KeyConfig]) -> None:
         self._keys = [(bytes.fromhex(k.hash), Principal(
             key_name=k.name, team=k.team, policy=k.policy, allow_policy_header=k.allow_policy_header,
-            models=tuple(k.models) if k.models is not None else None, admin=k.admin)) for k in keys]
+            models=tuple(k.models) if k.models is not None else None, admin=k.admin, key_hash=k.hash))
+            for k in keys]
         self.mode = "virtual_keys" if self._keys else "pass_through"
 
     def authenticate(self, authorization: str | None) -> Principal:

@@ -199,8 +199,20 @@ def _verify(p: argparse.ArgumentParser) -> Handler:
 
     def run(args: argparse.Namespace) -> int:
         from proxy.pipeline import verify_offline
+        from proxy.review import terminal_safe
 
-        return verify_offline(args.file, policy=args.policy, policies_dir=args.policies, question=args.question)
+        class _Out:
+            """stdout for the JSON reports: the answers' and claims' control characters as JSON
+            escapes (proxy.review.terminal_safe), the same values."""
+
+            def write(self, text: str) -> int:
+                return sys.stdout.write(terminal_safe(text, json_text=True))
+
+            def flush(self) -> None:
+                sys.stdout.flush()
+
+        return verify_offline(args.file, policy=args.policy, policies_dir=args.policies, question=args.question,
+                              out=_Out())
 
     return run
 
@@ -464,18 +476,20 @@ def _review_list(p: argparse.ArgumentParser) -> Handler:
 
     def run(args: argparse.Namespace) -> int:
         import datetime as dt
-        import json
+
+        from proxy.review import terminal_json, terminal_safe as safe
 
         async def work(store) -> int:
             rows, _ = await store.list(None if args.status == "all" else args.status, args.limit)
             for r in rows:
                 if args.json:
-                    print(json.dumps(r, ensure_ascii=False))
+                    print(terminal_json(r))
                     continue
                 when = dt.datetime.fromtimestamp(r["created"], dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
                 verdict = (r.get("resolution") or {}).get("verdict") or "-"
-                print(f"{r['id']}  {when}  {r['reason']:<18} {r['status']:<8} {verdict:<17} "
-                      f"{r.get('model')}  {r.get('team')}")
+                # every field may come from a model or a key's owner: escaped (proxy.review.terminal_safe)
+                print(f"{safe(r['id'])}  {when}  {safe(r['reason']):<18} {safe(r['status']):<8} "
+                      f"{safe(verdict):<17} {safe(r.get('model'))}  {safe(r.get('team'))}")
             return 0
 
         return _review_run(args.config, work)
@@ -489,17 +503,15 @@ def _review_show(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("id")
 
     def run(args: argparse.Namespace) -> int:
-        import json
-
-        from proxy.review import ReviewNotFound
+        from proxy.review import ReviewNotFound, terminal_json, terminal_safe
 
         async def work(store) -> int:
             try:
                 r = await store.get(args.id)
             except ReviewNotFound:
-                print(f"veracity: no review {args.id}", file=sys.stderr)
+                print(f"veracity: no review {terminal_safe(args.id)}", file=sys.stderr)
                 return 1
-            print(json.dumps(r, ensure_ascii=False, indent=2))
+            print(terminal_json(r, indent=2))   # answer, claims, notes: escaped, the same JSON values
             return 0
 
         return _review_run(args.config, work)
@@ -519,22 +531,22 @@ def _review_resolve(p: argparse.ArgumentParser) -> Handler:
     def run(args: argparse.Namespace) -> int:
         import os
 
-        from proxy.review import ReviewConflict, ReviewNotFound
+        from proxy.review import ReviewConflict, ReviewNotFound, terminal_safe as safe
 
         async def work(store) -> int:
             try:
                 r = await store.resolve(args.id, args.verdict, args.note,
                                         args.reviewer or os.environ.get("USER") or "cli")
             except ReviewNotFound:
-                print(f"veracity: no review {args.id}", file=sys.stderr)
+                print(f"veracity: no review {safe(args.id)}", file=sys.stderr)
                 return 1
             except ReviewConflict:
-                print(f"veracity: review {args.id} is already resolved", file=sys.stderr)
+                print(f"veracity: review {safe(args.id)} is already resolved", file=sys.stderr)
                 return 1
             except ValueError as exc:
-                print(f"veracity: {exc}", file=sys.stderr)
+                print(f"veracity: {safe(exc)}", file=sys.stderr)
                 return 2
-            print(f"{r['id']}: resolved as {r['resolution']['verdict']}")
+            print(f"{safe(r['id'])}: resolved as {safe(r['resolution']['verdict'])}")
             return 0
 
         return _review_run(args.config, work)
@@ -553,13 +565,16 @@ def _review_export(p: argparse.ArgumentParser) -> Handler:
     def run(args: argparse.Namespace) -> int:
         import json
 
-        from proxy.review import export_line
+        from proxy.review import export_line, terminal_json, terminal_safe
+
+        # to a terminal (``--out -``) control characters go out as JSON escapes (the same values)
+        dumps = terminal_json if args.out == "-" else (lambda obj: json.dumps(obj, ensure_ascii=False))
 
         async def work(store) -> int:
             lines, after = [], None
             while True:
                 page, more = await store.list(None if args.status == "all" else args.status, 500, after)
-                lines += [json.dumps(export_line(r), ensure_ascii=False) for r in page]
+                lines += [dumps(export_line(r)) for r in page]
                 if not more or not page:
                     break
                 after = page[-1]["id"]
@@ -569,7 +584,7 @@ def _review_export(p: argparse.ArgumentParser) -> Handler:
             else:
                 with open(args.out, "w", encoding="utf-8") as fh:
                     fh.write(text)
-                print(f"{args.out}: {len(lines)} reviews", file=sys.stderr)
+                print(f"{terminal_safe(args.out)}: {len(lines)} reviews", file=sys.stderr)
             return 0
 
         return _review_run(args.config, work)

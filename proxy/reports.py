@@ -9,7 +9,12 @@ for ``reports.ttl_s`` seconds and serves it at::
 
 * Auth: the key that made the request, or an admin key (``keys[].admin``). In pass-through auth
   the caller's ``Authorization`` value plays the key's part. Stored is a SHA-256 of that
-  identity (:func:`owner_of`), never a key.
+  identity (:func:`owner_of`: of the virtual key's configured hash, so two keys with one name
+  or none are two owners), never a key.
+* Several records for one id (two keys sent the same ``x-request-id``): each key reads only its
+  own. An admin reading the id gets the record when there is one, else all of them, oldest
+  write first (:func:`list_body`): ``{"object": "list", "id", "data": [record + "owner" (the
+  owner hash) + "key" (the key's name, or null)], "has_more"}``; ``?owner=<hash>`` picks one.
 * ``200``: the final report; ``202`` (``Retry-After: 1``): the request is known but its report
   is not final yet (a stream still verifying, an ``observe`` answer verified in the background);
   ``404 report_not_found``: unknown id, expired, or another key's (existence is not revealed);
@@ -25,10 +30,11 @@ Storage: in this process (an LRU bounded by ``reports.max_in_memory`` records an
 ``reports.max_in_memory_bytes`` of record bodies, entries expire after
 ``ttl_s``), and in Redis too when ``verification.redis_url`` (or ``$VERACITY_REDIS_URL``) is set,
 so every replica can answer (keys ``veracity:report:{owner}:{request_id}`` with the record as JSON
-and ``veracity:report-id:{request_id}`` -> owner for admin look-ups, both with ``EX ttl_s``).
-Records are keyed by owner *and* request id: a client choosing another's ``x-request-id`` gets
-its own record, never overwrites the other's. A Redis outage never fails a chat request: the
-write is logged (``report_store_error``) and the report stays fetchable from the serving process.
+and ``veracity:report-owners:{request_id}``, a sorted set of the id's owners scored by their first
+write, for admin look-ups, both with ``EX ttl_s``). Records are keyed by owner *and* request id:
+a client choosing another's ``x-request-id`` gets its own record, never overwrites the other's.
+A Redis outage never fails a chat request: the write is logged (``report_store_error``) and the
+report stays fetchable from the serving process.
 
 The summary header (:func:`summary_header`) fits header pass-through (LangChain's
 ``include_response_headers=True``): ``x-veracity-summary: status=failed; arithmetic=1 fail,2
@@ -39,7 +45,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -49,8 +57,8 @@ from proxy import redaction
 from proxy.log import get_logger
 from proxy.upstream import dumps
 
-__all__ = ["REPORT_ROUTE", "ReportStore", "owner_of", "record_body", "summary_header", "report_headers",
-           "store_for", "publish", "publish_soon", "lookup"]
+__all__ = ["REPORT_ROUTE", "ReportStore", "owner_of", "owner_of_key", "record_body", "list_body", "summary_header",
+           "report_headers", "store_for", "publish", "publish_soon", "lookup", "MAX_LISTED"]
 
 log = get_logger("veracity")
 
@@ -64,18 +72,30 @@ REDIS_TIMEOUTS = {"socket_timeout": 1.0, "socket_connect_timeout": 1.0}
 OUTCOME_ORDER = ("fail", "error", "unknown", "pass")
 #: most verifiers named in ``x-veracity-summary`` (the rest: ``+N more``): keeps the header short
 MAX_SUMMARY_VERIFIERS = 8
+#: most records an admin's look-up of one request id lists (``has_more`` says when there are more)
+MAX_LISTED = 100
+_OWNER_RE = re.compile(r"[0-9a-f]{64}")
 
 
 def owner_of(principal: Any) -> str:
-    """The stored identity of a caller: SHA-256 (hex) of ``key:<virtual key name>``, or in
-    pass-through auth of ``auth:<Authorization value>`` (``anonymous`` without one). Never the
-    key itself; the name is hashed too, so the store lists no key names."""
-    return _owner(principal.key_name, principal.upstream_auth)
+    """The stored identity of a caller: SHA-256 (hex) of ``keyhash:<the virtual key's configured
+    hash>`` (``keys[].hash``, itself a SHA-256 of the key), else of ``key:<name>`` (a principal
+    made without the hash), or in pass-through auth of ``auth:<Authorization value>``
+    (``anonymous`` without one). Never the key itself; two keys that share a name, or have
+    none, are two owners; the store lists no key names."""
+    return _owner(getattr(principal, "key_hash", None), principal.key_name, principal.upstream_auth)
+
+
+def owner_of_key(key_hash: str) -> str:
+    """:func:`owner_of` of the virtual key whose ``keys[].hash`` is ``key_hash``."""
+    return _owner(key_hash, None, None)
 
 
 @functools.lru_cache(maxsize=4096)
-def _owner(key_name: str | None, upstream_auth: str | None) -> str:
-    if key_name:
+def _owner(key_hash: str | None, key_name: str | None, upstream_auth: str | None) -> str:
+    if key_hash:
+        ident = "keyhash:" + key_hash
+    elif key_name:
         ident = "key:" + key_name
     elif upstream_auth:
         ident = "auth:" + upstream_auth
@@ -91,6 +111,22 @@ def record_body(request_id: str, model: str, created: int, report: dict[str, Any
     reviews share)."""
     return dumps({"object": "veracity.report", "id": request_id, "model": model, "created": created,
                   "status": "pending" if pending else "complete", "veracity": redaction.redact_obj(report)})
+
+
+def list_body(request_id: str, records: list[tuple[str, bytes, bool]], names: dict[str, str | None], *,
+              has_more: bool = False) -> bytes:
+    """What an admin gets for a request id that several owners used: ``{"object": "list", "id":
+    request_id, "data": [...], "has_more"}``, one stored record (:func:`record_body`) per
+    ``(owner, body, pending)`` of ``records`` (oldest write first), each with ``"owner"`` (the
+    owner hash, for ``?owner=``) and ``"key"`` (``names[owner]``: the virtual key's name, or
+    null when it has none or is not configured here)."""
+    data = []
+    for owner, body, _pending in records:
+        rec = json.loads(body)
+        rec["owner"] = owner
+        rec["key"] = names.get(owner)
+        data.append(rec)
+    return dumps({"object": "list", "id": request_id, "data": data, "has_more": has_more})
 
 
 def summary_header(report: Any) -> str:
@@ -148,8 +184,8 @@ class ReportStore:
         self.prefix = prefix
         #: (owner, request id) -> (monotonic expiry, record body, pending?)
         self._mem: OrderedDict[tuple[str, str], tuple[float, bytes, bool]] = OrderedDict()
-        #: request id -> owner of its latest record (admin look-ups)
-        self._latest: dict[str, str] = {}
+        #: request id -> the owners of its records here, oldest write first (admin look-ups)
+        self._owners: dict[str, list[str]] = {}
         self._redis: Any = None
         if redis_url:
             import redis.asyncio as aioredis  # redis-py's asyncio client (as proxy.budget.RedisStore)
@@ -172,12 +208,20 @@ class ReportStore:
         mem[key] = (time.monotonic() + self.ttl_s, body, pending)
         mem.move_to_end(key)
         self.bytes_in_memory += len(body)
-        self._latest[request_id] = owner
+        owners = self._owners.setdefault(request_id, [])
+        if owner not in owners:
+            owners.append(owner)
         while mem and (len(mem) > self.max_in_memory or self.bytes_in_memory > self.max_in_memory_bytes):
             (old_owner, old_id), (_, old_body, _) = mem.popitem(last=False)
             self.bytes_in_memory -= len(old_body)
-            if self._latest.get(old_id) == old_owner:
-                del self._latest[old_id]
+            self._forget(old_owner, old_id)
+
+    def _forget(self, owner: str, request_id: str) -> None:
+        owners = self._owners.get(request_id)
+        if owners is not None and owner in owners:
+            owners.remove(owner)
+            if not owners:
+                del self._owners[request_id]
 
     async def put_shared(self, owner: str, request_id: str, body: bytes, pending: bool) -> None:
         """Write a record to Redis (raises what redis-py raises)."""
@@ -185,56 +229,76 @@ class ReportStore:
             return
         ttl = max(1, int(round(self.ttl_s)))
         value = (b"p" if pending else b"c") + body
+        owners_key = f"{self.prefix}-owners:{request_id}"
         async with self._redis.pipeline(transaction=True) as pipe:
             pipe.set(f"{self.prefix}:{owner}:{request_id}", value, ex=ttl)
-            pipe.set(f"{self.prefix}-id:{request_id}", owner, ex=ttl)
+            pipe.zadd(owners_key, {owner: time.time()}, nx=True)   # scored by the first write
+            pipe.expire(owners_key, ttl)
             await pipe.execute()
 
-    def get_local(self, owner: str | None, request_id: str) -> tuple[bytes, bool] | None:
-        """``(record body, pending?)`` kept in this process for ``owner`` (None: the id's latest
-        owner), or None when absent or past its TTL (an expired record is dropped here)."""
-        if owner is None:
-            owner = self._latest.get(request_id)
-            if owner is None:
-                return None
+    def get_local(self, owner: str, request_id: str) -> tuple[bytes, bool] | None:
+        """``(record body, pending?)`` kept in this process for ``owner``, or None when absent or
+        past its TTL (an expired record is dropped here)."""
         hit = self._mem.get((owner, request_id))
         if hit is None:
             return None
         if hit[0] < time.monotonic():
             del self._mem[(owner, request_id)]
             self.bytes_in_memory -= len(hit[1])
-            if self._latest.get(request_id) == owner:  # else the index outgrows max_in_memory
-                del self._latest[request_id]
+            self._forget(owner, request_id)   # else the index outgrows max_in_memory
             return None
         return hit[1], hit[2]
 
-    async def get_shared(self, owner: str | None, request_id: str) -> tuple[bytes, bool] | None:
-        """``(record body, pending?)`` from Redis for ``owner`` (None: the id's latest owner), or
-        None (also without Redis); Redis keeps the TTL. Raises what redis-py raises."""
+    async def get_shared(self, owner: str, request_id: str) -> tuple[bytes, bool] | None:
+        """``(record body, pending?)`` from Redis for ``owner``, or None (also without Redis);
+        Redis keeps the TTL. Raises what redis-py raises."""
         if self._redis is None:
             return None
-        if owner is None:
-            raw_owner = await self._redis.get(f"{self.prefix}-id:{request_id}")
-            if raw_owner is None:
-                return None
-            owner = raw_owner.decode() if isinstance(raw_owner, bytes) else str(raw_owner)
         raw = await self._redis.get(f"{self.prefix}:{owner}:{request_id}")
         if raw is None:
             return None
         return bytes(raw[1:]), raw[:1] == b"p"
 
-    async def get(self, owner: str, request_id: str, *, admin: bool = False) -> tuple[bytes, bool] | None:
-        """``(record body, pending?)`` of the caller's record for ``request_id`` (an admin: else
-        the latest record of any owner), or None. This process first, then Redis."""
+    async def get(self, owner: str, request_id: str) -> tuple[bytes, bool] | None:
+        """``(record body, pending?)`` of ``owner``'s record for ``request_id`` (never another
+        owner's), or None. This process first, then Redis."""
         hit = self.get_local(owner, request_id)
-        if hit is None and admin:
-            hit = self.get_local(None, request_id)
         if hit is not None:
             return hit
-        hit = await self.get_shared(owner, request_id)
-        if hit is None and admin:
-            hit = await self.get_shared(None, request_id)
-        return hit
+        return await self.get_shared(owner, request_id)
+
+    async def get_all(self, request_id: str, limit: int = MAX_LISTED) -> tuple[list[tuple[str, bytes, bool]], bool]:
+        """Every owner's record for ``request_id``: ``([(owner, body, pending), ...], has_more)``,
+        oldest first write first (Redis's order when shared, then owners only this process
+        knows), at most ``limit``. This process's records answer when Redis fails; with none
+        here, raises what redis-py raises."""
+        local = {o: hit for o in list(self._owners.get(request_id, ()))
+                 if (hit := self.get_local(o, request_id)) is not None}
+        owners = list(local)
+        if self._redis is not None:
+            try:
+                raw = await self._redis.zrange(f"{self.prefix}-owners:{request_id}", 0, limit)
+                shared = [o.decode() if isinstance(o, bytes) else str(o) for o in raw]
+                owners = shared + [o for o in owners if o not in shared]
+            except Exception:
+                if not local:
+                    raise
+                log.warning("report_store_error", request_id=request_id, error="owners look-up failed")
+        out: list[tuple[str, bytes, bool]] = []
+        for owner in owners:
+            if len(out) > limit:
+                break
+            hit = local.get(owner)
+            if hit is None:
+                try:
+                    hit = await self.get_shared(owner, request_id)
+                except Exception:
+                    if not local:
+                        raise
+                    hit = None
+            if hit is not None:
+                out.append((owner, hit[0], hit[1]))
+        return out[:limit], len(out) > limit
 
     async def close(self) -> None:
         """Close the Redis connection pool, if any (the in-process records stay)."""
@@ -323,11 +387,25 @@ def publish_soon(cfg: Any, principal: Any, request_id: str, model: str, created:
 _PENDING_WRITES: set[Any] = set()
 
 
-async def lookup(cfg: Any, principal: Any, request_id: str) -> tuple[bytes, bool] | None:
-    """``(record body, pending?)`` for the caller (see :meth:`ReportStore.get`), or None (also
-    when the store is off). Raises what redis-py raises when Redis is unreachable and this
-    process does not have the record."""
+async def lookup(cfg: Any, principal: Any, request_id: str, owner: str | None = None) -> tuple[bytes, bool] | None:
+    """``(body, pending?)`` for the caller, or None (also when the store is off).
+
+    A key reads its own record only (``owner``, when given, must be its own). An admin key
+    (``keys[].admin``) reads ``owner``'s record when given; else the id's record when one owner
+    used the id, else every owner's as one :func:`list_body` (``pending`` when any is). Raises
+    what redis-py raises when Redis is unreachable and this process does not have the record."""
     store = store_for(cfg)
     if store is None:
         return None
-    return await store.get(owner_of(principal), request_id, admin=bool(getattr(principal, "admin", False)))
+    mine, admin = owner_of(principal), bool(getattr(principal, "admin", False))
+    if owner is not None and (not _OWNER_RE.fullmatch(owner) or (owner != mine and not admin)):
+        return None
+    if owner is not None or not admin:
+        return await store.get(owner or mine, request_id)
+    records, more = await store.get_all(request_id)
+    if not records:
+        return None
+    if len(records) == 1:
+        return records[0][1], records[0][2]
+    names = {owner_of_key(k.hash): k.name for k in getattr(cfg, "keys", None) or ()}
+    return list_body(request_id, records, names, has_more=more), any(p for _, _, p in records)

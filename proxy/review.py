@@ -46,6 +46,7 @@ import secrets
 import sqlite3
 import threading
 import time
+import unicodedata
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -54,7 +55,7 @@ from proxy.log import get_logger
 
 __all__ = ["REASONS", "DEFAULT_WHEN", "VERDICTS", "ReviewStore", "SQLiteReviewStore", "RedisReviewStore",
            "ReviewNotFound", "ReviewConflict", "review_reason", "make_review", "open_store", "store_for",
-           "submit", "export_line", "review_db_path", "DEFAULT_REVIEW_DB"]
+           "submit", "export_line", "review_db_path", "DEFAULT_REVIEW_DB", "terminal_safe", "terminal_json"]
 
 log = get_logger("veracity.review")
 
@@ -80,6 +81,57 @@ class ReviewNotFound(KeyError):
 
 class ReviewConflict(Exception):
     """The review is already resolved (a second reviewer must not overwrite the first)."""
+
+
+# ------------------------------------------------------------------------------ terminal output
+
+#: Unicode general categories never written raw to a terminal: ``Cc`` (C0 controls with ESC,
+#: DEL, C1 controls with CSI U+009B), ``Cf`` (format characters: the bidi embeddings, overrides
+#: and isolates U+202A-U+202E and U+2066-U+2069 of Unicode Technical Report #36 "Bidirectional
+#: text spoofing", zero-width characters), ``Zl``/``Zp`` (line and paragraph separators), ``Cs``
+#: (lone surrogates: printing one raises UnicodeEncodeError), ``Co``/``Cn`` (private and unassigned)
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"})
+
+
+def _unsafe(ch: str) -> bool:
+    return unicodedata.category(ch) in _UNSAFE_CATEGORIES
+
+
+def terminal_safe(value: Any, *, json_text: bool = False) -> str:
+    """``value`` (any text from a model, a user or a key's owner: model names, teams, answers,
+    claims, notes) as text that is safe to print to a terminal: every control or format
+    character (:data:`_UNSAFE_CATEGORIES`: ESC and the escape sequences it starts, C1 controls,
+    bidi overrides such as U+202E, newlines and tabs) is written as a visible Python-style
+    escape (``\\x1b``, ``\\u202e``), so one field stays on one line and cannot move the
+    cursor, recolour, retitle or reorder the terminal. ``None`` and other values are ``str()``-ed
+    first. Printable text (any script, emoji without joiners) is unchanged.
+
+    ``json_text``: ``value`` is JSON text (``json.dumps(..., ensure_ascii=False)`` output, one
+    document or several separated by newlines): the characters are written as JSON ``\\uXXXX``
+    escapes instead (a surrogate pair beyond U+FFFF), which decode to the same values, and
+    newlines are kept (``json.dumps`` escapes those inside strings itself, so a raw one
+    separates documents or indents). ``json.dumps`` escapes only C0 controls; DEL, C1 controls
+    and bidi overrides would otherwise go out raw."""
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():   # fast path: no Cc/Cf/Zl/Zp/Cs/Co/Cn (nor non-ASCII spaces)
+        return text
+    out = []
+    for ch in text:
+        if ch == " " or (json_text and ch == "\n") or not _unsafe(ch):
+            out.append(ch)
+        elif json_text:
+            out.append(json.dumps(ch)[1:-1])   # ASCII escapes: \\u202e, a surrogate pair
+        else:
+            o = ord(ch)
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
+    return "".join(out)
+
+
+def terminal_json(obj: Any, **kw: Any) -> str:
+    """``json.dumps(obj, ensure_ascii=False, **kw)`` made safe for a terminal by
+    :func:`terminal_safe` (``json_text=True``): the same JSON values, any script still readable,
+    nothing a terminal would act on."""
+    return terminal_safe(json.dumps(obj, ensure_ascii=False, **kw), json_text=True)
 
 
 # ------------------------------------------------------------------------------ when + what

@@ -181,77 +181,296 @@ def offers_tool(body: Any) -> bool:
     return isinstance(tools, list) and any(_is_ours_tool(t) for t in tools)
 
 
-class DeltaFilter:
-    """A stateful filter of relayed SSE bytes (``data: {chunk}\n\n`` frames, as
-    :class:`proxy.upstream.SSERelay` yields them) that drops ``verify_result`` tool-call deltas:
-    a call is recognised by its first delta (``function.name``) and its later deltas by their
-    ``index`` (OpenAI's chunk format: "The chat completion chunk object", ``tool_calls[].index``).
-    The client's own calls are renumbered from 0 in order of appearance, and a choice whose only
-    calls were ours finishes with ``stop`` instead of ``tool_calls``. Frames without our tool
-    pass unchanged (byte for byte)."""
+class _Call:
+    """One tool call of a streamed choice, as the filter has read it so far: its ``id``, its
+    ``name`` (the decoded name pieces concatenated, as the ``openai`` SDK merges them), whether
+    argument text arrived, ``ours`` (``None`` while undecided) and ``out`` (the index the client
+    sees, assigned when its first delta is relayed)."""
 
-    __slots__ = ("_ours", "_theirs")
+    __slots__ = ("id", "name", "args", "odd", "ours", "out")
+
+    def __init__(self, call_id: Any) -> None:
+        self.id = call_id
+        self.name = ""
+        self.args = False
+        self.odd = False   # a name that is not a string: never ours
+        self.ours: bool | None = None
+        self.out: int | None = None
+
+    def decide(self, final: bool) -> None:
+        """Decide ``ours`` once the name can no longer change what it is: a name that is not a
+        prefix of ``verify_result`` is the client's at once; a name equal to it is ours once
+        argument text follows it (a longer client name such as ``verify_result_v2`` would have
+        continued before the arguments), or when ``final`` (the choice finished, the stream
+        ended, or the hold limit was reached)."""
+        if self.ours is not None:
+            return
+        if self.odd or not TOOL_NAME.startswith(self.name):
+            self.ours = False
+        elif final or (self.args and self.name):
+            self.ours = self.name == TOOL_NAME
+
+
+class _ChoiceCalls:
+    """The tool calls of one choice (``by_index``: the call each ``index`` currently names, the
+    rule of :func:`proxy.sse.assemble`), whether a client call was relayed (``relayed``) or one
+    of ours dropped (``dropped``), and the next index to give the client."""
+
+    __slots__ = ("calls", "by_index", "relayed", "dropped", "next_out")
 
     def __init__(self) -> None:
-        self._ours: dict[int, set[Any]] = {}      # choice index -> our calls' indexes
-        self._theirs: dict[int, dict[Any, int]] = {}  # choice index -> client call index -> new index
+        self.calls: list[_Call] = []
+        self.by_index: dict[int, _Call] = {}
+        self.relayed = False
+        self.dropped = False
+        self.next_out = 0
+
+    def locate(self, delta: dict[str, Any]) -> _Call:
+        """The call ``delta`` belongs to (a new one when it starts one), by the rules of
+        :func:`proxy.sse.assemble`: merged by ``index``; a new ``id`` on an index in use starts
+        a new call; a delta without an integer ``index`` continues the last call unless it
+        brings another ``id``."""
+        idx, call_id = delta.get("index"), delta.get("id")
+        if not isinstance(idx, int) or isinstance(idx, bool):
+            last = self.calls[-1] if self.calls else None
+            if last is not None and (not call_id or call_id == last.id):
+                return last
+            idx = max(self.by_index, default=-1) + 1
+        call = self.by_index.get(idx)
+        if call is None or (call_id and call.id and call_id != call.id):
+            call = _Call(call_id)
+            self.by_index[idx] = call
+            self.calls.append(call)
+        elif call_id and not call.id:
+            call.id = call_id
+        return call
+
+
+class _Frame:
+    """A frame waiting to be relayed: its bytes, its decoded chunk (``None`` for anything that
+    is not a chunk object: comments, ``[DONE]``, error events, undecodable data) and, per choice
+    with tool-call deltas, the calls those deltas belong to."""
+
+    __slots__ = ("raw", "chunk", "prefix", "links", "dirty")
+
+    def __init__(self, raw: bytes, chunk: dict[str, Any] | None, prefix: bytes, dirty: bool) -> None:
+        self.raw = raw
+        self.chunk = chunk
+        self.prefix = prefix      # lines before the data (``event: ...``), kept on re-encoding
+        self.links: list[tuple[dict[str, Any], _ChoiceCalls, list[_Call | None]]] = []
+        self.dirty = dirty        # re-encode even if nothing is dropped (escapes, several data lines)
+
+    def undecided(self) -> bool:
+        return any(c is not None and c.ours is None for _, _, calls in self.links for c in calls)
+
+
+def _data_of(frame: bytes) -> tuple[bytes, bytes | None, bool]:
+    """``(prefix lines, data payload or None, several data lines)`` of one SSE event."""
+    prefix: list[bytes] = []
+    data: list[bytes] = []
+    for line in frame.split(b"\n"):
+        if line.startswith(b"data:"):
+            v = line[5:]
+            data.append(v[1:] if v.startswith(b" ") else v)
+        elif line:
+            prefix.append(line + b"\n")
+    if not data:
+        return b"".join(prefix), None, False
+    return b"".join(prefix), b"\n".join(data), len(data) > 1
+
+
+class DeltaFilter:
+    """A stateful filter of relayed SSE bytes (``data: {chunk}\n\n`` events, as
+    :class:`proxy.upstream.SSERelay` yields them) that drops ``verify_result`` tool calls, deciding
+    on the decoded JSON of each chunk, never on its bytes: a name written with escapes
+    (``verify\\u005fresult``), split over several deltas or frames, calls interleaved by ``index``,
+    deltas without ``index``, and an ``id`` reused by two calls are all read as the ``openai``
+    SDK reads them (OpenAI's "The chat completion chunk object", ``tool_calls[].index``; calls
+    tracked by the rules of :func:`proxy.sse.assemble`).
+
+    A call whose name so far is a prefix of ``verify_result`` is undecided (:meth:`_Call.decide`):
+    from its first delta on, frames are held, in order, until it is decided (usually one frame,
+    the one bringing its first argument text), the choice finishes, the stream ends (``[DONE]``,
+    an error event, :meth:`flush`) or :data:`MAX_HELD_BYTES` are held. The client receives only its
+    own calls, renumbered ``0, 1, ...`` in the order they first appear (the SDK merges deltas
+    by position ``index``), each delta with an ``index``; a delta left empty is dropped, and a
+    frame left without choices; the ``finish_reason`` of a choice says what was relayed:
+    ``tool_calls`` when a client call was relayed (the upstream's ``stop`` included), ``stop``
+    when only ours were and the upstream said ``tool_calls``. Frames the filter does not change
+    pass byte for byte, except that a chunk written with ``\\u`` escapes or over several
+    ``data:`` lines is re-encoded (the same JSON values, one line), so that later byte-level
+    looks at the relayed frames see what the client's parser sees."""
+
+    __slots__ = ("_choices", "_held", "_held_bytes", "_tail")
+
+    #: bytes of frames held while a call is undecided; past it, undecided calls are decided as
+    #: they stand (a name equal to ``verify_result`` is ours, any other is the client's)
+    MAX_HELD_BYTES = 1 << 20
+
+    def __init__(self) -> None:
+        self._choices: dict[int, _ChoiceCalls] = {}
+        self._held: list[_Frame] = []
+        self._held_bytes = 0
+        self._tail = b""
 
     def __call__(self, blob: bytes) -> bytes:
-        """``blob`` with our tool-call deltas removed (``b""`` stays ``b""``)."""
-        if TOOL_NAME.encode() not in blob and not any(self._ours.values()):
-            return blob
-        out = []
-        for frame in blob.split(b"\n\n"):
-            if frame:
-                out.append(self._frame(frame + b"\n\n"))
+        """The relayable part of ``blob`` (complete events; a trailing incomplete event waits
+        for the next call): our tool calls removed, held frames released once decided."""
+        buf = self._tail + blob if self._tail else blob
+        end = buf.rfind(b"\n\n")
+        if end < 0:
+            self._tail = buf
+            return b""
+        self._tail = buf[end + 2:]
+        out: list[bytes] = []
+        for raw in buf[:end].split(b"\n\n"):
+            if raw.strip(b"\n"):
+                self._add(raw.strip(b"\n") + b"\n\n", out)
         return b"".join(out)
 
-    def _frame(self, frame: bytes) -> bytes:
-        if not frame.startswith(b"data: {") or b"\n" in frame[:-2]:
-            return frame
-        try:
-            chunk = json.loads(frame[6:])
-        except (ValueError, RecursionError):
-            return frame
-        changed = False
-        for ch in chunk.get("choices") or () if isinstance(chunk, dict) else ():
+    def flush(self) -> bytes:
+        """At the end of the stream: every held frame, undecided calls decided as they stand."""
+        out: list[bytes] = []
+        if self._tail.strip():
+            self._add(self._tail.strip(b"\n") + b"\n\n", out)
+        self._tail = b""
+        self._decide_all()
+        self._release(out)
+        return b"".join(out)
+
+    def _add(self, raw: bytes, out: list[bytes]) -> None:
+        if not self._held and b"\\" not in raw and b"tool_calls" not in raw and (
+                b"finish_reason" not in raw or not any(c.relayed or c.dropped for c in self._choices.values())):
+            # Without a backslash JSON text decodes to itself, so no key or value here is, or
+            # becomes, "tool_calls": no tool call to decide, no finish_reason to rewrite (and
+            # nothing held to keep in order). Exact, not a guess; the common content frame.
+            out.append(raw)
+            return
+        prefix, data, several = _data_of(raw)
+        chunk = None
+        if data is not None and data.strip() != b"[DONE]":
+            try:
+                obj = json.loads(data)   # the stdlib parser, as the openai SDK's
+            except (ValueError, RecursionError):
+                obj = None
+            if isinstance(obj, dict) and isinstance(obj.get("choices"), list):
+                chunk = obj
+        if chunk is None:
+            # [DONE], an error event, a comment, undecodable data: nothing more comes for the
+            # calls held so far (or nothing to decide): release everything before it
+            self._held.append(_Frame(raw, None, prefix, False))
+            if data is not None:
+                self._decide_all()
+            self._release(out)
+            return
+        frame = _Frame(raw, chunk, prefix, several or b"\\u" in data)
+        for ch in chunk["choices"]:
             if not isinstance(ch, dict):
                 continue
-            ci = ch.get("index", 0) if isinstance(ch.get("index", 0), int) else 0
-            ours, theirs = self._ours.setdefault(ci, set()), self._theirs.setdefault(ci, {})
+            ci = ch.get("index", 0)
+            ci = 0 if ci is None else ci
+            if not isinstance(ci, int):
+                continue
+            state = self._choices.setdefault(ci, _ChoiceCalls())
             delta = ch.get("delta")
             calls = delta.get("tool_calls") if isinstance(delta, dict) else None
             if isinstance(calls, list):
-                keep = []
+                linked: list[_Call | None] = []
                 for c in calls:
                     if not isinstance(c, dict):
-                        keep.append(c)
+                        linked.append(None)
                         continue
-                    idx, fn = c.get("index"), c.get("function")
-                    name = fn.get("name") if isinstance(fn, dict) else None
-                    if name == TOOL_NAME or (not name and idx in ours and idx not in theirs):
-                        ours.add(idx)
+                    call = state.locate(c)
+                    fn = c.get("function")
+                    if isinstance(fn, dict):
+                        name, args = fn.get("name"), fn.get("arguments")
+                        if isinstance(name, str):
+                            call.name += name
+                        elif name is not None:
+                            call.odd = True
+                        if args not in (None, ""):
+                            call.args = True
+                    call.decide(False)
+                    linked.append(call)
+                frame.links.append((ch, state, linked))
+            if ch.get("finish_reason") is not None:
+                for call in state.calls:
+                    call.decide(True)
+                if not isinstance(calls, list):
+                    frame.links.append((ch, state, []))
+        self._held.append(frame)
+        self._held_bytes += len(raw)
+        if self._held_bytes > self.MAX_HELD_BYTES:
+            self._decide_all()
+        self._release(out)
+
+    def _decide_all(self) -> None:
+        for state in self._choices.values():
+            for call in state.calls:
+                call.decide(True)
+
+    def _release(self, out: list[bytes]) -> None:
+        n = 0
+        for frame in self._held:
+            if frame.undecided():
+                break
+            n += 1
+            data = self._render(frame)
+            if data:
+                out.append(data)
+        if n:
+            del self._held[:n]
+            self._held_bytes = sum(len(f.raw) for f in self._held)
+
+    def _render(self, frame: _Frame) -> bytes:
+        chunk = frame.chunk
+        if chunk is None:
+            return frame.raw
+        changed = frame.dirty
+        emptied: list[int] = []
+        for ch, state, linked in frame.links:
+            delta = ch.get("delta")
+            calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+            if isinstance(calls, list) and linked:
+                keep = []
+                for c, call in zip(calls, linked):
+                    if call is None:        # not an object: nothing a client can merge
+                        changed = True
                         continue
-                    if idx not in theirs:
-                        theirs[idx] = len(theirs)
-                    if isinstance(idx, int) and theirs[idx] != idx:
-                        c = dict(c, index=theirs[idx])
+                    if call.ours:
+                        state.dropped = changed = True
+                        continue
+                    if call.out is None:
+                        call.out = state.next_out
+                        state.next_out += 1
+                    state.relayed = True
+                    if c.get("index") != call.out or isinstance(c.get("index"), bool):
+                        c = dict(c, index=call.out)
                         changed = True
                     keep.append(c)
                 if len(keep) != len(calls):
-                    changed = True
                     if keep:
                         delta["tool_calls"] = keep
                     else:
                         delta.pop("tool_calls")
-                elif changed:
+                        if not delta and ch.get("finish_reason") is None and ch.get("logprobs") is None:
+                            emptied.append(id(ch))
+                else:
                     delta["tool_calls"] = keep
-            if ch.get("finish_reason") == "tool_calls" and ours and not theirs:
+            fr = ch.get("finish_reason")
+            if state.relayed and fr == "stop":
+                ch["finish_reason"] = "tool_calls"
+                changed = True
+            elif not state.relayed and state.dropped and fr == "tool_calls":
                 ch["finish_reason"] = "stop"
                 changed = True
         if not changed:
-            return frame
-        return encode_chunk(chunk)
+            return frame.raw
+        if emptied:
+            chunk["choices"] = [ch for ch in chunk["choices"] if id(ch) not in emptied]
+            if not chunk["choices"] and chunk.get("usage") is None:
+                return b""
+        return frame.prefix + encode_chunk(chunk)
 
 
 def _is_ours_tool(t: Any) -> bool:

@@ -22,6 +22,8 @@ from proxy.mock_upstream import MockUpstream
 
 KEY_A = "vk-reports-a-" + uuid.uuid4().hex
 KEY_B = "vk-reports-b-" + uuid.uuid4().hex
+KEY_C = "vk-reports-c-" + uuid.uuid4().hex    # C and D: virtual keys without a name
+KEY_D = "vk-reports-d-" + uuid.uuid4().hex
 ADMIN = "vk-reports-admin-" + uuid.uuid4().hex
 WRONG = "What is 1234 * 5678?"        # demo script: a wrong product first (7,006,552)
 
@@ -62,10 +64,44 @@ async def test_store_keys_records_by_owner_so_a_chosen_request_id_cannot_take_an
     assert await store.get(a, "req-1") == (b"A", False)
     assert await store.get(b, "req-1") == (b"B", True)
     assert await store.get(reports.owner_of(_principal("c")), "req-1") is None
-    assert await store.get(reports.owner_of(_principal("c", admin=True)), "req-1", admin=True) == (b"B", True)
+    # an admin's look-up lists both, the first write first; neither overwrote the other
+    assert await store.get_all("req-1") == ([(a, b"A", False), (b, b"B", True)], False)
+    store.put_local(a, "req-1", b"A2", False)        # the same owner again: its record, replaced
+    assert await store.get_all("req-1") == ([(a, b"A2", False), (b, b"B", True)], False)
+    # virtual keys are told apart by their configured hash, not their name (which may be absent
+    # or shared): two unnamed keys were one owner, "anonymous", and read each other's reports
+    k1, k2 = (Principal(key_name=None, team="t", policy="default", allow_policy_header=False, key_hash=h)
+              for h in ("1" * 64, "2" * 64))
+    assert len({reports.owner_of(k1), reports.owner_of(k2), reports.owner_of(_principal(None))}) == 3
+    assert reports.owner_of(k1) == reports.owner_of_key("1" * 64) and "1" * 64 not in reports.owner_of(k1)
     # pass-through callers are told apart by their Authorization value; its hash only is kept
     pt = reports.owner_of(_principal(None, "Bearer sk-one"))
     assert pt != reports.owner_of(_principal(None, "Bearer sk-two")) and "sk-one" not in pt
+
+
+async def test_redis_keeps_every_owners_record_for_one_request_id() -> None:
+    """Two replicas write the same request id for two owners into one Redis (fakeredis: the
+    redis-py API, no server); a third replica, holding nothing itself, reads each owner's own
+    record and, for an admin, both in write order; the Redis keys hold owner hashes only."""
+    fakeredis = pytest.importorskip("fakeredis")
+    server = fakeredis.FakeServer()
+    one, two, three = (reports.ReportStore(ttl_s=60) for _ in range(3))
+    for s in (one, two, three):
+        s._redis = fakeredis.aioredis.FakeRedis(server=server)
+    a = reports.owner_of(Principal(key_name="same", team="t", policy="p", allow_policy_header=False, key_hash="a" * 64))
+    b = reports.owner_of(Principal(key_name="same", team="t", policy="p", allow_policy_header=False, key_hash="b" * 64))
+    await one.put_shared(a, "req-x", b'{"n": "A"}', False)
+    await two.put_shared(b, "req-x", b'{"n": "B"}', True)
+    await one.put_shared(a, "req-x", b'{"n": "A2"}', False)     # a's record again: still listed first
+    assert await three.get(a, "req-x") == (b'{"n": "A2"}', False)
+    assert await three.get(b, "req-x") == (b'{"n": "B"}', True)
+    assert await three.get(reports.owner_of_key("c" * 64), "req-x") is None
+    assert await three.get_all("req-x") == ([(a, b'{"n": "A2"}', False), (b, b'{"n": "B"}', True)], False)
+    keys = sorted(k.decode() for k in await three._redis.keys("*"))
+    assert keys == sorted([f"veracity:report:{a}:req-x", f"veracity:report:{b}:req-x", "veracity:report-owners:req-x"])
+    assert 0 < await three._redis.ttl("veracity:report-owners:req-x") <= 60
+    for s in (one, two, three):
+        await s.close()
 
 
 async def test_store_bounds_memory_and_expires() -> None:
@@ -73,7 +109,7 @@ async def test_store_bounds_memory_and_expires() -> None:
     for i in range(3):
         store.put_local("o", f"r{i}", b"x", False)
     assert await store.get("o", "r0") is None and await store.get("o", "r2") == (b"x", False)
-    assert "r0" not in store._latest
+    assert "r0" not in store._owners
     await asyncio.sleep(0.3)
     assert await store.get("o", "r2") is None
     # ids fetched after they expired leave nothing behind (the admin index grew without bound)
@@ -81,8 +117,8 @@ async def test_store_bounds_memory_and_expires() -> None:
     for i in range(10):
         short.put_local("o", f"gone{i}", b"x", False)
         await asyncio.sleep(0.05)
-        assert await short.get("o", f"gone{i}", admin=True) is None
-    assert not short._mem and not short._latest
+        assert await short.get_all(f"gone{i}") == ([], False)
+    assert not short._mem and not short._owners
 
 
 def test_gateway_request_ids_are_not_guessable_from_one_another() -> None:
@@ -124,7 +160,7 @@ async def test_store_bounds_the_bytes_it_keeps_not_only_the_count() -> None:
     store.put_local("o", "r9", b"y" * 50, False)            # a replaced record frees its old size
     assert store.bytes_in_memory == 650
     store.put_local("o", "huge", b"z" * 5000, False)        # larger than the bound: Redis only
-    assert store.bytes_in_memory == 0 and not store._mem and "huge" not in store._latest
+    assert store.bytes_in_memory == 0 and not store._mem and "huge" not in store._owners
     from proxy.config import parse_config
 
     assert parse_config("reports: {max_in_memory_bytes: 1000}\n").reports.max_in_memory_bytes == 1000
@@ -143,6 +179,8 @@ def _config(mock: Any, tmp: Any = None, **extra: Any) -> dict[str, Any]:
     return {"upstreams": [{"name": "m", "models": ["*"], "base_url": mock.base_url}],
             "keys": [{"hash": hash_key(KEY_A), "name": "app-a", "policy": "default"},
                      {"hash": hash_key(KEY_B), "name": "app-b", "policy": "default"},
+                     {"hash": hash_key(KEY_C), "policy": "default"},
+                     {"hash": hash_key(KEY_D), "policy": "default"},
                      {"hash": hash_key(KEY_A + "-observe"), "name": "app-observe", "policy": "observe"},
                      {"hash": hash_key(ADMIN), "name": "ops", "policy": "default", "admin": True}],
             **extra}
@@ -195,6 +233,46 @@ def test_non_stream_report_headers_and_access(gw: Any) -> None:
     assert _get(gw, rid, "vk-wrong").status_code == 401
     log = gw.log()
     assert KEY_A not in log and "app-a" not in "".join(r.text for r in (got,))
+
+
+@pytest.mark.parametrize("first, second, names", [
+    (KEY_A, KEY_B, ["app-a", "app-b"]),
+    (KEY_C, KEY_D, [None, None]),          # keys without a name were one owner ("anonymous")
+], ids=["named-keys", "unnamed-keys"])
+def test_two_keys_sending_one_request_id_each_read_their_own(gw: Any, first: str, second: str,
+                                                              names: list[str | None]) -> None:
+    """Two virtual keys send the same ``x-request-id``: each reads its own report (the second
+    write overwrites nothing), an admin gets both, oldest first, told apart by ``owner`` and
+    ``key``, and picks one with ``?owner=``."""
+    rid = f"req-shared-{uuid.uuid4().hex}"
+    got = {}
+    for key, question in ((first, WRONG), (second, "hello there")):
+        client = openai.OpenAI(base_url=gw.base_url, api_key=key, max_retries=0)
+        raw = client.chat.completions.with_raw_response.create(
+            model="gpt-4o-mini", messages=[{"role": "user", "content": question}],
+            extra_headers={"x-request-id": rid}, extra_body={"veracity": {"on_failure": "annotate"}})
+        assert raw.headers["x-request-id"] == rid
+        got[key] = raw.parse().model_extra["veracity"]
+    assert got[first]["status"] == "failed" and got[second]["status"] != "failed"
+    mine = {key: _get(gw, rid, key) for key in (first, second)}
+    assert all(r.status_code == 200 for r in mine.values())
+    assert {key: r.json()["veracity"] for key, r in mine.items()} == got
+    admin = _get(gw, rid, ADMIN)
+    assert admin.status_code == 200
+    listed = admin.json()
+    assert listed["object"] == "list" and listed["id"] == rid and listed["has_more"] is False
+    assert [r["veracity"] for r in listed["data"]] == [got[first], got[second]]
+    assert [r["key"] for r in listed["data"]] == names
+    owners = [r["owner"] for r in listed["data"]]
+    assert len(set(owners)) == 2 and all(first not in o and second not in o for o in owners)
+    for owner, key in zip(owners, (first, second)):
+        picked = httpx.get(f"{gw.url}/v1/veracity/reports/{rid}", params={"owner": owner}, trust_env=False,
+                           headers={"authorization": f"Bearer {ADMIN}"}, timeout=10)
+        assert picked.status_code == 200 and picked.json() == mine[key].json()
+    # a key cannot reach the other's record by naming its owner
+    other = httpx.get(f"{gw.url}/v1/veracity/reports/{rid}", params={"owner": owners[1]}, trust_env=False,
+                      headers={"authorization": f"Bearer {first}"}, timeout=10)
+    assert other.status_code == 404 and other.json()["error"]["code"] == "report_not_found"
 
 
 def test_dot_request_id_gets_a_report_url_that_resolves(gw: Any) -> None:

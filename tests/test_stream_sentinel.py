@@ -36,7 +36,66 @@ def vr(ready: bool, call_id: str = "call_vr1") -> dict[str, Any]:
         "missing_items": [] if ready else ["capital of Spain"], "errors_found": [], "is_ready": ready})}
 
 
+def _raw(deltas: list[tuple[dict[str, Any], str | None]], escape: bool = True) -> list[str]:
+    """An SSE body (one write per frame) of one choice's ``(delta, finish_reason)`` chunks, the
+    tool name written ``verify\\u005fresult`` (the same JSON value, other bytes)."""
+    out = []
+    for delta, finish in deltas:
+        text = json.dumps({"id": "chatcmpl-raw", "object": "chat.completion.chunk", "created": 1, "model": "gpt-test",
+                           "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+        out.append("data: " + (text.replace("verify_result", "verify\\u005fresult") if escape else text) + "\n\n")
+    return out + ["data: [DONE]\n\n"]
+
+
+def _tc(index: int, call_id: str | None = None, name: str | None = None, arguments: str = "") -> dict[str, Any]:
+    d: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+    if call_id:
+        d.update(id=call_id, type="function")
+    if name is not None:
+        d["function"]["name"] = name
+    return d
+
+
+VR_ARGS = json.loads(vr(True)["arguments"])
+#: the final live turn calls verify_result anyway, its name escaped in a frame of its own, beside
+#: the client's call that reuses its id
+ESCAPED_MIXED = _raw([
+    ({"role": "assistant", "content": None}, None),
+    ({"tool_calls": [_tc(0, "call_vr1", "verify_result")]}, None),
+    ({"tool_calls": [_tc(0, arguments=json.dumps(VR_ARGS)[:20])]}, None),
+    ({"tool_calls": [_tc(1, "call_vr1", "get_weather")]}, None),
+    ({"tool_calls": [_tc(0, arguments=json.dumps(VR_ARGS)[20:])]}, None),
+    ({"tool_calls": [_tc(1, arguments=WEATHER_CALL["arguments"])]}, None),
+    ({}, "tool_calls"),
+])
+#: only ours, escaped, with the final text
+ESCAPED_ALONE = _raw([
+    ({"role": "assistant", "content": ""}, None),
+    ({"content": FINAL}, None),
+    ({"tool_calls": [_tc(0, "call_vr3", "verify_result")]}, None),
+    ({"tool_calls": [_tc(0, arguments=json.dumps(VR_ARGS))]}, None),
+    ({}, "tool_calls"),
+])
+#: the name split across frames ("verify" + "_result"), the client's call interleaved at index 0
+SPLIT_INTERLEAVED = _raw([
+    ({"role": "assistant", "content": None}, None),
+    ({"tool_calls": [_tc(1, "call_vr4", "verify")]}, None),
+    ({"tool_calls": [_tc(0, "call_w1", "get_")]}, None),
+    ({"tool_calls": [_tc(1, name="_result")]}, None),
+    ({"tool_calls": [_tc(0, name="weather")]}, None),
+    ({"tool_calls": [_tc(1, arguments=json.dumps(VR_ARGS))]}, None),
+    ({"tool_calls": [_tc(0, arguments=WEATHER_CALL["arguments"])]}, None),
+    ({}, "stop"),
+], escape=False)
+
 RULES: list[dict[str, Any]] = [
+    # the model finds itself ready, then calls the tool again in the live final turn, in wire
+    # shapes a byte-level filter misses
+    *({"name": f"{tag}-final", "match": {"any_message": rf"\[case:{tag}\]", "last_role": "tool"},
+       "reply": {"raw_stream": raw}}
+      for tag, raw in (("sesc", ESCAPED_MIXED), ("salone", ESCAPED_ALONE), ("ssplit", SPLIT_INTERLEAVED))),
+    *({"name": f"{tag}-check", "match": {"last_user": rf"\[case:{tag}\]"},
+       "reply": {"content": None, "tool_calls": [vr(True)]}} for tag in ("sesc", "salone", "ssplit")),
     # the model checks itself, finds the forgotten sub-task, then answers in full
     {"name": "sstream-final", "match": {"any_message": r"\[case:sstream\]", "last_role": "tool"},
      "reply": {"content": FINAL, "stream": {"chunk_size": 8}}},
@@ -193,6 +252,37 @@ def test_answer_without_the_tool_is_streamed_and_forced_check_runs_under_agent(g
     assert s["reports"][0]["sentinel"]["result"] == "forced_ready"
     forced = bodies(mock, "sdirect-forced")
     assert len(forced) == 1 and not forced[0].get("stream")
+
+
+def raw_stream(gw, tag: str, **kw) -> bytes:
+    body = {"model": "gpt-test", "stream": True, "tools": [WEATHER_TOOL], **kw,
+            "messages": [{"role": "user", "content": f"[case:{tag}] {BOTH}"}]}
+    with httpx.stream("POST", gw.base_url + "/chat/completions", json=body, timeout=60, trust_env=False,
+                      headers={"x-veracity-policy": "sent", "authorization": "Bearer sk-test"}) as r:
+        return b"".join(r.iter_bytes())
+
+
+@pytest.mark.parametrize("tag", ["sesc", "ssplit"])
+def test_escaped_or_split_sentinel_call_beside_a_client_call_is_not_relayed(gw, mock, tag):
+    s = stream(gw, "sent", tag, tools=[WEATHER_TOOL])
+    assert s["calls"] == {0: {"id": WEATHER_CALL["id"] if tag == "ssplit" else "call_vr1", "name": "get_weather",
+                              "arguments": WEATHER_CALL["arguments"]}}
+    assert s["finishes"] == ["tool_calls"] and len(s["ids"]) == 1 and len(s["reports"]) == 1
+    assert bodies(mock, f"{tag}-final")[-1]["stream"] is True
+    raw = raw_stream(gw, tag)
+    parsed = parse_stream(raw)
+    assert parsed.done and not parsed.bad_data and not parsed.errors
+    relayed = [ch for c in parsed.chunks for ch in c["choices"]]
+    assert "is_ready" not in json.dumps(relayed)           # none of our call's arguments
+    deltas = [tc for ch in relayed for tc in ch["delta"].get("tool_calls") or []]
+    assert {tc["index"] for tc in deltas} == {0} and [tc["id"] for tc in deltas if tc.get("id")] == [s["calls"][0]["id"]]
+
+
+def test_escaped_sentinel_call_alone_is_not_relayed(gw):
+    s = stream(gw, "sent", "salone", tools=[WEATHER_TOOL])
+    assert s["text"] == FINAL and s["calls"] == {} and s["finishes"] == ["stop"] and len(s["ids"]) == 1
+    assert s["reports"][0]["sentinel"]["result"] == "ready"
+    assert b"is_ready" not in raw_stream(gw, "salone").split(b'"veracity"')[0]
 
 
 # ------------------------------------------------------------------------------ DeltaFilter
