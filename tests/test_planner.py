@@ -550,6 +550,7 @@ def test_template_checks_rest_on_a_recomputation_model_plans_on_the_model():
     ("The speed is (120/1.5) ≈ 80 km/h.", "120 / 1.5", "The speed is (120/1.5) ≈ 80", "recomputed"),
     ("He walks 120 km in 1.5 hours at 80 km/h.", "120 / 1.5", "at 80 km/h", "model"),  # not the draft's expression
     ("120 / 1.5 = 80 and 60 + 20 = 80 km/h.", "120 / 1.5", "60 + 20 = 80", "model"),   # another expression's value
+    ("So 5 - 2 + 1 = 3 apples.", "2 + 1", "So 5 - 2 + 1 = 3", "model"),  # the tail of the draft's expression
 ])
 def test_only_the_drafts_own_stated_expression_rests_on_a_recomputation(draft, expr, claim, basis):
     out = check(draft, "How fast?", model=scripted(plan(calc(expr, claim))), use_model=True)

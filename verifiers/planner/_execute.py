@@ -150,7 +150,8 @@ def _own_expression(answer: str, span: tuple[int, int], stated: Stated, expressi
     """True when ``expression`` is the draft's own stated expression for ``stated``: the claim's
     text right before the stated value, after a result word (``=``, "is", "约为") is taken off,
     ends with the expression (compared as :func:`normalized`, spaces ignored, one pair of outer
-    brackets optional). Only then does the tool recompute what the draft wrote (basis
+    brackets optional, and not the tail of a longer expression). Only then does the tool
+    recompute what the draft wrote (basis
     ``recomputed``); otherwise the model chose the inputs (basis ``model``)."""
     before = answer[span[0]:stated.span[0]]
     cur = re.search(r"[$€£¥]\s*$", before)
@@ -169,7 +170,12 @@ def _own_expression(answer: str, span: tuple[int, int], stated: Stated, expressi
     if expr.startswith("(") and expr.endswith(")"):
         forms.add(expr[1:-1])
     forms |= {f"({f})" for f in list(forms)}
-    return any(f and text.endswith(f) for f in forms)
+    # the whole expression, not its tail: "5 - 2 + 1 = 3" is not the draft stating "2 + 1 = 3"
+    return any(f and text.endswith(f) and (len(text) == len(f) or text[-len(f) - 1] not in _EXPR_CHARS)
+               for f in forms)
+
+
+_EXPR_CHARS = frozenset("0123456789.+-*/^()[]{}!%√")
 
 
 _MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
