@@ -416,7 +416,11 @@ class Executor:
                 return {"basis": "recomputed"}  # the claim's own two sides, as the draft states them
             if left == right:
                 # a formula compared with itself proves nothing: compare the claim's own two sides
-                return {"basis": "recomputed", "input": type(inp)(left=own[0], right=own[1]),
+                try:
+                    sides_in = type(inp)(left=own[0], right=own[1])
+                except ValidationError:
+                    raise _Rejected("unknown", "both sides are the same formula: the step proves nothing") from None
+                return {"basis": "recomputed", "input": sides_in,
                         "replaced": "the step compared one formula with itself; the claim's own two sides "
                                     "were compared instead"}
         if left == right:
