@@ -466,7 +466,7 @@ def _add_unread(report: Report, unread: list[Any]) -> None:
 def _search_facts_tool(policy: Policy, question: str | None, model: GatewayChatModel | None, messages: Any,
                        budget: RequestBudget):
     """The planner's ``search_facts`` tool: ``await tool(claim) -> {"outcome", "verdict",
-    "evidence", "note", "confidence", "sources"}`` -- one claim through the facts verifier with the
+    "evidence", "note", "confidence", "sources", "basis"}`` -- one claim through the facts verifier with the
     policy's backends (``verifiers.facts.acheck``, ``max_claims=1``), inside the request deadline."""
     f = policy.verifiers.facts
 
@@ -487,7 +487,8 @@ def _search_facts_tool(policy: Policy, question: str | None, model: GatewayChatM
         c = out.checks[0]
         verdict = {"pass": "supported", "fail": "refuted"}.get(c.outcome, "not_enough_info")
         return {"outcome": c.outcome, "verdict": verdict, "evidence": c.expected if c.expected is not None
-                else c.evidence, "note": c.note, "confidence": c.confidence, "sources": out.sources}
+                else c.evidence, "note": c.note, "confidence": c.confidence, "sources": out.sources,
+                "basis": c.basis}  # what the verdict rests on; None: the planner counts it as the model's
 
     return search_facts
 

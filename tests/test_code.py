@@ -370,3 +370,34 @@ def test_spinning_example_is_stopped_by_its_cpu_budget_and_the_others_still_run(
     assert by_claim.get("add(1, 2) -> 3") == "pass", checks
     spin = [c for c in checks if c.claim.startswith("spin(1)")]
     assert spin and spin[0].outcome == "unknown", checks
+
+
+# --- a run is not a behaviour check (DESIGN.md "Asymmetric trust") -------------------------------
+
+ADD_BUGGY = "def add(a, b):\n    return a - b"
+
+
+def test_code_that_merely_runs_is_unknown_never_pass(box):
+    # a wrong function with nothing about its behaviour compared: it runs, which says nothing
+    [c] = code.check(fence(ADD_BUGGY), "Write a function add(a, b) that returns the sum.", sandbox=box)
+    assert c.outcome == "unknown" and c.basis == "executed"
+    assert c.note == "ran without errors; nothing about its behaviour was compared"
+    assert c.evidence["reason"] == "nothing compared"
+
+
+def test_code_with_its_own_asserts_passes_and_a_false_one_fails(box):
+    [c] = code.check(fence("def add(a, b):\n    return a + b\n\nassert add(2, 3) == 5"), sandbox=box)
+    assert (c.outcome, c.basis) == ("pass", "executed") and "assert" in c.evidence["compared"]
+    [c] = code.check(fence(ADD_BUGGY + "\n\nassert add(2, 3) == 5"), sandbox=box)
+    assert c.outcome == "fail"
+    # an assert inside the function is a precondition, not a test of what it does
+    [c] = code.check(fence("def add(a, b):\n    assert isinstance(a, int)\n    return a - b"), sandbox=box)
+    assert c.outcome == "unknown"
+
+
+def test_the_questions_examples_make_the_run_a_behaviour_check(box):
+    q = "Write add(a, b) that returns the sum.\n>>> add(2, 3)\n5"
+    right = code.check(fence("def add(a, b):\n    return a + b"), q, sandbox=box)
+    assert outcomes(right) == ["pass", "pass"] and {c.basis for c in right} == {"executed"}
+    wrong = code.check(fence(ADD_BUGGY), q, sandbox=box)
+    assert outcomes(wrong) == ["pass", "fail"]

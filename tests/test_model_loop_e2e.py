@@ -223,6 +223,8 @@ def test_model_plan_executed_with_the_tool_and_passes(env):
     assert resp.choices[0].message.content == PLAN_DRAFT
     pc = planner_checks(rep)
     assert [c["outcome"] for c in pc] == ["pass"], rep
+    # the model wrote the expression: its pass is not a verification (DESIGN.md "Asymmetric trust")
+    assert pc[0]["basis"] == "model" and rep["status"] == "unverified"
     assert pc[0]["evidence"]["tool"] == "calculate" and pc[0]["evidence"]["input"] == {"expression": "120 / 1.5"}
     assert "80" in json.dumps(pc[0]["expected"]) and "80" in json.dumps(pc[0]["found"])
     assert rep["cost"]["verifier_calls"] == 1 and rep["verifier_model"]["calls"][0]["purpose"] == "plan"
@@ -235,11 +237,16 @@ def test_model_plan_executed_with_the_tool_and_passes(env):
 def test_model_plan_catches_a_wrong_value_and_the_correction_is_verified_again(env):
     resp, rep = ask(env, "plans", "[case:plan-fail] How fast is the train on average?")
     assert resp.choices[0].message.content == PLAN_DRAFT
-    assert rep["status"] == "corrected", rep
+    # the model's step (its own expression 120 / 1.5) may fail the first draft and drive the
+    # re-ask, but its pass on the new draft is the model's word alone (DESIGN.md "Asymmetric
+    # trust"): the corrected draft is returned as `unverified`, never `corrected`
+    assert rep["status"] == "unverified", rep
+    assert [(c["outcome"], c["basis"]) for c in planner_checks(rep)] == [("pass", "model")]
     # what the first draft got wrong, and the round that fixed it
     assert [c["claim"] for c in rep["corrected_checks"]] == ["its average speed is 90 km/h"]
     assert rep["corrected_checks"][0]["outcome"] == "fail" and rep["corrected_checks"][0]["expected"] == "80"
-    assert rep["rounds"][0]["status"] == "passed"
+    assert rep["corrected_checks"][0]["basis"] == "model"
+    assert rep["rounds"][0]["status"] == "unverified"
     fix = [r["body"] for r in env["mock"].requests() if r.get("rule") == "plan-fail-fix"]
     assert len(fix) == 1 and "120 / 1.5" in fix[0]["messages"][-1]["content"]
     assert len(rules_hit(env["mock"], "plan-fail-plan")) == 2        # each draft planned once

@@ -524,3 +524,90 @@ def test_offline_planner_without_a_model_says_so_instead_of_skipping():
     bare = _offline("approximately 0.000191", PRODUCT_Q, "unexplained")
     assert [(c.verifier, c.outcome) for c in bare.checks] == [("arithmetic", "fail")] and bare.status == "failed"
     assert tpl.extra.get("plan_source") == "template" and tpl.status == "failed"
+
+
+# --- what each check rests on (DESIGN.md "Asymmetric trust") -------------------------------------
+
+DISCOUNT_Q = "A $60 item has a 15% discount. What is the price?"
+
+
+def test_template_checks_rest_on_a_recomputation_model_plans_on_the_model():
+    [c] = check("根据公式A=P*(1+r/n)^(nt)计算得约为11607.55元。", CI_Q).checks
+    assert (c.outcome, c.basis) == ("pass", "recomputed")
+    # the model built an expression from the question's numbers that "agrees" with a wrong draft
+    out = check("The price is $45.50.", DISCOUNT_Q, model=scripted(plan(calc("60 - 15 + 1/2", "The price is $45.50"))),
+                use_model=True)
+    [c] = out.checks
+    assert (c.outcome, c.basis) == ("pass", "model") and "wrote the expression" in c.evidence["basis_reason"]
+    # a model step can still fail the draft (its failure drives a re-ask)
+    [c] = check("He has 401 apples.", APPLES_Q, model=scripted(plan(calc("17 * 23", "He has 401 apples"))),
+                use_model=True).checks
+    assert (c.outcome, c.basis) == ("fail", "model")
+
+
+@pytest.mark.parametrize("draft,expr,claim,basis", [
+    ("120 / 1.5 = 80, so the speed is 80 km/h.", "120 / 1.5", "120 / 1.5 = 80", "recomputed"),
+    ("The speed is (120/1.5) ≈ 80 km/h.", "120 / 1.5", "The speed is (120/1.5) ≈ 80", "recomputed"),
+    ("He walks 120 km in 1.5 hours at 80 km/h.", "120 / 1.5", "at 80 km/h", "model"),  # not the draft's expression
+    ("120 / 1.5 = 80 and 60 + 20 = 80 km/h.", "120 / 1.5", "60 + 20 = 80", "model"),   # another expression's value
+    ("So 5 - 2 + 1 = 3 apples.", "2 + 1", "So 5 - 2 + 1 = 3", "model"),  # the tail of the draft's expression
+])
+def test_only_the_drafts_own_stated_expression_rests_on_a_recomputation(draft, expr, claim, basis):
+    out = check(draft, "How fast?", model=scripted(plan(calc(expr, claim))), use_model=True)
+    [c] = out.checks
+    assert c.outcome == "pass" and c.basis == basis, (c.note, c.evidence)
+
+
+def test_a_formula_compared_with_itself_proves_nothing():
+    same = {"left": "\\frac{n^2}{2}", "right": "\\frac{n^2}{2}"}
+    # the claim states one equation: its own two sides are compared instead (here: false -> fail)
+    draft = "So there are $\\frac{n(n-1)}{2} = \\frac{n^2}{2}$ pairs."
+    step = {"tool": "sympy_equivalent", "input": same, "claim": "$\\frac{n(n-1)}{2} = \\frac{n^2}{2}$"}
+    [c] = check(draft, "How many pairs?", model=scripted(plan(step)), use_model=True).checks
+    assert (c.outcome, c.basis) == ("fail", "recomputed")
+    assert c.evidence["compared"] == {"left": "\\frac{n(n-1)}{2}", "right": "\\frac{n^2}{2}"}
+    # \binom{n}{2} is beyond the CAS reader: unknown, never the pass the identical sides gave
+    draft = "The number of pairs is $\\binom{n}{2} = \\frac{n^2}{2}$."
+    step = {"tool": "sympy_equivalent", "input": same, "claim": "$\\binom{n}{2} = \\frac{n^2}{2}$"}
+    [c] = check(draft, "How many pairs?", model=scripted(plan(step)), use_model=True).checks
+    assert c.outcome == "unknown"
+    # no equation in the claim to take the sides from: rejected
+    draft = "Half of n squared, \\frac{n^2}{2}, grows fast."
+    step = {"tool": "sympy_equivalent", "input": same, "claim": "Half of n squared, \\frac{n^2}{2}, grows fast"}
+    [c] = check(draft, "How fast?", model=scripted(plan(step)), use_model=True).checks
+    assert c.outcome == "unknown" and "proves nothing" in c.note
+
+
+def test_a_search_verdict_rests_on_what_the_search_says_it_rests_on():
+    async def search(claim):
+        return {"verdict": "supported", "evidence": "Canberra is the capital", "basis": None}
+
+    step = {"tool": "search_facts", "input": {"claim": "Canberra is the capital of Australia"},
+            "claim": "Canberra is the capital of Australia"}
+    tools = planner.Toolbox(search_facts=search)
+    [c] = check("Canberra is the capital of Australia.", "Capital?", model=scripted(plan(step)), use_model=True,
+                tools=tools).checks
+    assert (c.outcome, c.basis) == ("pass", "model")
+
+
+# --- the interest template compares every value the draft states for the quantity ----------------
+
+@pytest.mark.parametrize("draft,want,found", [
+    # the design's re-ask: the first value agrees, the second (also the final amount) is wrong
+    ("根据公式A=P*(1+r/n)^(nt)，本息和约为11607.55元。使用Python精确计算的结果约为11614.80元。", "fail", "11614.80"),
+    ("本息和约为11614.80元。精确计算的结果约为11607.55元。", "fail", "11614.80"),
+    ("本息和约为11607.55元。精确计算的结果为11607.55元。", "pass", "11607.55"),
+])
+def test_interest_template_checks_every_stated_value(draft, want, found):
+    [c] = check(draft, CI_Q).checks
+    assert (c.outcome, c.found, c.basis) == (want, found, "recomputed")
+    assert draft[c.span[0]:c.span[1]] == c.claim and found in c.claim
+    assert len(c.evidence["stated_values"]) == 2
+
+
+@pytest.mark.parametrize("draft", [
+    "Year 1: $10,509.45, Year 2: $11,044.86, Year 3: $11,607.55",        # intermediate years
+    "If compounded monthly it would be $11,614.72; quarterly, you will have $11,607.55.",  # another case
+])
+def test_interest_template_leaves_figures_of_other_quantities_alone(draft):
+    assert outcomes(check(draft, EN_Q)) == ["pass"]

@@ -134,7 +134,8 @@ async def _citations(answer: str, question: str | None, options: Mapping[str, An
 async def _planner(answer: str, question: str | None, options: Mapping[str, Any]) -> Any:
     """The AMTFV planner (``verifiers.planner.acheck``), run after the rule-based verifiers
     (:func:`run` passes their checks as ``rule_checks``). Model-written plans only when
-    ``options["when"]`` allows (``never`` | ``unexplained``: no rule check passed or failed |
+    ``options["when"]`` allows (``never`` | ``unexplained``: no rule check failed or passed on
+    evidence the verifier model did not write |
     ``high_risk``: unexplained, or risk >= ``options["high_risk"]`` | ``always``) and a
     ``model`` is given; template plans always. When ``when`` asks for a model plan, no template
     applied and no ``model`` is given, one ``unknown`` planner check says so. Returns
@@ -143,7 +144,8 @@ async def _planner(answer: str, question: str | None, options: Mapping[str, Any]
     rule_checks = list(options.get("rule_checks") or ())
     model = options.get("model")
     when = options.get("when", "never")
-    explained = any(c.outcome in ("pass", "fail") for c in rule_checks)
+    # a pass on the verifier model's word (basis "model") explains nothing (DESIGN.md "Asymmetric trust")
+    explained = any(c.outcome == "fail" or decided_pass(c) for c in rule_checks)
     risk_score = float(options.get("risk_score") or 0.0)
     wanted = (when == "always" or (when in ("unexplained", "high_risk") and not explained)
               or (when == "high_risk" and risk_score >= float(options.get("high_risk", 0.7))))

@@ -21,7 +21,11 @@ Claims and tiers (issue #4):
   ``%``/``.format`` calls). Names bound in any block of the answer, by star imports, or
   ambient in notebooks never count; other unknown names (``df``) make the block ``unknown``.
 - tier 3, in the sandbox: the blocks run in order in one namespace (smoke run, which also
-  runs the answer's own ``assert``s); then the examples: doctests in the answer, stated
+  runs the answer's own ``assert``s). A block's clean run is a ``pass`` only when something
+  about its behaviour was compared: its own top-level ``assert``s, an example or stated output
+  of its own, a question example calling a function it defines, the question's stdin/stdout
+  pairs. Code that merely ran, with nothing compared, is ``unknown`` ("ran without errors;
+  nothing about its behaviour was compared"): running is not being right. Then the examples: doctests in the answer, stated
   outputs (``# Output: 6``, an "Output:" block after the code, "this prints `6`"), and the
   question's examples (doctest lines, ``f(x) -> y`` and cousins, "for input X the output is
   Y") against functions the answer defines; for a program that reads standard input, the
@@ -404,8 +408,15 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
             if stderr:
                 c.evidence["stderr"] = stderr
         elif r["status"] == "ok":
-            c.outcome, c.note, c.confidence = "pass", "ran without errors in the sandbox", 0.8
             c.evidence["stdout"] = _bound(r.get("stdout"))
+            compared = _behaviour_compared(p, b)
+            if compared:
+                c.outcome, c.note, c.confidence = "pass", f"ran without errors in the sandbox ({compared})", 0.8
+                c.evidence["compared"] = compared
+            else:
+                # a run is not a behaviour check: that it ran says nothing about what it does
+                c.outcome, c.note, c.confidence = "unknown", RAN_ONLY, 0.0
+                c.evidence["reason"] = "nothing compared"
         elif r["status"] == "exit":
             c.outcome, c.note, c.confidence = "unknown", "called sys.exit before its end", 0.0
             c.evidence.update(reason="exited early", stdout=_bound(r.get("stdout")))
@@ -475,6 +486,69 @@ def _void_passes(checks: list[Check], why: str) -> None:
             c.note = f"not taken as verified: {why}"
             c.evidence["reason"] = "untrusted run"
             c.evidence["untrusted"] = why
+
+
+#: The note of a block that ran cleanly with nothing about its behaviour compared.
+RAN_ONLY = "ran without errors; nothing about its behaviour was compared"
+
+
+def _own_asserts(tree: ast.AST | None) -> int:
+    """``assert`` statements the block runs itself: those outside function and class bodies
+    (an ``assert`` inside a function is a precondition, not a test of what the code does)."""
+    if tree is None:
+        return 0
+    n = 0
+    stack = list(ast.iter_child_nodes(tree))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Assert):
+            n += 1
+        stack.extend(ast.iter_child_nodes(node))
+    return n
+
+
+def _behaviour_compared(p: _Plan, b: Block) -> str:
+    """:func:`_directly_compared` for ``b``, or -- the blocks run in one namespace, in order --
+    a later block with a comparison of its own that uses a name ``b`` binds (``r = 2`` before
+    ``print(math.pi * r ** 2)  # Output: 12.57``); else ``""``."""
+    own = _directly_compared(p, b)
+    if own:
+        return own
+    bound = defined_names(b.tree) if b.tree is not None else set()
+    for later in p.runnable:
+        if later.index <= b.index or later.kind == "pycon" or later.tree is None:
+            continue
+        used = {n.id for n in ast.walk(later.tree) if isinstance(n, ast.Name)}
+        used |= {a.value.id for a in ast.walk(later.tree) if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name)}
+        if bound & used and _directly_compared(p, later):
+            return f"block {later.index + 1} uses what it defines and is compared"
+    return ""
+
+
+def _directly_compared(p: _Plan, b: Block) -> str:
+    """What about block ``b``'s own behaviour its run compared (DESIGN.md "Asymmetric trust": code
+    that merely runs is not verified), or ``""``: its own ``assert`` statements (they held: the
+    block ran without an exception), an example or stated output of its own (docstring,
+    ``# Output:``, prose), a question example that calls a function the block defines (or any
+    question example when the answer has one runnable block), the question's stdin/stdout pairs.
+    The examples are separate checks; this only says the block's clean run is part of a
+    behaviour check."""
+    n = _own_asserts(b.tree)
+    if n:
+        return f"{n} assert statement(s) of its own hold"
+    if any(e.block == b.index for e in p.examples):
+        return "its own examples or stated outputs are compared"
+    defined = {node.name for node in getattr(b.tree, "body", []) or []
+               if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    single = sum(1 for x in p.runnable if x.kind != "pycon") == 1
+    for e in p.examples:
+        if e.block is None and (single or any(re.search(rf"\b{re.escape(f)}\b", e.source) for f in defined)):
+            return "the question's examples are compared"
+    if p.stdin_cases:
+        return "the question's input/output pairs are compared"
+    return ""
 
 
 def _stmt_wants(p: _Plan) -> dict[tuple[int, int], str]:
@@ -674,15 +748,25 @@ def check(answer: str, question: str | None = None, *, sandbox: Sandbox | str | 
     lim = limits or box.limits
     p = plan(answer, question, lim)
     if p.program is None:
-        return interpret(p, None, "nothing to run")
+        return _executed(interpret(p, None, "nothing to run"))
     try:
         res = box.run(p.program, limits=lim)
         stdin_res = [box.run(p.stdin_program, stdin=inp, limits=lim) for inp, _, _ in p.stdin_cases]  # type: ignore[arg-type]
     except SandboxUnavailable as exc:
-        return _finish(p, None, [], str(exc))
+        return _executed(_finish(p, None, [], str(exc)))
     except Exception as exc:  # noqa: BLE001 - an engine hiccup must not break the answer
-        return _finish(p, None, [], f"sandbox error: {type(exc).__name__}: {exc}")
-    return _finish(p, res, stdin_res)
+        return _executed(_finish(p, None, [], f"sandbox error: {type(exc).__name__}: {exc}"))
+    return _executed(_finish(p, res, stdin_res))
+
+
+def _executed(checks: list[Check]) -> list[Check]:
+    """``checks`` with ``basis`` set: every verdict of this verifier rests on the answer's own
+    code, asserts and stated outputs or the question's examples, executed in the sandbox and
+    compared here (``executed``)."""
+    for c in checks:
+        if c.basis is None:
+            c.basis = "executed"
+    return checks
 
 
 def _finish(p: _Plan, res: Result | None, stdin_res: list[Result], unavailable: str | None = None) -> list[Check]:
@@ -707,13 +791,13 @@ async def acheck(answer: str, question: str | None = None, *, sandbox: Sandbox |
     # the caller's deadline can fire
     p = await asyncio.to_thread(plan, answer, question, lim)
     if p.program is None:
-        return interpret(p, None, "nothing to run")
+        return _executed(interpret(p, None, "nothing to run"))
     try:
         runs = [box.arun(p.program, limits=lim)]
         runs += [box.arun(p.stdin_program, stdin=inp, limits=lim) for inp, _, _ in p.stdin_cases]  # type: ignore[arg-type]
         res, *stdin_res = await asyncio.gather(*runs)
     except SandboxUnavailable as exc:
-        return _finish(p, None, [], str(exc))
+        return _executed(_finish(p, None, [], str(exc)))
     except Exception as exc:  # noqa: BLE001
-        return _finish(p, None, [], f"sandbox error: {type(exc).__name__}: {exc}")
-    return _finish(p, res, stdin_res)
+        return _executed(_finish(p, None, [], f"sandbox error: {type(exc).__name__}: {exc}"))
+    return _executed(_finish(p, res, stdin_res))

@@ -13,15 +13,28 @@ rejected -- ``unknown`` (claim problems) or ``error`` (unknown tool, invalid inp
 * its comparison would only restate the plan: a ``calculate`` expression with no operation,
   or one that contains the claimed value itself; numbers in the expression that occur neither
   in the question nor in the draft (nor are conventional constants such as 12 or 365);
-  ``sympy_equivalent`` sides that are not both in the claim; ``run_python`` code lines that
-  are not the draft's own;
+  ``sympy_equivalent`` sides that are not both in the claim, or one formula compared with
+  itself (unless the claim's own two sides can be compared instead); ``run_python`` code
+  lines that are not the draft's own;
 * what the tool checks is not the step's ``claim``: a ``search_facts`` claim, a
   ``check_citation`` reference or ``run_python`` code that is other text of the draft than the
   ``claim`` the check is reported on (a plan could otherwise verify a true sentence and report
   the pass on a false one).
 
 A step whose compared span is already covered by a rule check that passed or failed (e.g. the
-arithmetic verifier checked the same ``17 * 23 = 401``) is merged: it produces no check.
+arithmetic verifier checked the same ``17 * 23 = 401``) is merged: it produces no check. A
+plan never replaces or narrows a rule check: merging only drops the *step*; every rule check
+(an ``unknown`` one too) stays in the report beside the plan's checks.
+
+What a check rests on (``Check.basis``, DESIGN.md "Asymmetric trust"): a template step is
+built by rules from the question's inputs (``recomputed``). A step of the verifier model's plan
+rests on the model (``model``: it can fail the draft, never pass it) unless the tool recomputed
+what the draft itself wrote: a ``calculate`` expression that is the draft's own stated
+expression right before the value it is compared with, or a ``sympy_equivalent`` of the
+claim's own two sides (``recomputed``); a ``check_citation`` verdict keeps the citation
+verifier's basis (``record``), a ``search_facts`` verdict the basis the fact search reports
+(else ``model``). ``run_python`` and ``convert_units`` steps always rest on the model: it wrote
+the constructed inputs, the assertions, the units.
 """
 
 from __future__ import annotations
@@ -34,7 +47,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from verifiers._types import Check
+from verifiers._types import BASES, Check
 from verifiers.arithmetic._expr import format_value
 from verifiers.arithmetic._tolerance import judge
 from verifiers.planner._text import (ExprError, Stated, find_span, has_operation, literals, normalized, numbers_in,
@@ -119,6 +132,67 @@ def _pick_stated(answer: str, span: tuple[int, int], exclude: set[Fraction]) -> 
     return marked[-1] if marked else None
 
 
+#: Why a model-plan step rests on the verifier model (``evidence["basis_reason"]``), per tool.
+_MODEL_WROTE = {
+    "calculate": "the verifier model wrote the expression (not the draft's own stated expression): its result can "
+                 "fail the draft, never pass it",
+    "convert_units": "the verifier model chose the value and the units: the conversion can fail the draft, never "
+                     "pass it",
+    "sympy_equivalent": "the verifier model chose which formulas to compare (not the claim's own two sides): the "
+                        "comparison can fail the draft, never pass it",
+    "run_python": "the verifier model wrote the constructed inputs and the assertions: they can fail the draft, "
+                  "never pass it",
+    "search_facts": "the fact search's verdict does not say it rests on a passage: it can fail the draft, never pass it",
+}
+
+
+def _own_expression(answer: str, span: tuple[int, int], stated: Stated, expression: str) -> bool:
+    """True when ``expression`` is the draft's own stated expression for ``stated``: the claim's
+    text right before the stated value, after a result word (``=``, "is", "约为") is taken off,
+    ends with the expression (compared as :func:`normalized`, spaces ignored, one pair of outer
+    brackets optional, and not the tail of a longer expression). Only then does the tool
+    recompute what the draft wrote (basis
+    ``recomputed``); otherwise the model chose the inputs (basis ``model``)."""
+    before = answer[span[0]:stated.span[0]]
+    cur = re.search(r"[$€£¥]\s*$", before)
+    if cur:
+        before = before[:cur.start()]
+    for _ in range(3):
+        m = _RESULT_BEFORE.search(before)
+        if not m or m.start() == len(before):
+            break
+        before = before[:m.start()]
+    text = normalized(before, drop_space=True)
+    expr = normalized(expression, drop_space=True)
+    if not expr:
+        return False
+    forms = {expr}
+    if expr.startswith("(") and expr.endswith(")"):
+        forms.add(expr[1:-1])
+    forms |= {f"({f})" for f in list(forms)}
+    # the whole expression, not its tail: "5 - 2 + 1 = 3" is not the draft stating "2 + 1 = 3"
+    return any(f and text.endswith(f) and (len(text) == len(f) or text[-len(f) - 1] not in _EXPR_CHARS)
+               for f in forms)
+
+
+_EXPR_CHARS = frozenset("0123456789.+-*/^()[]{}!%√")
+
+
+_MATH_SEGMENT = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.S)
+
+
+def _claim_sides(claim: str) -> tuple[str, str] | None:
+    """The two sides of the equation a claim states (the math segment ``$...$``/``\\(...\\)``
+    holding one ``=``, else the claim itself when it holds exactly one ``=``), or None."""
+    segments = [next(g for g in m.groups() if g is not None) for m in _MATH_SEGMENT.finditer(claim)]
+    for text in [*segments, claim]:
+        if text.count("=") == 1 and not re.search(r"[<>!]=|==|=[<>]", text):
+            left, right = (t.strip().strip(".,;:。，；").strip() for t in text.split("="))
+            if left and right:
+                return left, right
+    return None
+
+
 def _covered(rule_checks: list[Check], span: tuple[int, int]) -> Check | None:
     for c in rule_checks:
         if c.outcome in ("pass", "fail") and c.span is not None and c.span[0] <= span[0] and span[1] <= c.span[1]:
@@ -200,14 +274,23 @@ class Executor:
         self.deadline = deadline
         self.log: list[dict[str, Any]] = []
 
+    def _basis(self, step: Step) -> str:
+        """What a check of ``step`` rests on before its guard says more (DESIGN.md "Asymmetric
+        trust"): a template's step is built by rules from the question's inputs
+        (``recomputed``); a step of the verifier model's plan has inputs the model wrote
+        (``model``: it may fail the draft, never pass it)."""
+        return "recomputed" if step.template else "model"
+
     def _check(self, step: Step, outcome: str, note: str, *, span: tuple[int, int] | None = None,
-               expected: Any = None, found: Any = None, output: Any = None, confidence: float = 0.5) -> Check:
+               expected: Any = None, found: Any = None, output: Any = None, confidence: float = 0.5,
+               basis: str | None = None) -> Check:
         ev = {"tool": step.tool, "input": step.input, "output": output, "step_id": step.step_id,
               "plan_source": self.plan_source}
         if step.description:
             ev["description"] = step.description[:300]
         return Check(verifier=VERIFIER, claim=step.claim[:500], outcome=outcome, expected=expected, found=found,  # type: ignore[arg-type]
-                     evidence=ev, confidence=confidence, span=span, note=note[:300])
+                     evidence=ev, confidence=confidence, span=span, note=note[:300],
+                     basis=basis or self._basis(step))
 
     async def run(self, steps: list[Step]) -> list[Check]:
         """Execute ``steps`` in order; returns their checks (see module docstring)."""
@@ -267,8 +350,19 @@ class Executor:
             self.log.append({"step_id": step.step_id, "status": "merged", "with": dup.verifier,
                              "claim": dup.claim[:200]})
             return None
+        inp = ctx.get("input", inp)  # the guard may compare the draft's own formulas instead
         out = await tool.run(inp)
-        return getattr(self, f"_judge_{step.tool}")(step, inp, span, ctx, out)
+        c = getattr(self, f"_judge_{step.tool}")(step, inp, span, ctx, out)
+        if ctx.get("replaced"):
+            c.evidence["replaced"] = ctx["replaced"]
+            c.evidence["compared"] = inp.model_dump()
+        basis = ctx.get("basis") or c.basis
+        if basis is not None:
+            c.basis = basis
+        if c.basis == "model":
+            c.evidence["basis_reason"] = ctx.get("basis_reason") or _MODEL_WROTE.get(step.tool, "the verifier model "
+                                                                                             "wrote this step")
+        return c
 
     # --- guards: the compared value must come from the draft --------------------------------
 
@@ -294,7 +388,9 @@ class Executor:
         if foreign:
             raise _Rejected("unknown", "input numbers not in the question or draft: " +
                             ", ".join(format_value(v) for v in foreign[:5]))
-        return {"stated": stated, "cmp_span": stated.span}
+        if _own_expression(self.answer, span, stated, inp.expression):
+            return {"stated": stated, "cmp_span": stated.span, "basis": "recomputed"}
+        return {"stated": stated, "cmp_span": stated.span, "basis": "model"}
 
     def _guard_convert_units(self, step: Step, inp: Any, span: tuple[int, int]) -> dict[str, Any]:
         v = Fraction(str(inp.value))
@@ -304,14 +400,32 @@ class Executor:
         stated = _pick_stated(self.answer, span, {v, abs(v)})
         if stated is None:
             raise _Rejected("unknown", "the claim states no converted value to compare")
-        return {"stated": stated, "cmp_span": stated.span}
+        return {"stated": stated, "cmp_span": stated.span, "basis": "model"}
 
     def _guard_sympy_equivalent(self, step: Step, inp: Any, span: tuple[int, int]) -> dict[str, Any]:
-        claim = normalized(self.answer[span[0]:span[1]], drop_space=True)
+        claim_text = self.answer[span[0]:span[1]]
+        claim = normalized(claim_text, drop_space=True)
         for side in (inp.left, inp.right):
             if not side.strip() or normalized(side, drop_space=True) not in claim:
                 raise _Rejected("unknown", "both formulas must be the draft's own (copied from the claim)")
-        return {}
+        left, right = normalized(inp.left, drop_space=True), normalized(inp.right, drop_space=True)
+        own = _claim_sides(claim_text)
+        if own is not None:
+            sides = {normalized(own[0], drop_space=True), normalized(own[1], drop_space=True)}
+            if {left, right} == sides and left != right:
+                return {"basis": "recomputed"}  # the claim's own two sides, as the draft states them
+            if left == right:
+                # a formula compared with itself proves nothing: compare the claim's own two sides
+                try:
+                    sides_in = type(inp)(left=own[0], right=own[1])
+                except ValidationError:
+                    raise _Rejected("unknown", "both sides are the same formula: the step proves nothing") from None
+                return {"basis": "recomputed", "input": sides_in,
+                        "replaced": "the step compared one formula with itself; the claim's own two sides "
+                                    "were compared instead"}
+        if left == right:
+            raise _Rejected("unknown", "both sides are the same formula: the step proves nothing")
+        return {"basis": "model"}
 
     def _guard_run_python(self, step: Step, inp: Any, span: tuple[int, int]) -> dict[str, Any]:
         lines = [ln for ln in inp.code.splitlines() if ln.strip() and not ln.strip().startswith("#")]
@@ -327,7 +441,7 @@ class Executor:
         why = _setup_problem(inp.setup, inp.assertions, inp.code)
         if why:
             raise _Rejected("unknown", why)
-        return {}
+        return {"basis": "model"}
 
     def _guard_check_citation(self, step: Step, inp: Any, span: tuple[int, int]) -> dict[str, Any]:
         ref = find_span(inp.reference, self.answer)
@@ -335,7 +449,7 @@ class Executor:
             raise _Rejected("unknown", "the reference is not in the draft")
         if not _same_text(inp.reference, self.answer[span[0]:span[1]]):
             raise _Rejected("unknown", "the reference checked is not the step's claim")
-        return {"cmp_span": ref}
+        return {"cmp_span": ref}  # the verdict is the citation verifier's (a record matched): its own basis
 
     def _guard_search_facts(self, step: Step, inp: Any, span: tuple[int, int]) -> dict[str, Any]:
         if find_span(inp.claim, self.answer) is None:
@@ -355,10 +469,27 @@ class Executor:
                       value: Fraction | float) -> Check:
         stated: Stated = ctx["stated"]
         v = judge(value, stated.lit, sign=stated.sign, approx=stated.approx, bounds=step.bounds)
+        # a template may have found more values the draft states for the same quantity: each is
+        # compared, and the first wrong one (in text order) is the check's claim
+        also = [(s, claim, judge(value, s.lit, sign=s.sign, approx=s.approx, bounds=step.bounds))
+                for s, claim in step.extra.get("also") or ()]
+        wrong = next(((s, claim, w) for s, claim, w in also if w.outcome == "fail"), None)
+        claim_text = None
+        if wrong is not None and v.outcome != "fail":
+            stated, claim_text, v = wrong
+            span = find_span(claim_text, self.answer) or stated.span
         note = v.note if v.outcome != "fail" else f"the tool computes {v.expected}, the draft states {stated.text}"
         conf = self._conf(step, v.confidence) if v.outcome != "unknown" else 0.5
-        return self._check(step, v.outcome, note, span=span, expected=v.expected, found=stated.text,
-                           output=out.data, confidence=conf)
+        c = self._check(step, v.outcome, note, span=span, expected=v.expected, found=stated.text,
+                        output=out.data, confidence=conf)
+        if claim_text is not None:
+            c.claim = claim_text[:500]
+        if also:
+            c.evidence["stated_values"] = [{"value": s.text, "outcome": w.outcome} for s, _, w in also] + [
+                {"value": ctx["stated"].text, "outcome": judge(value, ctx["stated"].lit, sign=ctx["stated"].sign,
+                                                               approx=ctx["stated"].approx,
+                                                               bounds=step.bounds).outcome}]
+        return c
 
     def _judge_calculate(self, step: Step, inp: Any, span: tuple[int, int], ctx: dict[str, Any], out: Any) -> Check:
         if out.error:
@@ -430,7 +561,8 @@ class Executor:
             return self._check(step, "unknown", out.error, span=ctx.get("cmp_span", span), output=out.data)
         c: Check = out.raw
         return self._check(step, c.outcome, c.note or str(out.data.get("status")), span=ctx.get("cmp_span", span),
-                           expected=c.expected, found=inp.reference, output=out.data, confidence=c.confidence)
+                           expected=c.expected, found=inp.reference, output=out.data, confidence=c.confidence,
+                           basis=c.basis or "record")
 
     def _judge_search_facts(self, step: Step, inp: Any, span: tuple[int, int], ctx: dict[str, Any], out: Any) -> Check:
         d = out.data
@@ -438,9 +570,12 @@ class Executor:
         outcome = {"pass": "pass", "supported": "pass", "fail": "fail", "refuted": "fail",
                    "contradicted": "fail"}.get(raw, "unknown")
         conf = float(d.get("confidence", 0.7)) if isinstance(d.get("confidence"), (int, float)) else 0.7
+        # the search's verdict rests on what the facts verifier says it rests on (a passage);
+        # without that word it is the model's (can fail, never pass)
+        basis = d.get("basis") if d.get("basis") in BASES else "model"
         return self._check(step, outcome, str(d.get("note") or raw or "no verdict")[:300], span=span,
                            expected=d.get("evidence"), found=inp.claim, output=d,
-                           confidence=self._conf(step, conf) if outcome != "unknown" else 0.5)
+                           confidence=self._conf(step, conf) if outcome != "unknown" else 0.5, basis=basis)
 
 
 __all__ = ["Step", "Executor", "VERIFIER", "CONSTANTS"]

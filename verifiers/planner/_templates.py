@@ -124,21 +124,63 @@ def interest_template(question: str, draft: str) -> list[Step]:
              and not s.lit.percent]
     if not cands:
         return []
+    other = _other_quantity(question, simple, n)
     # the last plausible value is the draft's answer; when it disagrees but an earlier one agrees
     # ("... $11,607.55, against $11,500 with simple interest") the reading is ambiguous: no
-    # template (neither a fail nor a pass that verified something else)
+    # template (neither a fail nor a pass that verified something else) -- unless the last value
+    # is itself a statement of the asked quantity (close to it, in a clause about no other
+    # scheme, period or case: "…约为11607.55元。使用Python精确计算的结果约为11614.80元。"), then
+    # it is a wrong value of that quantity and fails
     stated = cands[-1]
     if judge(target, stated.lit, sign=stated.sign, approx=stated.approx, bounds=bounds).outcome == "fail" and any(
-            judge(target, c.lit, sign=c.sign, approx=c.approx, bounds=bounds).outcome != "fail" for c in cands[:-1]):
+            judge(target, c.lit, sign=c.sign, approx=c.approx, bounds=bounds).outcome != "fail" for c in cands[:-1]) \
+            and not _states_quantity(draft, stated, target, other):
         return []
     if abs(stated.value - target) > target / 2:
         return []  # the draft's last number is something else (a yearly figure, a rate): no reading
+    # every other value the draft states for the same quantity is compared too: one wrong fails
+    values = [(c, _claim_around(draft, c)) for c in cands[:-1] if _states_quantity(draft, c, target, other)]
     claim = _claim_around(draft, stated)
     kind = ("simple" if simple else "compound") + ("_interest" if ask_interest else "_amount")
     return [Step(step_id=1, tool="calculate", input={"expression": expr}, claim=claim, bounds=bounds, stated=stated,
                  description=f"recompute the {kind.replace('_', ' ')} from the question's inputs",
-                 expected_check="the draft's value equals the formula's value at the stated precision",
-                 confidence=0.9, extra={"template": "interest", "kind": kind})]
+                 expected_check="every value the draft states for it equals the formula's value at its stated "
+                                "precision",
+                 confidence=0.9, extra={"template": "interest", "kind": kind, "also": values})]
+
+
+#: How close (relative) a value must be to the formula's value to be read as another statement
+#: of the same quantity (the design's wrong values 11608.92 and 11614.80 are within 0.1% of
+#: 11607.55; a year-by-year figure at a 5% rate is ~5% away, simple interest over 3 years ~1%).
+SAME_QUANTITY_REL = Fraction(1, 100)
+_CASE_WORDS = re.compile(r"\bif\b|\bwould\b|\binstead\b|\bunlike\b|\bcompared\b|\bversus\b|\bvs\.?|如果|若|假如|假设|要是|"
+                         r"相比|而非|对比", re.I)
+_PERIOD_WORDS = re.compile(r"第\s*[一二三四五六七八九十百\d]+\s*(?:年|个?季度|个?月|期|天)|"
+                           r"\b(?:year|quarter|month|period)\s*#?\d+|\b\d+(?:st|nd|rd|th)\s+(?:year|quarter|month|period)|"
+                           r"\b(?:first|second|third|fourth|fifth)\s+(?:year|quarter|month|period)", re.I)
+
+
+def _other_quantity(question: str, simple: bool, n: int | None) -> re.Pattern[str]:
+    """What, in the clause of a value, makes it a figure of another quantity than the asked
+    one: another scheme (单利/simple vs 复利/compound), another compounding frequency than the
+    question's, continuous compounding."""
+    parts = [_COMPOUND.pattern if simple else _SIMPLE.pattern, _CONTINUOUS.pattern]
+    parts += [rx.pattern for rx, f in _FREQ if f != n and not rx.search(question)]
+    return re.compile("|".join(f"(?:{p})" for p in parts), re.I)
+
+
+def _states_quantity(draft: str, s: Stated, target: Fraction, other: re.Pattern[str]) -> bool:
+    """True when ``s`` reads as one more statement of the asked quantity: within
+    :data:`SAME_QUANTITY_REL` of ``target`` and in a clause (from the sentence's start to the
+    end of the value's clause) that names no other scheme or frequency (``other``), no
+    conditional or comparison ("if", "compared to", "如果", "相比") and no intermediate period
+    ("Year 2", "第2年")."""
+    if abs(s.value - target) > abs(target) * SAME_QUANTITY_REL:
+        return False
+    start = max(draft.rfind(ch, 0, s.span[0]) for ch in "。！？\n!?；;") + 1
+    m = re.compile(r"[,;，；。！？!?()（）\n]|\.(?:\s|$)").search(draft, s.span[1])
+    clause = draft[start:m.start() if m else len(draft)]
+    return not (other.search(clause) or _CASE_WORDS.search(clause) or _PERIOD_WORDS.search(clause))
 
 
 def _fmt(v: Fraction) -> str:
