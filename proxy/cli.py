@@ -611,6 +611,9 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--model-key", default=os.environ.get("VERACITY_MODEL_KEY"), help="bearer key for --model")
     p.add_argument("--citations-index", default=None, help="in-process: look citations up only in this offline "
                                                            "index (veracity index build), no network")
+    p.add_argument("--index-partial", action="store_true",
+                   help="with --citations-index: the index is a partial library, a reference it lacks is `unknown` "
+                        "(local_index.authoritative: false) rather than NOT_FOUND")
     p.add_argument("--verifiers", default=None, help="in-process: comma-separated verifiers to keep enabled")
     p.add_argument("--sandbox", default=None, help="in-process: the code verifier's sandbox backend")
     p.add_argument("--risk-threshold", type=float, default=None,
@@ -659,7 +662,7 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
         if not args.gateway:
             from proxy.policy import PolicyError
 
-            common = dict(citations_index=args.citations_index,
+            common = dict(citations_index=args.citations_index, index_partial=args.index_partial,
                           verifiers=args.verifiers.split(",") if args.verifiers else None,
                           sandbox=args.sandbox, risk_threshold=args.risk_threshold)
             try:
@@ -700,7 +703,9 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
             progress.close()
         metrics = evaluation.compute(items, results, bins=args.bins)
         prov = {"data": str(args.data), "policy": args.policy or "default", "gateway": args.gateway,
-                "model": args.model and f"{args.model_name} at {args.model}", "citations_index": args.citations_index,
+                "model": args.model and f"{args.model_name} at {args.model}", "citations_index": args.citations_index and (
+                    args.citations_index + (" (partial: a miss is unknown)" if args.index_partial else
+                                            " (authoritative: a miss is NOT_FOUND)")),
                 "verifiers": args.verifiers, "risk_threshold": args.risk_threshold, "styles": args.styles, "limit": args.limit, "skipped": skipped,
                 "answer_timeout_s": args.answer_timeout or None, "version": _version(),
                 "not_checked": notices,

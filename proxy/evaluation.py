@@ -161,10 +161,12 @@ def check_label(item: dict[str, Any], check: dict[str, Any], decisive_checks: in
 def load_policy(name_or_path: str | None, *, citations_index: str | None = None, verifiers: list[str] | None = None,
                 sandbox: str | None = None, model_name: str | None = None, risk_threshold: float | None = None,
                 citation_sources: list[str] | None = None, grounding: bool = False,
-                grounding_model: bool = False) -> Any:
+                grounding_model: bool = False, index_partial: bool = False) -> Any:
     """A :class:`proxy.policy.Policy` from a shipped name (``policies/NAME.yaml``) or a file,
     with eval's overrides: ``citations_index`` (the citation verifier looks up only this offline
-    index, no cache -- what ``bench/citations_bench.py`` does), ``citation_sources`` (the network
+    index, no cache -- what ``bench/citations_bench.py`` does; with ``index_partial`` the index is a
+    partial library, ``local_index.authoritative: false``: a reference it lacks is ``unknown``, not
+    NOT_FOUND), ``citation_sources`` (the network
     sources kept, :func:`preflight`), ``verifiers`` (only these stay enabled), ``sandbox`` (the
     code verifier's backend), ``risk_threshold`` (0: every answer the risk score sends to a
     verifier is checked, whatever its score), ``grounding`` (the policy for grounding cases: the
@@ -186,7 +188,8 @@ def load_policy(name_or_path: str | None, *, citations_index: str | None = None,
     if citations_index:
         c = v.setdefault("citations", {})
         c["enabled"] = True
-        c["sources"] = {"use": [], "local_index": {"path": str(citations_index)}, "cache": {"backend": "none"}}
+        c["sources"] = {"use": [], "local_index": {"path": str(citations_index), "authoritative": not index_partial},
+                        "cache": {"backend": "none"}}
     elif citation_sources is not None:
         c = v.setdefault("citations", {})
         c["sources"] = dict(c.get("sources") or {}, use=list(citation_sources))

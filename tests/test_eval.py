@@ -454,3 +454,13 @@ def test_an_answer_that_takes_too_long_is_an_error_not_a_hang(monkeypatch):
     assert len(seen) == 2
     m = evaluation.compute([item(True), item(False)], got)
     assert m["answers"]["errors"] == 2 and m["sets"]["s"]["errors"] == 2
+
+
+def test_citation_index_overrides(tmp_path):
+    full = evaluation.load_policy("default", citations_index=str(tmp_path / "i.sqlite3"))
+    part = evaluation.load_policy("default", citations_index=str(tmp_path / "i.sqlite3"), index_partial=True)
+    assert full.verifiers.citations.sources["local_index"]["authoritative"] is True
+    assert part.verifiers.citations.sources["local_index"]["authoritative"] is False
+    assert part.verifiers.citations.sources["use"] == []        # the index only: no network source
+    kept = evaluation.load_policy("default", citation_sources=["openalex"])
+    assert kept.verifiers.citations.sources["use"] == ["openalex"]
