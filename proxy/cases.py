@@ -25,8 +25,20 @@ Formats read as they are (:func:`read`; a folder reads every file it knows in it
   reference solutions, right; their calculator notes ``<<48/2=24>>`` kept: checkable claims),
   ``math/example_model_solutions.jsonl`` (GPT-3 solutions, ``is_correct``; notes removed), ``math/processbench_*.json`` (ProcessBench, Zheng et al. 2024: ``label`` = index
   of the first wrong step, -1 none; steps before it are labelled right, that step wrong);
-  ``code/humaneval_py_gpt4_simple.jsonl`` (``is_solved``). The grounding and relevance folders and
-  the Agrawal et al. titles CSV are not read (they label passages and titles, not answers).
+  ``code/humaneval_py_gpt4_simple.jsonl`` (``is_solved``).
+* grounding cases (``grounding/`` and ``relevance/``): each item carries ``"context"``, the source
+  text the answer must rest on, sent as the request's system message (a RAG request; the facts
+  verifier's ``context`` backend searches it, as ``bench/facts_bench.py`` does):
+  ``SummEdits/data/summedits/*.json`` (Laban et al. 2023: document, summary, ``label`` 1 consistent
+  = right / 0 = wrong); ``HaluEval-qa/qa_data.json`` (Li et al. 2023, JSON lines: knowledge,
+  question, the right answer and the hallucinated one: two items per record); ``BEGIN/*/begin_*.tsv``
+  (Dziri et al. 2022: knowledge, previous turn as question, response; Fully attributable = right,
+  Not fully attributable = wrong, Generic skipped and counted: it claims nothing);
+  ``relevance/scifact_claims_{train,dev}.jsonl`` (Wadden et al. 2020: each claim against each abstract
+  it cites, from ``scifact_corpus.jsonl`` beside it; SUPPORT = right, CONTRADICT and no evidence
+  (NEI) = wrong: the abstract does not back the sentence, a mis-citation, as
+  ``bench/relevance_bench.py`` counts it; ``meta.scifact_label`` keeps which).
+  The Agrawal et al. titles CSV is not read (it labels titles, not answers).
 
 Raises :class:`ValueError` naming the file and line for a line that is not JSON or a file whose
 format is not recognised.
@@ -34,6 +46,8 @@ format is not recognised.
 
 from __future__ import annotations
 
+import csv
+import fnmatch
 import json
 import re
 from collections.abc import Iterator
@@ -41,7 +55,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["read", "read_file", "CITATION_STYLES", "citation_answer", "math_items", "code_items",
-           "citation_items", "label_of"]
+           "citation_items", "label_of", "summedits_items", "halueval_items", "begin_items", "scifact_items",
+           "KNOWN_FILES"]
 
 #: reference styles each citation entry is rendered in (bench/citations_bench.py renders all five)
 CITATION_STYLES = ("apa", "ieee", "mla", "harvard", "bibtex")
@@ -141,6 +156,74 @@ def code_items(path: Path, limit: int | None = None) -> Iterator[dict[str, Any]]
                "answer": "```python\n" + r["solution"] + "\n```", "label": solved, "claims": None, "meta": {}}
 
 
+def summedits_items(path: Path, limit: int | None = None) -> Iterator[dict[str, Any]]:
+    """SummEdits (a JSON list per domain): the document as context, the summary as answer;
+    ``label`` "1" consistent (right) / "0" inconsistent (wrong)."""
+    for r in json.loads(path.read_text(encoding="utf-8"))[:limit]:
+        yield {"id": str(r["id"]), "set": path.stem, "question": None, "context": r["doc"], "answer": r["summary"],
+               "label": str(r["label"]) == "1", "claims": None,
+               "meta": {"split": r.get("split"), "edit_types": r.get("edit_types")}}
+
+
+def halueval_items(path: Path, limit: int | None = None) -> Iterator[dict[str, Any]]:
+    """HaluEval QA (JSON lines, or one JSON list): per record the right answer (right) and the
+    hallucinated one (wrong), both against the record's knowledge passage."""
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("["):
+        rows = json.loads(text)
+    else:
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except ValueError as exc:
+                    raise ValueError(f"{path}:{n}: not JSON ({exc})") from None
+    for i, r in enumerate(rows[:limit]):
+        for kind, key, label in (("r", "right_answer", True), ("h", "hallucinated_answer", False)):
+            yield {"id": f"{i}{kind}", "set": "HaluEval-qa", "question": r["question"], "context": r["knowledge"],
+                   "answer": r[key], "label": label, "claims": None, "meta": {}}
+
+
+def begin_items(path: Path, limit: int | None = None, skipped: dict[str, int] | None = None
+                ) -> Iterator[dict[str, Any]]:
+    """BEGIN (TSV): knowledge as context, the previous turn as question, the response as answer.
+    ``limit`` counts rows read; Generic responses are skipped (``skipped["begin_generic"]``)."""
+    csv.field_size_limit(10_000_000)
+    with path.open(newline="", encoding="utf-8") as fh:
+        for i, r in enumerate(csv.DictReader(fh, delimiter="\t")):
+            if limit is not None and i >= limit:
+                break
+            lab = r.get("begin_label")
+            if lab not in ("Fully attributable", "Not fully attributable"):
+                if skipped is not None:
+                    skipped["begin_generic"] = skipped.get("begin_generic", 0) + 1
+                continue
+            yield {"id": f"{path.stem}:{i}", "set": path.stem, "question": r["message"], "context": r["knowledge"],
+                   "answer": r["response"], "label": lab == "Fully attributable", "claims": None,
+                   "meta": {"model": r.get("model_name"), "source": r.get("data_source")}}
+
+
+def scifact_items(path: Path, limit: int | None = None) -> Iterator[dict[str, Any]]:
+    """SciFact claims (``limit`` claims): one item per cited abstract, the abstract (title and
+    sentences, from ``scifact_corpus.jsonl`` in the same folder) as context, the claim as answer.
+    Raises FileNotFoundError without the corpus file."""
+    corpus_file = path.parent / "scifact_corpus.jsonl"
+    if not corpus_file.is_file():
+        raise FileNotFoundError(f"{path}: needs {corpus_file.name} beside it (the cited abstracts)")
+    claims = [c for _, c in _jsonl(path)][:limit]
+    wanted = {d for c in claims for d in c["cited_doc_ids"]}
+    corpus = {d["doc_id"]: d for _, d in _jsonl(corpus_file) if d["doc_id"] in wanted}
+    for c in claims:
+        for did in c["cited_doc_ids"]:
+            ev = (c.get("evidence") or {}).get(str(did))
+            lab = ev[0]["label"] if ev else "NEI"
+            doc = corpus[did]
+            yield {"id": f"{c['id']}:{did}", "set": path.stem, "question": None,
+                   "context": doc["title"] + ".\n\n" + " ".join(doc["abstract"]), "answer": c["claim"],
+                   "label": lab == "SUPPORT", "claims": None, "meta": {"scifact_label": lab}}
+
+
 def _generic(path: Path, skipped: dict[str, int]) -> Iterator[dict[str, Any]]:
     for n, r in _jsonl(path):
         if r.get("object") == "veracity.review" or ("veracity_status" in r and "failed_checks" in r):
@@ -170,13 +253,22 @@ def read_file(path: str | Path, *, styles: tuple[str, ...] = CITATION_STYLES, li
     ``skipped`` collects counts of records that could not be used, by reason."""
     p = Path(path)
     skipped = {} if skipped is None else skipped
+    if p.suffix == ".tsv":
+        return list(begin_items(p, limit, skipped))
     if p.suffix == ".json":
+        head = p.read_text(encoding="utf-8")[:4096]
+        if '"knowledge"' in head and '"hallucinated_answer"' in head:
+            return list(halueval_items(p, limit))
+        if '"summary"' in head and '"doc"' in head:
+            return list(summedits_items(p, limit))
         return list(math_items(p, limit))
     if p.suffix != ".jsonl":
-        raise ValueError(f"{p}: not a .jsonl / .json file")
+        raise ValueError(f"{p}: not a .jsonl / .json / .tsv file")
     first = next((r for _, r in _jsonl(p)), None)
     if first is None:
         return []
+    if "claim" in first and "cited_doc_ids" in first:
+        return list(scifact_items(p, limit))
     if "bibtex_key" in first and "fields" in first:
         return list(citation_items(p, styles, limit))
     if "is_solved" in first and "solution" in first:
@@ -187,10 +279,15 @@ def read_file(path: str | Path, *, styles: tuple[str, ...] = CITATION_STYLES, li
     return out[:limit] if limit is not None else out
 
 
-#: case files read from a folder, in this order (others in a folder are left alone)
+#: case files read from a folder (names or fnmatch patterns), in this order; others are left alone
 KNOWN_FILES = ("supplement_chatgpt_citations.jsonl", "dev_public.jsonl", "test.jsonl",
                "example_model_solutions.jsonl", "processbench_gsm8k.json", "processbench_omnimath.json",
-               "humaneval_py_gpt4_simple.jsonl")
+               "humaneval_py_gpt4_simple.jsonl", "summedits_*.json", "qa_data.json", "begin_dev_*.tsv",
+               "begin_test_*.tsv", "scifact_claims_train.jsonl", "scifact_claims_dev.jsonl")
+
+
+def _known(name: str) -> int | None:
+    return next((i for i, pat in enumerate(KNOWN_FILES) if fnmatch.fnmatchcase(name, pat)), None)
 
 
 def read(path: str | Path, *, styles: tuple[str, ...] = CITATION_STYLES, limit: int | None = None,
@@ -202,7 +299,8 @@ def read(path: str | Path, *, styles: tuple[str, ...] = CITATION_STYLES, limit: 
         raise FileNotFoundError(f"{p}: no such file or folder")
     if p.is_file():
         return read_file(p, styles=styles, limit=limit, skipped=skipped)
-    files = sorted((f for f in p.rglob("*") if f.name in KNOWN_FILES), key=lambda f: KNOWN_FILES.index(f.name))
+    files = sorted((f for f in p.rglob("*") if f.is_file() and _known(f.name) is not None),
+                   key=lambda f: (_known(f.name), str(f)))
     if not files:
         raise ValueError(f"{p}: no known case file in this folder ({', '.join(KNOWN_FILES)})")
     return [it for f in files for it in read_file(f, styles=styles, limit=limit, skipped=skipped)]

@@ -592,6 +592,23 @@ def _review_export(p: argparse.ArgumentParser) -> Handler:
     return run
 
 
+def _version() -> str:
+    """This checkout's version: the package version and, in a git checkout, its commit."""
+    import subprocess
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("veracity")
+    except PackageNotFoundError:
+        v = "unknown"
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=os.path.dirname(os.path.abspath(__file__)),
+                              capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        head = ""
+    return f"{v} ({head})" if head else v
+
+
 @command("eval", help="Evaluate the checks on labelled answers (JSONL: question, answer, label; a review export; "
                       "a ../shared/cases file or folder): precision/recall/F1, confusion, calibration (ECE, "
                       "reliability diagrams), cost and latency, misjudged items -> --out DIR.")
@@ -609,6 +626,9 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--model-key", default=os.environ.get("VERACITY_MODEL_KEY"), help="bearer key for --model")
     p.add_argument("--citations-index", default=None, help="in-process: look citations up only in this offline "
                                                            "index (veracity index build), no network")
+    p.add_argument("--index-partial", action="store_true",
+                   help="with --citations-index: the index is a partial library, a reference it lacks is `unknown` "
+                        "(local_index.authoritative: false) rather than NOT_FOUND")
     p.add_argument("--verifiers", default=None, help="in-process: comma-separated verifiers to keep enabled")
     p.add_argument("--sandbox", default=None, help="in-process: the code verifier's sandbox backend")
     p.add_argument("--risk-threshold", type=float, default=None,
@@ -618,6 +638,10 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--limit", type=int, default=None, help="records read per file")
     p.add_argument("--bins", type=int, default=10, help="equal-width calibration bins (default 10)")
     p.add_argument("--concurrency", type=int, default=4, help="--gateway: requests in flight")
+    p.add_argument("--answer-timeout", type=float, default=60.0,
+                   help="seconds an answer may take before it counts as an evaluation error (default 60; 0: none)")
+    p.add_argument("--progress-every", type=float, default=10.0,
+                   help="not on a terminal: a progress line every this many seconds (default 10; 0: every answer)")
 
     def run(args: argparse.Namespace) -> int:
         import datetime
@@ -648,14 +672,25 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
             print(f"veracity eval: {args.data}: no labelled answer{why}", file=sys.stderr)
             return 2
         model = None
-        policy = None
+        policy = grounding_policy = None
+        notices: list[str] = []
         if not args.gateway:
             from proxy.policy import PolicyError
 
+            common = dict(citations_index=args.citations_index, index_partial=args.index_partial,
+                          verifiers=args.verifiers.split(",") if args.verifiers else None,
+                          sandbox=args.sandbox, risk_threshold=args.risk_threshold)
             try:
-                policy = evaluation.load_policy(args.policy, citations_index=args.citations_index,
-                                                verifiers=args.verifiers.split(",") if args.verifiers else None,
-                                                sandbox=args.sandbox, risk_threshold=args.risk_threshold)
+                policy = evaluation.load_policy(args.policy, **common)
+                # what cannot be checked here, said now rather than learnt from timeouts
+                notices, over = evaluation.preflight(items, policy, citations_index=args.citations_index,
+                                                     model_url=args.model)
+                if "citation_sources" in over:
+                    policy = evaluation.load_policy(args.policy, citation_sources=over["citation_sources"], **common)
+                if over.get("grounding"):
+                    grounding_policy = evaluation.load_policy(
+                        args.policy, citation_sources=over.get("citation_sources"), grounding=True,
+                        grounding_model=over["grounding_model"], **common)
             except (OSError, PolicyError) as exc:
                 print(f"veracity eval: {exc}", file=sys.stderr)
                 return 2
@@ -664,13 +699,31 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
 
                 model = OpenAIChatModel(args.model, args.model_name, args.model_key,
                                         max_tokens=policy.verification.max_tokens)
+        for n in notices:
+            print(f"veracity eval: cannot check here: {n}", file=sys.stderr)
+        sets = {}
+        for it in items:
+            sets[it.get("set")] = sets.get(it.get("set"), 0) + 1
+        print(f"veracity eval: {len(items)} answers from {len(sets)} sets ({', '.join(f'{k} {v}' for k, v in sets.items())})"
+              f"; policy {args.policy or 'default'}" + (f" via {args.gateway}" if args.gateway else " in-process"),
+              file=sys.stderr)
         t0 = datetime.datetime.now(datetime.timezone.utc)
-        results = evaluation.run_items(items, policy=policy, gateway=args.gateway, api_key=args.api_key,
-                                       policy_name=args.policy, model=model, concurrency=args.concurrency)
+        progress = evaluation.Progress(len(items), every_s=args.progress_every)
+        try:
+            results = evaluation.run_items(items, policy=policy, gateway=args.gateway, api_key=args.api_key,
+                                           policy_name=args.policy, model=model, concurrency=args.concurrency,
+                                           grounding_policy=grounding_policy,
+                                           answer_timeout=args.answer_timeout or None, progress=progress.update)
+        finally:
+            progress.close()
         metrics = evaluation.compute(items, results, bins=args.bins)
         prov = {"data": str(args.data), "policy": args.policy or "default", "gateway": args.gateway,
-                "model": args.model and f"{args.model_name} at {args.model}", "citations_index": args.citations_index,
+                "model": args.model and f"{args.model_name} at {args.model}", "citations_index": args.citations_index and (
+                    args.citations_index + (" (partial: a miss is unknown)" if args.index_partial else
+                                            " (authoritative: a miss is NOT_FOUND)")),
                 "verifiers": args.verifiers, "risk_threshold": args.risk_threshold, "styles": args.styles, "limit": args.limit, "skipped": skipped,
+                "answer_timeout_s": args.answer_timeout or None, "version": _version(),
+                "not_checked": notices,
                 "started": t0.isoformat(timespec="seconds"),
                 "seconds": round((datetime.datetime.now(datetime.timezone.utc) - t0).total_seconds(), 1)}
         files = evaluation.write(metrics, args.out, title=f"veracity eval: {args.data}", provenance=prov)

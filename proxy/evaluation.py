@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["run_items", "compute", "write", "ece", "reliability_bins", "prf", "laplace", "wilson",
-           "check_label", "percentiles", "load_policy", "CITATION_CLASS", "STATUSES_ORDER"]
+           "check_label", "percentiles", "load_policy", "preflight", "reachable", "Progress", "messages_of",
+           "CITATION_CLASS", "STATUSES_ORDER"]
 
 #: the class a citation status asserts: True = the reference is real and right (VALID)
 CITATION_CLASS = {"VERIFIED": True, "PARTIALLY_VERIFIED": True, "LIKELY_HALLUCINATION": False,
@@ -56,11 +57,14 @@ _Z95 = 1.959963984540054  # standard normal 97.5 % quantile
 # ------------------------------------------------------------------------------ small statistics
 
 
-def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
-    """Precision tp/(tp+fp), recall tp/(tp+fn), F1 (their harmonic mean); 0.0 where undefined."""
-    p = tp / (tp + fp) if tp + fp else 0.0
-    r = tp / (tp + fn) if tp + fn else 0.0
-    return {"precision": p, "recall": r, "f1": 2 * p * r / (p + r) if p + r else 0.0, "tp": tp, "fp": fp, "fn": fn}
+def prf(tp: int, fp: int, fn: int) -> dict[str, float | None]:
+    """Precision tp/(tp+fp), recall tp/(tp+fn), F1 (their harmonic mean). A ratio without a
+    denominator is ``None`` (nothing flagged: no precision; nothing wrong: no recall), shown
+    as "n/a", never as 0; F1 is None when either is, 0.0 when both are 0."""
+    p = tp / (tp + fp) if tp + fp else None
+    r = tp / (tp + fn) if tp + fn else None
+    f1 = None if p is None or r is None else 2 * p * r / (p + r) if p + r else 0.0
+    return {"precision": p, "recall": r, "f1": f1, "tp": tp, "fp": fp, "fn": fn}
 
 
 def laplace(k: int, n: int) -> float:
@@ -155,12 +159,19 @@ def check_label(item: dict[str, Any], check: dict[str, Any], decisive_checks: in
 
 
 def load_policy(name_or_path: str | None, *, citations_index: str | None = None, verifiers: list[str] | None = None,
-                sandbox: str | None = None, model_name: str | None = None, risk_threshold: float | None = None) -> Any:
+                sandbox: str | None = None, model_name: str | None = None, risk_threshold: float | None = None,
+                citation_sources: list[str] | None = None, grounding: bool = False,
+                grounding_model: bool = False, index_partial: bool = False) -> Any:
     """A :class:`proxy.policy.Policy` from a shipped name (``policies/NAME.yaml``) or a file,
     with eval's overrides: ``citations_index`` (the citation verifier looks up only this offline
-    index, no cache -- what ``bench/citations_bench.py`` does), ``verifiers`` (only these stay
-    enabled), ``sandbox`` (the code verifier's backend), ``risk_threshold`` (0: every answer the
-    risk score sends to a verifier is checked, whatever its score). Raises PolicyError / FileNotFoundError."""
+    index, no cache -- what ``bench/citations_bench.py`` does; with ``index_partial`` the index is a
+    partial library, ``local_index.authoritative: false``: a reference it lacks is ``unknown``, not
+    NOT_FOUND), ``citation_sources`` (the network
+    sources kept, :func:`preflight`), ``verifiers`` (only these stay enabled), ``sandbox`` (the
+    code verifier's backend), ``risk_threshold`` (0: every answer the risk score sends to a
+    verifier is checked, whatever its score), ``grounding`` (the policy for grounding cases: the
+    facts verifier enabled with the ``context`` backend among its backends, its model tier only
+    with ``grounding_model``). Raises PolicyError / FileNotFoundError."""
     import yaml
 
     from proxy.policy import _parse, default_policies_dir
@@ -177,7 +188,11 @@ def load_policy(name_or_path: str | None, *, citations_index: str | None = None,
     if citations_index:
         c = v.setdefault("citations", {})
         c["enabled"] = True
-        c["sources"] = {"use": [], "local_index": {"path": str(citations_index)}, "cache": {"backend": "none"}}
+        c["sources"] = {"use": [], "local_index": {"path": str(citations_index), "authoritative": not index_partial},
+                        "cache": {"backend": "none"}}
+    elif citation_sources is not None:
+        c = v.setdefault("citations", {})
+        c["sources"] = dict(c.get("sources") or {}, use=list(citation_sources))
     if verifiers is not None:
         for n in list(v):
             if isinstance(v[n], dict):
@@ -190,48 +205,85 @@ def load_policy(name_or_path: str | None, *, citations_index: str | None = None,
         doc.setdefault("risk", {})["threshold"] = risk_threshold
     if model_name:
         doc.setdefault("verification", {})["model"] = model_name
+    if grounding:
+        f = v.setdefault("facts", {})
+        f["enabled"] = True
+        use = list((f.get("backends") or {}).get("use") or [])
+        f["backends"] = dict(f.get("backends") or {}, use=use if "context" in use else ["context", *use])
+        f["use_model"] = bool(grounding_model)
     return _parse(yaml.safe_dump(doc), str(p))
 
 
-async def _inprocess(items: list[dict[str, Any]], policy: Any, model: Any) -> list[dict[str, Any]]:
+def messages_of(item: dict[str, Any]) -> list[dict[str, str]] | None:
+    """The request messages an item stands for: its ``context`` (the source text of a grounding
+    case) as the system message, its question as the user message; None with neither."""
+    msgs = []
+    if item.get("context"):
+        msgs.append({"role": "system", "content": item["context"]})
+    if item.get("question"):
+        msgs.append({"role": "user", "content": item["question"]})
+    return msgs or None
+
+
+def _timed_out(t: float) -> str:
+    return f"timed out: no verdict within {t:g} s (--answer-timeout)"
+
+
+async def _inprocess(items: list[dict[str, Any]], policy: Any, model: Any, grounding_policy: Any,
+                     answer_timeout: float | None, progress: Any) -> list[dict[str, Any]]:
     from proxy.budget import RequestBudget
     from proxy.pipeline import verify_text
 
     out = []
     for it in items:
+        pol = grounding_policy if it.get("context") and grounding_policy is not None else policy
         t0 = time.perf_counter()
         try:
-            rep = await verify_text(policy, it.get("question"), it["answer"],
-                                    RequestBudget.from_policy(policy.budgets.request), model=model)
-            out.append({"report": rep.to_dict(), "wall_ms": (time.perf_counter() - t0) * 1000, "error": None})
+            rep = await asyncio.wait_for(
+                verify_text(pol, it.get("question"), it["answer"], RequestBudget.from_policy(pol.budgets.request),
+                            model=model, messages=messages_of(it)), answer_timeout)
+            r = {"report": rep.to_dict(), "wall_ms": (time.perf_counter() - t0) * 1000, "error": None}
+        except TimeoutError:
+            r = {"report": None, "wall_ms": (time.perf_counter() - t0) * 1000, "error": _timed_out(answer_timeout)}
         except Exception as exc:  # noqa: BLE001 -- one broken item must not end the evaluation
-            out.append({"report": None, "wall_ms": (time.perf_counter() - t0) * 1000,
-                        "error": f"{type(exc).__name__}: {exc}"[:300]})
+            r = {"report": None, "wall_ms": (time.perf_counter() - t0) * 1000,
+                 "error": f"{type(exc).__name__}: {exc}"[:300]}
+        out.append(r)
+        if progress is not None:
+            progress(r)
     return out
 
 
 async def _through_gateway(items: list[dict[str, Any]], base_url: str, api_key: str, policy: str | None,
-                           concurrency: int) -> list[dict[str, Any]]:
+                           concurrency: int, answer_timeout: float | None, progress: Any) -> list[dict[str, Any]]:
     import httpx
     import openai
 
-    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=2, timeout=120)
+    client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=2,
+                                timeout=answer_timeout if answer_timeout else 120)
     headers = {"x-veracity-policy": policy} if policy else {}
     sem = asyncio.Semaphore(max(1, concurrency))
 
     async def one(it: dict[str, Any]) -> dict[str, Any]:
-        body = {"answer": it["answer"]}
-        if it.get("question"):
-            body["messages"] = [{"role": "user", "content": it["question"]}]
+        body: dict[str, Any] = {"answer": it["answer"]}
+        msgs = messages_of(it)
+        if msgs:
+            body["messages"] = msgs
         async with sem:
             t0 = time.perf_counter()
             try:
-                resp = await client.post("/veracity/verify", cast_to=httpx.Response, body=body,
-                                         options={"headers": headers})
-                return {"report": resp.json()["veracity"], "wall_ms": (time.perf_counter() - t0) * 1000, "error": None}
+                resp = await asyncio.wait_for(client.post("/veracity/verify", cast_to=httpx.Response, body=body,
+                                                          options={"headers": headers}), answer_timeout)
+                r = {"report": resp.json()["veracity"], "wall_ms": (time.perf_counter() - t0) * 1000, "error": None}
+            except TimeoutError:
+                r = {"report": None, "wall_ms": (time.perf_counter() - t0) * 1000,
+                     "error": _timed_out(answer_timeout)}
             except openai.APIError as exc:
-                return {"report": None, "wall_ms": (time.perf_counter() - t0) * 1000,
-                        "error": f"{type(exc).__name__}: {exc}"[:300]}
+                r = {"report": None, "wall_ms": (time.perf_counter() - t0) * 1000,
+                     "error": f"{type(exc).__name__}: {exc}"[:300]}
+        if progress is not None:
+            progress(r)
+        return r
 
     try:
         return list(await asyncio.gather(*(one(it) for it in items)))
@@ -241,14 +293,172 @@ async def _through_gateway(items: list[dict[str, Any]], base_url: str, api_key: 
 
 def run_items(items: list[dict[str, Any]], *, policy: Any = None, gateway: str | None = None,
               api_key: str | None = None, policy_name: str | None = None, model: Any = None,
-              concurrency: int = 4) -> list[dict[str, Any]]:
+              concurrency: int = 4, grounding_policy: Any = None, answer_timeout: float | None = None,
+              progress: Any = None) -> list[dict[str, Any]]:
     """Verify every item; one result per item, in order: ``{"report": dict | None, "wall_ms",
     "error": str | None}``. In-process with ``policy`` (a Policy; ``model`` the verifier model,
-    e.g. :class:`proxy.verifier_model.OpenAIChatModel`), or through ``gateway`` (base URL ending in
-    ``/v1``; ``policy_name`` sent as ``x-veracity-policy``, ``concurrency`` requests at a time)."""
+    e.g. :class:`proxy.verifier_model.OpenAIChatModel`; items with a ``context`` under
+    ``grounding_policy`` when given), or through ``gateway`` (base URL ending in ``/v1``;
+    ``policy_name`` sent as ``x-veracity-policy``, ``concurrency`` requests at a time). An item's
+    ``context`` and question go as the request messages (:func:`messages_of`).
+    ``answer_timeout`` (s, None = none): an answer without a verdict by then is an evaluation
+    error ("timed out ..."), so one stuck answer costs at most that. ``progress``: called with each
+    result as it is done (e.g. :meth:`Progress.update`)."""
     if gateway:
-        return asyncio.run(_through_gateway(items, gateway, api_key or "sk-none", policy_name, concurrency))
-    return asyncio.run(_inprocess(items, policy, model))
+        return asyncio.run(_through_gateway(items, gateway, api_key or "sk-none", policy_name, concurrency,
+                                            answer_timeout, progress))
+    return asyncio.run(_inprocess(items, policy, model, grounding_policy, answer_timeout, progress))
+
+
+class Progress:
+    """How far an evaluation is, on ``stream`` (stderr): a tqdm bar when the stream is a terminal,
+    else one line every ``every_s`` seconds (0: after every answer) and a last line when done::
+
+        veracity eval: 420/1370 answers (31%), 12 s, about 27 s left, 0 errors
+
+    Use as ``run_items(..., progress=p.update)`` then :meth:`close`. ``tty`` overrides the
+    terminal test; ``clock`` is injectable (seconds, monotonic)."""
+
+    def __init__(self, total: int, *, stream: Any = None, every_s: float = 10.0, tty: bool | None = None,
+                 clock: Any = time.monotonic) -> None:
+        import sys
+
+        self.total, self.done, self.errors = total, 0, 0
+        self.stream = stream if stream is not None else sys.stderr
+        self.every_s, self.clock = every_s, clock
+        self.t0 = self.last = clock()
+        isatty = getattr(self.stream, "isatty", None)
+        self.tty = tty if tty is not None else bool(isatty and isatty())
+        self.bar = None
+        if self.tty:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, file=self.stream, unit="answer", desc="veracity eval", dynamic_ncols=True)
+        else:
+            print(f"veracity eval: {total} answers to check", file=self.stream, flush=True)
+
+    def line(self) -> str:
+        """The progress line as it stands."""
+        el = self.clock() - self.t0
+        left = el / self.done * (self.total - self.done) if self.done else None
+        pct = 100 * self.done / self.total if self.total else 100.0
+        eta = "" if left is None or self.done == self.total else f", about {left:.0f} s left"
+        return (f"veracity eval: {self.done}/{self.total} answers ({pct:.0f}%), {el:.0f} s{eta}, "
+                f"{self.errors} error{'s' * (self.errors != 1)}")
+
+    def update(self, result: dict[str, Any]) -> None:
+        """One more answer done (``result`` as :func:`run_items` returns it: an error counts)."""
+        self.done += 1
+        self.errors += result.get("error") is not None
+        if self.bar is not None:
+            self.bar.update(1)
+            if self.errors:
+                self.bar.set_postfix(errors=self.errors, refresh=False)
+            return
+        now = self.clock()
+        if now - self.last >= self.every_s and self.done < self.total:
+            self.last = now
+            print(self.line(), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """The last line (or the bar closed)."""
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            print(self.line(), file=self.stream, flush=True)
+
+
+def _source_urls(sources: dict[str, Any]) -> dict[str, str]:
+    # where each enabled network citation source is looked up (its base_url), for the probe
+    from verifiers.citations.config import Sources
+
+    cfg = Sources.from_dict(sources)
+    return {n: getattr(cfg, n).base_url for n in cfg.enabled if n != "local"}
+
+
+def reachable(urls: list[str], timeout: float = 3.0) -> dict[str, bool]:
+    """Whether a TCP connection to each URL's host and port opens within ``timeout`` seconds
+    (all probed at once, so the probe costs at most ``timeout``). Behind an HTTP(S) proxy
+    (``urllib.request.getproxies``) the proxy is what is probed. Touches the network."""
+    import socket
+    import urllib.parse
+    import urllib.request
+    from concurrent.futures import ThreadPoolExecutor
+
+    proxies = urllib.request.getproxies()
+
+    def one(url: str) -> bool:
+        u = urllib.parse.urlsplit(url)
+        via = proxies.get(u.scheme)
+        if via and not urllib.request.proxy_bypass(u.hostname or ""):
+            u = urllib.parse.urlsplit(via)
+        port = u.port or (443 if u.scheme == "https" else 80)
+        try:
+            socket.create_connection((u.hostname, port), timeout=timeout).close()
+            return True
+        except OSError:
+            return False
+
+    if not urls:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(urls)) as ex:
+        return dict(zip(urls, ex.map(one, urls)))
+
+
+def preflight(items: list[dict[str, Any]], policy: Any, *, citations_index: str | None = None,
+              model_url: str | None = None, probe: Any = reachable) -> tuple[list[str], dict[str, Any]]:
+    """What cannot be checked here, said before the run instead of learnt from timeouts.
+
+    Returns ``(notices, overrides)``: one sentence per limit (each naming the flag that lifts
+    it), and the :func:`load_policy` arguments that make the run match them:
+
+    * citations enabled, no ``citations_index``, and some answer the risk score sends to the
+      citation verifier (``verifiers.risk.score``, as the pipeline decides): the policy's network
+      sources are probed (``probe(urls) -> {url: bool}``, :func:`reachable`); unreachable ones are left out
+      (``citation_sources``), so their references come back ``unknown`` at once ("no source
+      configured") rather than after each source's timeouts and retries;
+    * items with a ``context`` (grounding and relevance cases): the facts verifier with the
+      ``context`` backend runs on them (``grounding``); without ``model_url`` its deterministic
+      tier only (``grounding_model`` False): what the rules cannot prove from the text is ``unknown``;
+    * ``model_url`` unreachable: said (the model tiers will end in ``unknown`` / ``error``)."""
+    notices: list[str] = []
+    over: dict[str, Any] = {}
+    v = policy.verifiers
+    citing = 0
+    if v.citations.enabled and not citations_index:
+        from verifiers import risk as risk_mod
+
+        citing = sum(1 for it in items if "citations" in risk_mod.score(it.get("question"), it["answer"]).verifiers)
+    if citing:
+        urls = _source_urls(v.citations.sources)
+        ok = probe(sorted(set(urls.values()))) if urls else {}
+        down = [n for n, u in urls.items() if not ok.get(u)]
+        if down:
+            over["citation_sources"] = [n for n in urls if n not in down]
+            if len(down) == len(urls):
+                notices.append(
+                    f"citations: {citing} answers cite references, but no citation source answers from here "
+                    f"({', '.join(down)}: no connection) and no "
+                    "--citations-index was given, so references are not looked up: each one is `unknown` ('no "
+                    "source configured') instead of waiting on timeouts. Pass --citations-index FILE (an offline "
+                    "index, `veracity index build`) to check them here.")
+            else:
+                notices.append(f"citations: {', '.join(down)} unreachable from here, left out; references are "
+                               f"looked up in {', '.join(over['citation_sources'])} only (or pass --citations-index "
+                               "FILE).")
+    grounded = sum(1 for it in items if it.get("context"))
+    if grounded:
+        over["grounding"] = True
+        over["grounding_model"] = bool(model_url)
+        if not model_url:
+            notices.append(
+                f"grounding: {grounded} answers with a source text (grounding/, relevance/) are checked by the facts "
+                "verifier's deterministic tier only: a claim it cannot prove or refute from the text is `unknown`. "
+                "Pass --model URL (an OpenAI-compatible verifier model) for the model tier.")
+    if model_url and not probe([model_url]).get(model_url):
+        notices.append(f"model: {model_url} does not answer from here: the model tiers will end in `unknown` or "
+                       "`error` (check --model).")
+    return notices, over
 
 
 # ------------------------------------------------------------------------------ metrics
@@ -268,7 +478,10 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
     """All metrics of one evaluation (module doc) as a JSON-ready dict, plus ``"_misjudged"``:
     the answers and checks the checks got wrong (written to misjudged.jsonl), and ``"_results"``:
     one verdict line per item (id, set, label, status, reason, checks as [verifier, outcome,
-    confidence, citation status]; written to results.jsonl, to compare runs)."""
+    confidence, citation status]; written to results.jsonl, to compare runs). ``sets``: per case
+    set (file) its answers, labelled answers, evaluation errors, answer-level precision / recall /
+    F1 / tp / fp (false alarms) / fn / tn, false-alarm rate and report statuses. Ratios without a
+    denominator are None (:func:`prf`)."""
     answers = {"n": len(items), "labelled": 0, "errors": 0}
     confusion: dict[str, Counter] = {"right": Counter(), "wrong": Counter(), "unlabelled": Counter()}
     check_conf: dict[str, Counter] = {"right": Counter(), "wrong": Counter(), "unlabelled": Counter()}
@@ -282,17 +495,26 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
     costs: dict[str, list[float]] = defaultdict(list)
     misjudged: list[dict[str, Any]] = []
     af = Counter()
+    per_set: dict[str, Counter] = defaultdict(Counter)     # set -> n/labelled/errors/tp/fp/fn/tn/status:x
     for it, res in zip(items, results):
         label = it.get("label")
         lab = "unlabelled" if label is None else "right" if label else "wrong"
         rep = res.get("report")
+        ps = per_set[str(it.get("set"))]
+        ps["n"] += 1
         if rep is None:
             answers["errors"] += 1
             confusion[lab]["eval_error"] += 1
+            ps["errors"] += 1
             continue
         answers["labelled"] += label is not None
         status = rep.get("status", "error")
         confusion[lab][status] += 1
+        ps[f"status:{status}"] += 1
+        if label is not None:
+            ps["labelled"] += 1
+            f = status == "failed"
+            ps["tp" if f and not label else "fp" if f else "fn" if not label else "tn"] += 1
         cost = rep.get("cost") or {}
         lat.append(float(cost.get("ms") or 0.0))
         wall.append(float(res.get("wall_ms") or 0.0))
@@ -393,7 +615,11 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
         "citation_status": cit,
         "latency_ms": {"answer": percentiles(lat), "wall": percentiles(wall), **{f"verifier:{v}": percentiles(x) for v, x in per_ver_ms.items()}},
         "cost": {k: percentiles(v) | {"total": sum(v)} for k, v in costs.items() if v},
-        "sets": dict(Counter(it.get("set") for it in items)),
+        "sets": {k: {"n": c["n"], "labelled": c["labelled"], "errors": c["errors"],
+                     **prf(c["tp"], c["fp"], c["fn"]), "tn": c["tn"],
+                     "false_alarm_rate": c["fp"] / (c["fp"] + c["tn"]) if c["fp"] + c["tn"] else None,
+                     "statuses": {o.split(":", 1)[1]: m for o, m in c.items() if o.startswith("status:")}}
+                 for k, c in per_set.items()},
     }
     out = _round(metrics)
     out["_misjudged"] = misjudged
@@ -442,7 +668,17 @@ def _plot(verifier: str, cal: dict[str, Any]) -> bytes:
 
 
 def _pct(x: Any) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+    # a ratio without a denominator (nothing flagged, nothing wrong) is "n/a", never "0.0%"
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def _f3(x: Any) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+#: provenance fields shown first in report.html, in this order (the rest follow as they come)
+_PROVENANCE_ORDER = ("data", "policy", "citations_index", "limit", "model", "gateway", "version", "verifiers",
+                     "risk_threshold", "styles", "answer_timeout_s", "started", "seconds", "skipped")
 
 
 def _table(head: list[str], rows: list[list[Any]]) -> str:
@@ -451,16 +687,54 @@ def _table(head: list[str], rows: list[list[Any]]) -> str:
             + "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in r) + "</tr>" for r in rows) + "</table>")
 
 
+def _provenance_html(prov: dict[str, Any]) -> list[str]:
+    keys = [k for k in _PROVENANCE_ORDER if k in prov] + [k for k in prov if k not in _PROVENANCE_ORDER
+                                                          and k != "not_checked"]
+
+    def show(k: str, v: Any) -> str:
+        if v is None or v == "" or v == {}:
+            return {"citations_index": "none (network sources, see below)", "limit": "none (every record)",
+                    "model": "none (deterministic tiers only)", "gateway": "none (in-process)"}.get(k, "-")
+        return v if isinstance(v, str) else json.dumps(v)
+
+    out = ["<h2>Provenance</h2>", _table(["", "value"], [[k, show(k, prov.get(k))] for k in keys])]
+    notes = prov.get("not_checked") or []
+    out.append("<h2>What could not be checked here</h2>")
+    if notes:
+        out.append("<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    else:
+        out.append("<p>Nothing: every enabled verifier had what it needs (sources, model) for this run.</p>")
+    return out
+
+
+def _sets_html(sets: dict[str, Any]) -> list[str]:
+    if not sets:
+        return []
+    cols = sorted({s for d in sets.values() for s in d.get("statuses", {})},
+                  key=lambda s: STATUSES_ORDER.index(s) if s in STATUSES_ORDER else 99)
+    rows = [[k, d["n"], d["labelled"], d["errors"], d["tp"], d["fp"], d["fn"], d["tn"], _pct(d["precision"]),
+             _pct(d["recall"]), _f3(d["f1"]), _pct(d["false_alarm_rate"])] + [d["statuses"].get(c, 0) for c in cols]
+            for k, d in sets.items()]
+    return ["<h2>Per set</h2>",
+            "<p>One row per case file; tp = wrong answers <code>failed</code>, fp = right answers <code>failed</code> "
+            "(false alarms), fn = wrong answers not failed, tn = right answers not failed; n/a: no denominator.</p>",
+            _table(["set", "answers", "labelled", "errors", "tp", "fp", "fn", "tn", "precision", "recall", "F1",
+                    "false-alarm rate"] + cols, rows)]
+
+
 def _html(m: dict[str, Any], pngs: dict[str, bytes], title: str, n_misjudged: int) -> str:
     a = m["answers"]
     parts = [f"<h1>{html.escape(title)}</h1>",
              f"<p>{a['n']} answers ({a['labelled']} labelled, {a['errors']} evaluation errors). Positive class: a wrong "
              "answer or claim; a flag is a <code>fail</code>. Calibration: " + html.escape(m["binning"])
-             + "; ECE as in Naeini et al. 2015 and Guo et al. 2017 (eq. 3).</p>",
+             + "; ECE as in Naeini et al. 2015 and Guo et al. 2017 (eq. 3). n/a: a ratio with no denominator "
+             "(precision with nothing flagged, recall with nothing wrong).</p>",
+             *_provenance_html(m.get("provenance") or {}),
              "<h2>Answers</h2>",
              _table(["precision", "recall", "F1", "tp", "fp", "fn", "tn", "false-alarm rate", "passed wrong answers"],
-                    [[_pct(a["precision"]), _pct(a["recall"]), f"{a['f1']:.3f}", a["tp"], a["fp"], a["fn"], a["tn"],
+                    [[_pct(a["precision"]), _pct(a["recall"]), _f3(a["f1"]), a["tp"], a["fp"], a["fn"], a["tn"],
                       _pct(a["false_alarm_rate"]), a["passed_wrong_answers"]]]),
+             *_sets_html(m.get("sets") or {}),
              "<h3>Confusion: label x report status</h3>"]
     cols = sorted({s for row in m["confusion"].values() for s in row},
                   key=lambda s: STATUSES_ORDER.index(s) if s in STATUSES_ORDER else 99)
@@ -472,9 +746,9 @@ def _html(m: dict[str, Any], pngs: dict[str, bytes], title: str, n_misjudged: in
     rows = []
     for v, d in m["per_verifier"].items():
         an, ch, ca = d["answers"], d["checks"], d["calibration"]
-        rows.append([v, an["n"], _pct(an["precision"]), _pct(an["recall"]), f"{an['f1']:.3f}", ch["n"],
-                     _pct(ch["precision"]), _pct(ch["recall"]), f"{ch['f1']:.3f}", ca["decisive_labelled_checks"],
-                     "-" if ca["ece"] is None else f"{ca['ece']:.3f}"])
+        rows.append([v, an["n"], _pct(an["precision"]), _pct(an["recall"]), _f3(an["f1"]), ch["n"],
+                     _pct(ch["precision"]), _pct(ch["recall"]), _f3(ch["f1"]), ca["decisive_labelled_checks"],
+                     _f3(ca["ece"])])
     parts.append(_table(["verifier", "answers", "P", "R", "F1", "labelled checks", "P", "R", "F1",
                          "decisive checks", "ECE"], rows))
     if m["citation_status"]:
@@ -482,7 +756,7 @@ def _html(m: dict[str, Any], pngs: dict[str, bytes], title: str, n_misjudged: in
             ["status", "asserts", "n", "VALID", "HALLUCINATED", "precision", "recall", "F1", "Laplace", "Wilson 95%",
              "outcomes"],
             [[s, d["asserts"], d["n"], d["valid"], d["hallucinated"], _pct(d["precision"]), _pct(d["recall"]),
-              f"{d['f1']:.3f}", f"{d['laplace']:.4f}", f"{d['wilson95'][0]:.3f}-{d['wilson95'][1]:.3f}",
+              _f3(d["f1"]), f"{d['laplace']:.4f}", f"{d['wilson95'][0]:.3f}-{d['wilson95'][1]:.3f}",
               ", ".join(f"{k} {n}" for k, n in sorted(d["outcomes"].items()))] for s, d in m["citation_status"].items()])]
     parts.append("<h2>Calibration (reliability diagrams)</h2>")
     for v, d in m["per_verifier"].items():
@@ -491,8 +765,8 @@ def _html(m: dict[str, Any], pngs: dict[str, bytes], title: str, n_misjudged: in
             parts.append(f'<figure><img alt="reliability diagram of {html.escape(v)}" '
                          f'src="data:image/png;base64,{b64}"><figcaption>{html.escape(v)}</figcaption></figure>')
         parts.append(_table(["bin", "n", "mean confidence", "share right"],
-                            [[f"({b['lo']:.1f}, {b['hi']:.1f}]", b["n"], "-" if b["confidence"] is None else
-                              f"{b['confidence']:.3f}", _pct(b["accuracy"])] for b in d["calibration"]["bins"] if b["n"]]))
+                            [[f"({b['lo']:.1f}, {b['hi']:.1f}]", b["n"], _f3(b["confidence"]),
+                              _pct(b["accuracy"])] for b in d["calibration"]["bins"] if b["n"]]))
     parts.append("<h2>Cost and latency</h2>")
     lrows = [[k, d["n"], f"{d['p50']:.2f}", f"{d['p90']:.2f}", f"{d['p95']:.2f}", f"{d['p99']:.2f}", f"{d['max']:.2f}"]
              for k, d in m["latency_ms"].items() if d]
@@ -511,7 +785,9 @@ def write(metrics: dict[str, Any], out_dir: str | Path, *, title: str = "veracit
           provenance: dict[str, Any] | None = None) -> dict[str, Path]:
     """Write ``metrics.json``, ``misjudged.jsonl``, ``results.jsonl``, ``reliability-<verifier>.png`` per verifier
     with decisive labelled checks, and ``report.html`` (self-contained: PNGs inlined as base64
-    data URIs, no external reference). Returns name -> path."""
+    data URIs, no external reference; the ``provenance`` -- data, policy, index, limit, model,
+    version ... -- and its ``not_checked`` notices (:func:`preflight`) first, then the answers,
+    the per-set table and the rest). Returns name -> path."""
     d = Path(out_dir)
     d.mkdir(parents=True, exist_ok=True)
     m = {k: v for k, v in metrics.items() if not k.startswith("_")}

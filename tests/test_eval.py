@@ -8,6 +8,7 @@ import base64
 import json
 import os
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,208 @@ def test_reads_the_shared_cases_as_they_are():
     assert math and all(i["claims"] or i["label"] for i in math)
     code = cases.read(CASES / "code" / "humaneval_py_gpt4_simple.jsonl")
     assert len(code) == 164 and {i["label"] for i in code} <= {True, False}
+    # grounding/ and relevance/: the counts their SOURCE.md states
+    ground = cases.read(CASES / "grounding")
+    summ = [i for i in ground if i["set"].startswith("summedits_")]
+    assert (sum(i["label"] for i in summ), sum(not i["label"] for i in summ)) == (1648, 3033)
+    assert sum(i["set"] == "HaluEval-qa" for i in ground) == 2000 and all(i["context"] for i in ground)
+    rel = cases.read(CASES / "relevance")
+    assert Counter((i["set"], i["meta"]["scifact_label"]) for i in rel) == {
+        ("scifact_claims_train", "SUPPORT"): 370, ("scifact_claims_train", "CONTRADICT"): 194,
+        ("scifact_claims_train", "NEI"): 355, ("scifact_claims_dev", "SUPPORT"): 138,
+        ("scifact_claims_dev", "CONTRADICT"): 71, ("scifact_claims_dev", "NEI"): 131}
+
+
+# ------------------------------------------------------------------------------ running offline, honestly
+
+
+def test_progress_lines_off_a_terminal_and_a_bar_on_one():
+    import io
+
+    now = [0.0]
+    out = io.StringIO()
+    p = evaluation.Progress(4, stream=out, every_s=10.0, clock=lambda: now[0])
+    for t, r in ((3.0, {"error": None}), (11.0, {"error": "timed out"}), (12.0, {"error": None}), (25.0, {"error": None})):
+        now[0] = t
+        p.update(r)
+    p.close()
+    lines = out.getvalue().splitlines()
+    # the start, one line after 10 s had passed (not after every answer), and the last
+    assert lines == ["veracity eval: 4 answers to check",
+                     "veracity eval: 2/4 answers (50%), 11 s, about 11 s left, 1 error",
+                     "veracity eval: 4/4 answers (100%), 25 s, 1 error"]
+    bar = io.StringIO()
+    p = evaluation.Progress(3, stream=bar, tty=True)
+    for _ in range(3):
+        p.update({"error": None})
+    p.close()
+    assert "3/3" in bar.getvalue() and "\r" in bar.getvalue()   # tqdm redraws one line on a terminal
+
+
+def _closed_port() -> int:
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                      # nothing listens there now: a connection is refused at once
+    return port
+
+
+CITATION_CASE = {"bibtex_key": "k1", "label": "VALID", "hallucination_type": None,
+                 "fields": {"title": "Deep learning", "author": "Yann LeCun and Yoshua Bengio and Geoffrey Hinton",
+                            "year": "2015", "journal": "Nature"}}
+
+
+def test_says_up_front_what_it_cannot_check_and_does_not_wait_on_timeouts(tmp_path, capsys):
+    import time
+
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "policies" / "default.yaml").read_text())
+    doc["verifiers"]["citations"]["sources"] = {"use": ["crossref"],
+                                               "crossref": {"base_url": f"http://127.0.0.1:{_closed_port()}",
+                                                            "timeout": 30.0, "retries": 5}}
+    pol = tmp_path / "offline.yaml"
+    pol.write_text(yaml.safe_dump(doc))
+    cit = tmp_path / "dev_public.jsonl"
+    cit.write_text(json.dumps(CITATION_CASE) + "\n")
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    assert main(["eval", str(cit), "--policy", str(pol), "--out", str(out), "--styles", "apa,ieee",
+                 "--progress-every", "0"]) == 0
+    took = time.monotonic() - t0
+    err = capsys.readouterr().err
+    notice = next(line for line in err.splitlines() if "cannot check here: citations" in line)
+    assert "crossref" in notice and "--citations-index" in notice
+    # the notice comes before the first answer is checked, and one progress line per answer follows
+    assert err.index("cannot check here") < err.index("2 answers to check")
+    assert "1/2 answers (50%)" in err and "2/2 answers (100%)" in err
+    # the source's 30 s timeout x 5 retries was never waited on (generous bound for a loaded machine)
+    assert took < 25
+    res = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in res] == ["unverified", "unverified"]
+    assert all(c[:2] == ["citations", "unknown"] for r in res for c in r["checks"])
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["provenance"]["not_checked"] == [notice.split("cannot check here: ", 1)[1]]
+    # nothing was flagged: precision has no denominator -> None in JSON, "n/a" on the page
+    assert m["answers"]["precision"] is None and m["sets"]["dev_public"]["precision"] is None
+    page = (out / "report.html").read_text()
+    prov = page[page.index("<h2>Provenance</h2>"):page.index("<h2>Answers</h2>")]
+    assert f"<td>policy</td><td>{pol}</td>" in prov and "<td>limit</td><td>none (every record)</td>" in prov
+    assert "<td>citations_index</td><td>none" in prov and "<td>model</td><td>none" in prov
+    assert "<td>version</td><td>0.1.0" in prov and "What could not be checked here" in prov and "crossref" in prov
+    sets = page[page.index("<h2>Per set</h2>"):page.index("<h3>Confusion")]
+    row = re.search(r"<tr><td>dev_public</td>(.*?)</tr>", sets).group(1)
+    cells = re.findall(r"<td>(.*?)</td>", row)
+    assert cells[:3] == ["2", "2", "0"] and cells[7] == "n/a" and "0.0%" != cells[7]   # precision: n/a
+
+
+GROUND_DOC = ("Acme Corp reported its quarterly results on Tuesday. Revenue rose 12 percent to 4.5 billion dollars "
+              "in the third quarter, driven by strong demand for cloud services. The company hired 300 engineers in "
+              "Berlin and expects growth to continue next year, its chief executive said.")
+
+
+def _grounding_folder(root: Path) -> Path:
+    d = root / "grounding" / "SummEdits" / "data" / "summedits"
+    d.mkdir(parents=True)
+    (d / "summedits_news.json").write_text(json.dumps([
+        {"id": "s1", "doc": GROUND_DOC, "summary": "The company hired 500 engineers in Berlin.", "label": "0",
+         "split": "test"},
+        {"id": "s2", "doc": GROUND_DOC, "summary": "Acme hired engineers in Berlin.", "label": "1", "split": "test"}]))
+    h = root / "grounding" / "HaluEval-qa"
+    h.mkdir(parents=True)
+    (h / "qa_data.json").write_text(json.dumps({"knowledge": GROUND_DOC, "question": "How many engineers did Acme hire?",
+                                                "right_answer": "300", "hallucinated_answer": "500"}) + "\n")
+    b = root / "grounding" / "BEGIN" / "wow"
+    b.mkdir(parents=True)
+    rows = [["model_name", "data_source", "knowledge", "message", "response", "begin_label"],
+            ["t5", "wow", GROUND_DOC, "Tell me about Acme", "Acme hired 300 engineers in Berlin.", "Fully attributable"],
+            ["t5", "wow", GROUND_DOC, "Nice", "I like that.", "Generic"]]
+    (b / "begin_test_wow.tsv").write_text("".join("\t".join(r) + "\n" for r in rows))
+    r = root / "relevance"
+    r.mkdir()
+    (r / "scifact_corpus.jsonl").write_text(json.dumps({"doc_id": 7, "title": "Acme results",
+                                                        "abstract": GROUND_DOC.split(". ")}) + "\n")
+    (r / "scifact_claims_dev.jsonl").write_text(
+        json.dumps({"id": 1, "claim": "Acme hired 500 engineers in Berlin.", "cited_doc_ids": [7],
+                    "evidence": {"7": [{"sentences": [2], "label": "CONTRADICT"}]}}) + "\n"
+        + json.dumps({"id": 2, "claim": "Acme sells cars.", "cited_doc_ids": [7], "evidence": {}}) + "\n")
+    return root
+
+
+def test_grounding_and_relevance_folders_are_read_and_evaluated(tmp_path, capsys):
+    root = _grounding_folder(tmp_path / "cases")
+    skipped: dict = {}
+    its = cases.read(root, skipped=skipped)
+    assert [(i["set"], i["id"], i["label"]) for i in its] == [
+        ("summedits_news", "s1", False), ("summedits_news", "s2", True),
+        ("HaluEval-qa", "0r", True), ("HaluEval-qa", "0h", False),
+        ("begin_test_wow", "begin_test_wow:0", True),
+        ("scifact_claims_dev", "1:7", False), ("scifact_claims_dev", "2:7", False)]
+    assert skipped == {"begin_generic": 1}
+    assert all(i["context"].startswith(("Acme", "Acme results.")) for i in its)
+    assert [i["meta"]["scifact_label"] for i in its[-2:]] == ["CONTRADICT", "NEI"]
+    assert evaluation.messages_of(its[2]) == [{"role": "system", "content": GROUND_DOC},
+                                              {"role": "user", "content": "How many engineers did Acme hire?"}]
+
+    out = tmp_path / "out"
+    assert main(["eval", str(root), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "cannot check here: grounding: 7 answers" in err and "--model URL" in err
+    res = {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    # the number the source states otherwise is caught by the facts verifier's deterministic tier
+    assert res["s1"]["status"] == "failed" and ["facts", "fail"] == res["s1"]["checks"][0][:2]
+    assert res["1:7"]["status"] == "failed"
+    # no right answer is failed, and every answer went through the facts verifier or was skipped by it
+    assert all(res[k]["status"] != "failed" for k in ("s2", "0r", "begin_test_wow:0"))
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["per_verifier"]["facts"]["answers"]["fp"] == 0 and m["answers"]["fp"] == 0
+    assert set(m["sets"]) == {"summedits_news", "HaluEval-qa", "begin_test_wow", "scifact_claims_dev"}
+    assert m["sets"]["summedits_news"]["tp"] == 1
+
+
+def test_grounding_policy_is_only_for_answers_with_a_source_text():
+    doc_item = {"id": "g", "set": "g", "question": None, "context": GROUND_DOC,
+                "answer": "The company hired 500 engineers in Berlin.", "label": False, "claims": None, "meta": {}}
+    plain = dict(doc_item, id="p", context=None)
+    pol = evaluation.load_policy("default")
+    notices, over = evaluation.preflight([doc_item, plain], evaluation.load_policy("default", verifiers=["arithmetic"]))
+    assert over == {"grounding": True, "grounding_model": False} and len(notices) == 1
+    gp = evaluation.load_policy("default", grounding=True)
+    assert gp.verifiers.facts.enabled and "context" in gp.verifiers.facts.backends["use"]
+    assert not gp.verifiers.facts.use_model and not pol.verifiers.facts.enabled
+    got = evaluation.run_items([doc_item, plain], policy=pol, grounding_policy=gp)
+    assert got[0]["report"]["status"] == "failed"
+    assert got[1]["report"]["status"] == "skipped"   # the same claim with no source: nothing grounds it
+
+
+def test_an_answer_that_takes_too_long_is_an_error_not_a_hang(monkeypatch):
+    import asyncio
+    import time
+
+    import proxy.pipeline
+
+    async def slow(*a, **k):      # a verification stuck on an unanswered lookup
+        await asyncio.sleep(30)
+
+    monkeypatch.setattr(proxy.pipeline, "verify_text", slow)
+    seen = []
+    t0 = time.monotonic()
+    got = evaluation.run_items([item(True), item(False)], policy=evaluation.load_policy("default"),
+                               answer_timeout=0.2, progress=seen.append)
+    assert time.monotonic() - t0 < 5
+    assert [g["report"] for g in got] == [None, None] and all("timed out" in g["error"] for g in got)
+    assert len(seen) == 2
+    m = evaluation.compute([item(True), item(False)], got)
+    assert m["answers"]["errors"] == 2 and m["sets"]["s"]["errors"] == 2
+
+
+def test_citation_index_overrides(tmp_path):
+    full = evaluation.load_policy("default", citations_index=str(tmp_path / "i.sqlite3"))
+    part = evaluation.load_policy("default", citations_index=str(tmp_path / "i.sqlite3"), index_partial=True)
+    assert full.verifiers.citations.sources["local_index"]["authoritative"] is True
+    assert part.verifiers.citations.sources["local_index"]["authoritative"] is False
+    assert part.verifiers.citations.sources["use"] == []        # the index only: no network source
+    kept = evaluation.load_policy("default", citation_sources=["openalex"])
+    assert kept.verifiers.citations.sources["use"] == ["openalex"]

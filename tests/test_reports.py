@@ -483,3 +483,45 @@ def test_report_ttl_past_what_redis_takes_is_a_config_error(ttl: str) -> None:
     with pytest.raises(ConfigError, match="reports.ttl_s"):
         parse_config(f"reports: {{ttl_s: {ttl}}}\n")
     assert parse_config("reports: {ttl_s: 31536000}\n").reports.ttl_s == 31_536_000
+
+
+def test_readme_litellm_recipe_runs_as_written(gw: Any) -> None:
+    """The README's litellm SDK block, run as written (the gateway's address and the key filled
+    in): litellm keeps ``veracity`` as an attribute of the response and of the stream's report
+    chunk, and the headers under ``_hidden_params["additional_headers"]``."""
+    pytest.importorskip("litellm")
+    code = _readme_python_after("The litellm SDK (`litellm`").replace("http://localhost:8080", gw.url)
+    assert 'KEY = "vk-..."' in code
+    scope: dict[str, Any] = {}
+    exec(compile(code.replace('KEY = "vk-..."', f"KEY = {KEY_A!r}"), "README litellm", "exec"), scope)  # noqa: S102
+    for report in (scope["report"], scope["stream_report"]):
+        assert report["status"] in ("failed", "corrected")
+        assert any(c["verifier"] == "arithmetic" for c in report["checks"])
+    assert scope["summary"].startswith(f"status={scope['report']['status']}")
+
+
+def test_readme_agents_sdk_hook_catches_every_report_url(gw: Any) -> None:
+    """The README's Agents SDK recipe rests on an httpx response hook on the ``AsyncOpenAI``
+    client it hands to ``OpenAIChatCompletionsModel`` (openai-agents itself is not installed
+    here): the hook as written there, on a non-stream and a stream call, gives both reports."""
+    code = _readme_python_after("The OpenAI Agents SDK in chat-completions mode")
+    hook = code[code.index("report_urls: list[str] = []"):code.index("set_tracing_disabled(True)")]
+    hook = hook.replace("http://localhost:8080", gw.url).replace("api_key=KEY", f"api_key={KEY_A!r}")
+    scope: dict[str, Any] = {}
+    exec(compile("import httpx\nfrom openai import AsyncOpenAI, DefaultAsyncHttpxClient\n" + hook,  # noqa: S102
+                 "README agents hook", "exec"), scope)
+    client = scope["client"]
+
+    async def calls() -> None:
+        await client.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": WRONG}])
+        stream = await client.chat.completions.create(model="gpt-4o-mini", stream=True,
+                                                      messages=[{"role": "user", "content": WRONG}])
+        async for _ in stream:
+            pass
+        await client.close()
+
+    asyncio.run(calls())
+    assert len(scope["report_urls"]) == 2
+    for url in scope["report_urls"]:
+        r = _final(gw, url.rsplit("/", 1)[1], KEY_A)
+        assert r.status_code == 200 and r.json()["veracity"]["status"] in ("failed", "corrected")
