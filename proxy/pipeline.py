@@ -158,8 +158,8 @@ async def chat_completion(ctx: RequestContext, body: dict[str, Any]) -> Pipeline
     draft = await ctx.upstream.complete(request)
     plan.start_verification()
     completion, report = await _verify_and_correct(ctx, plan, request, draft)
-    completion, _ = _block(plan, completion, report)  # before the audit record, which says what was withheld
-    await _finish(ctx, plan, completion, report, checks_seen=True)
+    completion, blocked = _block(plan, completion, report)  # before the audit record, which says what was withheld
+    await _finish(ctx, plan, completion, report, checks_seen=True, blocked=blocked)
     return await _published(ctx, _respond(ctx, plan, completion, report))
 
 
@@ -748,9 +748,10 @@ async def _published(ctx: RequestContext, result: PipelineResult) -> PipelineRes
 
 
 async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report,
-                  checks_seen: bool = False) -> None:
+                  checks_seen: bool = False, blocked: bool = False) -> None:
     """Metrics, daily budget charge, the audit record and the review queue (:mod:`proxy.review`)
-    of one verified answer (``checks_seen``: the checks were already counted run by run). Sets
+    of one verified answer (``checks_seen``: the checks were already counted run by run;
+    ``blocked``: the client gets an error instead of the answer, which the review says). Sets
     the report's ``states`` (:func:`proxy.correction.walked_states`) first, so every verifying
     path (non-stream, buffer, passthrough, observe) reports the states actually walked."""
     rt = runtime.get(ctx.config)
@@ -775,7 +776,8 @@ async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], 
         rid = await review.submit(ctx.config, review.make_review(
             request_id=ctx.request_id, model=ctx.model, team=ctx.team, key=ctx.principal.key_name,
             policy=plan.policy.name, reason=reason, report=report.to_dict(), question=plan.question,
-            drafts=plan.drafts, answer=_answer_text(completion), include_text=plan.policy.audit.include_text))
+            drafts=plan.drafts, answer=_answer_text(completion), include_text=plan.policy.review.include_text,
+            blocked=blocked))
         ctx.log["review_id"] = rid
 
 
@@ -974,7 +976,7 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
             return [err]
         completion, final = await _verify_and_correct(ctx, plan, request, draft)
         completion, blocked = _block(plan, completion, final)
-        await _finish(ctx, plan, completion, final, checks_seen=True)
+        await _finish(ctx, plan, completion, final, checks_seen=True, blocked=blocked)
         _update(report, final)
         await _publish(ctx, report)  # before the client can see the end of the stream
         if blocked:
