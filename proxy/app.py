@@ -40,6 +40,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Match
 
 from proxy import azure, cors, metrics, pipeline, redaction, reports, review, review_page, sentinel
+from proxy import verification_metrics as vmetrics
 from proxy.auth import Authenticator, Principal, client_authorization, client_authorization_bytes
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
@@ -843,7 +844,9 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics_endpoint(request: Request) -> Response:
-    """Prometheus text exposition (aggregated over workers in multiprocess mode)."""
+    """Prometheus text exposition (aggregated over workers in multiprocess mode); the review
+    backlog gauge is read from the review store first (:func:`proxy.review.backlog`)."""
+    vmetrics.set_review_backlog(await review.backlog(request.app.state.gw.cfg))
     data, ctype = metrics.render()
     return Response(data, 200, media_type=ctype)
 

@@ -589,3 +589,27 @@ async def submit(cfg: Any, review: dict[str, Any]) -> str | None:
         log.warning("review_store_error", request_id=review.get("request_id"), error=type(exc).__name__,
                     message=str(exc)[:300])
         return None
+
+
+#: longest a scrape waits for the review store's counts (seconds); past it the gauge keeps its last value
+BACKLOG_TIMEOUT_S = 1.0
+
+
+async def backlog(cfg: Any) -> dict[tuple[str, str], int] | None:
+    """Open reviews per ``(model, team)`` for the ``veracity_review_open`` gauge, read at each
+    ``/metrics`` scrape; None when there is nothing to read (no SQLite file yet and no Redis:
+    nothing ever went to review) or the store did not answer within
+    :data:`BACKLOG_TIMEOUT_S` (logged as ``review_store_error``; a scrape must not hang or fail)."""
+    import asyncio
+
+    settings = getattr(cfg, "verification", None)
+    redis = getattr(settings, "redis_url", None) or os.environ.get("VERACITY_REDIS_URL")
+    if _STORES.get(id(cfg)) is None and not redis:
+        path = review_db_path(cfg)
+        if path != ":memory:" and not Path(path).is_file():
+            return None
+    try:
+        return await asyncio.wait_for(store_for(cfg).open_by(), BACKLOG_TIMEOUT_S)
+    except Exception as exc:  # noqa: BLE001 - the store is down: the scrape still answers
+        log.warning("review_store_error", error=type(exc).__name__, message=str(exc)[:300])
+        return None
