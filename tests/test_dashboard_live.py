@@ -351,6 +351,9 @@ def test_shipped_prometheus_config_loads_the_rules():
     assert any(Path(f).name == RULES.name for f in cfg["rule_files"])
     compose = (ROOT / "deploy" / "docker-compose.yaml").read_text()
     assert "prometheus/veracity-rules.yml" in compose
+    # every image pinned to a version: `latest` (or no tag) changes what runs without a change here
+    images = [svc["image"] for svc in yaml.safe_load(compose)["services"].values() if "image" in svc]
+    assert images and all(re.fullmatch(r"[\w./-]+:v?\d+(\.\d+)*(-\w+)?", i) for i in images), images
 
 
 def _panel(live, title: str) -> list[dict[str, Any]]:
