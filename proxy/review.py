@@ -278,8 +278,8 @@ class SQLiteReviewStore:
     copied out of it for the merge and the counts) and sessions in ``review_session(id
     PRIMARY KEY, expires, data)``. ``path``: a file (folders created) or ``:memory:``. Calls
     run inline under a lock (microseconds each; see the module doc). A file from an older
-    version (no ``grp``/``model``/``team`` columns) gets them added (``ALTER TABLE``); its
-    rows count under model/team ``""`` until resolved."""
+    version (no ``grp``/``model``/``team`` columns) gets them added (``ALTER TABLE``) and
+    filled from each record once; its reviews have no ``group``, so they are never merged."""
 
     def __init__(self, path: str | os.PathLike[str] = ":memory:"):
         path = str(path)
@@ -295,10 +295,17 @@ class SQLiteReviewStore:
         self._db.execute("CREATE TABLE IF NOT EXISTS review (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
                          "id TEXT UNIQUE NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL)")
         cols = {r[1] for r in self._db.execute("PRAGMA table_info(review)")}
-        for col in ("grp", "model", "team"):
-            if col not in cols:
-                self._db.execute(f"ALTER TABLE review ADD COLUMN {col} TEXT")
+        missing = [col for col in ("grp", "model", "team") if col not in cols]
+        for col in missing:
+            self._db.execute(f"ALTER TABLE review ADD COLUMN {col} TEXT")
+        if missing:  # a file from before the columns: fill them from the records (SQLite's JSON functions)
+            try:
+                self._db.execute("UPDATE review SET grp = json_extract(record, '$.group'), "
+                                 "model = json_extract(record, '$.model'), team = json_extract(record, '$.team')")
+            except sqlite3.OperationalError:  # an SQLite built without JSON: old rows count under ""
+                pass
         self._db.execute("CREATE INDEX IF NOT EXISTS review_open_grp ON review (grp) WHERE status = 'open'")
+        self._db.execute("CREATE INDEX IF NOT EXISTS review_status ON review (status, model, team)")
         self._db.execute("CREATE TABLE IF NOT EXISTS review_session (id TEXT PRIMARY KEY, expires REAL NOT NULL, "
                          "data TEXT NOT NULL)")
         self._lock = threading.Lock()

@@ -205,6 +205,59 @@ async def test_sqlite_store(tmp_path):
         await again.close()
 
 
+async def test_sqlite_file_of_the_previous_version_is_migrated(tmp_path):
+    """A reviews file written before grouping (no grp/model/team columns) opens, keeps its
+    reviews and counts them under their model and team."""
+    import sqlite3
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE review (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
+               "status TEXT NOT NULL, record TEXT NOT NULL)")
+    old = {k: v for k, v in _new(1).items() if k not in ("group", "count", "occurrences", "delivered")}
+    db.execute("INSERT INTO review (id, status, record) VALUES (?,?,?)", (old["id"], "open", json.dumps(old)))
+    db.commit()
+    db.close()
+    store = review.SQLiteReviewStore(path)
+    try:
+        assert (await store.get(old["id"]))["question"] == "q1 <b>"
+        assert await store.open_by() == {("gpt-test", "t"): 1}
+        assert await store.add(_new(2)) != old["id"] and await store.count("open") == 2
+    finally:
+        await store.close()
+
+
+async def test_page_session_needs_a_configured_admin_key():
+    """The reviewer page's session holds the key's digest, checked on every request: a key
+    removed from the config, or no longer an admin's, ends the session (proxy/review_page.py)."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from starlette.requests import Request
+
+    from proxy import review_page
+    from proxy.auth import Authenticator
+    from proxy.config import KeyConfig
+
+    cfg = SimpleNamespace(verification=SimpleNamespace(review_db=":memory:", redis_url=None), source=None)
+    store = review.store_for(cfg)
+    sid = "s" * 43
+    await store.session_put(review_page._sid_hash(sid), {
+        "key_sha256": hashlib.sha256(ADMIN_KEY.encode()).hexdigest(), "csrf": "c" * 64}, 60)
+    request = Request({"type": "http", "method": "GET", "path": "/veracity/review", "query_string": b"",
+                       "headers": [(b"cookie", f"veracity_review={sid}".encode())]})
+
+    def state(admin: bool, configured: bool = True) -> Any:
+        keys = [KeyConfig(hash=hash_key(ADMIN_KEY), name="ann", admin=admin)] if configured else []
+        keys.append(KeyConfig(hash=hash_key(USER_KEY), name="app"))
+        return SimpleNamespace(auth=Authenticator(keys), cfg=cfg)
+    rec = SimpleNamespace(principal=None)
+    got = await review_page._session(state(admin=True), request, rec)
+    assert got is not None and got.principal.key_name == "ann" and got.csrf == "c" * 64
+    assert await review_page._session(state(admin=False), request, rec) is None
+    assert await review_page._session(state(admin=True, configured=False), request, rec) is None
+    await store.close()
+
+
 async def test_sqlite_store_keeps_lone_surrogates():
     store = review.SQLiteReviewStore()
     rec = _new(0)
