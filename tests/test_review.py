@@ -338,9 +338,19 @@ def _api(gw, method: str, path: str, key: str | None = ADMIN_KEY, **kw: Any) -> 
     return httpx.request(method, gw.url + path, headers=headers, timeout=30, trust_env=False, **kw)
 
 
+def _all_reviews(gw) -> list[dict[str, Any]]:
+    """Every review of the gateway's store, page by page."""
+    out, after = [], ""
+    while True:
+        page = _api(gw, "GET", f"/v1/veracity/reviews?status=all&limit=100{after}").json()
+        out += page["data"]
+        if not page["has_more"]:
+            return out
+        after = f"&after={page['last_id']}"
+
+
 def _review_of(gw, request_id: str) -> dict[str, Any]:
-    found = [r for r in _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=100").json()["data"]
-             if request_id in [o["request_id"] for o in r["occurrences"]]]
+    found = [r for r in _all_reviews(gw) if request_id in [o["request_id"] for o in r["occurrences"]]]
     assert len(found) == 1, found
     return found[0]
 
@@ -380,8 +390,7 @@ def test_review_include_text_false_keeps_checks_but_no_text(gw):
 def test_a_blocked_answer_says_the_client_got_nothing(gw):
     with pytest.raises(openai.UnprocessableEntityError):
         _ask(gw, "What is 17 * 26? [case:other26]", policy="blocked")
-    r = [x for x in _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=100").json()["data"]
-         if x["question"] == "What is 17 * 26? [case:other26]"]
+    r = [x for x in _all_reviews(gw) if x["question"] == "What is 17 * 26? [case:other26]"]
     assert len(r) == 1 and r[0]["delivered"] == "blocked" and r[0]["answer"] == "17 * 26 = 401."
     page = _api(gw, "GET", f"/veracity/review/{r[0]['id']}")                 # the page, by Authorization
     assert page.status_code == 200 and "Blocked (422)" in page.text and "Answer returned" not in page.text
@@ -400,11 +409,37 @@ def test_identical_failures_are_one_review_with_a_count_and_true_totals(gw):
     assert f"<title>Veracity review ({after['total']} open)</title>" in queue.text
 
 
+async def test_the_page_counts_every_open_review_and_pages_through_them(gw):
+    """More open reviews than a page holds: the title gives them all, not the page's 50, and
+    "next page" goes on from the 51st."""
+    import html
+    import re
+
+    store = review.SQLiteReviewStore(gw.db)                       # the gateway's file (WAL: shared)
+    try:
+        for n in range(60):
+            await store.add(_new(1000 + n, claim=f"paging claim {uuid.uuid4().hex}"))
+        total = await store.count("open")
+    finally:
+        await store.close()
+    assert total >= 60
+    first = _api(gw, "GET", "/veracity/review")
+    assert f"<title>Veracity review ({total} open)</title>" in first.text
+    assert re.search(r"showing 1&ndash;50\b", first.text) and first.text.count('class="review"') == 50
+    nxt = html.unescape(re.search(r'href="([^"]+)" id="next"', first.text).group(1))
+    second = _api(gw, "GET", nxt)
+    shown = second.text.count('class="review"')
+    assert f"<title>Veracity review ({total} open)</title>" in second.text
+    assert f"showing 51&ndash;{50 + shown}" in second.text and 'id="first"' in second.text
+    ids = re.findall(r'data-review-id="(rev_\w+)"', first.text + second.text)
+    assert len(ids) == len(set(ids)) == 50 + shown                  # no review twice across pages
+
+
 def test_no_review_for_right_answers_or_when_the_policy_turns_it_off(gw):
-    before = _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=100").json()["data"]
+    before = _all_reviews(gw)
     assert _ask(gw, "What is 17 * 23? [case:right]").model_extra["veracity"]["status"] == "passed"
     assert _ask(gw, policy="noreview").model_extra["veracity"]["status"] == "failed"
-    assert _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=100").json()["data"] == before
+    assert _all_reviews(gw) == before
 
 
 @pytest.mark.parametrize("method, path, body", [
