@@ -19,7 +19,7 @@ A policy file (``policies/default.yaml``)::
       team_daily: {extra_tokens: null, cost_usd: null}
     streaming: {mode: passthrough, keepalive_s: 5}
     audit: {enabled: true, include_text: false}
-    review: {enabled: true, when: [max_retry_exceeded, divergence]}   # human review queue
+    review: {enabled: true, when: [max_retry_exceeded, divergence], include_text: true}   # human review queue
     overridable: [on_failure, streaming, sentinel.mode]
 
 Selection (:func:`resolve`): the key's policy; the ``x-veracity-policy`` header only when the
