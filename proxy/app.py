@@ -40,6 +40,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Match
 
 from proxy import azure, cors, metrics, pipeline, redaction, reports, review, review_page, sentinel
+from proxy import verification_metrics as vmetrics
 from proxy.auth import Authenticator, Principal, client_authorization, client_authorization_bytes
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.errors import GatewayError, UpstreamError, error_body
@@ -711,7 +712,8 @@ async def _review_call(rec: _RequestRecord, work: Any) -> Response:
 async def list_reviews(request: Request) -> Response:
     """``GET /v1/veracity/reviews?status=open|resolved|all&limit=1..100&after=ID``: reviews
     oldest first, as OpenAI lists (``{"object": "list", "data", "first_id", "last_id",
-    "has_more"}``; the next page: ``after=last_id``). Admin key only."""
+    "has_more"}``; the next page: ``after=last_id``) plus ``total`` (how many reviews have that
+    status, all pages). Admin key only."""
     state: GatewayState = request.app.state.gw
     rec = _record(request, REVIEWS_ROUTE)
 
@@ -732,8 +734,9 @@ async def list_reviews(request: Request) -> Response:
             data, more = await review.store_for(state.cfg).list(None if status == "all" else status, limit, after)
         except review.ReviewNotFound:
             raise _review_not_found(after or "", "after") from None
+        total = await review.store_for(state.cfg).count(None if status == "all" else status)
         return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
-                "last_id": data[-1]["id"] if data else None, "has_more": more}
+                "last_id": data[-1]["id"] if data else None, "has_more": more, "total": total}
 
     return await _review_call(rec, work)
 
@@ -844,7 +847,9 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics_endpoint(request: Request) -> Response:
-    """Prometheus text exposition (aggregated over workers in multiprocess mode)."""
+    """Prometheus text exposition (aggregated over workers in multiprocess mode); the review
+    backlog gauge is read from the review store first (:func:`proxy.review.backlog`)."""
+    vmetrics.set_review_backlog(await review.backlog(request.app.state.gw.cfg))
     data, ctype = metrics.render()
     return Response(data, 200, media_type=ctype)
 

@@ -79,6 +79,17 @@ class Authenticator:
             raise GatewayError(401, "Incorrect API key provided.", code="invalid_api_key")
         return found
 
+    def by_digest(self, digest: bytes) -> Principal | None:
+        """The principal of the configured key whose SHA-256 digest is ``digest`` (32 bytes),
+        or None (no such key now, e.g. revoked since; always None in pass-through mode). The
+        reviewer page's server-side sessions keep the digest, never the key, and re-check it here
+        on every request, so removing the key from the config ends its sessions."""
+        found: Principal | None = None
+        for h, principal in self._keys:
+            if hmac.compare_digest(h, digest) and found is None:
+                found = principal
+        return found
+
 
 def client_authorization(authorization: str | None, api_key: str | None) -> str | None:
     """The client's credential as an ``Authorization`` value: ``authorization`` when non-empty,

@@ -158,8 +158,8 @@ async def chat_completion(ctx: RequestContext, body: dict[str, Any]) -> Pipeline
     draft = await ctx.upstream.complete(request)
     plan.start_verification()
     completion, report = await _verify_and_correct(ctx, plan, request, draft)
-    completion, _ = _block(plan, completion, report)  # before the audit record, which says what was withheld
-    await _finish(ctx, plan, completion, report, checks_seen=True)
+    completion, blocked = _block(plan, completion, report)  # before the audit record, which says what was withheld
+    await _finish(ctx, plan, completion, report, checks_seen=True, blocked=blocked)
     return await _published(ctx, _respond(ctx, plan, completion, report))
 
 
@@ -618,13 +618,14 @@ def _with_unconfirmed_note(draft: dict[str, Any], report: Report,
     return out
 
 
-def _verifier(ctx: RequestContext, plan: _Plan):
-    """``verify(text) -> Report`` for the correction loop: :func:`verify_text` within the
-    request budget; every draft's checks are counted in the metrics (each choice's, each round's)."""
+def _verifier(ctx: RequestContext, plan: _Plan, draft: str = "first"):
+    """``verify(text) -> Report`` for the first draft (``draft="first"``) or the correction
+    loop (``"correction"``): :func:`verify_text` within the request budget; every draft's
+    checks are counted in the metrics (each choice's, each round's) with that ``draft`` label."""
     async def verify(t: str) -> Report:
         rep = await verify_text(plan.policy, plan.question, t, plan.budget, model=plan.model,
                                 messages=plan.messages)
-        vmetrics.observe_checks(rep, model=ctx.model, team=ctx.team)
+        vmetrics.observe_checks(rep, model=ctx.model, team=ctx.team, policy=plan.policy.name, draft=draft)
         return rep
     return verify
 
@@ -635,9 +636,8 @@ async def _verify_one(ctx: RequestContext, plan: _Plan, body: dict[str, Any], dr
     """Verify one choice's ``text`` (unless ``report`` is given) and, when a check failed, run
     the correction loop with up to ``rounds`` rounds on ``draft`` (a one-choice completion).
     Returns the answer to send and its report."""
-    verify = _verifier(ctx, plan)
     if report is None:
-        report = await verify(text)
+        report = await _verifier(ctx, plan)(text)
     if not report.failed_checks:  # the correction loop only when something failed
         return draft, report
     plan.drafts.append(text)
@@ -649,7 +649,8 @@ async def _verify_one(ctx: RequestContext, plan: _Plan, body: dict[str, Any], dr
             plan.drafts.append(new)
         return out
 
-    result = await correct(body, draft, complete=recording, verify=verify, max_rounds=rounds,
+    result = await correct(body, draft, complete=recording, verify=_verifier(ctx, plan, "correction"),
+                           max_rounds=rounds,
                            budget=plan.budget, correction_model=plan.policy.correction.model,
                            initial_report=report)
     draft, report = result.completion, result.report
@@ -754,18 +755,20 @@ async def _published(ctx: RequestContext, result: PipelineResult) -> PipelineRes
 
 
 async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report,
-                  checks_seen: bool = False) -> None:
+                  checks_seen: bool = False, blocked: bool = False) -> None:
     """Metrics, daily budget charge, the audit record and the review queue (:mod:`proxy.review`)
-    of one verified answer (``checks_seen``: the checks were already counted run by run). Sets
+    of one verified answer (``checks_seen``: the checks were already counted run by run;
+    ``blocked``: the client gets an error instead of the answer, which the review says). Sets
     the report's ``states`` (:func:`proxy.correction.walked_states`) first, so every verifying
     path (non-stream, buffer, passthrough, observe) reports the states actually walked."""
     rt = runtime.get(ctx.config)
     if "choices" not in report.extra:  # n > 1: each choice's entry carries its own states
         report.extra["states"] = walked_states(report)
-    vmetrics.observe_report(report, model=ctx.model, team=ctx.team, checks=not checks_seen)
+    cost = rt.prices.cost(ctx.model, plan.usage["prompt"], plan.usage["completion"]) if report.cost.tokens else 0.0
+    vmetrics.observe_report(report, model=ctx.model, team=ctx.team, checks=not checks_seen,
+                            policy=plan.policy.name, cost_usd=cost)
     ctx.log["veracity_checks"] = len(report.checks)
     if report.cost.tokens:
-        cost = rt.prices.cost(ctx.model, plan.usage["prompt"], plan.usage["completion"])
         try:
             await rt.daily.charge(_key_id(ctx.principal), ctx.team, report.cost.tokens, cost)
         except Exception as exc:  # noqa: BLE001 - the store is down: the answer still goes out
@@ -781,7 +784,8 @@ async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], 
         rid = await review.submit(ctx.config, review.make_review(
             request_id=ctx.request_id, model=ctx.model, team=ctx.team, key=ctx.principal.key_name,
             policy=plan.policy.name, reason=reason, report=report.to_dict(), question=plan.question,
-            drafts=plan.drafts, answer=_answer_text(completion), include_text=plan.policy.audit.include_text))
+            drafts=plan.drafts, answer=_answer_text(completion), include_text=plan.policy.review.include_text,
+            blocked=blocked))
         ctx.log["review_id"] = rid
 
 
@@ -860,7 +864,7 @@ def _respond(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], repor
     headers = {**ctx.upstream.headers, **_risk_header(report)}
     completion, blocked = _block(plan, completion, report)
     if blocked:
-        vmetrics.observe_blocked(ctx.model, ctx.team)
+        vmetrics.observe_blocked(ctx.model, ctx.team, plan.policy.name)
         return PipelineResult(response=_blocked_body(report), report=report, headers=headers, status_code=422)
     completion["veracity"] = report.to_dict()
     return PipelineResult(response=completion, report=report, headers=headers)
@@ -980,11 +984,11 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
             return [err]
         completion, final = await _verify_and_correct(ctx, plan, request, draft)
         completion, blocked = _block(plan, completion, final)
-        await _finish(ctx, plan, completion, final, checks_seen=True)
+        await _finish(ctx, plan, completion, final, checks_seen=True, blocked=blocked)
         _update(report, final)
         await _publish(ctx, report)  # before the client can see the end of the stream
         if blocked:
-            vmetrics.observe_blocked(ctx.model, ctx.team)
+            vmetrics.observe_blocked(ctx.model, ctx.team, plan.policy.name)
             return [b"data: " + json.dumps(_blocked_body(final), default=str).encode() + b"\n\n"]
         return _answer_frames(ctx, plan, completion, final)
 

@@ -19,7 +19,7 @@ A policy file (``policies/default.yaml``)::
       team_daily: {extra_tokens: null, cost_usd: null}
     streaming: {mode: passthrough, keepalive_s: 5}
     audit: {enabled: true, include_text: false}
-    review: {enabled: true, when: [max_retry_exceeded, divergence]}   # human review queue
+    review: {enabled: true, when: [max_retry_exceeded, divergence], include_text: true}   # human review queue
     overridable: [on_failure, streaming, sentinel.mode]
 
 Selection (:func:`resolve`): the key's policy; the ``x-veracity-policy`` header only when the
@@ -302,10 +302,15 @@ class ReviewPolicy(_Strict):
     """Which answers go to the human review queue (:mod:`proxy.review`). ``when``: any of
     ``max_retry_exceeded`` (the correction loop gave up), ``divergence`` (a correction dropped
     or reversed the claim), ``failed``, ``unverified``, ``error`` (the report's status); the
-    default is the two the correction loop cannot settle (issue 10 "Human review")."""
+    default is the two the correction loop cannot settle (issue 10 "Human review").
+    ``include_text`` (default true): the review keeps the question, drafts and answer, masked
+    by :mod:`proxy.redaction`; false keeps only the report (checks and evidence)."""
 
     enabled: bool = True
     when: list[ReviewWhen] = Field(default_factory=lambda: ["max_retry_exceeded", "divergence"])
+    #: keep the question, the drafts and the answer (masked by proxy/redaction.py) with the
+    #: review, whatever ``audit.include_text`` says: a reviewer judges text
+    include_text: bool = True
 
 
 OnFailure = Literal["annotate", "correct", "block", "observe"]

@@ -1,7 +1,7 @@
 """The Grafana dashboard, the recording rules and the alert rules against a real Prometheus
 (issue 13 §3): a gateway (``veracity serve``) in front of the scripted upstream gets scripted
 traffic through the real ``openai`` SDK -- passed, corrected, failed, blocked (a 422 and a held
-stream's error event), unverified, verifier errors, skipped, an upstream error; two models, two
+stream's error event), unverified, verifier errors, skipped, an upstream error; two models (named in litellm's price table, so verification has a cost in dollars), two
 teams (virtual keys) -- while a real
 ``prometheus`` scrapes it every second and evaluates ``deploy/prometheus/veracity-rules.yml``.
 Then EVERY PromQL expression of ``deploy/grafana/dashboards/veracity.json`` (template
@@ -46,7 +46,7 @@ RIGHT_TXT = f"{5000 * 1.06 ** 4:,.2f}"   # 6,312.38: $5,000 at 6% compounded yea
 WRONG_TXT = "6,200.00"
 EVIDENCE = "Automatic verification found"  # start of proxy.correction.evidence_prompt()
 KEYS = {"red": "vk-dashboard-red", "blue": "vk-dashboard-blue"}
-MODELS = ("m-alpha", "m-beta")
+MODELS = ("gpt-4o-mini", "gpt-4o")
 
 
 def question(tag: str, n: int) -> str:
@@ -83,7 +83,8 @@ def _rules() -> list[dict[str, Any]]:
 
 POLICIES = {
     "correct": {"on_failure": "correct", "correction": {"max_rounds": 2}},
-    "annotate": {"on_failure": "annotate"},
+    # a failed answer goes to the review queue (the backlog gauge); identical failures are one review
+    "annotate": {"on_failure": "annotate", "review": {"when": ["failed"]}},
     "block": {"on_failure": "block", "correction": {"max_rounds": 0}},
     # a held (buffer mode) stream that is blocked ends with an error event
     "blockstream": {"on_failure": "block", "correction": {"max_rounds": 0},
@@ -109,24 +110,25 @@ class Req:
 
 #: one run of the traffic; first drafts failing: wrongfix, wrong
 SCRIPT = [
-    Req("m-alpha", "red", "wrongfix", "correct", "corrected"),
-    Req("m-alpha", "red", "wrongfix", "correct", "corrected"),
-    Req("m-alpha", "red", "right", "correct", "passed"),
-    Req("m-alpha", "red", "wrong", "annotate", "failed"),
-    Req("m-alpha", "red", "boom", "annotate", None),
-    Req("m-alpha", "blue", "wrong", "block", "failed", blocked=True),
-    Req("m-alpha", "blue", "right", "annotate", "passed"),
-    Req("m-alpha", "blue", "cite", "nosources", "unverified"),
-    Req("m-alpha", "blue", "code", "crash", "error"),
-    Req("m-beta", "red", "wrong", "annotate", "failed"),
-    Req("m-beta", "red", "right", "annotate", "passed"),
-    Req("m-beta", "red", "code", "crash", "error"),
-    Req("m-beta", "red", "hello", "annotate", "skipped"),
-    Req("m-beta", "red", "wrong", "blockstream", "failed", blocked=True, stream=True),
-    Req("m-beta", "blue", "wrongfix", "correct", "corrected"),
-    Req("m-beta", "blue", "cite", "nosources", "unverified"),
-    Req("m-beta", "blue", "right", "annotate", "passed"),
-    Req("m-beta", "blue", "long", "annotate", "passed"),
+    Req("gpt-4o-mini", "red", "wrongfix", "correct", "corrected"),
+    Req("gpt-4o-mini", "red", "wrongfix", "correct", "corrected"),
+    Req("gpt-4o-mini", "red", "right", "correct", "passed"),
+    Req("gpt-4o-mini", "red", "wrong", "annotate", "failed"),
+    Req("gpt-4o-mini", "red", "boom", "annotate", None),
+    Req("gpt-4o-mini", "blue", "wrong", "block", "failed", blocked=True),
+    Req("gpt-4o-mini", "blue", "right", "annotate", "passed"),
+    Req("gpt-4o-mini", "blue", "cite", "nosources", "unverified"),
+    Req("gpt-4o-mini", "blue", "code", "crash", "error"),
+    Req("gpt-4o", "red", "wrong", "annotate", "failed"),
+    Req("gpt-4o", "red", "right", "annotate", "passed"),
+    Req("gpt-4o", "red", "code", "crash", "error"),
+    Req("gpt-4o", "red", "hello", "annotate", "skipped"),
+    Req("gpt-4o", "red", "wrong", "blockstream", "failed", blocked=True, stream=True),
+    Req("gpt-4o", "blue", "wrongfix", "correct", "corrected"),
+    Req("gpt-4o", "blue", "cite", "nosources", "unverified"),
+    Req("gpt-4o", "blue", "right", "annotate", "passed"),
+    # a pass beside a truncation `unknown`: not every unit decided, so `unverified` (verifiers/run.py status_of)
+    Req("gpt-4o", "blue", "long", "annotate", "unverified"),
 ]
 MEASURED_RUNS = 2
 
@@ -172,7 +174,7 @@ def dashboard_exprs() -> list[tuple[str, str]]:
 def substitute(expr: str, window: str) -> str:
     """Grafana's template variables as a dashboard user choosing "All" gets them."""
     expr = expr.replace("$__rate_interval", window).replace("$__interval", window)
-    for var in ("model", "team", "verifier"):
+    for var in ("model", "team", "policy", "verifier"):
         expr = re.sub(r"\$\{?" + var + r"\}?", ".*", expr)
     assert "$" not in expr, f"unsubstituted template variable in {expr}"
     return expr
@@ -190,10 +192,10 @@ def live(tmp_path_factory, gateway_factory):
     mock = MockUpstream({"rules": _rules(), "models": list(MODELS)}).start()
     cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": mock.base_url}],
            "keys": [{"name": team, "hash": hash_key(key), "team": team, "policy": "annotate",
-                     "allow_policy_header": True} for team, key in KEYS.items()],
+                     "allow_policy_header": True, "admin": team == "red"} for team, key in KEYS.items()],
            "limits": {"connect_retries": 0},
            "policies": {"dir": str(pdir), "check_interval_s": 0},
-           "verification": {"budget_db": str(tmp / "budget.sqlite3"), "review_db": ":memory:"}}
+           "verification": {"budget_db": str(tmp / "budget.sqlite3"), "review_db": str(tmp / "reviews.sqlite3")}}
     gw = gateway_factory(cfg)
     prom = Prometheus([f"127.0.0.1:{gw.port}"], tmp / "prometheus", rule_files=[RULES])
     try:
@@ -309,7 +311,7 @@ def test_recording_rules_are_evaluated_with_data(live):
 
 
 def test_both_alerts_are_pending_for_the_traffic_that_should_raise_them(live):
-    """m-alpha/red's first drafts fail 3 times in 4 and the code verifier errs on every
+    """gpt-4o-mini/red's first drafts fail 3 times in 4 and the code verifier errs on every
     check: both alert expressions hold, so both alerts are pending (``for:`` not yet over)."""
     prom = live["prom"]
 
@@ -324,7 +326,7 @@ def test_both_alerts_are_pending_for_the_traffic_that_should_raise_them(live):
     from tests.fixtures.polling import wait_for
     got = wait_for(lambda: (lambda a: a if {"VeracityHallucinationRateHigh", "VeracityVerifierErrorRateHigh"} <= set(a)
                             else None)(alerts()), "both alerts pending", timeout=60)
-    assert ("m-alpha", "red") in got["VeracityHallucinationRateHigh"]
+    assert ("gpt-4o-mini", "red") in got["VeracityHallucinationRateHigh"]
     assert ("code",) in got["VeracityVerifierErrorRateHigh"]
     assert ("arithmetic",) not in got["VeracityVerifierErrorRateHigh"]  # no arithmetic check erred
 
@@ -349,6 +351,9 @@ def test_shipped_prometheus_config_loads_the_rules():
     assert any(Path(f).name == RULES.name for f in cfg["rule_files"])
     compose = (ROOT / "deploy" / "docker-compose.yaml").read_text()
     assert "prometheus/veracity-rules.yml" in compose
+    # every image pinned to a version: `latest` (or no tag) changes what runs without a change here
+    images = [svc["image"] for svc in yaml.safe_load(compose)["services"].values() if "image" in svc]
+    assert images and all(re.fullmatch(r"[\w./-]+:v?\d+(\.\d+)*(-\w+)?", i) for i in images), images
 
 
 def _panel(live, title: str) -> list[dict[str, Any]]:
@@ -376,7 +381,7 @@ def test_verifier_panels_show_what_the_traffic_implies(live):
                  for r in _panel(live, "Answers longer than what was checked, by verifier")}
     assert set(truncated) == {"arithmetic"} and truncated["arithmetic"] > 0, truncated
     per_answer = {(r["metric"]["verifier"], r["metric"]["model"], r["metric"]["team"]): float(r["value"][1])
-                  for r in _panel(live, "Failed checks per checked answer, by verifier")}
+                  for r in _panel(live, "Failed checks of first drafts per checked answer, by verifier")}
     for (model, team), share in expected_shares(SCRIPT)["first_draft"].items():
         assert per_answer[("arithmetic", model, team)] == pytest.approx(share, abs=1e-9)
     assert {v for v, _, _ in per_answer} == {"arithmetic"}  # nothing else failed
@@ -395,6 +400,66 @@ def test_cost_panels_count_the_correction_calls(live):
             assert g not in calls
     tokens = {(r["metric"]["model"], r["metric"]["team"]): float(r["value"][1])
               for r in _panel(live, "Extra tokens per checked answer")}
-    assert tokens[("m-alpha", "red")] > 0 and tokens[("m-beta", "blue")] > 0
+    assert tokens[("gpt-4o-mini", "red")] > 0 and tokens[("gpt-4o", "blue")] > 0
     seconds = {(r["metric"]["model"], r["metric"]["team"]) for r in _panel(live, "Verification time per checked answer")}
     assert seconds == {(r.model, r.team) for r in SCRIPT}
+
+
+def _overall_first_draft_share(script: list[Req]) -> float:
+    checked = [r for r in script if r.status not in (None, "skipped")]
+    return sum(r.status in ("corrected", "failed") for r in checked) / len(checked)
+
+
+def test_headline_stat_is_the_first_draft_hallucination_rate(live):
+    """The headline stat (last hour) on exactly the measured runs: its window set to theirs,
+    it must give the share of checked first drafts that failed, over every model and team."""
+    window, at = _window(live)
+    [expr] = [e for t, e in dashboard_exprs() if t == "Hallucination rate of first drafts (last hour)"]
+    assert "[1h]" in expr
+    res = live["prom"].query(substitute(expr.replace("[1h]", f"[{window}]"), window), at=at)
+    assert len(res) == 1
+    assert float(res[0]["value"][1]) == pytest.approx(_overall_first_draft_share(SCRIPT), abs=1e-9)
+    # and as shipped (the last hour): a share, with data
+    shipped = live["prom"].query(substitute(expr, window), at=at)
+    assert len(shipped) == 1 and 0.0 < float(shipped[0]["value"][1]) < 1.0
+
+
+def test_open_reviews_stat_is_the_queue(live):
+    """Every `wrong` answer under `annotate` went to review with the same failed claim: one open
+    review that counts them all; the backlog gauge (max over replicas) says 1, as the API does."""
+    import httpx
+
+    gw = live["gw"]
+    reviews = httpx.get(gw.url + "/v1/veracity/reviews?limit=100", trust_env=False,
+                        headers={"authorization": f"Bearer {KEYS['red']}"}).json()
+    wrong_annotated = sum(1 for r, status, _ in live["sent"] if r.tag == "wrong" and r.policy == "annotate")
+    assert reviews["total"] == 1 and reviews["data"][0]["count"] == wrong_annotated
+    window, at = _window(live)
+    from tests.fixtures.polling import wait_for
+    got = wait_for(lambda: (lambda res: res if res and float(res[0]["value"][1]) == 1 else None)(
+        live["prom"].query(substitute([e for t, e in dashboard_exprs() if t == "Open reviews"][0], window))),
+        "the backlog gauge scraped", timeout=30)
+    assert float(got[0]["value"][1]) == 1
+
+
+def test_cost_in_dollars_and_correction_rounds(live):
+    """Dollars per checked answer: the extra tokens priced by litellm's table, so per extra
+    token between the model's input and output price; correction rounds per failed first draft:
+    one round per `wrongfix` answer, none for `wrong` ones (annotate, block: no correction)."""
+    from proxy.budget import PriceTable
+
+    table = PriceTable()
+    dollars = {(r["metric"]["model"], r["metric"]["team"]): float(r["value"][1])
+               for r in _panel(live, "Verification cost per checked answer (USD)")}
+    tokens = {(r["metric"]["model"], r["metric"]["team"]): float(r["value"][1])
+              for r in _panel(live, "Extra tokens per checked answer")}
+    for g in sorted({(r.model, r.team) for r in SCRIPT if r.tag == "wrongfix"}):
+        low, high = sorted(table.prices(g[0]))
+        assert dollars[g] > 0 and low * (1 - 1e-9) <= dollars[g] / tokens[g] <= high * (1 + 1e-9), (g, dollars, tokens)
+    rounds = {(r["metric"]["model"], r["metric"]["team"]): float(r["value"][1])
+              for r in _panel(live, "Correction rounds per first draft that failed")}
+    for g in sorted({(r.model, r.team) for r in SCRIPT}):
+        mine = [r for r in SCRIPT if (r.model, r.team) == g]
+        failed_first = sum(r.status in ("corrected", "failed") for r in mine)
+        if failed_first:
+            assert rounds[g] == pytest.approx(sum(r.tag == "wrongfix" for r in mine) / failed_first, abs=1e-9), g

@@ -236,16 +236,14 @@ def test_request_budget_is_shared_by_the_choices(env):
 
 
 def _counter(metrics_text: str, name: str, **labels: str) -> float:
-    for family in text_string_to_metric_families(metrics_text):
-        for s in family.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                return s.value
-    return 0.0
+    """The sum of the samples of ``name`` whose labels include ``labels``."""
+    return sum(s.value for family in text_string_to_metric_families(metrics_text) for s in family.samples
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
 
 
 def test_metrics_count_each_verified_choice(env):
-    name = "veracity_hallucinations_total"
-    labels = {"verifier": "arithmetic", "model": "gpt-test", "team": "default"}
+    name = "veracity_first_draft_failures_total"   # answers, one per choice, whose first draft failed
+    labels = {"model": "gpt-test", "team": "default", "policy": "annotate"}
     before = _counter(env["gw"].metrics(), name, **labels)
     fails_before = _counter(env["gw"].metrics(), "veracity_checks_total", verifier="arithmetic", outcome="fail")
     _, resp, rep = ask(env, "annotate", "metrics")

@@ -4,6 +4,7 @@ three kinds of caller, and the ``veracity review`` CLI as a subprocess."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -30,6 +31,8 @@ WRONG = "17 * 23 = 401 apples."
 
 #: the model stays wrong whatever the evidence says: every round answers "17 * 23 = 401"
 mock, _reset_mock = scripted_mock({"models": ["gpt-test"], "rules": [
+    *({"name": f"other{n}", "match": {"any_message": rf"\[case:other{n}\]"}, "reply": {"content": f"17 * {n} = 401."}}
+      for n in (24, 25, 26, 27)),
     {"name": "wrong", "match": {"any_message": r"\[case:review\]"}, "reply": {"content": WRONG}},
     {"name": "right", "match": {"any_message": r"\[case:right\]"}, "reply": {"content": "17 * 23 = 391."}},
 ]})
@@ -80,29 +83,51 @@ def test_policy_rejects_unknown_review_when():
         Policy.model_validate({"review": {"when": ["sometimes"]}})
 
 
-def test_make_review_keeps_text_only_when_the_policy_audit_does():
+def test_make_review_keeps_text_unless_told_not_to():
     report = {"status": "failed", "checks": []}
     kept = review.make_review(request_id="r1", model="m", team="t", key="k", policy="p", reason="failed",
-                              report=report, question="Q", drafts=["a", "b"], answer="b", include_text=True)
+                              report=report, question="Q", drafts=["a", "b"], answer="b")
     dropped = review.make_review(request_id="r1", model="m", team="t", key="k", policy="p", reason="failed",
                                  report=report, question="Q", drafts=["a", "b"], answer="b", include_text=False)
     assert (kept["question"], kept["drafts"], kept["answer"]) == ("Q", ["a", "b"], "b")
     assert (dropped["question"], dropped["drafts"], dropped["answer"]) == (None, None, None)
     assert kept["status"] == "open" and kept["resolution"] is None and kept["id"].startswith("rev_")
+    assert kept["delivered"] == "answer" and kept["count"] == 1
+    blocked = review.make_review(request_id="r2", model="m", team="t", key="k", policy="p", reason="failed",
+                                 report=report, answer="b", blocked=True)
+    assert blocked["delivered"] == "blocked" and blocked["occurrences"][0]["delivered"] == "blocked"
+
+
+def test_review_text_is_masked():
+    secret = "sk-" + "Z" * 30
+    rec = review.make_review(request_id="r1", model="m", team="t", key="k", policy="p", reason="failed",
+                             report={"status": "failed", "checks": []}, question=f"my key is {secret}",
+                             answer=f"Bearer {secret}")
+    assert secret not in json.dumps(rec) and "[REDACTED]" in rec["question"]
 
 
 # ----------------------------------------------------------------------------- the stores
 
 
-def _new(n: int) -> dict[str, Any]:
-    return review.make_review(request_id=f"req-{n}", model="gpt-test", team="t", key="k", policy="p",
+def _new(n: int, claim: str | None = None, team: str = "t") -> dict[str, Any]:
+    """A review whose failed check's claim is ``claim`` (default: one of its own per ``n``)."""
+    check = {"verifier": "arithmetic", "outcome": "fail", "claim": claim or f"17 * {n} = 0"}
+    return review.make_review(request_id=f"req-{n}", model="gpt-test", team=team, key="k", policy="p",
                               reason="max_retry_exceeded", question=f"q{n} <b>", answer="a",
-                              report={"status": "failed", "checks": [{"verifier": "arithmetic", "outcome": "fail"}]},
-                              include_text=True)
+                              report={"status": "failed", "checks": [check]}, include_text=True)
 
 
 async def _contract(store: review.ReviewStore) -> None:
     ids = [await store.add(_new(n)) for n in range(5)]
+    assert ids == [r for r in ids if r.startswith("rev_")] and len(set(ids)) == 5     # 5 distinct failures
+    assert await store.count("open") == 5 and await store.count(None) == 5
+    # the same failure again (other request, other team): counted on the open review, not queued twice
+    assert await store.add(_new(7, claim="17 * 2 = 0", team="u")) == ids[2]
+    assert await store.add(_new(8, claim="17 * 2 = 0", team="u")) == ids[2]
+    merged = await store.get(ids[2])
+    assert merged["count"] == 3 and [o["request_id"] for o in merged["occurrences"]] == ["req-2", "req-7", "req-8"]
+    assert merged["question"] == "q2 <b>"                                       # the first answer's text
+    assert await store.count("open") == 5 and await store.open_by() == {("gpt-test", "t"): 5}
     got = await store.get(ids[0])
     assert got["question"] == "q0 <b>" and got["status"] == "open"
     page, more = await store.list("open", 2)
@@ -131,6 +156,40 @@ async def _contract(store: review.ReviewStore) -> None:
     assert [r["id"] for r in (await store.list("open", 10))[0]] == [ids[0], *ids[2:]]
     assert [r["id"] for r in (await store.list("resolved", 10))[0]] == [ids[1]]
     assert [r["id"] for r in (await store.list(None, 10))[0]] == ids
+    assert (await store.count("open"), await store.count("resolved"), await store.count(None)) == (4, 1, 5)
+    assert await store.open_by() == {("gpt-test", "t"): 4}
+
+    # a resolved group is closed: the same failure afterwards opens a new review
+    await store.resolve(ids[2], "incorrect", "", "alice")
+    again = await store.add(_new(9, claim="17 * 2 = 0"))
+    assert again not in ids and (await store.get(again))["count"] == 1
+    assert await store.count("open") == 4
+
+    # server-side sessions of the reviewer page: kept for their ttl, deleted on sign-out
+    await store.session_put("h1", {"key_name": "alice", "csrf": "c"}, 60)
+    assert (await store.session_get("h1"))["key_name"] == "alice"
+    assert await store.session_get("h2") is None
+    await store.session_delete("h1")
+    assert await store.session_get("h1") is None
+    await store.session_put("h3", {"key_name": "bob"}, 1)
+    await asyncio.sleep(2.1)
+    assert await store.session_get("h3") is None                               # expired
+
+
+def test_fingerprint_is_the_failed_checks_verifier_and_claim():
+    def rep(*checks: tuple[str, str, str]) -> dict[str, Any]:
+        return {"checks": [{"verifier": v, "claim": c, "outcome": o, "evidence": {"x": i}}
+                           for i, (v, c, o) in enumerate(checks)]}
+    a = review.fingerprint("failed", rep(("arithmetic", "2+2=5", "fail"), ("facts", "sky", "pass")))
+    # the same failed claim, whatever passed beside it and whatever the evidence says
+    assert a == review.fingerprint("failed", rep(("facts", "grass", "pass"), ("arithmetic", "2+2=5", "fail")))
+    assert a != review.fingerprint("failed", rep(("arithmetic", "2+2=6", "fail")))          # another claim
+    assert a != review.fingerprint("failed", rep(("code", "2+2=5", "fail")))                # another verifier
+    assert a != review.fingerprint("divergence", rep(("arithmetic", "2+2=5", "fail")))      # another reason
+    # nothing failed: the undecided checks tell unverified answers apart
+    u = review.fingerprint("unverified", rep(("citations", "Smith 2019", "unknown")))
+    assert u and u != review.fingerprint("unverified", rep(("citations", "Lee 2020", "unknown")))
+    assert review.fingerprint("error", {"checks": []}) is None                              # never merged
 
 
 async def test_sqlite_store(tmp_path):
@@ -141,9 +200,62 @@ async def test_sqlite_store(tmp_path):
         await store.close()
     again = review.SQLiteReviewStore(tmp_path / "sub" / "reviews.sqlite3")      # a file: kept across opens
     try:
-        assert len((await again.list(None, 100))[0]) == 5
+        assert len((await again.list(None, 100))[0]) == 6
     finally:
         await again.close()
+
+
+async def test_sqlite_file_of_the_previous_version_is_migrated(tmp_path):
+    """A reviews file written before grouping (no grp/model/team columns) opens, keeps its
+    reviews and counts them under their model and team."""
+    import sqlite3
+    path = tmp_path / "old.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE review (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, "
+               "status TEXT NOT NULL, record TEXT NOT NULL)")
+    old = {k: v for k, v in _new(1).items() if k not in ("group", "count", "occurrences", "delivered")}
+    db.execute("INSERT INTO review (id, status, record) VALUES (?,?,?)", (old["id"], "open", json.dumps(old)))
+    db.commit()
+    db.close()
+    store = review.SQLiteReviewStore(path)
+    try:
+        assert (await store.get(old["id"]))["question"] == "q1 <b>"
+        assert await store.open_by() == {("gpt-test", "t"): 1}
+        assert await store.add(_new(2)) != old["id"] and await store.count("open") == 2
+    finally:
+        await store.close()
+
+
+async def test_page_session_needs_a_configured_admin_key():
+    """The reviewer page's session holds the key's digest, checked on every request: a key
+    removed from the config, or no longer an admin's, ends the session (proxy/review_page.py)."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from starlette.requests import Request
+
+    from proxy import review_page
+    from proxy.auth import Authenticator
+    from proxy.config import KeyConfig
+
+    cfg = SimpleNamespace(verification=SimpleNamespace(review_db=":memory:", redis_url=None), source=None)
+    store = review.store_for(cfg)
+    sid = "s" * 43
+    await store.session_put(review_page._sid_hash(sid), {
+        "key_sha256": hashlib.sha256(ADMIN_KEY.encode()).hexdigest(), "csrf": "c" * 64}, 60)
+    request = Request({"type": "http", "method": "GET", "path": "/veracity/review", "query_string": b"",
+                       "headers": [(b"cookie", f"veracity_review={sid}".encode())]})
+
+    def state(admin: bool, configured: bool = True) -> Any:
+        keys = [KeyConfig(hash=hash_key(ADMIN_KEY), name="ann", admin=admin)] if configured else []
+        keys.append(KeyConfig(hash=hash_key(USER_KEY), name="app"))
+        return SimpleNamespace(auth=Authenticator(keys), cfg=cfg)
+    rec = SimpleNamespace(principal=None)
+    got = await review_page._session(state(admin=True), request, rec)
+    assert got is not None and got.principal.key_name == "ann" and got.csrf == "c" * 64
+    assert await review_page._session(state(admin=False), request, rec) is None
+    assert await review_page._session(state(admin=True, configured=False), request, rec) is None
+    await store.close()
 
 
 async def test_sqlite_store_keeps_lone_surrogates():
@@ -176,7 +288,9 @@ def test_export_line_shape():
     rec["resolution"] = {"verdict": "incorrect", "note": "n", "reviewer": "r", "resolved_at": 1}
     line = review.export_line(rec)
     assert line["label"]["verdict"] == "incorrect"
-    assert line["question"] == "q1 <b>" and line["failed_checks"] == [{"verifier": "arithmetic", "outcome": "fail"}]
+    assert line["question"] == "q1 <b>" and line["failed_checks"] == [
+        {"verifier": "arithmetic", "outcome": "fail", "claim": "17 * 1 = 0"}]
+    assert (line["count"], line["request_ids"], line["delivered"]) == (1, ["req-1"], "answer")
 
 
 # ----------------------------------------------------------------------------- through the gateway
@@ -192,6 +306,10 @@ def gw(gateway_factory, mock, tmp_path_factory):
     (pdir / "reviewed.yaml").write_text(yaml.safe_dump({**base, "name": "reviewed",
                                                         "audit": {"enabled": True, "include_text": True}}))
     (pdir / "notext.yaml").write_text(yaml.safe_dump({**base, "name": "notext"}))
+    (pdir / "reviewnotext.yaml").write_text(yaml.safe_dump({**base, "name": "reviewnotext",
+                                                            "review": {"include_text": False}}))
+    (pdir / "blocked.yaml").write_text(yaml.safe_dump({**base, "name": "blocked", "on_failure": "block",
+                                                       "review": {"when": ["failed"]}}))
     (pdir / "noreview.yaml").write_text(yaml.safe_dump({**base, "name": "noreview", "review": {"enabled": False}}))
     db = tmp / "reviews.sqlite3"
     cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": mock.base_url}],
@@ -220,9 +338,19 @@ def _api(gw, method: str, path: str, key: str | None = ADMIN_KEY, **kw: Any) -> 
     return httpx.request(method, gw.url + path, headers=headers, timeout=30, trust_env=False, **kw)
 
 
+def _all_reviews(gw) -> list[dict[str, Any]]:
+    """Every review of the gateway's store, page by page."""
+    out, after = [], ""
+    while True:
+        page = _api(gw, "GET", f"/v1/veracity/reviews?status=all&limit=100{after}").json()
+        out += page["data"]
+        if not page["has_more"]:
+            return out
+        after = f"&after={page['last_id']}"
+
+
 def _review_of(gw, request_id: str) -> dict[str, Any]:
-    found = [r for r in _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=100").json()["data"]
-             if r["request_id"] == request_id]
+    found = [r for r in _all_reviews(gw) if request_id in [o["request_id"] for o in r["occurrences"]]]
     assert len(found) == 1, found
     return found[0]
 
@@ -244,18 +372,74 @@ def test_an_answer_that_stays_wrong_goes_to_review_with_text_and_evidence(gw):
     assert any(rec.get("review_id") == r["id"] for rec in gw.log_records() if rec.get("request_id") == rid)
 
 
-def test_without_audit_text_the_review_keeps_checks_but_no_text(gw):
-    resp = _ask(gw, policy="notext")
+def test_without_audit_text_the_review_still_keeps_the_text(gw):
+    """The audit keeps no text under this policy; the review does (a reviewer judges text)."""
+    resp = _ask(gw, "What is 17 * 24? [case:other24]", policy="notext")
+    r = _review_of(gw, resp._request_id)
+    assert (r["question"], r["answer"]) == ("What is 17 * 24? [case:other24]", "17 * 24 = 401.")
+    assert any(c["outcome"] == "fail" for c in r["report"]["checks"])
+
+
+def test_review_include_text_false_keeps_checks_but_no_text(gw):
+    resp = _ask(gw, "What is 17 * 25? [case:other25]", policy="reviewnotext")
     r = _review_of(gw, resp._request_id)
     assert (r["question"], r["drafts"], r["answer"]) == (None, None, None)
     assert any(c["outcome"] == "fail" for c in r["report"]["checks"])
 
 
+def test_a_blocked_answer_says_the_client_got_nothing(gw):
+    with pytest.raises(openai.UnprocessableEntityError):
+        _ask(gw, "What is 17 * 26? [case:other26]", policy="blocked")
+    r = [x for x in _all_reviews(gw) if x["question"] == "What is 17 * 26? [case:other26]"]
+    assert len(r) == 1 and r[0]["delivered"] == "blocked" and r[0]["answer"] == "17 * 26 = 401."
+    page = _api(gw, "GET", f"/veracity/review/{r[0]['id']}")                 # the page, by Authorization
+    assert page.status_code == 200 and "Blocked (422)" in page.text and "Answer returned" not in page.text
+
+
+def test_identical_failures_are_one_review_with_a_count_and_true_totals(gw):
+    before = _api(gw, "GET", "/v1/veracity/reviews?limit=1").json()
+    resps = [_ask(gw, "What is 17 * 27? [case:other27]") for _ in range(3)]
+    r = _review_of(gw, resps[0]._request_id)
+    assert r["count"] == 3 and [o["request_id"] for o in r["occurrences"]] == [x._request_id for x in resps]
+    after = _api(gw, "GET", "/v1/veracity/reviews?limit=1").json()
+    assert after["total"] == before["total"] + 1 and len(after["data"]) == 1     # the true count, not the page's
+    page = _api(gw, "GET", f"/veracity/review/{r['id']}")
+    assert "Same failure in <span class=\"n\">3</span> answers" in page.text
+    queue = _api(gw, "GET", "/veracity/review")
+    assert f"<title>Veracity review ({after['total']} open)</title>" in queue.text
+
+
+async def test_the_page_counts_every_open_review_and_pages_through_them(gw):
+    """More open reviews than a page holds: the title gives them all, not the page's 50, and
+    "next page" goes on from the 51st."""
+    import html
+    import re
+
+    store = review.SQLiteReviewStore(gw.db)                       # the gateway's file (WAL: shared)
+    try:
+        for n in range(60):
+            await store.add(_new(1000 + n, claim=f"paging claim {uuid.uuid4().hex}"))
+        total = await store.count("open")
+    finally:
+        await store.close()
+    assert total >= 60
+    first = _api(gw, "GET", "/veracity/review")
+    assert f"<title>Veracity review ({total} open)</title>" in first.text
+    assert re.search(r"showing 1&ndash;50\b", first.text) and first.text.count('class="review"') == 50
+    nxt = html.unescape(re.search(r'href="([^"]+)" id="next"', first.text).group(1))
+    second = _api(gw, "GET", nxt)
+    shown = second.text.count('class="review"')
+    assert f"<title>Veracity review ({total} open)</title>" in second.text
+    assert f"showing 51&ndash;{50 + shown}" in second.text and 'id="first"' in second.text
+    ids = re.findall(r'data-review-id="(rev_\w+)"', first.text + second.text)
+    assert len(ids) == len(set(ids)) == 50 + shown                  # no review twice across pages
+
+
 def test_no_review_for_right_answers_or_when_the_policy_turns_it_off(gw):
-    before = _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=100").json()["data"]
+    before = _all_reviews(gw)
     assert _ask(gw, "What is 17 * 23? [case:right]").model_extra["veracity"]["status"] == "passed"
     assert _ask(gw, policy="noreview").model_extra["veracity"]["status"] == "failed"
-    assert _api(gw, "GET", "/v1/veracity/reviews?status=all&limit=100").json()["data"] == before
+    assert _all_reviews(gw) == before
 
 
 @pytest.mark.parametrize("method, path, body", [

@@ -129,7 +129,8 @@ def test_too_many_code_blocks_is_a_truncation_check():
 
 
 def _truncated(verifier: str) -> float:
-    return REGISTRY.get_sample_value("veracity_truncated_verifications_total", {"verifier": verifier}) or 0.0
+    return REGISTRY.get_sample_value("veracity_truncated_verifications_total",
+                                     {"verifier": verifier, "model": "m", "team": "t", "policy": "_none"}) or 0.0
 
 
 def test_truncation_checks_are_counted_by_verifier():
@@ -142,7 +143,7 @@ def test_truncation_checks_are_counted_by_verifier():
 
 @pytest.mark.parametrize("status", ["passed", "unverified", "failed", "skipped", "corrected", "error"])
 def test_report_status_is_a_metric_label(status):
-    labels = {"status": status, "model": "_offline", "team": "t"}
+    labels = {"status": status, "model": "_offline", "team": "t", "policy": "_none"}
     before = REGISTRY.get_sample_value("veracity_reports_total", labels) or 0.0
     vmetrics.observe_report(Report(status=status), model="_offline", team="t")  # type: ignore[arg-type]
     assert REGISTRY.get_sample_value("veracity_reports_total", labels) == before + 1

@@ -13,13 +13,13 @@ from proxy import verification_metrics as vm
 from verifiers._types import Check, Cost, Report
 
 
-def _answers(team: str, status: str) -> float:
-    return REGISTRY.get_sample_value("veracity_reports_total", {"model": "_offline", "team": team,
+def _answers(team: str, status: str, policy: str = "_none") -> float:
+    return REGISTRY.get_sample_value("veracity_reports_total", {"model": "_offline", "team": team, "policy": policy,
                                                                 "status": status}) or 0.0
 
 
-def _cost(name: str, team: str, **labels: str) -> float:
-    return REGISTRY.get_sample_value(name, {"model": "_offline", "team": team, **labels}) or 0.0
+def _cost(name: str, team: str, policy: str = "_none", **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, {"model": "_offline", "team": team, "policy": policy, **labels}) or 0.0
 
 
 def test_one_answer_per_choice_with_its_first_draft():
@@ -38,6 +38,8 @@ def test_one_answer_per_choice_with_its_first_draft():
     assert (_answers(team, "corrected"), _answers(team, "failed"), _answers(team, "passed"),
             _answers(team, "unverified")) == (1, 1, 1, 2)
     assert _cost("veracity_first_draft_failures_total", team) == 3
+    assert _cost("veracity_final_answer_failures_total", team) == 1       # the one choice left failed
+    assert _cost("veracity_correction_rounds_total", team) == 2           # two choices, one round each
     # the request's cost once, not per choice
     assert _cost("veracity_verification_seconds_total", team) == 0.25
     assert _cost("veracity_verification_extra_tokens_total", team) == 40
@@ -59,3 +61,63 @@ def test_blocked_answers_counted_per_model_and_team():
     vm.observe_blocked("_offline", team)
     vm.observe_blocked("_offline", team)
     assert _cost("veracity_blocked_answers_total", team) == 2
+
+
+def test_policy_label_tells_observe_traffic_apart():
+    team = f"t-{uuid.uuid4().hex[:8]}"
+    for policy in ("observe", "strict", "strict"):
+        rep = Report(status="failed", checks=[Check("arithmetic", "2+2=5", "fail")])
+        rep.extra["policy"] = policy
+        vm.observe_report(rep, model="_offline", team=team)
+    assert _answers(team, "failed", "observe") == 1 and _answers(team, "failed", "strict") == 2
+    # an explicit policy wins over the report's
+    vm.observe_report(Report(status="passed", checks=[Check("arithmetic", "2+2=4", "pass")]), model="_offline",
+                      team=team, policy="lenient")
+    assert _answers(team, "passed", "lenient") == 1
+
+
+def test_first_draft_and_correction_rounds_are_counted_apart():
+    """A first draft with one failed check, corrected after three rounds whose drafts failed
+    twice: one hallucinating first draft, three rounds, no failed final answer -- not four
+    "hallucinations" as when every round's failed checks were summed."""
+    team = f"t-{uuid.uuid4().hex[:8]}"
+    first = Report(status="failed", checks=[Check("arithmetic", "17*23=401", "fail")])
+    vm.observe_checks(first, model="_offline", team=team, policy="p", draft="first")
+    for outcome in ("fail", "fail", "pass"):
+        vm.observe_checks(Report(status="failed", checks=[Check("arithmetic", "17*23=x", outcome)]),
+                          model="_offline", team=team, policy="p", draft="correction")
+    final = Report(status="corrected", checks=[Check("arithmetic", "17*23=391", "pass")])
+    final.extra["correction"] = {"stop_reason": "passed"}
+    final.rounds = [{"round": 1}, {"round": 2}, {"round": 3}]
+    vm.observe_report(final, model="_offline", team=team, policy="p", checks=False)
+
+    def checks(draft: str, outcome: str) -> float:
+        return _cost("veracity_checks_total", team, "p", verifier="arithmetic", outcome=outcome, draft=draft)
+    assert (checks("first", "fail"), checks("correction", "fail"), checks("correction", "pass")) == (1, 2, 1)
+    assert _cost("veracity_first_draft_failures_total", team, "p") == 1
+    assert _cost("veracity_correction_rounds_total", team, "p") == 3
+    assert _cost("veracity_final_answer_failures_total", team, "p") == 0
+    assert _cost("veracity_corrections_total", team, "p", outcome="corrected") == 1
+    assert REGISTRY.get_sample_value("veracity_hallucinations_total",
+                                     {"verifier": "arithmetic", "model": "_offline", "team": team}) is None
+
+
+def test_verification_cost_in_dollars_only_for_verified_answers():
+    team = f"t-{uuid.uuid4().hex[:8]}"
+    vm.observe_report(Report(status="passed", checks=[Check("arithmetic", "1+1=2", "pass")], cost=Cost(tokens=900)),
+                      model="_offline", team=team, cost_usd=0.0125)
+    vm.observe_report(Report(status="skipped", reason="low risk"), model="_offline", team=team, cost_usd=5.0)
+    assert _cost("veracity_verification_cost_usd_total", team) == 0.0125
+
+
+def test_review_backlog_gauge_follows_the_store():
+    team = f"t-{uuid.uuid4().hex[:8]}"
+
+    def gauge() -> float | None:
+        return REGISTRY.get_sample_value("veracity_review_open", {"model": "m", "team": team})
+    vm.set_review_backlog({("m", team): 7})
+    assert gauge() == 7
+    vm.set_review_backlog(None)                       # the store did not answer: the last value stays
+    assert gauge() == 7
+    vm.set_review_backlog({})                         # every review of that pair resolved
+    assert gauge() == 0
