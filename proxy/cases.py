@@ -17,7 +17,7 @@ Formats read as they are (:func:`read`; a folder reads every file it knows in it
 * **review-queue export** (``veracity review export``, :func:`proxy.review.export_line`): the
   reviewer's ``label.verdict`` (:data:`proxy.review.VERDICTS`): ``correct`` -> True,
   ``incorrect`` -> False, ``partially_correct`` / ``cannot_tell`` / open -> None. Lines without
-  answer text (the policy's ``audit.include_text`` was off) cannot be re-checked: skipped, counted.
+  answer text (the policy's ``review.include_text`` was off) cannot be re-checked: skipped, counted.
 * ``../shared/cases`` (each folder's SOURCE.md names the format):
   ``citations/supplement_chatgpt_citations.jsonl`` and ``dev_public.jsonl`` (Walters & Wilder 2023;
   HALLMARK dev: ``label`` VALID / HALLUCINATED, each entry rendered as a reference list in

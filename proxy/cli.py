@@ -666,9 +666,9 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
             return 2
         if not items:
             why = ""
-            if skipped.get("review_without_text"):  # the shipped policies keep no text in reviews
+            if skipped.get("review_without_text"):  # a policy with review.include_text: false keeps none
                 why = (f" ({skipped['review_without_text']} review(s) without answer text skipped: reviews keep "
-                       "the question and answer only when the policy's audit.include_text is true)")
+                       "the question and answer unless the policy's review.include_text is false)")
             print(f"veracity eval: {args.data}: no labelled answer{why}", file=sys.stderr)
             return 2
         model = None

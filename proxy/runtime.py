@@ -91,7 +91,8 @@ def _warm_up() -> None:
     off the request path, so the first risky answer does not pay for them."""
     import importlib
 
-    for name in ("verifiers.arithmetic", "verifiers.code", "verifiers.citations"):
+    for name in ("verifiers.arithmetic", "verifiers.code", "verifiers.citations", "verifiers.facts",
+                 "verifiers.facts.backends"):
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a missing verifier shows up as an `error` check later

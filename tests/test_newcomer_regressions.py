@@ -394,8 +394,8 @@ def test_a_405_sends_one_allow_header_and_own_routes_answer_405_not_404(gateway_
 
 
 def test_eval_of_a_text_less_review_export_says_why_nothing_was_read(capsys, tmp_path):
-    # `veracity review export` under the shipped policies (audit.include_text: false) writes
-    # reviews without answer text; `veracity eval` on it only said "no labelled answer"
+    # `veracity review export` under a policy with review.include_text: false writes reviews
+    # without answer text; `veracity eval` on it only said "no labelled answer"
     pytest.importorskip("matplotlib")
     import json
 
@@ -409,4 +409,4 @@ def test_eval_of_a_text_less_review_export_says_why_nothing_was_read(capsys, tmp
                                                                "reviewer": "ann", "resolved_at": 2}}) + "\n")
     assert main(["eval", str(data), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert "1 review(s) without answer text" in err and "audit.include_text" in err, err
+    assert "1 review(s) without answer text" in err and "review.include_text" in err, err
