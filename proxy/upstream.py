@@ -212,6 +212,19 @@ _FINISH_RE = re.compile(rb'"finish_reason"\s*:\s*"')
 _ERROR_RE = re.compile(rb'^\s*\{\s*"error"\s*:')
 
 
+def _escaped_finish(data: bytes) -> bool:
+    """True when the JSON ``data`` has a choice with a string ``finish_reason`` written with
+    ``\\u`` escapes that the byte pattern :data:`_FINISH_RE` cannot see (``"finish\\u005freason"``:
+    JSON allows any character escaped, RFC 8259 §7). Only called for data holding ``\\u``."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return False
+    choices = doc.get("choices") if isinstance(doc, dict) else None
+    return isinstance(choices, list) and any(
+        isinstance(c, dict) and isinstance(c.get("finish_reason"), str) for c in choices)
+
+
 class EventTooLarge(ValueError):
     """An SSE event grew past :attr:`SSERelay.max_event` bytes without its terminating blank line."""
 
@@ -319,7 +332,7 @@ class SSERelay:
                 if not (self.finished or self.errored):
                     continue  # held back: the relay reports the missing finish_reason instead
                 framed = b"data: [DONE]\n\n"
-            elif not self.finished and _FINISH_RE.search(data):
+            elif not self.finished and (_FINISH_RE.search(data) or (b"\\u" in data and _escaped_finish(data))):
                 self.finished = True
             elif _ERROR_RE.match(data):
                 self.errored = True

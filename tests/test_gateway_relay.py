@@ -182,3 +182,19 @@ async def test_a_refusal_gives_memory_back_once_per_burst(monkeypatch: pytest.Mo
     assert calls == []  # not inline: the refused request has not unwound yet
     await asyncio.sleep(memory.DELAY_S + 0.3)
     assert calls == [1]
+
+
+@pytest.mark.parametrize("key", [r"finish\u005freason", r"\u0066inish_reason", r"finish_reaso\u006e"])
+def test_a_finish_reason_written_with_json_escapes_ends_the_stream(key: str) -> None:
+    # JSON allows any character of a key escaped (RFC 8259 §7): the stream finished, and its
+    # [DONE] is relayed instead of being held back as a truncated stream
+    r = SSERelay()
+    out = r.feed(b'data: {"choices":[{"index":0,"delta":{},"' + key.encode() + b'":"stop"}]}\n\ndata: [DONE]\n\n')
+    assert r.finished and r.done and out.endswith(b"data: [DONE]\n\n")
+
+
+def test_escaped_content_without_a_finish_reason_does_not_end_the_stream() -> None:
+    r = SSERelay()
+    r.feed(b'data: {"choices":[{"index":0,"delta":{"content":"\\u00e9 finish_reason"},"finish_reason":null}]}\n\n')
+    assert not r.finished
+    assert r.feed(b"data: [DONE]\n\n") == b""  # held back: the relay reports the missing finish_reason
