@@ -81,7 +81,12 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
     from proxy.config import policies_dir
     from verifiers.sandbox.runtime import log_startup_note
 
-    threading.Thread(target=log_startup_note, args=(log, policies_dir(cfg)), daemon=True,
+    def default_sandbox() -> tuple[str, dict]:
+        from proxy.policy import PolicyStore
+        sb = PolicyStore(policies_dir(cfg)).get("default").verifiers.code.sandbox
+        return sb.backend, dict(sb.limits)
+
+    threading.Thread(target=log_startup_note, args=(log, default_sandbox), daemon=True,
                      name="veracity-sandbox-check").start()
 
     tmp_metrics = None

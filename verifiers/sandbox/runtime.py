@@ -32,6 +32,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable
 
 #: Requirement specifiers of the default runtime; the same as ``deploy/sandbox/Dockerfile``'s
@@ -416,16 +417,16 @@ def startup_note(backend: str = "auto", limits: Any = None) -> tuple[str, dict[s
         box.close()
 
 
-def log_startup_note(log: Any, policies_dir: Any = None) -> None:
-    """:func:`startup_note` for the sandbox of the ``default`` policy in ``policies_dir``,
-    logged once as a warning on ``log`` (a structlog logger). Meant for a daemon thread; never
-    raises."""
+def log_startup_note(log: Any, sandbox: Callable[[], tuple[str, Mapping[str, Any]]]) -> None:
+    """:func:`startup_note` for the sandbox ``sandbox()`` names (``(backend, limits)``, e.g. the
+    ``default`` policy's; a callable so that reading it happens in this thread too), logged once
+    as a warning on ``log`` (a structlog logger). Meant for a daemon thread; never raises.
+    (``verifiers`` never imports ``proxy``: the caller reads its policy, DESIGN.md "Folders".)"""
     try:
-        from proxy.policy import PolicyStore
         from verifiers.sandbox import Limits
 
-        sb = PolicyStore(policies_dir).get("default").verifiers.code.sandbox
-        note = startup_note(sb.backend, Limits(**dict(sb.limits)))
+        backend, limits = sandbox()
+        note = startup_note(backend, Limits(**dict(limits)))
         if note is not None:
             log.warning(note[0], **note[1])
     except Exception as exc:  # noqa: BLE001 - a start-up hint must never break start-up
