@@ -85,7 +85,7 @@ def test_planner_calculate_reads_python_notation(expression, value):
     ("-7 // 2 = -4", "pass", "-4"),   # Python floors toward -infinity
     ("17 // 5 = 4", "fail", "3"),
     ("17 % 5 = 2", "pass", "2"),
-    ("17%5 = 3", "fail", "2"),
+    ("17 % 5 = 3", "fail", "2"),
     ("(10 + 7) % 5 = 2", "pass", "2"),
 ])
 def test_floor_division_and_remainder(text, outcome, expected):
@@ -98,6 +98,11 @@ def test_floor_division_and_remainder(text, outcome, expected):
 def test_percent_stays_percent(text, expected):
     c = _one(text)
     assert (c.outcome, c.expected) == ("pass", expected)
+
+
+def test_a_glued_percent_before_a_number_is_no_remainder():
+    # GSM8K reference #239 writes "30% of 1000" as "30/100%1000 = 300": never a remainder
+    assert [c.outcome for c in check("30/100%1000 = 300") if c.outcome == "fail"] == []
 
 
 # --- Unicode ----------------------------------------------------------------------------------

@@ -468,6 +468,7 @@ def _split_at_sep(toks: list[Token]) -> tuple[list[Token], list[Token]]:
     return toks, []
 
 
+_BULLET_AT = re.compile(r"[ \t]*[-*+•][ \t]+")
 _PLAIN_CHARS = frozenset("0123456789.,+-*/^() \t$€£¥%×÷·−")
 
 
@@ -477,8 +478,13 @@ def _plain_stretch(text: str, a: int, b: int, left: bool) -> tuple[int, int]:
     written, not just what the first reading took as the expression ("3 ** 2 + 1" when a
     misreading kept only "2 + 1")."""
     if left:
+        start = a
         while a > 0 and text[a - 1] in _PLAIN_CHARS:
             a -= 1
+        line = text.rfind("\n", 0, start) + 1
+        if a <= line + len(text[line:start]) - len(text[line:start].lstrip(" \t")) + 1 and \
+                _BULLET_AT.match(text, line, start):
+            a = _BULLET_AT.match(text, line, start).end()  # "- 8^(-1) = ...": a list bullet, no minus
     else:
         while b < len(text) and text[b] in _PLAIN_CHARS:
             b += 1
@@ -662,8 +668,10 @@ class ClaimFinder:
             if self.strict:
                 self._unknown(toks, f"not a number: {exc}")
             return
-        if not self.strict and _tight_range(ln, ltoks):
-            return  # "1990-2000 = 10 years", "3-4 = about 1 hour": a range, not a subtraction
+        if not self.strict and _tight_range(ln, ltoks) and not (r_lit and rv < 0):
+            # "1990-2000 = 10 years", "3-4 = about 1 hour": a range, not a subtraction (a range
+            # is never negative: "12-71.2 = -69.2" is a subtraction)
+            return
         if _bare_fraction(ln) and r_lit and abs(lv) < 1 <= abs(rv) and not self.strict:
             return  # "2/5 is equal to 12.8 hectares": a part of a whole, not a quotient
         if l_lit and r_lit:
