@@ -191,3 +191,18 @@ def test_markdown_table_with_expression_and_value_columns():
 def test_display_math_and_latex_power():
     text = "\\[ A = 10000 \\left(1 + \\frac{0.05}{4}\\right)^{4 \\cdot 3} = 11607.55 \\]"
     assert _one(text).outcome == "pass"
+
+
+# --- the planner's sympy_equivalent (formulas) ----------------------------------------------------
+
+@pytest.mark.parametrize("left,right,outcome", [
+    ("(x + 1) ** 2", "x ** 2 + 2*x + 1", "pass"),
+    ("(x + 1) ** 2", "x ** 2 + 1", "fail"),
+    ("x**3 * x", "x ** 4", "pass"),
+    ("(a + b)²", "a² + 2ab + b²", "pass"),
+])
+def test_planner_sympy_equivalent_reads_python_powers(left, right, outcome):
+    from verifiers.planner._tools import SympyEquivalentIn
+
+    out = asyncio.run(Toolbox().get("sympy_equivalent").run(SympyEquivalentIn(left=left, right=right)))
+    assert out.data["outcome"] == outcome, out.data
