@@ -81,6 +81,12 @@ def run_statements(n: int, seed: int, chunk: int, examples: dict[str, list[str]]
             c["wrong caught"] += 1
         if not right and checks and "fail" not in outcomes:
             c["wrong unknown"] += 1
+            notes = " ".join(x.note for x in checks)
+            why = ("second evaluation disagreed" if "disagree" in notes else
+                   "second evaluation could not read" if "not confirmed" in notes else
+                   "consistent with rounded inputs" if "rounded intermediate" in notes else
+                   "truncated / double rounding" if ("truncat" in notes or "rounding" in notes) else "other")
+            c[f"unknown: {why}"] += 1
             _example(examples, f"miss ({notation})", f"{stmt.text!r}: " + "; ".join(
                 f"{x.outcome} {x.note}" for x in checks), limit=3)
         if done % chunk == 0:
@@ -170,8 +176,9 @@ def run_calculate(n: int, seed: int, examples: dict[str, list[str]]) -> Counter:
                 c["refused"] += 1
                 _example(examples, "calculate refused", f"{expr!r}: {out.error}", limit=5)
                 continue
+            # no "exact" key: the value is written exactly; "exact": None: 10 significant digits
             got = Fraction(out.data["exact"]) if out.data.get("exact") else Fraction(Decimal(out.data["value"]))
-            exact = bool(out.data.get("exact")) or "e" not in out.data["value"]
+            exact = bool(out.data.get("exact")) or "exact" not in out.data
             ok = got == v if exact else abs(got - v) <= abs(v) / 10**9
             c["right" if ok else "wrong value"] += 1
             if not ok:
@@ -204,6 +211,9 @@ def report(counts: dict[str, Counter], eq: Counter, units: Counter, calc: Counte
                      f"{c['wrong passed']} | {c['wrong caught']} | {c['wrong unknown']} | {c['wrong unread']} | "
                      f"{c['wrong expected']} |")
     lines += [
+        "",
+        "Why wrong statements were left `unknown`: " + ", ".join(
+            f"{k[9:]} {v}" for k, v in sorted(total.items()) if k.startswith("unknown: ")) + ".",
         "",
         "*right passed*: every check of the statement passed (the rest are `unknown` or unread: never a false "
         "alarm). *wrong caught*: a `fail`; *wrong unknown*: read but left undecided (the second evaluation "

@@ -212,6 +212,7 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
             lit.approx_ulp = lit.ulp if lit.decimals else lit.approx_ulp * f
             prev.end = t.end
             prev.text = text[prev.start : t.end]
+            lit.text = prev.text  # "found" shows "-1.8 billion", not "-1.8"
             t.kind = "SKIP"
         elif w in FUNCTIONS and nk in ("LP", "NUM"):
             t.kind = "FUNC"
