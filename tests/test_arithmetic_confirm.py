@@ -111,3 +111,18 @@ def test_second_value_is_exact_and_bounded():
 ])
 def test_plain_string(written, plain):
     assert plain_string(written) == plain
+
+
+@pytest.mark.parametrize("text,expected", [
+    # Omni-MATH solutions labelled wrong: caught on the base, first left unknown by the second
+    # evaluation ("2\sqrt{3}" glued, nine powers in one side)
+    (r"\[ 12 + 6\sqrt{3} = 30 \]", "22"),
+    (r"\[ 2019 = 2^{10} + 2^9 + 2^8 + 2^7 + 2^6 + 2^5 + 2^2 + 2^1 + 2^0 \]", "2023"),
+    ("so $2*√91/3 ≈ 5.77$", "6.36"),
+    (r"\(\sin 30^\circ = 0.6\)", "0.5"),
+])
+def test_roots_trigonometry_and_long_sums_are_confirmed(text, expected):
+    arithmetic.warm_up()
+    c = _only(text)
+    assert (c.outcome, c.expected) == ("fail", expected), c.note
+    assert c.evidence["second_evaluation"]["agrees"] is True

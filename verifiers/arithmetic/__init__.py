@@ -112,13 +112,14 @@ _CLAIM_LINE = re.compile(r"(?m)^(?=[^\n]*\d)(?=[^\n]*[=≈\ue000\ue001])[^\n]*$"
 
 
 def warm_up() -> None:
-    """Build the pint unit registry (~0.5-1 s once) and import SymPy (~0.5 s once) now, instead
+    """Build the pint unit registry (~0.5-1 s once) and import SymPy and its parser (~0.5 s once) now, instead
     of inside the first request that states a unit conversion or an identity with symbols (a
     first import inside a request would use up its time budget). Call it at gateway start-up."""
     from verifiers.arithmetic._units import _registry
 
     _registry()
     check("\\[ (a+b)^2 = a^2 + 2ab + b^2 \\]", budget_ms=10_000)
+    second_value("2 ** 10 + sqrt 2")  # SymPy's parser, for the second evaluation of a failure
 
 
 def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET_MS) -> list[Check]:

@@ -44,7 +44,8 @@ class Unconfirmed(Exception):
 
 _NAMES = {"sqrt": "sqrt", "abs": "Abs", "sin": "sin", "cos": "cos", "tan": "tan", "ln": "log", "log": "log10",
           "exp": "exp"}
-_SAFE = re.compile(r"(?:[0-9.+\-*/%()! ]|\b(?:sqrt|Abs|sin|cos|tan|sind|cosd|tand|log|log10|exp|pi|E)\b)*")
+_SAFE = re.compile(r"(?:[0-9.+\-*/%()! ]|(?<![A-Za-z_])(?:sqrt|Abs|sind|cosd|tand|sin|cos|tan|log10|log|exp|pi|E)"
+                   r"(?![A-Za-z_]))*")
 _NUMBER = re.compile(
     r"^\s*(?P<cur>[$€£¥₹])?\s*(?P<whole>\d[\d, ]*|)(?:\.(?P<frac>\d+))?(?:\s+(?P<n>\d+)/(?P<d>\d+))?"
     r"\s*(?P<pct>%)?\s*(?P<scale>thousand|million|billion|trillion|k)?\s*$", re.I)
@@ -82,8 +83,8 @@ def expression_string(toks: list[Any], text: str) -> str:
     # "\\sin 30^\\circ", "tan 45°": trigonometry in degrees when a number says so
     degrees = any(t.kind == "NUM" and t.lit is not None and t.lit.unit in DEGREE_UNITS for t in toks)
     for i, t in enumerate(toks):
-        if i and toks[i - 1].end < t.start:
-            out.append(" ")
+        if i and (toks[i - 1].end < t.start or t.kind in ("FUNC", "CONST")):
+            out.append(" ")  # "2\\sqrt{3}": a product either way; Python's tokenizer wants a blank
         k = t.kind
         if k == "NUM":
             out.append(_number(text[t.start : t.end]))
@@ -92,8 +93,8 @@ def expression_string(toks: list[Any], text: str) -> str:
             if op == "^":
                 powers += 1
                 nxt = toks[i + 1] if i + 1 < len(toks) else None
-                if powers > 3 or (nxt is not None and nxt.kind == "NUM" and nxt.lit is not None
-                                  and abs(nxt.lit.value) > MAX_EXPONENT):
+                # a literal exponent is bounded here; a computed one by the walk (MAX_BITS)
+                if nxt is not None and nxt.kind == "NUM" and nxt.lit is not None and abs(nxt.lit.value) > MAX_EXPONENT:
                     raise Unconfirmed("power beyond the work bounds")
                 out.append("**")
             elif op in ("+", "-", "*", "/", "//", "%"):
@@ -114,7 +115,7 @@ def expression_string(toks: list[Any], text: str) -> str:
         elif k == "PCT":
             out.append("/100")
         elif k == "FUNC" and t.text in _NAMES:
-            out.append(_NAMES[t.text] + ("d" if degrees and t.text in ("sin", "cos", "tan") else ""))
+            out.append(_NAMES[t.text] + ("d" if degrees and t.text in ("sin", "cos", "tan") else "") + " ")
         elif k == "CONST":
             out.append("pi" if t.text == "pi" else "E")
         else:
@@ -157,7 +158,7 @@ def plain_string(written: str) -> str | None:
         s = pat.sub(rep, s)
     if not _PLAIN_OK.fullmatch(s) or "//" in s or re.search(r"\d\s+\d+/\d", s) or re.search(r"%\s*[\d(]", s):
         return None
-    if s.count("**") > 3 or any(abs(int(e)) > MAX_EXPONENT for e in re.findall(r"\*\*\s*\(?\s*-?(\d{1,12})", s)):
+    if any(abs(int(e)) > MAX_EXPONENT for e in re.findall(r"\*\*\s*\(?\s*-?(\d{1,12})", s)):
         return None
     return s
 
