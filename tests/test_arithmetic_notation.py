@@ -206,3 +206,10 @@ def test_planner_sympy_equivalent_reads_python_powers(left, right, outcome):
 
     out = asyncio.run(Toolbox().get("sympy_equivalent").run(SympyEquivalentIn(left=left, right=right)))
     assert out.data["outcome"] == outcome, out.data
+
+
+def test_code_is_not_read_as_a_comment():
+    # in Python "a // b" is floor division, not a comment; "//" comments only in C-family blocks
+    text = "```python\nassert n // 2 == 3\nx = 7 // 2  # 7 // 2 = 4\n```\n```js\nlet y = 2 ** 10; // 2 ** 10 = 1000\n```"
+    assert [(c.outcome, c.expected, c.claim) for c in check(text)] == [("fail", "3", "7 // 2 = 4"),
+                                                                        ("fail", "1024", "2 ** 10 = 1000")]

@@ -304,9 +304,13 @@ def _rebuild(t: MappedText, pattern: re.Pattern[str],
     return MappedText("".join(out), out_pos, t.orig_len)
 
 
-# a comment in a code block: "# ..." (Python, shell, R) or "// ..." (C, JavaScript, Go), after
-# a blank or at the start of a line; what follows it is prose and is read as prose
-_COMMENT = _c(r"(?:^|(?<=[ \t]))(?:#|//)[ \t]?([^\n]*)", re.M)
+# a comment in a code block, after a blank or at the start of a line: "# ..." in Python, shell,
+# R and unlabelled blocks, "// ..." in C-family blocks (in Python "a // b" is floor division);
+# what follows it is prose and is read as prose
+_HASH_COMMENT = _c(r"(?:^|(?<=[ \t]))#[ \t]?([^\n]*)", re.M)
+_SLASH_COMMENT = _c(r"(?:^|(?<=[ \t]))//[ \t]?([^\n]*)", re.M)
+_SLASH_LANGS = frozenset("c cpp c++ cc h hpp cs csharp java javascript js jsx ts tsx typescript go golang rust rs "
+                         "kotlin kt swift scala dart php".split())
 
 
 def _fence_comments(m: re.Match[str]) -> list[str | tuple[int, int]]:
@@ -317,7 +321,9 @@ def _fence_comments(m: re.Match[str]) -> list[str | tuple[int, int]]:
     body_start = m.group(0).find("\n")
     if body_start < 0:
         return pieces
-    for c in _COMMENT.finditer(m.string, m.start() + body_start, m.end()):
+    lang = m.group(0)[3:body_start].strip().lower()
+    comment = _SLASH_COMMENT if lang in _SLASH_LANGS else _HASH_COMMENT
+    for c in comment.finditer(m.string, m.start() + body_start, m.end()):
         if c.group(1).strip():
             pieces.extend([c.span(1), " \n "])
     return pieces
