@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
+from verifiers.facts._polarity import stance_of
 from verifiers.facts._text import (NEGATION, KEY_PREFIX, Quantity, entities, key_set, keys, month_of, numbers,
                                    sentences, STOP)
 
@@ -156,11 +157,19 @@ def _align_tokens(text: str) -> list[str]:
     return out
 
 
+def _align_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of the tokens :func:`_align_tokens` returns, in the same order."""
+    return [(m.start(), m.end()) for m in _TOKEN_RE.finditer(text) if m.group(0) != "%"]
+
+
 def _contained(claim: str, ckeys: frozenset[str], cnums: list[Quantity], cents: list[str],
-               window: str) -> PassageVerdict | None:
+               window: str, after: str = "") -> PassageVerdict | None:
     """The claim, word for word, inside ``window``: the passage may add words anywhere, but every
     content word of the claim must align with the same word in order (a key term replaced,
-    dropped or moved -> not contained)."""
+    dropped or moved -> not contained). Then its polarity (:func:`~verifiers.facts._polarity.stance_of`
+    over ``window`` and the sentence ``after`` it): repeated to deny it -> ``refuted`` (rule
+    ``denial``); doubted or attributed -> ``not_enough_info`` (rule ``polarity``); stated ->
+    ``supported``."""
     wkeys = key_set(window)
     cov = len(ckeys & wkeys) / len(ckeys)
     if cov < SUPPORT_COVERAGE:
@@ -184,8 +193,22 @@ def _contained(claim: str, ckeys: frozenset[str], cnums: list[Quantity], cents: 
     low = window.lower()
     if any(e.lower() not in low for e in cents):
         return None
+    offs = _align_spans(window)
+    span = None
+    if blocks and len(offs) == len(wt):
+        span = (offs[blocks[0].b][0], offs[blocks[-1].b + blocks[-1].size - 1][1])
+    st = stance_of(window + (" " + after if after else ""), span, claim)
+    if st.stance == "denies":
+        return PassageVerdict("refuted", "denial", (window + (" " + after if st.where == "suffix" and after else "")).strip(),
+                              expected=window.strip(), found=claim.strip(), coverage=cov,
+                              note=f"the passage repeats the claim to deny it (\u201c{st.marker}\u201d)",
+                              extra={"stance": st.stance, "marker": st.marker})
     if _negated(claim) != _negated(window):
         return None
+    if not st.asserts:
+        return PassageVerdict("not_enough_info", "polarity", window.strip(), coverage=cov,
+                              note=f"the passage {st.stance} the claim (\u201c{st.marker}\u201d): not support",
+                              extra={"stance": st.stance, "marker": st.marker})
     return PassageVerdict("supported", "contained", window.strip(), coverage=cov,
                           note=f"the passage states every term{' and number' if cnums else ''} of the claim")
 
@@ -364,14 +387,29 @@ def judge_passage(claim: str, passage: str, *, context: str | None = None,
         if sw is not None:
             return sw
     best: PassageVerdict | None = None
+    denial: PassageVerdict | None = None
+    withheld: PassageVerdict | None = None
     self_contained = context is None and not _NOT_SELF_CONTAINED.search(claim)
-    for w in sents:
-        hit = _contained(claim, ckeys, cnums, cents, w) if self_contained else None
-        if hit is not None:
-            if best is None or len(hit.quote) < len(best.quote):
-                best = hit
+    for i, w in enumerate(sents):
+        hit = (_contained(claim, ckeys, cnums, cents, w, sents[i + 1] if i + 1 < len(sents) else "")
+               if self_contained else None)
+        if hit is None:
+            continue
+        if hit.verdict == "refuted":
+            denial = denial or hit
+        elif hit.verdict == "not_enough_info":
+            withheld = withheld or hit
+        elif best is None or len(hit.quote) < len(best.quote):
+            best = hit
+    if denial is not None and best is None:
+        return denial
+    if denial is not None:  # one sentence states it, another denies it: the passage decides nothing
+        return PassageVerdict("not_enough_info", "polarity", denial.quote, coverage=denial.coverage,
+                              note="the passage both states and denies the claim")
     if best is not None:
         return best
+    if withheld is not None:
+        return withheld
     cov = max((len(ckeys & key_set(s)) / len(ckeys) for s in sents), default=0.0)
     return PassageVerdict("not_enough_info", coverage=cov,
                           note=f"the closest passage sentence holds {round(cov * 100)}% of the claim's key terms")
