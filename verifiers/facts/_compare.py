@@ -413,3 +413,104 @@ def judge_passage(claim: str, passage: str, *, context: str | None = None,
     cov = max((len(ckeys & key_set(s)) / len(ckeys) for s in sents), default=0.0)
     return PassageVerdict("not_enough_info", coverage=cov,
                           note=f"the closest passage sentence holds {round(cov * 100)}% of the claim's key terms")
+
+
+_CJK_SENT = re.compile(r"[^。！？；!?;\n]+[。！？；!?;]?")
+#: Share of a claim's key terms the quoted sentence must hold when the claim has no number or
+#: name to confirm.
+CONFIRM_KEYS = 0.5
+
+
+def _passage_sentences(passage: str) -> list[tuple[int, int]]:
+    from verifiers.facts._polarity import has_cjk
+
+    if has_cjk(passage):
+        return [(m.start(), m.end()) for m in _CJK_SENT.finditer(passage) if m.group(0).strip()]
+    return list(sentences(passage))
+
+
+def _locate_quote(quote: str, passage: str) -> tuple[int, int] | None:
+    i = passage.find(quote)
+    if i >= 0:
+        return i, i + len(quote)
+    low, q = passage.lower(), " ".join(quote.split()).lower().strip(" .\"'“”")
+    i = low.find(q)
+    if i >= 0:
+        return i, i + len(q)
+    if len(q) < 8:
+        return None
+    from rapidfuzz import fuzz
+
+    al = fuzz.partial_ratio_alignment(q, low)
+    if al is not None and al.score >= 90:
+        return al.dest_start, al.dest_end
+    return None
+
+
+def confirm_support(claim: str, quote: str, passage: str) -> tuple[str, str]:
+    """Does ``passage`` state ``claim``, at the words ``quote`` a verifier model cited as support?
+    The deterministic check a model's ``supported`` verdict must pass (DESIGN.md "Asymmetric
+    trust": a pass rests on a passage that states the claim and does not deny, doubt or
+    attribute it).
+
+    The sentence(s) of the passage holding the quote must state every number and name of the
+    claim (:func:`verifiers.facts._grounding.anchors`, normalised as there) -- or, for a claim
+    with none, hold :data:`CONFIRM_KEYS` of its key terms -- agree with it on negation, and
+    assert it (:func:`verifiers.facts._polarity.stance_of` around the quote and around the
+    claim's numbers and names).
+
+    Returns ``(stance, why)``: ``("asserts", "")`` when confirmed; ``("denies", marker)`` when
+    the passage repeats the claim to deny it (scoped markers only: the claim then fails);
+    otherwise ``("unconfirmed", reason)``. Never raises for str input.
+    """
+    from verifiers.facts._grounding import Documents, anchors, fold
+    from verifiers.facts._polarity import has_cjk
+
+    claim, passage = clean_text(strip_citation_markers(claim)), clean_text(passage)
+    where = _locate_quote(clean_text(quote), passage)
+    sents = _passage_sentences(passage)
+    if where is None or not sents:
+        return "unconfirmed", "the quote is not found in the passage"
+    idx = [i for i, (a, b) in enumerate(sents) if a < where[1] and b > where[0]] or [0]
+    a0, b0 = sents[idx[0]][0], sents[idx[-1]][1]
+    nxt = sents[idx[-1] + 1][1] if idx[-1] + 1 < len(sents) else b0
+    window, wide = passage[a0:b0], passage[a0:nxt]
+    qspan = (max(0, where[0] - a0), min(len(window), where[1] - a0))
+    # the claim's numbers and names, located in the window
+    docs = Documents([window])
+    anc = anchors(claim)
+    absent = [x.text for x in anc if not docs.has(x)]
+    if absent:
+        return "unconfirmed", f"the quoted sentence does not state {', '.join(absent)}"
+    fw = fold(window)
+    pos = []
+    for x in anc:
+        if x.quantity is not None:
+            pos += [(q.start, q.end) for q in numbers(window) if x.quantity.rounds_to(q) or q.rounds_to(x.quantity)]
+        else:
+            for w in re.findall(r"[a-z0-9]+", fold(x.text)):
+                j = fw.find(w)
+                if j >= 0 and len(w) > 2:
+                    pos.append((j, j + len(w)))
+    aspan = (min(p[0] for p in pos), max(p[1] for p in pos)) if pos else None
+    for span in (qspan, aspan):
+        if span is not None:
+            st = stance_of(wide, span, claim)
+            if st.stance == "denies":
+                return "denies", st.marker
+    if not anc:
+        if has_cjk(claim):
+            return "unconfirmed", "the claim has no number or name the rules can confirm"
+        ck = key_set(claim)
+        if not ck or len(ck & key_set(window)) / len(ck) < CONFIRM_KEYS:
+            return "unconfirmed", "the quoted sentence holds too few of the claim's terms"
+    if not has_cjk(window) and _negated(claim) != _negated(window):
+        return "unconfirmed", "the quoted sentence and the claim differ in negation"
+    st = stance_of(wide, qspan, claim)
+    if not st.asserts:
+        return "unconfirmed", f"the passage {st.stance} it (\u201c{st.marker}\u201d)"
+    if aspan is not None:
+        st = stance_of(wide, aspan, claim)
+        if not st.asserts:
+            return "unconfirmed", f"the passage {st.stance} it (\u201c{st.marker}\u201d)"
+    return "asserts", ""
