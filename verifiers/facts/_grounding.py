@@ -15,13 +15,15 @@ the documents state it after normalisation:
 * quantities by value with scale words and units applied ("$4.2 million" = "4,200,000" =
   "4.2m"), rounding either way as written (:meth:`Quantity.rounds_to`: "$4 million" / "$4.2
   million"), numbers in words ("twelve" = "12"), and date formats (a year, a day or a month
-  written as "2023-03-05", "5/3/2023", "March 5", "5 March");
+  written as "2023-03-05", "5/3/2023", "March 5", "5 March"); a number the documents spell out
+  ("number one", "twelve fifty" for 12.50, "second" for "2nd");
 * names by any of their words (a surname alone, "Keller" for "Maria Keller"), a shared stem
   of four letters ("Britons" / "Brits" / "British"), a demonym of a place named
   (:data:`DEMONYMS`: "Spanish" / "Spain"), or initials of words of the documents ("UN" /
-  "United Nations");
+  "United Nations", and "LA" for "Los Angeles");
 * words too generic to name anything (:data:`GENERIC`: titles and roles like "CEO", "Mr",
-  "Q4"), single letters, acronyms ("CNN", "PhDs": too many expansions) and anonymisation
+  "Q4", discourse words like "Yeah"), numbers glued to a name ("COVID-19", "4Q", "5G"), small
+  spelled counts (up to :data:`SMALL_SPELLED`: "two friends"), single letters, acronyms ("CNN", "PhDs": too many expansions) and anonymisation
   placeholders ("XXXX") are not anchors.
 
 Everything errs towards *present* (a name counts when any one of its words occurs): a missing
@@ -54,7 +56,8 @@ president vice director manager head chief officer executive founder cofounder c
 senator governor mayor judge king queen prince princess pope speaker host guest guests interviewer interviewee
 caller customer client agent rep representative person user participant team company firm group inc ltd llc plc
 corp corporation co pty ag sa gmbh q1 q2 q3 q4 h1 h2 fy ytd yoy qoq am pm tv ok okay yes no hi hello dear thanks
-thank regards best please monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday
+thank regards best please yeah yep yup well oh wow hey haha lol um uh hmm sure really actually
+indeed anyway ah aw monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday
 mom mum dad mother father brother sister aunt uncle grandma grandpa wife husband son daughter baby
 section chapter part figure table appendix article paper study report summary abstract conclusion introduction
 """.split())
@@ -107,6 +110,30 @@ def fold(text: str) -> str:
     t = t.replace("\u2019", "'").replace("\u2018", "'")
     t = re.sub(r"\b([A-Za-z](?:\.[A-Za-z])+\.?)(?![A-Za-z])", lambda m: m.group(1).replace(".", "") + " ", t)
     return t.lower()
+
+
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+         "seventeen eighteen nineteen").split()
+_TENS_W = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+_ORDINALS = ("zeroth first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth thirteenth "
+             "fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth").split()
+#: Spelled numbers up to this value are not anchors: a summary counts what the documents list
+#: ("two friends", "three options") without the documents saying the number.
+SMALL_SPELLED = 10
+
+
+def number_words(n: int) -> tuple[str, ...]:
+    """The words that write integer ``n`` (0..99) in a document: its cardinal ("twelve",
+    "twenty-five" -> the last word "five" is not enough, so the tens word and the unit) and, up
+    to twenty, its ordinal ("second"); ``()`` outside 0..99."""
+    if not 0 <= n <= 99:
+        return ()
+    out = [_ONES[n]] if n < 20 else [_TENS_W[n // 10 - 2] + ("" if n % 10 == 0 else "-" + _ONES[n % 10])]
+    if n <= 20:
+        out.append(_ORDINALS[n])
+    if n == 1:
+        out.append("single")
+    return tuple(out)
 
 
 def _stem(w: str) -> str:
@@ -208,13 +235,22 @@ class Documents:
             q = a.quantity
             if a.text.isalpha() and a.text.lower() in self._word_set:  # "ten" of "ten-pin"
                 return True
-            return any(q.rounds_to(d) or d.rounds_to(q) for d in self._numbers)
+            if any(q.rounds_to(d) or d.rounds_to(q) for d in self._numbers):
+                return True
+            # a number written in words in the documents ("number one", "twelve fifty" for 12.50,
+            # "second" for 2nd): the integer part, spelled
+            if q.kind in ("number", "currency") and q.value < 100:
+                return any(all(p in self._word_set for p in w.split("-"))
+                           for w in number_words(int(q.value)))
+            return False
         if a.kind == "month":
             m = month_of(a.text)
             return m is None or m in self._months
         kept = " ".join(t for t in a.text.split() if not _ACRONYM.fullmatch(t.replace(".", "").removesuffix("'s")))
         words = [w.removesuffix("'s") for w in _WORD.findall(fold(kept))]
         words = [w for w in words if w not in STOP and w not in GENERIC and not w.isdigit()]
+        if len(words) >= 2 and "".join(w[0] for w in words) in self._word_set:  # "LA" for "Los Angeles"
+            return True
         return not words or any(self.has_word(w) for w in words)
 
 
@@ -225,6 +261,13 @@ def anchors(sentence: str) -> list[Anchor]:
     out: list[tuple[int, Anchor]] = []
     for q in numbers(sentence):
         if q.vague in ("format", "scale"):
+            continue
+        glued = re.match(r"[A-Za-z]+", sentence[q.end:q.end + 4])
+        if glued and glued.group(0).lower() not in ("st", "nd", "rd", "th"):
+            continue  # "4Q", "3D", "5G": part of a name or code, not a quantity
+        if re.search(r"[A-Za-z]-?$", sentence[max(0, q.start - 2):q.start]) and not q.text[:1].isalpha():
+            continue  # "COVID-19", "F-16", "A4": a name's number
+        if q.text.strip().isalpha() and q.value <= SMALL_SPELLED:
             continue
         out.append((q.start, Anchor("number", q.text.strip(), q)))
     for text, s, _ in entities(sentence):
