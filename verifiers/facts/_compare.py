@@ -453,10 +453,10 @@ def confirm_support(claim: str, quote: str, passage: str) -> tuple[str, str]:
     trust": a pass rests on a passage that states the claim and does not deny, doubt or
     attribute it).
 
-    The sentence(s) of the passage holding the quote must state every number and name of the
-    claim (:func:`verifiers.facts._grounding.anchors`, normalised as there) -- or, for a claim
-    with none, hold :data:`CONFIRM_KEYS` of its key terms -- agree with it on negation, and
-    assert it (:func:`verifiers.facts._polarity.stance_of` around the quote and around the
+    The cited passage must state every number and name of the claim
+    (:func:`verifiers.facts._grounding.anchors`, normalised as there) -- or, for a claim with
+    none, the quoted sentence(s) must hold :data:`CONFIRM_KEYS` of its key terms -- the quoted
+    sentence(s) must agree with it on negation, and assert it (:func:`verifiers.facts._polarity.stance_of` around the quote and around the
     claim's numbers and names).
 
     Returns ``(stance, why)``: ``("asserts", "")`` when confirmed; ``("denies", marker)`` when
@@ -477,11 +477,11 @@ def confirm_support(claim: str, quote: str, passage: str) -> tuple[str, str]:
     window, wide = passage[a0:b0], passage[a0:nxt]
     qspan = (max(0, where[0] - a0), min(len(window), where[1] - a0))
     # the claim's numbers and names, located in the window
-    docs = Documents([window])
+    docs = Documents([passage])
     anc = anchors(claim)
     absent = [x.text for x in anc if not docs.has(x)]
     if absent:
-        return "unconfirmed", f"the quoted sentence does not state {', '.join(absent)}"
+        return "unconfirmed", f"the cited passage does not state {', '.join(absent)}"
     fw = fold(window)
     pos = []
     for x in anc:
