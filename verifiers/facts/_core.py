@@ -272,7 +272,7 @@ async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache 
             last = det
             break
         if miss:  # a number, date or name no supplied document contains: ungrounded
-            last = _ungrounded(claim, miss, ranked)
+            last = _ungrounded(claim, miss, ranked or _closest(claim, run))
             break
         if not ranked:
             last = _Result("not_enough_info", note="no passage found")
@@ -329,6 +329,14 @@ def _missing_anchors(claim: Claim, run: _Run) -> list[Anchor]:
         miss = [a for a in miss if (a.quantity is not None and any(a.quantity.rounds_to(n) for n in anums))
                 or (a.quantity is None and fold(a.text) in folded)]
     return miss
+
+
+def _closest(claim: Claim, run: _Run) -> list[Passage]:
+    """The supplied document passage sharing most key terms with the claim (the first one when
+    none shares any): the evidence of an ungrounded claim the search found nothing for."""
+    pool = [p for b in run.backends if isinstance(b, ContextBackend) for p in b.passages]
+    ck = key_set(claim.text)
+    return sorted(pool, key=lambda p: -len(ck & key_set(p.text)))[:1]
 
 
 def _ungrounded(claim: Claim, miss: list[Anchor], ranked: list[Passage]) -> _Result:
@@ -393,17 +401,20 @@ def _model_result(claim: Claim, v: Any, passages: list[Passage]) -> _Result:
         if not holders:
             return _Result("not_enough_info", "model", 0.5, [(p, "") for p in cited[:2]],
                            note=f"the model said {v.verdict} but its quote is not in the passage it cites")
+        refs = ", ".join(str(passages.index(p) + 1) for p in holders[:3])
+        st, why_st = confirm_support(claim.text, quote, holders[0].text) if v.verdict == "supported" else ("", "")
+        if st == "denies":  # the cited passage repeats the claim to deny it: the passage fails it
+            return _Result("refuted", "deterministic", DET_BASE, [(p, quote) for p in holders[:3]],
+                           expected=holders[0].text.strip()[:EVIDENCE_CHARS], found=claim.text, rule="denial",
+                           basis="passage",
+                           note=f"the model said supported, but passage {refs} repeats the claim to deny it "
+                                f"(\u201c{why_st}\u201d)")
         why = _quote_off_subject(claim.text, v.verdict, quote, holders)
         if why:
             return _Result("not_enough_info", "model", 0.5, [(p, quote) for p in holders[:2]],
                            note=f"the model said {v.verdict} but {why}", basis="model")
-        refs = ", ".join(str(passages.index(p) + 1) for p in holders[:3])
         if v.verdict == "supported":
-            st, why = confirm_support(claim.text, quote, holders[0].text)
-            if st == "denies":
-                return _Result("refuted", "deterministic", DET_BASE, [(p, quote) for p in holders[:3]],
-                               expected=quote, found=claim.text, rule="denial", basis="passage",
-                               note=f"the model said supported, but passage {refs} repeats the claim to deny it ({why})")
+            why = why_st
             if st != "asserts":
                 return _Result("not_enough_info", "model", 0.5, [(p, quote) for p in holders[:2]], basis="model",
                                note=f"the model said supported, but the rules cannot confirm passage {refs} states "

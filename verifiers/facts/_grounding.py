@@ -97,7 +97,8 @@ _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _PLACEHOLDER = re.compile(r"(.)\1{2,}")
 #: An acronym alone ("CNN", "PhDs", "NLP"): expanded in too many ways ("convolutional network",
 #: "ConvNet") to call it missing; never an anchor by itself.
-_ACRONYM = re.compile(r"(?:[A-Z][A-Za-z]?){1,3}[A-Z]s?|[A-Z][a-z][A-Z]s?")
+_ACRONYM = re.compile(r"(?:(?:[A-Z][A-Za-z]?){1,3}[A-Z]s?|[A-Z][a-z][A-Z]s?)(?:-\d+)?")
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _ISO_DATE = re.compile(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b")
 _NUM_DATE = re.compile(r"\b(\d{1,2})[-/.](\d{1,2})[-/.](\d{2,4})\b")
 
@@ -142,7 +143,8 @@ def _stem(w: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Anchor:
-    """One checkable detail of a sentence: ``kind`` (``number`` | ``month`` | ``entity``),
+    """One checkable detail of a sentence: ``kind`` (``number`` | ``datepart`` (day or month
+    of a numeric date) | ``month`` | ``entity``),
     ``text`` as written, ``quantity`` for numbers."""
 
     kind: str
@@ -204,7 +206,7 @@ class Documents:
 
     @cached_property
     def _numbers(self) -> list[Quantity]:
-        return numbers(self.text) + numbers(self._folded)
+        return numbers(self.text) + numbers(self._folded) + cjk_numbers(self.text)
 
     @cached_property
     def _months(self) -> frozenset[int]:
@@ -243,10 +245,15 @@ class Documents:
                 return any(all(p in self._word_set for p in w.split("-"))
                            for w in number_words(int(q.value)))
             return False
+        if a.kind == "datepart" and a.quantity is not None:  # either reading of d/m and m/d
+            v = a.quantity.value
+            return (v in self._months) or any(d.value == v for d in self._numbers)
         if a.kind == "month":
             m = month_of(a.text)
             return m is None or m in self._months
         kept = " ".join(t for t in a.text.split() if not _ACRONYM.fullmatch(t.replace(".", "").removesuffix("'s")))
+        if not kept.strip():
+            return True
         words = [w.removesuffix("'s") for w in _WORD.findall(fold(kept))]
         words = [w for w in words if w not in STOP and w not in GENERIC and not w.isdigit()]
         if len(words) >= 2 and "".join(w[0] for w in words) in self._word_set:  # "LA" for "Los Angeles"
@@ -254,11 +261,38 @@ class Documents:
         return not words or any(self.has_word(w) for w in words)
 
 
+_CJK_NUM = re.compile(r"(?<=[\u3400-\u9fff])\d+(?:\.\d+)?|\d+(?:\.\d+)?(?=[\u3400-\u9fff])")
+_LATIN_NAME = re.compile(r"(?<![A-Za-z])[A-Z][A-Za-z'&.-]*[A-Za-z](?:\s+[A-Z][A-Za-z'&.-]*[A-Za-z])*")
+
+
+def cjk_numbers(text: str) -> list[Quantity]:
+    """Digits written against CJK characters ("有900名"), which :func:`numbers` (word-bounded)
+    does not read, as plain quantities. A number followed by a CJK scale character (万, 亿...)
+    is left out: its value is not the digits."""
+    out = []
+    for m in _CJK_NUM.finditer(text):
+        if re.match(r"[\u4e07\u842c\u4ebf\u5104\u5343\u767e\u5146]", text[m.end():m.end() + 1]):
+            continue
+        raw = m.group(0)
+        dec = len(raw.split(".")[1]) if "." in raw else 0
+        zeros = 0 if dec else len(raw) - len(raw.rstrip("0")) if raw.strip("0") else 0
+        out.append(Quantity(float(raw), "number", dec, zeros, False, m.start(), m.end(), raw))
+    return out
+
+
 def anchors(sentence: str) -> list[Anchor]:
     """The anchors of ``sentence`` (module doc), in text order. Numbers whose reading is
     uncertain (:func:`verifiers.facts._text.vagueness`: locale formats, foreign scale words) are
     left out: what cannot be read cannot be missing."""
     out: list[tuple[int, Anchor]] = []
+    if _CJK.search(sentence):  # Chinese / Japanese text: digits and Latin names only
+        for q in numbers(sentence) + cjk_numbers(sentence):
+            out.append((q.start, Anchor("number", q.text.strip(), q)))
+        for m in _LATIN_NAME.finditer(sentence):
+            if not _ACRONYM.fullmatch(m.group(0)):
+                out.append((m.start(), Anchor("entity", m.group(0))))
+        return [a for _, a in sorted(out, key=lambda x: x[0])]
+    dates = [m.span() for rx in (_ISO_DATE, _NUM_DATE) for m in rx.finditer(sentence)]
     for q in numbers(sentence):
         if q.vague in ("format", "scale"):
             continue
@@ -269,8 +303,13 @@ def anchors(sentence: str) -> list[Anchor]:
             continue  # "COVID-19", "F-16", "A4": a name's number
         if q.text.strip().isalpha() and q.value <= SMALL_SPELLED:
             continue
+        if any(a <= q.start < b for a, b in dates) and q.kind != "year":
+            out.append((q.start, Anchor("datepart", q.text.strip(), q)))  # day or month of "3/5/2021"
+            continue
         out.append((q.start, Anchor("number", q.text.strip(), q)))
     for text, s, _ in entities(sentence):
+        if _ACRONYM.fullmatch(text.replace(".", "")):
+            continue
         words = [w for w in _WORD.findall(fold(text)) if w not in STOP and not _PLACEHOLDER.fullmatch(w)]
         if not words or all(w in GENERIC or w.isdigit() or len(w) < 2 for w in words):
             continue

@@ -73,13 +73,14 @@ _FALSE = (r"(?:false|untrue|not\s+true|not\s+correct|incorrect|wrong|baseless|gr
           r"but\s+)?(?:a\s+|an\s+)?(?:\w+\s+)?rumou?rs?)")
 #: Denial right after the claim ("<claim> is false", "<claim>; this is a myth", "<claim> was
 #: denied"), possibly as the next sentence opening with an anaphor ("... . This is false.").
+#: Used with ``match(text, pos)`` (anchored at ``pos``; no ``^``, which only matches at 0).
 DENY_SUFFIX = re.compile(
-    r"^[\s,;:\u2014\u2013-]*(?:(?:[.;!]\s*|,\s*|\u2014\s*)?(?:but\s+|however,?\s+)?" + _ANAPHOR + r"\s+)?"
+    r"[\s,;:\u2014\u2013-]*(?:(?:[.;!]\s*|,\s*|\u2014\s*)?(?:but\s+|however,?\s+)?" + _ANAPHOR + r"\s+)?"
     r"(?:is|was|are|were|has\s+been|have\s+been|had\s+been|remains?|proved|proven\s+to\s+be|turned\s+out\s+to\s+be|"
     r"is\s+(?:simply|just|widely\s+(?:seen|regarded)\s+as|considered)|was\s+later)\s+(?:\w+\s+){0,2}?" + _FALSE + r"\b"
-    r"|^[\s,;:\u2014\u2013-]*(?:[.;!]\s*)?" + _ANAPHOR + r"\s+(?:has\s+been|was|were|have\s+been)\s+(?:\w+\s+)?"
+    r"|[\s,;:\u2014\u2013-]*(?:[.;!]\s*)?" + _ANAPHOR + r"\s+(?:has\s+been|was|were|have\s+been)\s+(?:\w+\s+)?"
     r"(?:denied|debunked|refuted|disproven|disproved|retracted|corrected|withdrawn)\b"
-    r"|^[\s,;:\u2014\u2013-]*(?:[.;!]\s*)?(?:but\s+)?(?:this|that|it)\s+is\s+not\s+(?:so|true|the\s+case|correct)\b",
+    r"|[\s,;:\u2014\u2013-]*(?:[.;!]\s*)?(?:but\s+)?(?:this|that|it)\s+is\s+not\s+(?:so|true|the\s+case|correct)\b",
     re.IGNORECASE)
 #: Hedges and rumour words anywhere in the sentence (FactBank's uncertain factuality cues).
 DOUBT = re.compile(
