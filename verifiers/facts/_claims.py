@@ -92,7 +92,8 @@ def _statement(sentence: str) -> bool:
     s = sentence.strip()
     if not s or s.endswith("?") or _CODEISH_RE.search(s):
         return False
-    if len(re.findall(r"\w+", s)) < STATEMENT_WORDS and not numbers(s) and not entities(s):
+    words = len(re.findall(r"[^\W\u3400-\u9fff]+", s)) + len(re.findall(r"[\u3400-\u9fff]", s)) // 2  # CJK: ~2 chars a word
+    if words < STATEMENT_WORDS and not numbers(s) and not entities(s):
         return False
     return bool(re.search(r"[^\W\d_]", s))
 

@@ -207,6 +207,12 @@ def _deterministic(claim: Claim, passages: list[Passage], weights: Mapping[str, 
         # the rest of the same source (a document cut into passages) can hold the claim's value
         others = "\n".join(q.text for j, q in enumerate(passages) if j != i and source_key(q) == source_key(p))
         pv = judge_passage(claim.text, p.text, context=claim.context, elsewhere=others)
+        if claim.context and pv.verdict == "not_enough_info":
+            # a short claim read with the question as its subject may still be a whole sentence
+            # the passage states word for word, or repeats to deny: only those two verdicts count
+            alone = judge_passage(claim.text, p.text, elsewhere=others)
+            if alone.verdict == "supported" or alone.rule == "denial":
+                pv = alone
         if pv.verdict == "supported":
             sup.append((p, pv))
         elif pv.verdict == "refuted":
@@ -400,7 +406,8 @@ def _model_result(claim: Claim, v: Any, passages: list[Passage]) -> _Result:
         holders = [p for p in cited if quote_in(quote, p.text)]
         if not holders:
             return _Result("not_enough_info", "model", 0.5, [(p, "") for p in cited[:2]],
-                           note=f"the model said {v.verdict} but its quote is not in the passage it cites")
+                           note=f"the model said {v.verdict} but its quote is not in the passage it cites",
+                           basis="model")
         refs = ", ".join(str(passages.index(p) + 1) for p in holders[:3])
         st, why_st = confirm_support(claim.text, quote, holders[0].text) if v.verdict == "supported" else ("", "")
         if st == "denies":  # the cited passage repeats the claim to deny it: the passage fails it
@@ -552,8 +559,8 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
             got, err = [], "deadline"
         if err is not None:
             extra_note = f"verifier model claims failed: {err}"
-        have = {norm_claim(c.text) for c in claims} | {c.span for c in claims}
-        claims += [c for c in got if norm_claim(c.text) not in have and (c.span is None or c.span not in have)]
+        have = {norm_claim(c.text) for c in claims}
+        claims += [c for c in got if norm_claim(c.text) not in have]
     # the claims came from the first ANSWER_CHARS characters only, at most max_claims of them (one
     # more is asked for to know): say so (issue 14 §5)
     unread = [unread_check("facts", limit="ANSWER_CHARS", limit_value=ANSWER_CHARS, checked=ANSWER_CHARS,

@@ -217,9 +217,10 @@ class Documents:
             out.update((int(m.group(1)), int(m.group(2))))
         return frozenset(x for x in out if 1 <= x <= 12)
 
-    def has_word(self, w: str) -> bool:
+    def has_word(self, w: str, initials: bool = False) -> bool:
         """True when word ``w`` (folded) or a variant of it occurs in the documents (see module
-        doc: stem, demonym, initials)."""
+        doc: stem, demonym; with ``initials`` -- the word was written in capitals, "UK" -- also
+        the initials of consecutive document words)."""
         if w in self._word_set or (w.endswith("s") and w[:-1] in self._word_set) or w + "s" in self._word_set:
             return True
         if len(w) >= STEM + 1 and not w.isdigit() and _stem(w) in self._stems:
@@ -229,7 +230,7 @@ class Documents:
             return True
         if w in DEMONYMS and any(d in self._word_set for d in DEMONYMS[w]):
             return True
-        return 2 <= len(w) <= 6 and w.isalpha() and w in self._initials
+        return initials and 2 <= len(w) <= 6 and w.isalpha() and w in self._initials
 
     def has(self, a: Anchor) -> bool:
         """True when the documents state anchor ``a`` (after normalisation, module doc)."""
@@ -251,14 +252,15 @@ class Documents:
         if a.kind == "month":
             m = month_of(a.text)
             return m is None or m in self._months
-        kept = " ".join(t for t in a.text.split() if not _ACRONYM.fullmatch(t.replace(".", "").removesuffix("'s")))
-        if not kept.strip():
+        kept = [t for t in a.text.split() if not _ACRONYM.fullmatch(t.replace(".", "").removesuffix("'s"))]
+        if not kept:
             return True
-        words = [w.removesuffix("'s") for w in _WORD.findall(fold(kept))]
+        caps = {w for t in kept if t.replace(".", "").isupper() for w in _WORD.findall(fold(t))}
+        words = [w.removesuffix("'s") for w in _WORD.findall(fold(" ".join(kept)))]
         words = [w for w in words if w not in STOP and w not in GENERIC and not w.isdigit()]
         if len(words) >= 2 and "".join(w[0] for w in words) in self._word_set:  # "LA" for "Los Angeles"
             return True
-        return not words or any(self.has_word(w) for w in words)
+        return not words or any(self.has_word(w, initials=w in caps) for w in words)
 
 
 _CJK_NUM = re.compile(r"(?<=[\u3400-\u9fff])\d+(?:\.\d+)?|\d+(?:\.\d+)?(?=[\u3400-\u9fff])")
