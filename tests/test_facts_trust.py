@@ -295,3 +295,14 @@ def test_whatever_the_model_answers_a_failing_draft_is_never_passed(claims, verd
              (lambda m, s, p: True, verdict)]
     out = asyncio.run(acheck(answer, None, model=ScriptedModel(rules), backends=rag(doc), grounding=grounding))
     assert status_of(out.checks) == "failed"
+
+
+async def test_the_correction_prompt_names_what_no_document_holds():
+    from verifiers.facts import sources_prompt
+
+    answer = ("Northwind reported revenue of $5.1 million in 2023. Its chief executive, Maria Keller, plans to "
+              "open 12 stores in Spain in 2025.")
+    out = await acheck(answer, None, backends=rag(NORTHWIND), grounding=True)
+    prompt = sources_prompt(out.checks, out.sources)
+    assert "contradicted by the sources" in prompt and "$4.2 million" in prompt
+    assert "none of the documents contains" in prompt and "Maria Keller" in prompt
