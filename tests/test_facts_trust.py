@@ -165,6 +165,7 @@ async def test_every_statement_sentence_is_a_check_and_the_undecided_are_unconfi
     ("It was the second largest resort in the state.", "It was the 2nd largest resort in the state."),
     ("The United Nations met in Geneva.", "The UN met in Geneva."),
     ("The U.S. economy grew.", "The US economy grew by a small amount."),
+    ("The shop opens at 10.30am in Lyon.", "The shop opens at 10:30 a.m. in Lyon."),
 ])
 def test_normalisation_finds_what_the_documents_state(doc, answer):
     assert missing(answer, Documents([doc + FILLER])) == []

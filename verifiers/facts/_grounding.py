@@ -23,7 +23,8 @@ the documents state it after normalisation:
   "United Nations", and "LA" for "Los Angeles");
 * words too generic to name anything (:data:`GENERIC`: titles and roles like "CEO", "Mr",
   "Q4", discourse words like "Yeah"), numbers glued to a name ("COVID-19", "4Q", "5G"), small
-  spelled counts (up to :data:`SMALL_SPELLED`: "two friends"), single letters, acronyms ("CNN", "PhDs": too many expansions) and anonymisation
+  spelled counts (up to :data:`SMALL_SPELLED`: "two friends"), clock times ("10:30 am"), single
+  letters, acronyms ("CNN", "PhDs": too many expansions) and anonymisation
   placeholders ("XXXX") are not anchors.
 
 Everything errs towards *present* (a name counts when any one of its words occurs): a missing
@@ -99,6 +100,8 @@ _PLACEHOLDER = re.compile(r"(.)\1{2,}")
 #: "ConvNet") to call it missing; never an anchor by itself.
 _ACRONYM = re.compile(r"(?:(?:[A-Z][A-Za-z]?){1,3}[A-Z]s?|[A-Z][a-z][A-Z]s?)(?:-\d+)?")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_TIME = re.compile(r"\b\d{1,2}[:.]\d{2}(?:[:.]\d{2})?\s*(?:[ap]\.?m\.?\b|h\b)?|\b\d{1,2}\s*[ap]\.?m\.?(?![a-z])",
+                   re.IGNORECASE)
 _ISO_DATE = re.compile(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b")
 _NUM_DATE = re.compile(r"\b(\d{1,2})[-/.](\d{1,2})[-/.](\d{2,4})\b")
 
@@ -295,6 +298,7 @@ def anchors(sentence: str) -> list[Anchor]:
                 out.append((m.start(), Anchor("entity", m.group(0))))
         return [a for _, a in sorted(out, key=lambda x: x[0])]
     dates = [m.span() for rx in (_ISO_DATE, _NUM_DATE) for m in rx.finditer(sentence)]
+    times = [m.span() for m in _TIME.finditer(sentence)]
     for q in numbers(sentence):
         if q.vague in ("format", "scale"):
             continue
@@ -305,6 +309,8 @@ def anchors(sentence: str) -> list[Anchor]:
             continue  # "COVID-19", "F-16", "A4": a name's number
         if q.text.strip().isalpha() and q.value <= SMALL_SPELLED:
             continue
+        if any(a <= q.start < b for a, b in times):
+            continue  # "10:30 am" / "10.30am" / "half past ten": clock times are written too many ways
         if any(a <= q.start < b for a, b in dates) and q.kind != "year":
             out.append((q.start, Anchor("datepart", q.text.strip(), q)))  # day or month of "3/5/2021"
             continue
