@@ -86,8 +86,7 @@ def test_a_denial_elsewhere_in_the_sentence_does_not_touch_the_claim():
     # "denied" governs "wrongdoing", and the false rumour is another one: the claim is stated
     for passage in ("Northwind Traders, which denied wrongdoing, has 900 engineers in Tokyo.",
                     "Northwind Traders has 900 engineers in Tokyo, and a rumour about Paris is false."):
-        assert stance_of(passage, at(passage, CLAIM.split(", which")[0][:17]), CLAIM).stance != "denies" or \
-            stance_of(passage, at(passage, "900 engineers in Tokyo"), CLAIM).stance != "denies"
+        assert stance_of(passage, at(passage, "900 engineers in Tokyo"), CLAIM).stance != "denies"
         assert judge_passage(CLAIM + ".", passage).verdict != "refuted"
 
 
