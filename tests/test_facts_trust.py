@@ -165,6 +165,7 @@ async def test_every_statement_sentence_is_a_check_and_the_undecided_are_unconfi
     ("The United Nations met in Geneva.", "The UN met in Geneva."),
     ("The U.S. economy grew.", "The US economy grew by a small amount."),
     ("The shop opens at 10.30am in Lyon.", "The shop opens at 10:30 a.m. in Lyon."),
+    ("The shop closes at 5 pm in Lyon.", "The shop closes at 17:00 in Lyon."),
 ])
 def test_normalisation_finds_what_the_documents_state(doc, answer):
     assert missing(answer, Documents([doc + FILLER])) == []
@@ -174,6 +175,7 @@ def test_normalisation_finds_what_the_documents_state(doc, answer):
     ("El Niño brought heavy rain to Peru in 1998.", "La Nina brought heavy rain to Chile in 1998.", {"Chile"}),
     ("Sales reached $4.2 million in 2023.", "Sales reached $5.1 million in 2023.", {"$5.1 million"}),
     ("Sales reached twelve million in 2023.", "Sales reached 14 million in 2024.", {"14 million", "2024"}),
+    ("The shop opens at 10.30am in Lyon.", "The shop opens at 11:30 in Lyon.", {"11:30"}),
 ])
 def test_what_no_document_states_is_missing(doc, answer, absent):
     assert {a.text for a in missing(answer, Documents([doc + FILLER]))} >= absent

@@ -15,7 +15,8 @@ the documents state it after normalisation:
 * quantities by value with scale words and units applied ("$4.2 million" = "4,200,000" =
   "4.2m"), rounding either way as written (:meth:`Quantity.rounds_to`: "$4 million" / "$4.2
   million"), numbers in words ("twelve" = "12"), and date formats (a year, a day or a month
-  written as "2023-03-05", "5/3/2023", "March 5", "5 March"); a number the documents spell out
+  written as "2023-03-05", "5/3/2023", "March 5", "5 March"), clock times by hour and minute
+  ("10:30 a.m." = "10.30am", "17:00" = "5 pm"); a number the documents spell out
   ("number one", "twelve fifty" for 12.50, "second" for "2nd");
 * names by any of their words (a surname alone, "Keller" for "Maria Keller"), a shared stem
   of four letters ("Britons" / "Brits" / "British"), a demonym of a place named
@@ -23,8 +24,7 @@ the documents state it after normalisation:
   "United Nations", and "LA" for "Los Angeles");
 * words too generic to name anything (:data:`GENERIC`: titles and roles like "CEO", "Mr",
   "Q4", discourse words like "Yeah"), numbers glued to a name ("COVID-19", "4Q", "5G"), small
-  spelled counts (up to :data:`SMALL_SPELLED`: "two friends"), clock times ("10:30 am"), single
-  letters, acronyms ("CNN", "PhDs": too many expansions) and anonymisation
+  spelled counts (up to :data:`SMALL_SPELLED`: "two friends"), single letters, acronyms ("CNN", "PhDs": too many expansions) and anonymisation
   placeholders ("XXXX") are not anchors.
 
 Everything errs towards *present* (a name counts when any one of its words occurs): a missing
@@ -140,6 +140,18 @@ def number_words(n: int) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _time_key(text: str) -> tuple[int, int] | None:
+    """``(hour mod 12, minute)`` of a clock time ("10:30 am", "10.30am", "22:30", "5 pm"), so
+    12- and 24-hour writings meet; None when it does not read as a time."""
+    m = re.match(r"(\d{1,2})(?:[:.](\d{2}))?", text.strip())
+    if not m:
+        return None
+    h, mi = int(m.group(1)), int(m.group(2) or 0)
+    if h > 24 or mi > 59:
+        return None
+    return h % 12, mi
+
+
 def _stem(w: str) -> str:
     return w[:STEM] if len(w) >= STEM else w
 
@@ -147,7 +159,7 @@ def _stem(w: str) -> str:
 @dataclass(frozen=True, slots=True)
 class Anchor:
     """One checkable detail of a sentence: ``kind`` (``number`` | ``datepart`` (day or month
-    of a numeric date) | ``month`` | ``entity``),
+    of a numeric date) | ``time`` (a clock time) | ``month`` | ``entity``),
     ``text`` as written, ``quantity`` for numbers."""
 
     kind: str
@@ -212,6 +224,10 @@ class Documents:
         return numbers(self.text) + numbers(self._folded) + cjk_numbers(self.text)
 
     @cached_property
+    def _times(self) -> frozenset[tuple[int, int]]:
+        return frozenset(k for k in (_time_key(m.group(0)) for m in _TIME.finditer(self.text)) if k is not None)
+
+    @cached_property
     def _months(self) -> frozenset[int]:
         out = {i + 1 for i, m in enumerate(MONTHS) if re.search(r"\b" + m[:3], self._folded)}
         for m in _ISO_DATE.finditer(self.text):
@@ -249,6 +265,13 @@ class Documents:
                 return any(all(p in self._word_set for p in w.split("-"))
                            for w in number_words(int(q.value)))
             return False
+        if a.kind == "time":
+            key = _time_key(a.text)
+            if key is None or key in self._times:
+                return True
+            hour = Quantity(float(key[0] or 12), "number", 0, 0, False, 0, 0, str(key[0] or 12))
+            # "at five" / "5 o'clock" for 5:00 pm: the hour alone, when the minutes are zero
+            return key[1] == 0 and self.has(Anchor("number", hour.text, hour))
         if a.kind == "datepart" and a.quantity is not None:  # either reading of d/m and m/d
             v = a.quantity.value
             return (v in self._months) or any(d.value == v for d in self._numbers)
@@ -298,7 +321,10 @@ def anchors(sentence: str) -> list[Anchor]:
                 out.append((m.start(), Anchor("entity", m.group(0))))
         return [a for _, a in sorted(out, key=lambda x: x[0])]
     dates = [m.span() for rx in (_ISO_DATE, _NUM_DATE) for m in rx.finditer(sentence)]
-    times = [m.span() for m in _TIME.finditer(sentence)]
+    times = []
+    for m in _TIME.finditer(sentence):
+        times.append(m.span())
+        out.append((m.start(), Anchor("time", m.group(0).strip())))
     for q in numbers(sentence):
         if q.vague in ("format", "scale"):
             continue
@@ -310,7 +336,7 @@ def anchors(sentence: str) -> list[Anchor]:
         if q.text.strip().isalpha() and q.value <= SMALL_SPELLED:
             continue
         if any(a <= q.start < b for a, b in times):
-            continue  # "10:30 am" / "10.30am" / "half past ten": clock times are written too many ways
+            continue  # part of a clock time: compared as a time below
         if any(a <= q.start < b for a, b in dates) and q.kind != "year":
             out.append((q.start, Anchor("datepart", q.text.strip(), q)))  # day or month of "3/5/2021"
             continue
