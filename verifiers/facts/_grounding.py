@@ -100,8 +100,10 @@ _PLACEHOLDER = re.compile(r"(.)\1{2,}")
 #: "ConvNet") to call it missing; never an anchor by itself.
 _ACRONYM = re.compile(r"(?:(?:[A-Z][A-Za-z]?){1,3}[A-Z]s?|[A-Z][a-z][A-Z]s?)(?:-\d+)?")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_TIME = re.compile(r"\b\d{1,2}[:.]\d{2}(?:[:.]\d{2})?\s*(?:[ap]\.?m\.?\b|h\b)?|\b\d{1,2}\s*[ap]\.?m\.?(?![a-z])",
-                   re.IGNORECASE)
+#: A clock time: "10:30", "10:30:15", "10.30am" (a dot only with am/pm: "12.50" is an amount),
+#: "5 pm", "5 p.m.".
+_TIME = re.compile(r"\b\d{1,2}:\d{2}(?::\d{2})?(?:\s*[ap]\.?m\.?(?![a-z])|\s*h\b)?|\b\d{1,2}\.\d{2}\s*[ap]\.?m\.?(?![a-z])"
+                   r"|\b\d{1,2}\s*[ap]\.?m\.?(?![a-z])", re.IGNORECASE)
 _ISO_DATE = re.compile(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b")
 _NUM_DATE = re.compile(r"\b(\d{1,2})[-/.](\d{1,2})[-/.](\d{2,4})\b")
 
