@@ -308,3 +308,12 @@ async def test_the_correction_prompt_names_what_no_document_holds():
     prompt = sources_prompt(out.checks, out.sources)
     assert "contradicted by the sources" in prompt and "$4.2 million" in prompt
     assert "none of the documents contains" in prompt and "Maria Keller" in prompt
+
+
+async def test_a_model_claim_cannot_invent_what_fails_as_ungrounded():
+    # the model "resolves" a name the answer never wrote: only the answer's own anchors may be missing
+    answer = "Northwind reported revenue of $4.2 million in 2023. Its founder opened the first shop."
+    model = _model(["Northwind's founder Hans Gruber opened the first shop."], None)
+    out = await acheck(answer, None, model=model, backends=rag(NORTHWIND), grounding=True)
+    assert any(c.origin == "model" and "Hans Gruber" in c.text for c in out.claims)  # it was checked
+    assert not [c for c in out.checks if c.outcome == "fail"], [(c.claim, c.note) for c in out.checks]
