@@ -156,6 +156,10 @@ def table(rows: dict[str, list[tuple[Case, str]]]) -> list[str]:
     return lines
 
 
+#: (rule of the flagged answer's first failed check, answer labelled inconsistent) -> count
+RULES: dict[tuple[str, bool], int] = defaultdict(int)
+
+
 async def run(cases: list[Case], show_errors: int) -> dict[str, list[tuple[Case, str]]]:
     from proxy.policy import load_file
 
@@ -165,6 +169,10 @@ async def run(cases: list[Case], show_errors: int) -> dict[str, list[tuple[Case,
     for c in cases:
         rep = await verify(policy, c)
         rows[c.set].append((c, rep.status))
+        if rep.status == "failed":
+            first = next((ch for ch in rep.checks if ch.outcome == "fail"), None)
+            rule = f"{first.verifier}:{(first.evidence or {}).get('rule') or '-'}" if first else "?"
+            RULES[(rule, not c.consistent)] += 1
         wrong = (rep.status == "failed" and c.consistent) or (rep.status == "passed" and not c.consistent)
         if wrong and shown < show_errors:
             shown += 1
@@ -196,7 +204,10 @@ def main() -> None:
     secs = time.perf_counter() - t0
     lines = [f"### {args.label or 'grounding'}", "",
              f"{len(cases)} answers, shipped `policies/rag.yaml`, no verifier model, {secs:.0f} s "
-             f"({1000 * secs / max(1, len(cases)):.1f} ms per answer).", "", *table(rows), ""]
+             f"({1000 * secs / max(1, len(cases)):.1f} ms per answer).", "", *table(rows), "",
+             "Flags by the rule of their first failed check (right = labelled inconsistent): "
+             + ", ".join(f"`{r}` {RULES[(r, True)]} right / {RULES[(r, False)]} wrong"
+                         for r in sorted({k for k, _ in RULES})) + ".", ""]
     print("\n".join(lines))
     if args.out:
         Path(args.out).write_text("\n".join(lines) + "\n")
