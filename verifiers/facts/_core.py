@@ -545,7 +545,8 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
     docs = None
     if grounding:
         docs = Documents(t for b in backends if isinstance(b, ContextBackend) for t in b.texts)
-        docs = docs if docs.enough else None
+        # the index is CPU work on the whole context: built in a worker thread, not on the loop
+        docs = await asyncio.to_thread(docs.build) if docs.enough else None
     run = _Run(backends, model, max(1, int(k)), weights, t_end, docs, answer or "")
     # the rule tier's claims always: a claim list from the model adds claims, never removes a
     # sentence the rules check (DESIGN.md "Asymmetric trust")

@@ -180,6 +180,14 @@ class Documents:
         self.texts = [t for t in texts if isinstance(t, str) and t.strip()]
         self.text = "\n\n".join(self.texts)
 
+    def build(self) -> "Documents":
+        """Build every index now (word sets, stems, initials, numbers, months, times) and return
+        self: CPU work linear in the documents' length, for a worker thread, so that :meth:`has`
+        is only set lookups on the event loop."""
+        for name in ("_word_set", "_stems", "_initials", "_numbers", "_months", "_times"):
+            getattr(self, name)
+        return self
+
     @property
     def enough(self) -> bool:
         """True when there is at least :data:`MIN_DOC_CHARS` of document text."""
