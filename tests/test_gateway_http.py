@@ -16,6 +16,7 @@ import pytest
 from proxy.config import hash_key
 from tests.fixtures.mock import scripted_mock
 from tests.fixtures.polling import wait_for
+from tests.fixtures.polling import wait_for
 
 UPSTREAM_KEY = "sk-proj-" + secrets.token_urlsafe(36)  # key-shaped, must never leak
 VIRTUAL_KEY = "vk-test-" + secrets.token_urlsafe(24)
@@ -284,7 +285,9 @@ def test_stream_failures_surface_as_sdk_errors(client: openai.OpenAI, gw: Any, f
             got += "".join(ch.delta.content or "" for ch in chunk.choices)
     assert ei.value.body["code"] == code
     assert got  # some content was relayed before the failure
-    assert code in gw.log()
+    # the request's log line is written after the client saw the error: wait for it (a loaded
+    # machine wrote it after the assertion ran)
+    wait_for(lambda: code in gw.log(), f"the {code} log line")
 
 
 def test_stream_upstream_error_event_relayed(client: openai.OpenAI) -> None:
