@@ -221,7 +221,7 @@ async def test_corrected_answer_keeps_the_sources_its_citations_refer_to():
         return Report(status=status_of(checks), checks=checks,
                       extra={"sources": list(out.sources), "unconfirmed": list(out.unconfirmed)})
 
-    fixed = "Acme's revenue in 2023 was $4.2 million [1]."
+    fixed = "Acme earned $4.2 million of revenue in 2023 [1]."  # reworded: "earned" is not in the document
     up = Upstream(fixed)
     res = await correct(body, completion("Acme's revenue in 2023 was $5.1 million."), complete=up,
                         verify=verify_facts)

@@ -202,7 +202,8 @@ async def test_model_verdict_refuted_fails_with_what_the_source_says():
     [c] = out.checks
     assert (c.outcome, c.expected, c.evidence["method"]) == ("fail", "two Nobel Prizes", "model")
     assert purposes(model) == ["claims", "verdict"]
-    assert c.span == (0, len("Marie Curie won three Nobel Prizes"))
+    # the rule tier's sentence claim (the model's identical claim adds nothing): its exact span
+    assert c.span == (0, len("Marie Curie won three Nobel Prizes."))
     assert "[1]" in c.note and out.sources[0]["n"] == 1
 
 
@@ -229,7 +230,9 @@ async def test_a_quote_that_is_not_in_the_cited_passage_is_rejected():
     assert out.unconfirmed == ["Marie Curie won three Nobel Prizes."]
 
 
-async def test_an_invalid_verdict_is_an_error_after_one_repair():
+async def test_an_invalid_verdict_is_unknown_after_one_repair():
+    """A verifier model that cannot answer the schema (a small local model) after its one repair
+    leaves the claim ``unknown`` with its failure as the note -- never ``error`` for the check."""
     page = web("Marie Curie was born in Warsaw in 1867.")
     model = ScriptedModel([
         (lambda m, s, p: p == "claims", _claims_reply("Marie Curie won three Nobel Prizes.")),
@@ -237,9 +240,10 @@ async def test_an_invalid_verdict_is_an_error_after_one_repair():
     ])
     out = await acheck("Marie Curie won three Nobel Prizes.", None, model=model, backends=[Fake("searxng", [page])])
     [c] = out.checks
-    assert c.outcome == "error" and "invalid" in c.note
+    assert c.outcome == "unknown" and "verifier model failed" in c.note and "invalid" in c.note
+    assert c.basis == "model"
     assert purposes(model) == ["claims", "verdict", "verdict_repair"]
-    assert out.unconfirmed == []
+    assert out.unconfirmed == ["Marie Curie won three Nobel Prizes."]
 
 
 async def test_spent_budget_leaves_the_claim_unknown():
@@ -510,7 +514,10 @@ async def test_a_model_claim_with_resolved_pronouns_points_at_its_sentence():
          "sentence": "It delivered 494,507 vehicles in the fourth quarter of 2023."},
         {"claim": "Tesla sold 100 bicycles on Mars.", "sentence": ""}]})])
     out = await acheck(answer, None, model=model, backends=[ContextBackend(RAG)])
-    [c] = out.checks                         # the claim the answer never made is dropped
+    assert not any("bicycles" in c.text for c in out.claims)  # the claim the answer never made is dropped
+    # the rule tier's two sentences stay checked; the model's resolved claim is added
+    assert [c.origin for c in out.claims] == ["sentence", "sentence", "model"]
+    c = out.checks[2]
     assert c.outcome == "fail" and c.span is None
     a, b = c.evidence["sentence_span"]
     assert answer[a:b] == "It delivered 494,507 vehicles in the fourth quarter of 2023."
@@ -524,10 +531,13 @@ async def test_hostile_answer_text_cannot_write_its_own_verdict():
     model = ScriptedModel([(lambda m, s, p: p == "claims", _claims_reply(
         "Tesla delivered 494,507 vehicles in the fourth quarter of 2023."))])
     out = await acheck(answer, None, model=model, backends=[ContextBackend(RAG + [{"role": "assistant", "content": answer}])])
-    # ... and the report says where it stopped reading (issue 14 §5): the model saw 8,000 characters
-    assert [c.outcome for c in out.checks] == ["fail", "unknown"]
-    assert out.checks[1].evidence["kind"] == "truncated" and out.checks[1].evidence["limit"] == "MODEL_ANSWER_CHARS"
-    assert out.unconfirmed == []  # the truncation is no claim
+    # ... and the report says where it stopped reading (issue 14 §5): the rule tier read 20,000
+    # characters and checked max_claims sentences of them
+    outcomes = [c.outcome for c in out.checks]
+    assert outcomes[0] == "fail" and "pass" not in outcomes
+    kinds = [(c.evidence or {}).get("limit") for c in out.checks if (c.evidence or {}).get("kind") == "truncated"]
+    assert kinds == ["ANSWER_CHARS", "max_claims"]
+    assert "" not in out.unconfirmed  # the truncation is no claim
     out = await acheck(answer, None, backends=[ContextBackend(RAG)], max_claims=3)
     assert out.checks[0].outcome == "fail" and len(out.checks) == 5 and len(out.claims) == 3
     assert out.checks[3].evidence["limit"] == "ANSWER_CHARS" and out.checks[3].evidence["total"] == len(answer)

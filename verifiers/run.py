@@ -202,7 +202,8 @@ async def _facts(answer: str, question: str | None, options: Mapping[str, Any]) 
                                    max_claims=int(options.get("max_claims", 8)),
                                    max_rounds=int(options.get("max_rounds", 3)), k=int(options.get("k", 5)),
                                    weights=options.get("weights"), cache=options.get("cache"),
-                                   deadline_s=max(0.05, _timeout_of(options) * 0.9))
+                                   deadline_s=max(0.05, _timeout_of(options) * 0.9),
+                                   grounding=bool(options.get("grounding", False)))
     finally:
         if bmod is not None:  # the clients made here are closed here (a timeout cancels into this too)
             await bmod.aclose_backends(backends)

@@ -21,10 +21,17 @@ Entry points
 Accepted syntax
 ---------------
 * equations and chains ``3 * 4 = 12``, ``a = b = c``, ``≈`` / ``~`` / "about", "approximately",
-  "roughly"; operators ``+ - * / × ÷ − · ^ **``, ``x`` between numbers, implicit multiplication
-  ``2(3+4)``, parentheses, ``n!``, ``sqrt``/``√``, ``π``;
-* numbers ``11,607.55``, ``.5``, ``$45.50 € £ ¥``, "dollars"/"cents", ``15%``, "percent",
-  ``2 1/2``, ``2½``, ``2.5 million``, ``50k``; ``15% of 80``, ``1/4 of 20``;
+  "roughly"; operators ``+ - * / × ÷ − · ^ **`` (``**`` with any spacing; markdown ``**bold**``
+  is told apart by CommonMark's flanking rule), Python's ``//`` and ``%`` between operands
+  (remainder), ``x`` between numbers, implicit multiplication ``2(3+4)``, parentheses, ``n!``,
+  ``sqrt``/``√``, ``π``, superscripts ``2¹⁰ x⁻¹``, "to the power of", "raised to the 5th power";
+* numbers ``11,607.55``, ``.5``, ``$45.50 € £ ¥``, ``12,50 €``, "dollars"/"cents", ``15%``,
+  "percent", ``2 1/2``, ``2½ ⅗``, ``2.5 million``, ``50k``; ``15% of 80``, ``1/4 of 20``; other
+  locales' grouping ``1.234.567`` / ``1.234,50`` (a decimal comma only when the text writes one
+  so), ``1’234``, ``1 234 567`` (narrow/no-break spaces), ``12,34,567`` (lakh), ``1_000``;
+* where claims stand: prose, LaTeX, Markdown tables (cells; an "Expression | Value" pair of
+  columns states ``expression = value``), the comments of fenced code (the code itself is
+  left to the code verifier);
 * LaTeX ``$...$ \\(...\\) \\[...\\]``, ``\\frac \\dfrac \\times \\cdot \\div ^{..} \\sqrt \\text \\boxed``;
 * GSM8K calculator notes ``<<48/2=24>>`` (checked on their own; removed from the prose);
 * sentences: "add 2 to 12, which equals 14", "multiply 4 and 3 to get 12", "12 divided by 4
@@ -52,11 +59,23 @@ Confidence
 ``expression = number``, 0.85 for sentences and reversed ``number = expression``, 0.7 when two
 computations disagree; ``unknown``: 0.5; the question/answer link is capped at 0.9.
 
+Two evaluators before a failure (``_confirm``)
+-----------------------------------------------
+A ``fail`` drives a correction, so it stands only when a second, independent evaluation of
+the same span agrees with the first: SymPy's parser (``parse_expr``, Python's grammar) reads
+the written text when it is plain arithmetic, otherwise the span re-read token by token, and
+an exact walk over SymPy's tree computes it. ``evidence.second_evaluation`` holds what it read
+and its values. When the values differ, or the second evaluation cannot read the claim, the
+check is ``unknown`` (0.5) with both values. Unit conversions (pint), remainders (``divmod``)
+and identities (SymPy and sampled points already) are not re-evaluated.
+
 Limits and safety
 -----------------
 Model text is never given to ``eval``, ``sympify`` or ``parse_expr``: a tokeniser and a
 recursive-descent parser accept only the grammar in ``_tokens`` and build plain tuples; SymPy
-objects (for ``equivalent``) are built from those tuples. Work is bounded per expression:
+objects (for ``equivalent``) are built from those tuples. The second evaluation gives
+``parse_expr`` only strings it assembled and checked against a whitelist of characters and
+names (``_confirm``). Work is bounded per expression:
 integer powers whose result needs more than 20,000 bits, exponents above 10,000, factorials
 above 300!, trees above 400 nodes or 40 levels are refused (``unknown``). Answers longer than
 ``MAX_CHARS`` are checked on their first ``MAX_CHARS`` characters, and one ``unknown`` check
@@ -71,7 +90,9 @@ import time
 from verifiers._limits import unread_check
 from verifiers._types import Check
 from verifiers.arithmetic import _consistency
-from verifiers.arithmetic._claims import VERIFIER, ClaimFinder
+from verifiers.arithmetic._claims import VERIFIER, ClaimFinder, _same_value
+from verifiers.arithmetic._confirm import Unconfirmed, expression_string, second_value
+from verifiers.arithmetic._confirm import _number as _confirm_number
 from verifiers.arithmetic._equivalent import equivalent
 from verifiers.arithmetic._expr import NotNumeric, Refused, evaluate, format_value, has_operation, has_var, literal_from_text, to_text
 from verifiers.arithmetic._latex import REMAINDER_SENTENCE, math_spans
@@ -92,13 +113,14 @@ _CLAIM_LINE = re.compile(r"(?m)^(?=[^\n]*\d)(?=[^\n]*[=≈\ue000\ue001])[^\n]*$"
 
 
 def warm_up() -> None:
-    """Build the pint unit registry (~0.5-1 s once) and import SymPy (~0.5 s once) now, instead
+    """Build the pint unit registry (~0.5-1 s once) and import SymPy and its parser (~0.5 s once) now, instead
     of inside the first request that states a unit conversion or an identity with symbols (a
     first import inside a request would use up its time budget). Call it at gateway start-up."""
     from verifiers.arithmetic._units import _registry
 
     _registry()
     check("\\[ (a+b)^2 = a^2 + 2ab + b^2 \\]", budget_ms=10_000)
+    second_value("2 ** 10 + sqrt 2")  # SymPy's parser, for the second evaluation of a failure
 
 
 def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET_MS) -> list[Check]:
@@ -331,7 +353,7 @@ def _bound_answer(answer: str, expression: str, checks: list[Check]) -> re.Match
     return max(found, key=lambda m: m.start(1))
 
 
-def _question_expression(question: str) -> tuple[tuple, str] | None:
+def _question_expression(question: str) -> tuple[tuple, str, list, str] | None:
     q = question.strip()
     if not q or len(q) > 500:
         return None
@@ -355,14 +377,14 @@ def _question_expression(question: str) -> tuple[tuple, str] | None:
         return None
     if not has_operation(node) or has_var(node):
         return None
-    return node, mt.text[run[0].start : run[-1].end]
+    return node, mt.text[run[0].start : run[-1].end], run, mt.text
 
 
 def _question_link(answer: str, question: str, checks: list[Check]) -> Check | None:
     found = _question_expression(question)
     if found is None:
         return None
-    node, qtext = found
+    node, qtext, qtoks, qnorm = found
     m = _bound_answer(answer, to_text(node), checks)
     if m is None:
         return None
@@ -389,15 +411,40 @@ def _question_link(answer: str, question: str, checks: list[Check]) -> Check | N
     for c in checks:  # the answer already states "<question expression> = <value>": no duplicate
         if c.span is not None and c.span[0] <= span[0] and span[1] <= c.span[1] + 1 and c.expected == v.expected:
             return None
+    outcome, note, conf = v.outcome, v.note, min(v.confidence, 0.9)
+    evidence = {"kind": "question_link", "expression": to_text(node), "question_expression": qtext,
+                "value": format_value(value), "rule": v.rule, "tolerance": v.tolerance}
+    if outcome == "fail":  # a second, independent evaluation before a failure (see ``_confirm``)
+        second = _confirm_question(qtoks, qnorm, value, raw, sign * lit.value)
+        evidence["second_evaluation"] = {k: x for k, x in second.items() if k != "note"}
+        if not second["agrees"]:
+            outcome, note, conf = "unknown", second["note"], 0.5
     return Check(
         verifier=VERIFIER,
         claim=claim,
-        outcome=v.outcome,  # type: ignore[arg-type]
+        outcome=outcome,  # type: ignore[arg-type]
         expected=v.expected,
         found=found_s,
-        evidence={"kind": "question_link", "expression": to_text(node), "question_expression": qtext,
-                  "value": format_value(value), "rule": v.rule, "tolerance": v.tolerance},
-        confidence=min(v.confidence, 0.9),
+        evidence=evidence,
+        confidence=conf,
         span=span,
-        note=v.note or ("" if v.outcome == "pass" else f"{to_text(node)} = {v.expected}, not {found_s}"),
+        note=note or ("" if outcome == "pass" else f"{to_text(node)} = {v.expected}, not {found_s}"),
     )
+
+
+def _confirm_question(qtoks: list, qnorm: str, value, stated_digits: str, stated) -> dict:  # type: ignore[no-untyped-def]
+    """The question's expression and the answer's number, each evaluated a second time by
+    ``_confirm`` (SymPy's parser, exact walk); ``agrees`` when both match the first values."""
+    out: dict = {"method": "sympy.parsing.sympy_parser.parse_expr + exact rational walk"}
+    try:
+        src = expression_string(qtoks, qnorm)
+        v2 = second_value(src)
+        s2 = second_value(_confirm_number(stated_digits))
+    except Unconfirmed as exc:
+        return {**out, "agrees": False, "reason": str(exc),
+                "note": f"not confirmed: the second evaluation could not read the claim ({exc})"}
+    out.update(expression=src, value=format_value(v2))
+    if not _same_value(value, v2) or s2 != abs(stated):
+        return {**out, "agrees": False, "first_value": format_value(value), "second_value": format_value(v2),
+                "note": f"two evaluations disagree: {format_value(value)} (parser) vs {format_value(v2)} (SymPy)"}
+    return {**out, "agrees": True}

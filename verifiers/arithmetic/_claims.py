@@ -40,6 +40,7 @@ from verifiers.arithmetic._expr import (
     literal_of,
     to_text,
 )
+from verifiers.arithmetic._confirm import Unconfirmed, expression_string, plain_string, second_value
 from verifiers.arithmetic._equivalent import symbolic_difference
 from verifiers.arithmetic._latex import context_window, moduli, negated
 from verifiers.arithmetic._mapped import MappedText
@@ -459,6 +460,59 @@ def _judge_candidates(values: list[Any], lit: Any, sign: int, approx: bool) -> V
     return Verdict("unknown", v.rule, v.expected, v.tolerance, f"depends on the calendar convention ({span})", 0.5)
 
 
+def _split_at_sep(toks: list[Token]) -> tuple[list[Token], list[Token]]:
+    """The tokens before and after the first ``=`` / soft ``=`` of a claim's tokens."""
+    for k, t in enumerate(toks):
+        if t.kind in ("EQ", "SOFT"):
+            return toks[:k], toks[k + 1 :]
+    return toks, []
+
+
+_BULLET_AT = re.compile(r"[ \t]*[-*+•][ \t]+")
+_PLAIN_CHARS = frozenset("0123456789.,+-*/^() \t$€£¥%×÷·−")
+
+
+def _plain_stretch(text: str, a: int, b: int, left: bool) -> tuple[int, int]:
+    """``[a, b)`` widened over the plain arithmetic written next to it (leftwards for the left
+    side of a claim, rightwards for the right side), so the second evaluation reads what is
+    written, not just what the first reading took as the expression ("3 ** 2 + 1" when a
+    misreading kept only "2 + 1")."""
+    if left:
+        start = a
+        while a > 0 and text[a - 1] in _PLAIN_CHARS:
+            a -= 1
+        line = text.rfind("\n", 0, start) + 1
+        if a <= line + len(text[line:start]) - len(text[line:start].lstrip(" \t")) + 1 and \
+                _BULLET_AT.match(text, line, start):
+            a = _BULLET_AT.match(text, line, start).end()  # "- 8^(-1) = ...": a list bullet, no minus
+    else:
+        while b < len(text) and text[b] in _PLAIN_CHARS:
+            b += 1
+    while a < b and text[a] in " \t":
+        a += 1
+    while b > a and text[b - 1] in " \t,.":
+        b -= 1
+    return a, b
+
+
+_DIGIT_RUN = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def _digit_runs(s: str) -> list[str]:
+    return [d.replace(",", "") for d in _DIGIT_RUN.findall(s)]
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Equal exactly (two ``Fraction``s) or to 1e-9 relative (a float on either side)."""
+    if isinstance(a, Fraction) and isinstance(b, Fraction):
+        return a == b
+    try:
+        fa, fb = float(a), float(b)
+    except (OverflowError, ValueError):
+        return False
+    return abs(fa - fb) <= 1e-9 * max(1.0, abs(fa), abs(fb))
+
+
 class ClaimFinder:
     """Turns the runs of one text into ``Check`` records.
 
@@ -614,8 +668,10 @@ class ClaimFinder:
             if self.strict:
                 self._unknown(toks, f"not a number: {exc}")
             return
-        if not self.strict and _tight_range(ln, ltoks):
-            return  # "1990-2000 = 10 years", "3-4 = about 1 hour": a range, not a subtraction
+        if not self.strict and _tight_range(ln, ltoks) and not (r_lit and rv < 0):
+            # "1990-2000 = 10 years", "3-4 = about 1 hour": a range, not a subtraction (a range
+            # is never negative: "12-71.2 = -69.2" is a subtraction)
+            return
         if _bare_fraction(ln) and r_lit and abs(lv) < 1 <= abs(rv) and not self.strict:
             return  # "2/5 is equal to 12.8 hectares": a part of a whole, not a quotient
         if l_lit and r_lit:
@@ -667,8 +723,14 @@ class ClaimFinder:
             self._emit(toks, "unknown", format_value(lv), format_value(rv), ln, rn, "exact", "0",
                        "consistent with rounded intermediate values", 0.5)
             return
+        left, right = _split_at_sep(toks)
+        second = self._second_opinion([(left, lv), (right, rv)])
+        if second.get("agrees") is False:
+            self._emit(toks, "unknown", format_value(lv), format_value(rv), ln, rn, "exact", "0", second["note"], 0.5,
+                       second=second)
+            return
         self._emit(toks, "fail", format_value(lv), format_value(rv), ln, rn, "exact", "0",
-                   "the two sides of the equation differ", 0.7, exact=lv, stated=rv)
+                   "the two sides of the equation differ", 0.7, exact=lv, stated=rv, second=second)
 
     def _after_note(self, toks: list[Token]) -> bool:
         if not self.note_ends:
@@ -699,10 +761,18 @@ class ClaimFinder:
                 v.note = (v.note + " (x 100% read as a percentage)").strip()
         found = ("-" if sign < 0 else "") + lit.text.strip()
         conf = v.confidence
-        if v.outcome == "fail" and (reverse or self.kind == "natural_language"):
+        outcome, note, second = v.outcome, v.note, None
+        if outcome == "fail" and (reverse or self.kind == "natural_language"):
             conf = 0.85
-        self._emit(toks, v.outcome, v.expected, found, node, None, v.rule, v.tolerance, v.note, conf,
-                   approx=approx, exact=value, stated=sign * lit.value)
+        if outcome == "fail":
+            left, right = _split_at_sep(toks)
+            expr_toks, stated_toks = (right, left) if reverse else (left, right)
+            second = self._second_opinion([(expr_toks, value), (stated_toks, sign * lit.value)])
+            if second.get("agrees") is False:
+                outcome, conf = "unknown", 0.5
+                note = second["note"]
+        self._emit(toks, outcome, v.expected, found, node, None, v.rule, v.tolerance, note, conf,
+                   approx=approx, exact=value, stated=sign * lit.value, second=second)
 
     def _conversion(self, ln: tuple, rn: tuple, a: _Seg, b: _Seg, toks: list[Token], approx: bool,
                     soft: bool = False) -> None:
@@ -772,10 +842,12 @@ class ClaimFinder:
 
     def _emit(self, toks: list[Token], outcome: str, expected: str, found: Any, ln: tuple, rn: tuple | None,
               rule: str, tol: str, note: str, conf: float, approx: bool = False, exact: Any = None,
-              stated: Any = None) -> None:
+              stated: Any = None, second: dict[str, Any] | None = None) -> None:
         span = self.span(toks)
         claim = self.claim_text(span)
         evidence: dict[str, Any] = {"kind": self.kind, "expression": to_text(ln), "rule": rule, "tolerance": tol}
+        if second is not None:
+            evidence["second_evaluation"] = {k: v for k, v in second.items() if k != "note"}
         if outcome == "fail" and not self.strict:
             why = self._withdrawn(span, exact, stated)
             if why is not None:
@@ -804,6 +876,49 @@ class ClaimFinder:
                 note=note,
             )
         )
+
+    def _second_opinion(self, sides: list[tuple[list[Token], Any]]) -> dict[str, Any]:
+        """Evaluate each side of a would-be failure a second time, independently (``_confirm``:
+        SymPy's parser on the re-read span, exact arithmetic on its tree) and compare with the
+        first evaluation. ``agrees`` is True when every side has the same value both ways (the
+        failure is confirmed), False otherwise (the check becomes ``unknown``; ``note`` says
+        why, the evidence keeps both values)."""
+        out: dict[str, Any] = {"method": "sympy.parsing.sympy_parser.parse_expr + exact rational walk",
+                               "expressions": [], "values": []}
+        text = self.mt.text
+        for k, (toks, first) in enumerate(sides):
+            try:
+                a, b = self.mt.orig_span(toks[0].start, toks[-1].end) if toks else (0, 0)
+                a, b = a + self.offset, b + self.offset
+                src = None
+                # the written span holds exactly the numbers the tokens read (no word turned into
+                # an operator, "9 squared", no locale grouping): then read what is written
+                if toks and _digit_runs(self.original[a:b]) == _digit_runs(
+                        " ".join(text[t.start:t.end] for t in toks if t.kind == "NUM")):
+                    a, b = _plain_stretch(self.original, a, b, left=k == 0)
+                    src = plain_string(self.original[a:b])
+                v2 = None
+                if src is not None:  # the written text itself, when it is plain arithmetic
+                    try:
+                        v2 = second_value(src)
+                    except Unconfirmed:
+                        v2 = None
+                if v2 is None:
+                    src = expression_string(toks, text)
+                    v2 = second_value(src)
+                out["expressions"].append(src)
+            except Unconfirmed as exc:
+                out.update(agrees=False, reason=str(exc),
+                           note=f"not confirmed: the second evaluation could not read the claim ({exc})")
+                return out
+            out["values"].append(format_value(v2))
+            if not _same_value(first, v2):
+                out.update(agrees=False, first_value=format_value(first), second_value=format_value(v2),
+                           note=f"two evaluations disagree: {format_value(first)} (parser) vs "
+                                f"{format_value(v2)} (SymPy) for {src}")
+                return out
+        out["agrees"] = True
+        return out
 
     def _withdrawn(self, span: tuple[int, int], exact: Any, stated: Any) -> str | None:
         """Why a computed difference is not a false claim here (``_latex`` context rules)."""

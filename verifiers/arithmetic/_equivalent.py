@@ -7,7 +7,8 @@
 2. Symbolic: ``cancel(expand(a - b)) == 0`` proves equality; a nonzero constant difference
    proves inequality (skipped when the expansion would exceed ``MAX_EXPANDED_TERMS`` terms or
    an exponent ``MAX_SYMBOLIC_EXPONENT``: SymPy's time grows with the expansion).
-3. Numeric: both trees are evaluated with mpmath (60 significant digits, principal branches,
+3. Numeric: both trees are evaluated with mpmath (60 significant digits in a context of the
+   call's own, never the process-global ``mpmath.mp``: requests run concurrently; principal branches,
    the same conventions as SymPy) at rational points drawn, per symbol, from five regions in
    turn: negative [-3.5, -0.5], near zero ±[0.001, 0.1], fractional [0.1, 0.9], ordinary
    [0.5, 3.5] and large ±[10^3, 10^6]. At each point:
@@ -90,6 +91,10 @@ def _to_sympy(node: tuple) -> Any:
             return a - b
         if op == "*":
             return a * b
+        if op == "//":
+            return sympy.floor(a / b)
+        if op == "%":
+            return sympy.Mod(a, b)
         return a / b
     if kind == "pow":
         base, exp = _to_sympy(node[1]), _to_sympy(node[2])
@@ -176,26 +181,37 @@ _REGIONS: tuple[tuple[int, int, int], ...] = (
 )
 
 
-def _mp_eval(node: tuple, env: dict[str, Any], scale: list[Any]) -> Any:
-    """Value of a tree at a point with mpmath (real ``mpf`` or complex ``mpc``), recording
-    the largest magnitude met in ``scale[0]``. Raises ``_Undefined`` for poles and values out
-    of range, ``_TooBig`` for factorials beyond ``MAX_FACTORIAL``."""
+def _context(dps: int) -> Any:
+    """A fresh mpmath context at ``dps`` significant digits. mpmath's module-level ``mp``
+    (and ``workdps``/``workprec``, which set it) is one process-global precision: changed in
+    one thread, it changes the arithmetic of every other thread (mpmath docs, "Contexts";
+    a true identity was judged ``fail`` under concurrent requests). Every evaluation here
+    uses its own ``MPContext`` instead; nothing in this module touches ``mpmath.mp``."""
     import mpmath
 
+    ctx = mpmath.MPContext()
+    ctx.dps = dps
+    return ctx
+
+
+def _mp_eval(ctx: Any, node: tuple, env: dict[str, Any], scale: list[Any]) -> Any:
+    """Value of a tree at a point with the mpmath context ``ctx`` (real ``mpf`` or complex
+    ``mpc``), recording the largest magnitude met in ``scale[0]``. Raises ``_Undefined`` for poles and values out
+    of range, ``_TooBig`` for factorials beyond ``MAX_FACTORIAL``."""
     kind = node[0]
     if kind == "num":
         v = node[1].value
-        r = mpmath.mpf(v.numerator) / v.denominator
+        r = ctx.mpf(v.numerator) / v.denominator
     elif kind == "var":
         r = env[node[1]]
     elif kind == "const":
-        r = mpmath.pi if node[1] == "pi" else mpmath.e
+        r = ctx.pi if node[1] == "pi" else ctx.e
         r = +r
     elif kind == "neg":
-        r = -_mp_eval(node[1], env, scale)
+        r = -_mp_eval(ctx, node[1], env, scale)
     elif kind == "bin":
-        a = _mp_eval(node[2], env, scale)
-        b = _mp_eval(node[3], env, scale)
+        a = _mp_eval(ctx, node[2], env, scale)
+        b = _mp_eval(ctx, node[3], env, scale)
         op = node[1]
         if op == "+":
             r = a + b
@@ -203,33 +219,38 @@ def _mp_eval(node: tuple, env: dict[str, Any], scale: list[Any]) -> Any:
             r = a - b
         elif op == "*":
             r = a * b
+        elif op in ("//", "%"):
+            if b == 0 or not (isinstance(a, ctx.mpf) and isinstance(b, ctx.mpf)):
+                raise _Undefined("floor division off the real line")
+            q = ctx.floor(a / b)
+            r = q if op == "//" else a - b * q
         else:
             if b == 0:
                 raise _Undefined("division by zero")
             r = a / b
     elif kind == "pow":
-        base = _mp_eval(node[1], env, scale)
-        exp = _mp_eval(node[2], env, scale)
+        base = _mp_eval(ctx, node[1], env, scale)
+        exp = _mp_eval(ctx, node[2], env, scale)
         if base == 0:
-            if mpmath.re(exp) <= 0:
+            if ctx.re(exp) <= 0:
                 raise _Undefined("0 to a non-positive power")
-            r = mpmath.mpf(0)
+            r = ctx.mpf(0)
         else:
-            size = abs(exp) * abs(mpmath.log(abs(base)))
+            size = abs(exp) * abs(ctx.log(abs(base)))
             if size > _MAX_LOG_POWER:
                 raise _Undefined("power out of range")
-            r = mpmath.power(base, exp)
+            r = ctx.power(base, exp)
     elif kind == "pct":
-        r = _mp_eval(node[1], env, scale) / 100
+        r = _mp_eval(ctx, node[1], env, scale) / 100
     elif kind == "fact":
-        v = _mp_eval(node[1], env, scale)
-        if not (isinstance(v, mpmath.mpf) and v >= 0 and v == mpmath.floor(v)):
+        v = _mp_eval(ctx, node[1], env, scale)
+        if not (isinstance(v, ctx.mpf) and v >= 0 and v == ctx.floor(v)):
             raise _Undefined("factorial of a non-natural number")
         if v > MAX_FACTORIAL:
             raise _TooBig("factorial")
-        r = mpmath.factorial(v)
+        r = ctx.factorial(v)
     elif kind == "func":
-        r = _mp_func(node[1], _mp_eval(node[2], env, scale))
+        r = _mp_func(ctx, node[1], _mp_eval(ctx, node[2], env, scale))
     else:
         raise _TooBig(kind)
     m = abs(r)
@@ -238,27 +259,25 @@ def _mp_eval(node: tuple, env: dict[str, Any], scale: list[Any]) -> Any:
     return r
 
 
-def _mp_func(name: str, x: Any) -> Any:
-    import mpmath
-
+def _mp_func(ctx: Any, name: str, x: Any) -> Any:
     if name == "abs":
         return abs(x)
     if name == "sqrt":
-        return mpmath.sqrt(x)
+        return ctx.sqrt(x)
     if name in ("sin", "cos", "tan"):
-        if abs(x) > _MAX_TRIG_ARG or abs(mpmath.im(x)) > _MAX_EXP_ARG:
+        if abs(x) > _MAX_TRIG_ARG or abs(ctx.im(x)) > _MAX_EXP_ARG:
             raise _Undefined("argument out of range")
-        if name == "tan" and mpmath.cos(x) == 0:
+        if name == "tan" and ctx.cos(x) == 0:
             raise _Undefined("pole")
-        return {"sin": mpmath.sin, "cos": mpmath.cos, "tan": mpmath.tan}[name](x)
+        return {"sin": ctx.sin, "cos": ctx.cos, "tan": ctx.tan}[name](x)
     if name in ("ln", "log"):
         if x == 0:
             raise _Undefined("log of 0")
-        return mpmath.log(x) if name == "ln" else mpmath.log(x, 10)
+        return ctx.log(x) if name == "ln" else ctx.log(x, 10)
     if name == "exp":
-        if abs(mpmath.re(x)) > _MAX_EXP_ARG or abs(mpmath.im(x)) > _MAX_TRIG_ARG:
+        if abs(ctx.re(x)) > _MAX_EXP_ARG or abs(ctx.im(x)) > _MAX_TRIG_ARG:
             raise _Undefined("argument out of range")
-        return mpmath.exp(x)
+        return ctx.exp(x)
     raise _TooBig(name)
 
 
@@ -273,86 +292,79 @@ def _point(rng: random.Random, names: list[str], k: int) -> dict[str, Fraction]:
     return out
 
 
-def _real(v: Any, tol: Any) -> Any | None:
+def _real(ctx: Any, v: Any, tol: Any) -> Any | None:
     """The real part of ``v`` when its imaginary part is negligible, else ``None``."""
-    import mpmath
-
-    if isinstance(v, mpmath.mpc):
+    if isinstance(v, ctx.mpc):
         if abs(v.imag) > tol:
             return None
         return v.real
     return v
 
 
-def _show(v: Any) -> float | str:
-    import mpmath
-
-    if isinstance(v, mpmath.mpc):
-        return mpmath.nstr(v, 12)
+def _show(ctx: Any, v: Any) -> float | str:
+    if isinstance(v, ctx.mpc):
+        return ctx.nstr(v, 12)
     try:
         f = float(v)
     except (OverflowError, ValueError):
         f = float("inf")
-    return f if f == f and abs(f) != float("inf") and (f != 0 or v == 0) else mpmath.nstr(v, 12)
+    return f if f == f and abs(f) != float("inf") and (f != 0 or v == 0) else ctx.nstr(v, 12)
 
 
 def _numeric(na: tuple, nb: tuple, names: list[str], seed: int) -> tuple[str, dict[str, Any]]:
     """Compare the two trees at up to ``MAX_TRIES`` sample points (see the module docstring).
     Returns ``("fail", counterexample)``, ``("pass", {"points": n, "regions": ...})`` or
     ``("unknown", {"points": n})``."""
-    import mpmath
-
+    ctx = _context(_DPS)
     rng = random.Random(seed)
     agree = 0
     skipped = 0
-    with mpmath.workdps(_DPS):
-        tol_factor = mpmath.mpf(10) ** _REL_TOL_EXP
-        for k in range(MAX_TRIES if names else 1):
-            env = _point(rng, names, k)
-            menv = {n: mpmath.mpf(v.numerator) / v.denominator for n, v in env.items()}
-            scale = [mpmath.mpf(0)]
-            try:
-                va = _mp_eval(na, menv, scale)
-                vb = _mp_eval(nb, menv, scale)
-            except (_Undefined, ZeroDivisionError, ValueError, OverflowError):
-                skipped += 1
-                continue
-            if not all(mpmath.isfinite(v) for v in (va, vb)):
-                skipped += 1
-                continue
-            tol = tol_factor * max(scale[0], mpmath.mpf(1) if scale[0] == 0 else scale[0])
-            ra, rb = _real(va, tol), _real(vb, tol)
-            point = {n: _fmt_point(v) for n, v in env.items()}
-            if ra is None and rb is None:
-                skipped += 1  # outside the real domain of both sides
-                continue
-            if (ra is None) != (rb is None):
-                return "fail", {"point": point, "left": _show(va), "right": _show(vb),
-                                "reason": "one side is real, the other is not"}
-            d = abs(ra - rb)
-            if d > tol or (d != 0 and _persists(na, nb, menv, d)):
-                return "fail", {"point": point, "left": _show(ra), "right": _show(rb),
-                                "difference": mpmath.nstr(ra - rb, 6)}
-            agree += 1
-            if agree >= POINTS or not names:
-                return "pass", {"points": agree, "skipped": skipped}
+    tol_factor = ctx.mpf(10) ** _REL_TOL_EXP
+    for k in range(MAX_TRIES if names else 1):
+        env = _point(rng, names, k)
+        menv = {n: ctx.mpf(v.numerator) / v.denominator for n, v in env.items()}
+        scale = [ctx.mpf(0)]
+        try:
+            va = _mp_eval(ctx, na, menv, scale)
+            vb = _mp_eval(ctx, nb, menv, scale)
+        except (_Undefined, ZeroDivisionError, ValueError, OverflowError):
+            skipped += 1
+            continue
+        if not all(ctx.isfinite(v) for v in (va, vb)):
+            skipped += 1
+            continue
+        tol = tol_factor * max(scale[0], ctx.mpf(1) if scale[0] == 0 else scale[0])
+        ra, rb = _real(ctx, va, tol), _real(ctx, vb, tol)
+        point = {n: _fmt_point(v) for n, v in env.items()}
+        if ra is None and rb is None:
+            skipped += 1  # outside the real domain of both sides
+            continue
+        if (ra is None) != (rb is None):
+            return "fail", {"point": point, "left": _show(ctx, va), "right": _show(ctx, vb),
+                            "reason": "one side is real, the other is not"}
+        d = abs(ra - rb)
+        if d > tol or (d != 0 and _persists(na, nb, env, d)):
+            return "fail", {"point": point, "left": _show(ctx, ra), "right": _show(ctx, rb),
+                            "difference": ctx.nstr(ra - rb, 6)}
+        agree += 1
+        if agree >= POINTS or not names:
+            return "pass", {"points": agree, "skipped": skipped}
     return "unknown", {"points": agree, "skipped": skipped}
 
 
-def _persists(na: tuple, nb: tuple, env: dict[str, Any], d: Any) -> bool:
+def _persists(na: tuple, nb: tuple, point: dict[str, Fraction], d: Any) -> bool:
     """True when a tiny difference ``d`` (within the tolerance) is real, not rounding: at twice
     the working precision a rounding artefact shrinks by ~30 orders of magnitude, a true
     difference (``x + 10^-45`` vs ``x``) stays."""
-    import mpmath
-
-    with mpmath.workdps(2 * _DPS):
-        scale = [mpmath.mpf(0)]
-        try:
-            va = _mp_eval(na, env, scale)
-            vb = _mp_eval(nb, env, scale)
-        except (_Undefined, ZeroDivisionError, ValueError, OverflowError):
-            return False
-        return bool(abs(va - vb) > d * mpmath.mpf(10) ** -20)
+    ctx = _context(2 * _DPS)
+    env = {n: ctx.mpf(v.numerator) / v.denominator for n, v in point.items()}
+    scale = [ctx.mpf(0)]
+    try:
+        va = _mp_eval(ctx, na, env, scale)
+        vb = _mp_eval(ctx, nb, env, scale)
+    except (_Undefined, ZeroDivisionError, ValueError, OverflowError):
+        return False
+    return bool(abs(va - vb) > ctx.mpf(d) * ctx.mpf(10) ** -20)
 
 
 def _fmt_point(v: Fraction) -> float | int:

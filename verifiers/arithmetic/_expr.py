@@ -9,7 +9,8 @@ tolerance rules absorb with their relative epsilon.
 Node kinds (plain tuples, cheap to build):
     ("num", Literal)            a number as written (value, decimals, money, percent, ...)
     ("neg", node)               unary minus
-    ("bin", op, left, right)    op in "+-*/"
+    ("bin", op, left, right)    op in "+-*/", "//" (floor division), "%" (remainder; Python's
+                                conventions: ``a // b = floor(a / b)``, ``a % b = a - b * (a // b)``)
     ("pow", base, exponent)
     ("fact", node)              postfix ``!``
     ("pct", node)               postfix ``%`` on a parenthesised expression
@@ -243,7 +244,12 @@ def evaluate(node: tuple, _depth: int = 0, env: dict[str, Value] | None = None) 
             r = a + b
         elif op == "-":
             r = a - b
-        else:  # pragma: no cover - parser only emits the four
+        elif op in ("//", "%"):
+            if b == 0:
+                raise NotNumeric("division by zero")
+            q = math.floor(a / b)
+            r = Fraction(q) if op == "//" else a - b * q
+        else:  # pragma: no cover - parser only emits these
             raise NotNumeric(op)
         return _check_size(r) if isinstance(r, Fraction) else _finite(r)
     if kind == "pow":
@@ -357,7 +363,7 @@ def to_text(node: tuple) -> str:
     return _text(node, 0)
 
 
-_PREC = {"+": 1, "-": 1, "*": 2, "/": 2}
+_PREC = {"+": 1, "-": 1, "*": 2, "/": 2, "//": 2, "%": 2}
 
 
 def _text(node: tuple, parent: int) -> str:

@@ -11,7 +11,8 @@ What it rewrites (each rule is a regular expression; nothing is evaluated):
     ``equals``/``is equal to`` -> ``=``, ``percent`` -> ``%``, ``°F``/``degrees Celsius`` -> unit words;
   * sentence forms: "add A to B", "multiply A by B", "subtract A from B", "divide A by B",
     "the sum/product/quotient of A and B", "the difference between A and B", "twice A",
-    "half of A", "A squared", "the square root of A";
+    "half of A", "A squared", "A cubed", "A to the power of B", "A raised to the 3rd power",
+    "the square root of A";
   * number words next to a spoken operator and another number ("three times 4", "eight
     times four"), after a clause start or a connective only; "two dozen", "a dozen is";
   * result connectives ("is", "gives", "which equals", "to get", ...) -> a soft ``=`` marker
@@ -21,6 +22,7 @@ What it rewrites (each rule is a regular expression; nothing is evaluated):
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from verifiers.arithmetic._mapped import MappedText
 
@@ -41,7 +43,11 @@ _FENCE = _c(r"```.*?(?:```|\Z)", re.S)
 _INLINE_CODE = _c(r"`([^`\n]*)`")
 _ARITH_ONLY = _c(r"[\d\s.,+\-*/^()=%$xX×÷]+")
 _BULLET = _c(r"(?m)^[ \t]*[*+\-•][ \t]+")
-_BOLD = _c(r"(?<![\d)])\*\*|\*\*(?![\d(])")
+_STARS = _c(r"\*\*")
+# an operand just before / just after a "**" (spaces and tabs skipped): a number, a closing
+# bracket, a lone letter (``x ** 2``); a sign counts only when a number or "(" follows it
+_POW_BEFORE = _c(r"(?:[\d)\]}.]|(?<![^\W\d_])[^\W\d_])[ \t]*$")
+_POW_AFTER = _c(r"[ \t]*(?:[\d(.]|[-+−][ \t]*[\d(.]|[^\W\d_](?![^\W\d_])|(?:sqrt|abs|pi)\b)")
 _HEADING = _c(r"(?m)^[ \t]*#+[ \t]*")
 
 # --- LaTeX ---------------------------------------------------------------------------------------
@@ -100,17 +106,23 @@ _TEX_TRIG_POW = _c(r"\\(sin|cos|tan)\s*\^\s*\{?\s*(\d)\s*\}?\s*(\\[a-zA-Z]+|[a-z
 _TEX_DEG = _c(r"\^\s*(?:\{\s*\\circ\s*\}|\(\s*\\circ\s*\)|\\circ)\s*")
 
 # --- Unicode ---------------------------------------------------------------------------------------
-_UNI_MIXED = _c(r"(?<![\d.,])(\d+)\s?([½¼¾⅓⅔⅛])")
-_FRACS = {"½": "1/2", "¼": "1/4", "¾": "3/4", "⅓": "1/3", "⅔": "2/3", "⅛": "1/8"}
-_UNI_FRAC = _c("[½¼¾⅓⅔⅛]")
+# every vulgar fraction of Unicode's Number Forms block (U+2150..215E) and Latin-1
+_FRACS = {"½": "1/2", "¼": "1/4", "¾": "3/4", "⅓": "1/3", "⅔": "2/3", "⅛": "1/8", "⅜": "3/8", "⅝": "5/8",
+          "⅞": "7/8", "⅕": "1/5", "⅖": "2/5", "⅗": "3/5", "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅐": "1/7",
+          "⅑": "1/9", "⅒": "1/10"}
+_FRAC_CHARS = "".join(_FRACS)
+_UNI_MIXED = _c(r"(?<![\d.,])(\d+)\s?([" + _FRAC_CHARS + "])")
+_UNI_FRAC = _c("[" + _FRAC_CHARS + "]")
+# superscript exponents: "x²" -> "x^2", "10⁶" -> "10^(6)", "x⁻¹" -> "x^(-1)", "2¹⁰" -> "2^(10)"
+_SUPERSCRIPTS = {"⁰": "0", "¹": "1", "²": "2", "³": "3", "⁴": "4", "⁵": "5", "⁶": "6", "⁷": "7", "⁸": "8",
+                 "⁹": "9", "⁻": "-", "⁺": "+", "⋅": "*"}
+_SUPER_RUN = _c("[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+")
 _UNI_OPS = [
     (_c("[×✕⨯]"), "*"),
     (_c("[·⋅∙]"), "*"),
     (_c("÷"), "/"),
     (_c("[−﹣－]"), "-"),
     (_c("[≈≅≃]"), "≈"),
-    (_c("²"), "^2"),
-    (_c("³"), "^3"),
     (_c("[\u00a0\u2009\u202f\u2007]"), " "),
     (_c(r"(?<= )[–—](?= )"), "-"),
     (_c("√"), " sqrt"),
@@ -134,6 +146,8 @@ _WORD_OPS = [
     (_c(_NUMEND + r"[ \t]+minus[ \t]+" + _NUMSTART, re.I), " - "),
     (_c(_NUMEND + r"[ \t]+(?:times|multiplied[ \t]+by)[ \t]+" + _NUMSTART, re.I), " * "),
     (_c(_NUMEND + r"[ \t]+divided[ \t]+by[ \t]+" + _NUMSTART, re.I), " / "),
+    (_c(_NUMEND + r"[ \t]+(?:raised[ \t]+)?to[ \t]+the[ \t]+power[ \t]+of[ \t]+" + _NUMSTART, re.I), " ^ "),
+
     (_c(r"(?<=\d)[ \t]*(?:percent|per[ \t]+cent)\b", re.I), "%"),
 ]
 _DEG = [
@@ -158,16 +172,17 @@ _PHRASES = [
     (_c(r"\bdouble\s+(" + _NUM + r")(?!\s*[-+*/×÷^(\d])", re.I), ["(2 * ", 1, ")"]),
     (_c(r"\btriple\s+(" + _NUM + r")(?!\s*[-+*/×÷^(\d])", re.I), ["(3 * ", 1, ")"]),
     (_c(r"\bhalf\s+of\s+(" + _NUM + r")(?!\s*[-+*/×÷^(\d])", re.I), ["(1/2 * ", 1, ")"]),
-    (_c(r"(?<=\d)\s+squared\b", re.I), ["^2"]),
-    (_c(r"(?<=\d)\s+cubed\b", re.I), ["^3"]),
+    (_c(r"(?<=[\d)])\s+squared\b", re.I), ["^2"]),
+    (_c(r"(?<=[\d)])\s+cubed\b", re.I), ["^3"]),
+    (_c(r"(?<=[\d)])[ \t]+(?:raised[ \t]+)?to[ \t]+the[ \t]+(\d+)(?:st|nd|rd|th)[ \t]+power\b", re.I), [" ^ ", 1]),
 ]
-_ANY_UNICODE = _c("[½¼¾⅓⅔⅛×✕⨯·⋅∙÷−﹣－≈≅≃²³\u00a0\u2009\u202f\u2007–—√]")
+_ANY_UNICODE = _c("[" + _FRAC_CHARS + "×✕⨯·⋅∙÷−﹣－≈≅≃⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺\u00a0\u2009\u202f\u2007–—√]")
 _ANY_PHRASE = _c(r"\b(?:add|adding|multiply|multiplying|subtract|subtracting|divide|dividing|sum|product|"
-                 r"quotient|difference|square|twice|double|triple|half|squared|cubed)\b")
-_ANY_WORD_OP = _c(r"\b(?:plus|minus|times|multiplied|divided|percent|per\s+cent)\b")
+                 r"quotient|difference|square|twice|double|triple|half|squared|cubed|power)\b")
+_ANY_WORD_OP = _c(r"\b(?:plus|minus|times|multiplied|divided|percent|per\s+cent|power)\b")
 _PHRASES_KEYED = [(pat, pieces, key) for (pat, pieces), key in zip(_PHRASES, [
     "add", "multiply", "subtract", "divid", "sum", "product", "quotient", "difference", "square",
-    "twice", "double", "triple", "half", "squared", "cubed"])]
+    "twice", "double", "triple", "half", "squared", "cubed", "power"])]
 
 # --- number words -------------------------------------------------------------------------------
 # Written as digits only where they are operands of a spoken operator next to another number
@@ -256,6 +271,142 @@ _APPROX_AFTER_EQ = _c(r"(?<==)(\s*)(?:about|approximately|approx\.|roughly|aroun
 _TILDE = _c(r"(?<![\w~])~\s*(?=[$€£¥]?\d)")
 
 
+def _rebuild(t: MappedText, pattern: re.Pattern[str],
+             fn: Callable[[re.Match[str]], list[str | tuple[int, int]] | None]) -> MappedText:
+    """Like ``MappedText.sub``, but ``fn`` may keep any slices ``(start, end)`` of the match
+    with their own positions (and insert strings, mapped to the match's start), so a
+    rewrite that drops characters inside a token still maps the token back exactly."""
+    text, pos = t.text, t.pos
+    out: list[str] = []
+    out_pos: list[int] = []
+    last = 0
+    changed = False
+    for m in pattern.finditer(text):
+        pieces = fn(m)
+        if pieces is None:
+            continue
+        changed = True
+        out.append(text[last : m.start()])
+        out_pos.extend(pos[last : m.start()])
+        for piece in pieces:
+            if isinstance(piece, tuple):
+                a, b = piece
+                out.append(text[a:b])
+                out_pos.extend(pos[a:b])
+            else:
+                out.append(piece)
+                out_pos.extend([pos[m.start()]] * len(piece))
+        last = m.end()
+    if not changed:
+        return t
+    out.append(text[last:])
+    out_pos.extend(pos[last:])
+    return MappedText("".join(out), out_pos, t.orig_len)
+
+
+# a comment in a code block, after a blank or at the start of a line: "# ..." in Python, shell,
+# R and unlabelled blocks, "// ..." in C-family blocks (in Python "a // b" is floor division);
+# what follows it is prose and is read as prose
+_HASH_COMMENT = _c(r"(?:^|(?<=[ \t]))#[ \t]?([^\n]*)", re.M)
+_SLASH_COMMENT = _c(r"(?:^|(?<=[ \t]))//[ \t]?([^\n]*)", re.M)
+_SLASH_LANGS = frozenset("c cpp c++ cc h hpp cs csharp java javascript js jsx ts tsx typescript go golang rust rs "
+                         "kotlin kt swift scala dart php".split())
+
+
+def _fence_comments(m: re.Match[str]) -> list[str | tuple[int, int]]:
+    """A fenced code block is blanked (the code verifier's business) except for its comments:
+    ``# 10000 * 1.0125 ** 12 = 11607.55`` is a claim in prose. Each comment becomes a line
+    of its own; the code around it is gone."""
+    pieces: list[str | tuple[int, int]] = [" \n "]
+    body_start = m.group(0).find("\n")
+    if body_start < 0:
+        return pieces
+    lang = m.group(0)[3:body_start].strip().lower()
+    comment = _SLASH_COMMENT if lang in _SLASH_LANGS else _HASH_COMMENT
+    for c in comment.finditer(m.string, m.start() + body_start, m.end()):
+        if c.group(1).strip():
+            pieces.extend([c.span(1), " \n "])
+    return pieces
+
+
+# Thousands separators of other locales (CLDR number patterns), rewritten to plain digits:
+#   "1.234.567" / "1.234,56" (de, es, it, pt, nl, tr, id: "." groups, "," decimals; one group
+#   without decimals, "1.000", stays English 1.000), "1'234'567" / "1’234.50" (de-CH),
+#   "1 234 567,89" with a no-break, thin or narrow no-break space (fr, SI, ru, pl; "," decimals),
+#   "12,34,567.50" (en-IN lakh grouping), "1_000_000" (Python literals).
+_LOCALE_HINT = _c(r"\d[.'’\u00a0\u2009\u202f,_]\d")
+_TRAILING_HINT = _c(r"\d[ \u00a0\u202f]?[€£¥₹]")
+_LOCALE_NUMBERS = _c(
+    r"(?<![\d.,'’_])(?:"
+    r"(?P<dot>\d{1,3}(?:\.\d{3}){2,}(?:,\d+)?|\d{1,3}\.\d{3},\d+)"
+    r"|(?P<apos>\d{1,3}(?:['’]\d{3})+(?:\.\d+)?)"
+    r"|(?P<space>\d{1,3}(?:[\u00a0\u2009\u202f]\d{3})+(?:,\d+)?)"
+    r"|(?P<lakh>\d{1,2}(?:,\d{2})+,\d{3}(?:\.\d+)?)"
+    r"|(?P<under>\d{1,3}(?:_\d{3})+)"
+    r")(?![\d'’_]|[.,]\d)"
+)
+
+
+_COMMA_DECIMAL_TEXT = _c(r"(?<![\d.,])\d{1,3}(?:\.\d{3})+,\d{1,2}(?![\d.,])|\d[\u00a0\u2009\u202f]\d{3},\d{1,2}(?![\d.,])")
+_COMMA_DECIMAL = _c(r"(?<![\d.,])(\d+),(\d{1,2})(?![\d.,]\d|\d)")
+
+
+def _locale_number(m: re.Match[str]) -> list[str | tuple[int, int]]:
+    """Keep the digits of a grouped number with their positions; the decimal comma of the
+    ``dot`` and ``space`` styles becomes ``.``."""
+    kind = m.lastgroup
+    out: list[str | tuple[int, int]] = []
+    for k in range(m.start(), m.end()):
+        ch = m.string[k]
+        if ch.isdigit():
+            out.append((k, k + 1))
+        elif ch == "," and kind in ("dot", "space"):
+            out.append(".")
+        elif ch == "." and kind in ("apos", "lakh"):
+            out.append((k, k + 1))
+    return out
+
+
+# "5 €", "12,50 €", "3 £": a currency sign after the amount (fr, de, es...) goes before it
+_TRAILING_CURRENCY = _c(r"(?<![\d.,$€£¥₹])(\d+(?:[.,]\d+)*)[ \u00a0\u202f]?([€£¥₹])(?![\w$€£¥₹])")
+
+
+# A Markdown table (GFM spec, "Tables"): a header row, a delimiter row, body rows
+_TABLE = _c(r"(?m)^[ \t]*\|[^\n]*\|[ \t]*\n[ \t]*\|[ \t:|-]*-[ \t:|-]*\|[ \t]*\n(?:[ \t]*\|[^\n]*\|[ \t]*(?:\n|\Z))+")
+_EXPR_HEADERS = frozenset("expression calculation computation formula operation calc working math".split())
+_VALUE_HEADERS = frozenset("value result answer total product sum quotient difference = equals".split())
+
+
+def _table_claims(m: re.Match[str]) -> list[str | tuple[int, int]] | None:
+    """In a table whose header names an expression column followed by a value column
+    ("| Expression | Value |", "| Calculation | Result |"), each body row states
+    ``expression = value``: the cell border between the two becomes ``=``. Other tables are
+    left as they are (their cells end claims at the ``|``)."""
+    text = m.string
+    lines = []
+    k = m.start()
+    while k < m.end():
+        e = text.find("\n", k, m.end())
+        e = m.end() if e < 0 else e
+        lines.append((k, e))
+        k = e + 1
+    pipes = [[i for i in range(a, b) if text[i] == "|"] for a, b in lines]
+    header = [text[p + 1 : q].strip(" \t*_").lower() for p, q in zip(pipes[0], pipes[0][1:])]
+    cols = [j for j in range(len(header) - 1) if header[j] in _EXPR_HEADERS and header[j + 1] in _VALUE_HEADERS]
+    if not cols:
+        return None
+    borders = [row[cols[0] + 1] for row in pipes[2:] if len(row) > cols[0] + 2]
+    if not borders:
+        return None
+    out: list[str | tuple[int, int]] = []
+    last = m.start()
+    for b in borders:
+        out.extend([(last, b), "="])
+        last = b + 1
+    out.append((last, m.end()))
+    return out
+
+
 def _blank(m: re.Match[str]) -> list[str]:
     return [" \n "]
 
@@ -268,6 +419,11 @@ def _fix_mixed(m: re.Match[str]) -> list[str | int] | None:
 
 def _uni_mixed(m: re.Match[str]) -> list[str | int]:
     return ["(", 1, "+" + _FRACS[m.group(2)] + ")"]
+
+
+def _superscript(m: re.Match[str]) -> list[str]:
+    digits = "".join(_SUPERSCRIPTS[c] for c in m.group(0))
+    return ["^" + digits] if len(digits) == 1 else ["^(" + digits + ")"]  # "cm²" stays a unit power
 
 
 def _soft(m: re.Match[str]) -> list[str]:
@@ -287,13 +443,24 @@ def normalize(text: str | MappedText, *, soft: bool = True, original: str | None
     if _FULLWIDTH.search(t.text):  # one-to-one, so the position map is unchanged
         t = MappedText(t.text.translate(_FULLWIDTH_TABLE), t.pos, t.orig_len)
     if "`" in t.text:
-        t = t.sub(_FENCE, _blank)
+        t = _rebuild(t, _FENCE, _fence_comments)
         t = t.sub(_INLINE_CODE, _inline_code)
+    if "|" in t.text and "-" in t.text:
+        t = _rebuild(t, _TABLE, _table_claims)
+    if _LOCALE_HINT.search(t.text):
+        comma_decimals = bool(_COMMA_DECIMAL_TEXT.search(t.text))
+        t = _rebuild(t, _LOCALE_NUMBERS, _locale_number)
+        if comma_decimals:
+            # the text writes decimals with a comma ("1.234,50"): so is "765,50" in it
+            t = _rebuild(t, _COMMA_DECIMAL, lambda m: [m.span(1), ".", m.span(2)])
+    if _TRAILING_HINT.search(t.text):
+        t = _rebuild(t, _TRAILING_CURRENCY, lambda m: [m.group(2), m.span(1)])
     if "\\" in t.text or "{" in t.text:
         t = _latex(t)
     if _ANY_UNICODE.search(t.text):
         t = t.sub(_UNI_MIXED, _uni_mixed)
         t = t.sub(_UNI_FRAC, lambda m: ["(" + _FRACS[m.group(0)] + ")"])
+        t = t.sub(_SUPER_RUN, _superscript)
         for pat, rep in _UNI_OPS:
             t = t.sub(pat, [rep])
     orig = original if original is not None else (text if isinstance(text, str) else None)
@@ -304,7 +471,7 @@ def normalize(text: str | MappedText, *, soft: bool = True, original: str | None
     if "#" in t.text:
         t = t.sub(_HEADING, [" "])
     if "**" in t.text:
-        t = t.sub(_BOLD, [" "])
+        t = _stars(t)
     lower = t.text.lower()
     if "°" in lower or "deg" in lower or "fahrenheit" in lower or "celsius" in lower:
         for pat, rep in _DEG:
@@ -327,6 +494,37 @@ def normalize(text: str | MappedText, *, soft: bool = True, original: str | None
     if soft:
         t = t.sub(_SOFT, _soft)
     return t
+
+
+def _stars(t: MappedText) -> MappedText:
+    """Tell markdown emphasis (``**12**``, dropped) from Python's power operator (``3 ** 2``,
+    ``(1 + r) ** (4*3)``, ``2**10``, kept for the tokeniser, which reads it as ``^``).
+
+    A ``**`` is a power only between two operands on one line (a number, a bracket or a lone
+    letter before it; a number, a bracket, a signed number or a lone letter after it). With
+    the same spacing on both sides it is always a power: CommonMark's flanking rule (spec
+    0.31 §6.2) lets a delimiter run with blanks on both sides neither open nor close emphasis,
+    and one glued on both sides between digits is read as Python writes it. With blanks on
+    one side only (``2 **3``) it is emphasis when another ``**`` on the line can pair with it,
+    a power otherwise. Runs of three or more stars are emphasis."""
+    text = t.text
+
+    def rep(m: re.Match[str]) -> list[str] | None:
+        s, e = m.start(), m.end()
+        if text[s - 1 : s] == "*" or text[e : e + 1] == "*":
+            return [" "]
+        line_start = text.rfind("\n", 0, s) + 1
+        line_end = text.find("\n", e)
+        line_end = len(text) if line_end < 0 else line_end
+        if not (_POW_BEFORE.search(text, line_start, s) and _POW_AFTER.match(text, e, line_end)):
+            return [" "]
+        blank_before, blank_after = text[s - 1 : s] in (" ", "\t"), text[e : e + 1] in (" ", "\t")
+        if blank_before == blank_after:
+            return None
+        other = "**" in (text[e:line_end] if blank_before else text[line_start:s])
+        return [" "] if other else None
+
+    return t.sub(_STARS, rep)
 
 
 def _bullet(m: re.Match[str], pos: list[int], orig: str) -> list[str] | None:

@@ -7,7 +7,7 @@ single letters next to operators are symbols). The parser accepts only the gramm
 builds ``_expr`` tuples; anything else raises ``ParseError``.
 
     expr    := term (("+" | "-") term)*
-    term    := unary (("*" | "/" | implicit) unary)*      implicit: 2(3+4), 2π, (a)(b)
+    term    := unary (("*" | "/" | "//" | "%" | implicit) unary)*    implicit: 2(3+4), 2π, (a)(b)
     unary   := ("-" | "+") unary | power
     power   := postfix ("^" unary)?                       right-associative
     postfix := atom ("!" | "%")*
@@ -44,8 +44,10 @@ _TOKEN = re.compile(
     r"[ \t\r\f\v]*(?:(?P<nl>\n)"
     r"|(?P<mixed>(?<![\d.,/])\d+ \d+/\d+(?![\d./,]))"
     r"|(?P<num>(?P<cur>[$€£¥₹])?[ ]?(?P<dig>(?<=[$€£¥₹])\d{1,3}(?: \d{3})+(?!\d|[.,]\d)|(?<=[$€£¥₹] )\d{1,3}(?: \d{3})+(?!\d|[.,]\d)"
-    r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?P<pct>[ ]?%)?)"
+    r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?P<pct>%|[ ]%(?! [\d(.]|[\d(]))?)"
     r"|(?P<pow>\*\*|\^)"
+    r"|(?P<fdiv>(?<=[\d)\s])//(?=[ \t]*[\d(.]))"
+    r"|(?P<mod>(?<=[\d)] )%(?= [\d(.]))"
     r"|(?P<op>[-+*/])"
     r"|(?P<lp>\()"
     r"|(?P<rp>\))"
@@ -109,6 +111,10 @@ def tokenize(text: str, *, formula: bool = False, start: int = 0, end: int | Non
             toks.append(Token("NUM", s, e, m.group(g), lit=lit))
         elif g == "pow":
             toks.append(Token("OP", s, e, "^"))
+        elif g == "fdiv":
+            toks.append(Token("OP", s, e, "//"))
+        elif g == "mod":
+            toks.append(Token("OP", s, e, "%"))
         elif g == "op":
             toks.append(Token("OP", s, e, m.group(g)))
         elif g == "lp":
@@ -206,6 +212,7 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
             lit.approx_ulp = lit.ulp if lit.decimals else lit.approx_ulp * f
             prev.end = t.end
             prev.text = text[prev.start : t.end]
+            lit.text = prev.text  # "found" shows "-1.8 billion", not "-1.8"
             t.kind = "SKIP"
         elif w in FUNCTIONS and nk in ("LP", "NUM"):
             t.kind = "FUNC"
@@ -235,6 +242,7 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
         if t.kind in ("NUM", "RP", "PCT"):
             j = i + 1
             words: list[int] = []
+            powered: dict[str, str] = {}
             while j < n and len(words) < 3:
                 u = toks[j]
                 if u.kind == "UNITWORD" or _is_unit_word(u):
@@ -243,6 +251,7 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
                     if j + 1 < n and toks[j].kind == "OP" and toks[j].text == "^" and toks[j + 1].kind == "NUM" \
                             and toks[j].start == u.end:
                         words.extend([j, j + 1])  # "cm^2" (from "cm²"): a unit power
+                        powered[u.text.lower()] = toks[j + 1].text
                         j += 2
                 elif u.kind == "WORD" and u.text.lower() == "per" and j + 1 < n and _is_unit_word(toks[j + 1]):
                     words.extend([j, j + 1])
@@ -268,7 +277,8 @@ def _classify(toks: list[Token], text: str) -> list[Token]:
                 for k in words:
                     toks[k].kind = "UNIT" if inside else "TRAIL"
                 if t.kind == "NUM" and t.lit is not None and names:
-                    t.lit.unit = names[0]
+                    # "5 cm² = 500 mm²": an area, not a length (the power is part of the unit)
+                    t.lit.unit = names[0] + ("^" + powered[names[0]] if names[0] in powered else "")
                 t.units = names
                 i = j
                 continue
@@ -461,7 +471,7 @@ class _Parser:
     def term(self) -> tuple:
         left = self.unary()
         while (t := self.peek()) is not None:
-            if t.kind == "OP" and t.text in "*/":
+            if t.kind == "OP" and t.text in ("*", "/", "//", "%"):
                 self.take()
                 if t.text == "/" and self._spaced(t) and (frac := self._tight_fraction()) is not None:
                     left = self.node(("bin", "/", left, frac))

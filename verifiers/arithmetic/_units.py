@@ -75,7 +75,14 @@ def unit_info(word: str | None) -> tuple[str, str] | None:
     """``(pint name, dimension)`` for a recognised unit word, else ``None``."""
     if not word:
         return None
-    return _UNITS.get(word.lower())
+    w = word.lower()
+    if "^" in w:  # "cm^2", "m^3": a length unit to a power is an area or a volume
+        base, _, power = w.partition("^")
+        info = _UNITS.get(base)
+        if info is None or info[1] != "length" or power not in ("2", "3"):
+            return None
+        return (f"{info[0]}**{power}", f"length^{power}")
+    return _UNITS.get(w)
 
 
 def money_unit(money: str | None) -> str | None:

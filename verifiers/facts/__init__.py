@@ -4,8 +4,13 @@ A draft's fact claims are split out (:func:`find_claims` deterministically, or b
 model), searched over the configured backends -- the request's own messages
 (:class:`ContextBackend`), a local corpus, Wikipedia, SearXNG, a web-search API (the clients in
 ``verifiers.facts.backends``) -- weighed for credibility and independence, judged first by a
-deterministic tier (numbers, dates, named entities, negation) and then by the verifier model,
-over up to ``max_rounds`` rounds with changing queries. Entry point: :func:`acheck`.
+deterministic tier (numbers, dates, named entities, negation, and the polarity of the passage:
+one that repeats a claim to deny it refutes it, one that doubts or attributes it does not support
+it -- :mod:`verifiers.facts._polarity`) and then by the verifier model, whose ``supported`` stands
+only when the rules confirm the cited passage states the claim, over up to ``max_rounds`` rounds
+with changing queries. With ``grounding=True`` (the ``rag`` policy) every statement sentence is a
+claim and one whose number, date or name no supplied document contains fails as ungrounded
+(:mod:`verifiers.facts._grounding`). Entry point: :func:`acheck`.
 
 Public surface::
 

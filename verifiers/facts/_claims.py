@@ -85,19 +85,39 @@ def _sentence_spans(answer: str) -> list[tuple[int, int]]:
     return out
 
 
-def find_claims(answer: str, *, max_claims: int | None = None) -> list[Claim]:
+def _statement(sentence: str) -> bool:
+    """True when ``sentence`` makes a statement: not a question, not code, not a bare
+    interjection (fewer than :data:`STATEMENT_WORDS` words with no number and no name:
+    "Sure!", "Thanks.")."""
+    s = sentence.strip()
+    if not s or s.endswith("?") or _CODEISH_RE.search(s):
+        return False
+    words = len(re.findall(r"[^\W\u3400-\u9fff]+", s)) + len(re.findall(r"[\u3400-\u9fff]", s)) // 2  # CJK: ~2 chars a word
+    if words < STATEMENT_WORDS and not numbers(s) and not entities(s):
+        return False
+    return bool(re.search(r"[^\W\d_]", s))
+
+
+#: Words a sentence without numbers or names needs to count as a statement (grounding mode).
+STATEMENT_WORDS = 3
+
+
+def find_claims(answer: str, *, max_claims: int | None = None, every_statement: bool = False) -> list[Claim]:
     """The check-worthy sentences of ``answer`` as claims, in text order, exact spans.
 
     A sentence is check-worthy when it states a number, a date or a named entity (capitalised
-    words; see ``_text.entities``) and is not a question, an opinion, advice or code. At most
-    ``max_claims`` (None: all). Only the first :data:`ANSWER_CHARS` characters are read.
-    Deterministic; never raises for any str input.
+    words; see ``_text.entities``) and is not a question, an opinion, advice or code. With
+    ``every_statement`` (grounding: every sentence of a RAG answer must rest on the documents)
+    every sentence that makes a statement is a claim (:func:`_statement`), opinions included.
+    At most ``max_claims`` (None: all). Only the first :data:`ANSWER_CHARS` characters are
+    read. Deterministic; never raises for any str input.
     """
     out: list[Claim] = []
     answer = answer or ""
+    worthy = _statement if every_statement else _check_worthy
     for a, b in _sentence_spans(answer[:ANSWER_CHARS]):
         s = answer[a:b]
-        if _check_worthy(s):
+        if worthy(s):
             out.append(Claim(" ".join(s.split()), (a, b), (a, b), "sentence"))
             if max_claims is not None and len(out) >= max_claims:
                 break

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
+from verifiers.facts._polarity import stance_of
 from verifiers.facts._text import (NEGATION, KEY_PREFIX, Quantity, entities, key_set, keys, month_of, numbers,
                                    sentences, STOP)
 
@@ -156,11 +157,19 @@ def _align_tokens(text: str) -> list[str]:
     return out
 
 
+def _align_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of the tokens :func:`_align_tokens` returns, in the same order."""
+    return [(m.start(), m.end()) for m in _TOKEN_RE.finditer(text) if m.group(0) != "%"]
+
+
 def _contained(claim: str, ckeys: frozenset[str], cnums: list[Quantity], cents: list[str],
-               window: str) -> PassageVerdict | None:
+               window: str, after: str = "") -> PassageVerdict | None:
     """The claim, word for word, inside ``window``: the passage may add words anywhere, but every
     content word of the claim must align with the same word in order (a key term replaced,
-    dropped or moved -> not contained)."""
+    dropped or moved -> not contained). Then its polarity (:func:`~verifiers.facts._polarity.stance_of`
+    over ``window`` and the sentence ``after`` it): repeated to deny it -> ``refuted`` (rule
+    ``denial``); doubted or attributed -> ``not_enough_info`` (rule ``polarity``); stated ->
+    ``supported``."""
     wkeys = key_set(window)
     cov = len(ckeys & wkeys) / len(ckeys)
     if cov < SUPPORT_COVERAGE:
@@ -184,8 +193,22 @@ def _contained(claim: str, ckeys: frozenset[str], cnums: list[Quantity], cents: 
     low = window.lower()
     if any(e.lower() not in low for e in cents):
         return None
+    offs = _align_spans(window)
+    span = None
+    if blocks and len(offs) == len(wt):
+        span = (offs[blocks[0].b][0], offs[blocks[-1].b + blocks[-1].size - 1][1])
+    st = stance_of(window + (" " + after if after else ""), span, claim)
+    if st.stance == "denies":
+        return PassageVerdict("refuted", "denial", (window + (" " + after if st.where == "suffix" and after else "")).strip(),
+                              expected=window.strip(), found=claim.strip(), coverage=cov,
+                              note=f"the passage repeats the claim to deny it (\u201c{st.marker}\u201d)",
+                              extra={"stance": st.stance, "marker": st.marker})
     if _negated(claim) != _negated(window):
         return None
+    if not st.asserts:
+        return PassageVerdict("not_enough_info", "polarity", window.strip(), coverage=cov,
+                              note=f"the passage {st.stance} the claim (\u201c{st.marker}\u201d): not support",
+                              extra={"stance": st.stance, "marker": st.marker})
     return PassageVerdict("supported", "contained", window.strip(), coverage=cov,
                           note=f"the passage states every term{' and number' if cnums else ''} of the claim")
 
@@ -364,14 +387,130 @@ def judge_passage(claim: str, passage: str, *, context: str | None = None,
         if sw is not None:
             return sw
     best: PassageVerdict | None = None
+    denial: PassageVerdict | None = None
+    withheld: PassageVerdict | None = None
     self_contained = context is None and not _NOT_SELF_CONTAINED.search(claim)
-    for w in sents:
-        hit = _contained(claim, ckeys, cnums, cents, w) if self_contained else None
-        if hit is not None:
-            if best is None or len(hit.quote) < len(best.quote):
-                best = hit
+    for i, w in enumerate(sents):
+        hit = (_contained(claim, ckeys, cnums, cents, w, sents[i + 1] if i + 1 < len(sents) else "")
+               if self_contained else None)
+        if hit is None:
+            continue
+        if hit.verdict == "refuted":
+            denial = denial or hit
+        elif hit.verdict == "not_enough_info":
+            withheld = withheld or hit
+        elif best is None or len(hit.quote) < len(best.quote):
+            best = hit
+    if denial is not None and best is None:
+        return denial
+    if denial is not None:  # one sentence states it, another denies it: the passage decides nothing
+        return PassageVerdict("not_enough_info", "polarity", denial.quote, coverage=denial.coverage,
+                              note="the passage both states and denies the claim")
     if best is not None:
         return best
+    if withheld is not None:
+        return withheld
     cov = max((len(ckeys & key_set(s)) / len(ckeys) for s in sents), default=0.0)
     return PassageVerdict("not_enough_info", coverage=cov,
                           note=f"the closest passage sentence holds {round(cov * 100)}% of the claim's key terms")
+
+
+_CJK_SENT = re.compile(r"[^。！？；!?;\n]+[。！？；!?;]?")
+#: Share of a claim's key terms the quoted sentence must hold when the claim has no number or
+#: name to confirm.
+CONFIRM_KEYS = 0.5
+
+
+def _passage_sentences(passage: str) -> list[tuple[int, int]]:
+    from verifiers.facts._polarity import has_cjk
+
+    if has_cjk(passage):
+        return [(m.start(), m.end()) for m in _CJK_SENT.finditer(passage) if m.group(0).strip()]
+    return list(sentences(passage))
+
+
+def _locate_quote(quote: str, passage: str) -> tuple[int, int] | None:
+    i = passage.find(quote)
+    if i >= 0:
+        return i, i + len(quote)
+    low, q = passage.lower(), " ".join(quote.split()).lower().strip(" .\"'“”")
+    i = low.find(q)
+    if i >= 0:
+        return i, i + len(q)
+    if len(q) < 8:
+        return None
+    from rapidfuzz import fuzz
+
+    al = fuzz.partial_ratio_alignment(q, low)
+    if al is not None and al.score >= 90:
+        return al.dest_start, al.dest_end
+    return None
+
+
+def confirm_support(claim: str, quote: str, passage: str) -> tuple[str, str]:
+    """Does ``passage`` state ``claim``, at the words ``quote`` a verifier model cited as support?
+    The deterministic check a model's ``supported`` verdict must pass (DESIGN.md "Asymmetric
+    trust": a pass rests on a passage that states the claim and does not deny, doubt or
+    attribute it).
+
+    The cited passage must state every number and name of the claim
+    (:func:`verifiers.facts._grounding.anchors`, normalised as there) -- or, for a claim with
+    none, the quoted sentence(s) must hold :data:`CONFIRM_KEYS` of its key terms -- the quoted
+    sentence(s) must agree with it on negation, and assert it (:func:`verifiers.facts._polarity.stance_of` around the quote and around the
+    claim's numbers and names).
+
+    Returns ``(stance, why)``: ``("asserts", "")`` when confirmed; ``("denies", marker)`` when
+    the passage repeats the claim to deny it (scoped markers only: the claim then fails);
+    otherwise ``("unconfirmed", reason)``. Never raises for str input.
+    """
+    from verifiers.facts._grounding import Documents, anchors, fold
+    from verifiers.facts._polarity import has_cjk
+
+    claim, passage = clean_text(strip_citation_markers(claim)), clean_text(passage)
+    where = _locate_quote(clean_text(quote), passage)
+    sents = _passage_sentences(passage)
+    if where is None or not sents:
+        return "unconfirmed", "the quote is not found in the passage"
+    idx = [i for i, (a, b) in enumerate(sents) if a < where[1] and b > where[0]] or [0]
+    a0, b0 = sents[idx[0]][0], sents[idx[-1]][1]
+    nxt = sents[idx[-1] + 1][1] if idx[-1] + 1 < len(sents) else b0
+    window, wide = passage[a0:b0], passage[a0:nxt]
+    qspan = (max(0, where[0] - a0), min(len(window), where[1] - a0))
+    # the claim's numbers and names, located in the window
+    docs = Documents([passage])
+    anc = anchors(claim)
+    absent = [x.text for x in anc if not docs.has(x)]
+    if absent:
+        return "unconfirmed", f"the cited passage does not state {', '.join(absent)}"
+    fw = fold(window)
+    pos = []
+    for x in anc:
+        if x.quantity is not None:
+            pos += [(q.start, q.end) for q in numbers(window) if x.quantity.rounds_to(q) or q.rounds_to(x.quantity)]
+        else:
+            for w in re.findall(r"[a-z0-9]+", fold(x.text)):
+                j = fw.find(w)
+                if j >= 0 and len(w) > 2:
+                    pos.append((j, j + len(w)))
+    aspan = (min(p[0] for p in pos), max(p[1] for p in pos)) if pos else None
+    for span in (qspan, aspan):
+        if span is not None:
+            st = stance_of(wide, span, claim)
+            if st.stance == "denies":
+                return "denies", st.marker
+    if not anc:
+        if has_cjk(claim):
+            return "unconfirmed", "the claim has no number or name the rules can confirm"
+        ck = key_set(claim)
+        if not ck or len(ck & key_set(window)) / len(ck) < CONFIRM_KEYS:
+            return "unconfirmed", "the quoted sentence holds too few of the claim's terms"
+    if not has_cjk(window) and _negated(claim) != _negated(window):
+        return "unconfirmed", "the quoted sentence and the claim differ in negation"
+    st = stance_of(wide, qspan, claim)
+    if not st.asserts:
+        return "unconfirmed", f"the passage {st.stance} it (\u201c{st.marker}\u201d)"
+    if aspan is not None:
+        st = stance_of(wide, aspan, claim)
+        if not st.asserts:
+            return "unconfirmed", f"the passage {st.stance} it (\u201c{st.marker}\u201d)"
+    return "asserts", ""

@@ -130,6 +130,12 @@ class ContextBackend:
         self._passages = passages
 
     @property
+    def texts(self) -> list[str]:
+        """The text of every evidence message, whole and unsplit, in message order (questions
+        included: what the user wrote is never an answer's invention)."""
+        return list(self._raw)
+
+    @property
     def passages(self) -> list[Passage]:
         """Every passage, in message order (built on first use)."""
         if self._passages is None:

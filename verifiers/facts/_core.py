@@ -16,15 +16,24 @@ Per claim, concurrently (:func:`acheck`):
 4. **Deterministic tier** (:mod:`verifiers.facts._compare`) before any model call. Its verdict
    stands when the agreeing independent sources give confidence >= :data:`DET_MIN_CONFIDENCE`
    and no passage says the opposite.
-5. **Model tier** (a :class:`ChatModel` given): a ``verdict`` call over the numbered passages.
-   A quote not in its cited passage -> ``not_enough_info``. ``supported``/``refuted`` with
-   confidence >= :data:`CONFIDENT` ends the loop.
-6. **Stop** when confident, when queries repeat, when a round brought no new passage, after
+5. **Grounding** (``grounding=True``, the ``rag`` policy): a claim the deterministic tier left
+   open whose number, date or name no supplied document contains fails as ``ungrounded``
+   (:mod:`verifiers.facts._grounding`), the closest passage as evidence; no model call.
+6. **Model tier** (a :class:`ChatModel` given): a ``verdict`` call over the numbered passages.
+   A quote not in its cited passage -> ``not_enough_info``. ``supported`` stands only when the
+   rules confirm the cited passage states the claim (:func:`confirm_support`: its numbers and
+   names there, no denial, doubt or attribution around them; basis ``passage``), a passage that
+   denies it fails the claim, anything else is ``unknown`` (DESIGN.md "Asymmetric trust").
+   ``refuted`` may fail the claim (basis ``model``). A decided verdict with confidence >=
+   :data:`CONFIDENT` ends the loop; a model that gives no valid verdict leaves the claim
+   ``unknown`` with its failure as the note.
+7. **Stop** when confident, when queries repeat, when a round brought no new passage, after
    ``max_rounds``, or when the deadline or the model budget is spent (``unknown``).
 
 Checks: supported -> ``pass``, refuted -> ``fail`` (``expected``: what the source says;
-``evidence.passages``: the passages with their ``[n]``), conflicting / not_enough_info ->
-``unknown`` with the reason, an invalid model verdict after its repair -> ``error``.
+``evidence.passages``: the passages with their ``[n]``), ungrounded -> ``fail`` (rule
+``ungrounded``), conflicting / not_enough_info -> ``unknown`` with the reason; each check's
+``basis`` says what it rests on.
 """
 
 from __future__ import annotations
@@ -38,9 +47,12 @@ from typing import Any
 from verifiers._limits import TRUNCATED, unread_check
 from verifiers._types import Check
 from verifiers.facts._cache import VerdictCache, cache_key
-from verifiers.facts._claims import ANSWER_CHARS, MODEL_ANSWER_CHARS, Claim, find_claims, model_claims
+from verifiers.facts._claims import ANSWER_CHARS, Claim, find_claims, model_claims
 from verifiers.facts._compare import MIN_KEYS, judge_passage
+from verifiers.facts._context import ContextBackend
 from verifiers.facts._credibility import agreement, recency_factor, source_key, weight_of
+from verifiers.facts._grounding import Anchor, Documents, fold, missing
+from verifiers.facts._compare import confirm_support
 from verifiers.facts._judge import ask_queries, ask_verdict, quote_in
 from verifiers.facts._passage import Passage, SearchBackend, SourceUnavailable
 from verifiers.facts._text import STOP, entities, is_time_bound, key_set, norm_claim, numbers, words
@@ -96,6 +108,7 @@ class _Result:
     found: Any = None
     note: str = ""
     rule: str = ""
+    basis: str = "passage"  # what the verdict rests on (verifiers._types.BASES)
     queries: list[str] = field(default_factory=list)
     rounds: int = 0
     cacheable: bool = True
@@ -106,8 +119,11 @@ class _Run:
     """Shared state of one :func:`acheck` call: backends, search memo, counters, deadline."""
 
     def __init__(self, backends: Sequence[SearchBackend], model: ChatModel | None, k: int,
-                 weights: Mapping[str, float] | None, t_end: float) -> None:
+                 weights: Mapping[str, float] | None, t_end: float, docs: Documents | None = None,
+                 answer: str = "") -> None:
         self.backends = list(backends)
+        self.docs = docs
+        self.answer = answer
         self.model = model
         self.k = k
         self.weights = weights
@@ -191,6 +207,12 @@ def _deterministic(claim: Claim, passages: list[Passage], weights: Mapping[str, 
         # the rest of the same source (a document cut into passages) can hold the claim's value
         others = "\n".join(q.text for j, q in enumerate(passages) if j != i and source_key(q) == source_key(p))
         pv = judge_passage(claim.text, p.text, context=claim.context, elsewhere=others)
+        if claim.context and pv.verdict == "not_enough_info":
+            # a short claim read with the question as its subject may still be a whole sentence
+            # the passage states word for word, or repeats to deny: only those two verdicts count
+            alone = judge_passage(claim.text, p.text, elsewhere=others)
+            if alone.verdict == "supported" or alone.rule == "denial":
+                pv = alone
         if pv.verdict == "supported":
             sup.append((p, pv))
         elif pv.verdict == "refuted":
@@ -214,12 +236,14 @@ def _deterministic(claim: Claim, passages: list[Passage], weights: Mapping[str, 
 
 async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache | None) -> _Result:
     key = (cache_key(claim.context or claim.text, run.backends,
-                     {"weights": dict(run.weights or {}), "model": run.model is not None})
+                     {"weights": dict(run.weights or {}), "model": run.model is not None,
+                      "grounding": run.docs is not None})
            if cache is not None else "")
     if cache is not None:
         hit = await cache.get(key)
         if hit:
             return _from_cache(hit)
+    miss = _missing_anchors(claim, run)
     pool: dict[tuple, Passage] = {}
     asked: list[str] = []
     gaps: list[str] = []
@@ -249,13 +273,16 @@ async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache 
             stop = "the new queries found no new passage"
             break
         ranked = _rank(claim, list(pool.values()), run.weights, max(2, 2 * run.k))
-        if not ranked:
-            last = _Result("not_enough_info", note="no passage found")
-            continue
-        det = _deterministic(claim, ranked, run.weights)
+        det = _deterministic(claim, ranked, run.weights) if ranked else None
         if det is not None and det.verdict in ("supported", "refuted"):
             last = det
             break
+        if miss:  # a number, date or name no supplied document contains: ungrounded
+            last = _ungrounded(claim, miss, ranked or _closest(claim, run))
+            break
+        if not ranked:
+            last = _Result("not_enough_info", note="no passage found")
+            continue
         if run.model is None:
             last = det or _Result("not_enough_info", note="no passage states or contradicts the claim")
             continue
@@ -269,11 +296,10 @@ async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache 
         except asyncio.TimeoutError:
             stop = "the verification deadline passed"
             break
-        if ans.value is None:
-            if ans.unavailable:
-                last = _Result("not_enough_info", "model", note=f"verifier model {ans.error}", cacheable=False)
-            else:
-                last = _Result("error", "model", note=f"verifier model: {ans.error}", cacheable=False)
+        if ans.value is None:  # the deterministic tier left it open and the model gave no verdict
+            last = _Result("not_enough_info", "model", passages=(det.passages if det else []),
+                           note=f"verifier model failed: {ans.error}" if not ans.unavailable
+                           else f"verifier model {ans.error}", basis="model", cacheable=False)
             break
         last = _model_result(claim, ans.value, ranked)
         if last.verdict in ("supported", "refuted") and last.confidence >= CONFIDENT:
@@ -294,6 +320,38 @@ async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache 
     if cache is not None and last.cacheable and last.verdict != "error":
         await cache.set(key, _to_cache(last))
     return last
+
+
+def _missing_anchors(claim: Claim, run: _Run) -> list[Anchor]:
+    """Under grounding, the anchors of the claim no supplied document contains. A model-written
+    claim counts only the anchors the answer itself states (the model may not invent what
+    fails)."""
+    if run.docs is None:
+        return []
+    miss = missing(claim.text, run.docs)
+    if claim.origin != "sentence" and miss:
+        folded = fold(run.answer)
+        anums = numbers(run.answer)
+        miss = [a for a in miss if (a.quantity is not None and any(a.quantity.rounds_to(n) for n in anums))
+                or (a.quantity is None and fold(a.text) in folded)]
+    return miss
+
+
+def _closest(claim: Claim, run: _Run) -> list[Passage]:
+    """The supplied document passage sharing most key terms with the claim (the first one when
+    none shares any): the evidence of an ungrounded claim the search found nothing for."""
+    pool = [p for b in run.backends if isinstance(b, ContextBackend) for p in b.passages]
+    ck = key_set(claim.text)
+    return sorted(pool, key=lambda p: -len(ck & key_set(p.text)))[:1]
+
+
+def _ungrounded(claim: Claim, miss: list[Anchor], ranked: list[Passage]) -> _Result:
+    """A failed grounding: ``miss`` (numbers, dates, names of the claim) are in no supplied
+    document; the closest passage (most key terms shared) is the evidence."""
+    what = ", ".join(dict.fromkeys(a.text for a in miss))
+    return _Result("ungrounded", "deterministic", DET_BASE, [(p, "") for p in ranked[:1]],
+                   expected=f"no supplied document states {what}", found=what,
+                   note=f"ungrounded: no supplied document contains {what}", rule="ungrounded")
 
 
 async def _queries_for(claim: Claim, r: int, asked: list[str], gaps: list[str], run: _Run) -> list[str]:
@@ -348,23 +406,41 @@ def _model_result(claim: Claim, v: Any, passages: list[Passage]) -> _Result:
         holders = [p for p in cited if quote_in(quote, p.text)]
         if not holders:
             return _Result("not_enough_info", "model", 0.5, [(p, "") for p in cited[:2]],
-                           note=f"the model said {v.verdict} but its quote is not in the passage it cites")
+                           note=f"the model said {v.verdict} but its quote is not in the passage it cites",
+                           basis="model")
+        refs = ", ".join(str(passages.index(p) + 1) for p in holders[:3])
+        st, why_st = confirm_support(claim.text, quote, holders[0].text) if v.verdict == "supported" else ("", "")
+        if st == "denies":  # the cited passage repeats the claim to deny it: the passage fails it
+            return _Result("refuted", "deterministic", DET_BASE, [(p, quote) for p in holders[:3]],
+                           expected=holders[0].text.strip()[:EVIDENCE_CHARS], found=claim.text, rule="denial",
+                           basis="passage",
+                           note=f"the model said supported, but passage {refs} repeats the claim to deny it "
+                                f"(\u201c{why_st}\u201d)")
         why = _quote_off_subject(claim.text, v.verdict, quote, holders)
         if why:
             return _Result("not_enough_info", "model", 0.5, [(p, quote) for p in holders[:2]],
-                           note=f"the model said {v.verdict} but {why}")
+                           note=f"the model said {v.verdict} but {why}", basis="model")
+        if v.verdict == "supported":
+            why = why_st
+            if st != "asserts":
+                return _Result("not_enough_info", "model", 0.5, [(p, quote) for p in holders[:2]], basis="model",
+                               note=f"the model said supported, but the rules cannot confirm passage {refs} states "
+                                    f"it: {why}")
+            return _Result("supported", "model", conf, [(p, quote) for p in holders[:3]], expected=quote,
+                           found=claim.text, basis="passage",
+                           note=f"the verifier model found the claim supported by passage(s) {refs}, and the rules "
+                                f"confirm the passage states its numbers and names without denying or attributing them")
         return _Result(v.verdict, "model", conf, [(p, quote) for p in holders[:3]],
-                       expected=(v.source_says.strip() or quote) if v.verdict == "refuted" else quote,
-                       found=claim.text,
-                       note=f"the verifier model found the claim {v.verdict} by passage(s) "
-                            f"{', '.join(str(passages.index(p) + 1) for p in holders[:3])}")
+                       expected=v.source_says.strip() or quote, found=claim.text, basis="model",
+                       note=f"the verifier model found the claim {v.verdict} by passage(s) {refs}")
     reason = "the passages disagree" if v.verdict == "conflicting" else "the passages neither state nor contradict it"
-    return _Result(v.verdict, "model", conf, [(p, "") for p in cited[:3]], note=f"verifier model: {reason}")
+    return _Result(v.verdict, "model", conf, [(p, "") for p in cited[:3]], note=f"verifier model: {reason}",
+                   basis="model")
 
 
 def _to_cache(r: _Result) -> dict[str, Any]:
     return {"verdict": r.verdict, "method": r.method, "confidence": r.confidence, "expected": r.expected,
-            "found": r.found, "note": r.note, "rule": r.rule, "queries": r.queries, "rounds": r.rounds,
+            "found": r.found, "note": r.note, "rule": r.rule, "basis": r.basis, "queries": r.queries, "rounds": r.rounds,
             "passages": [{**p.to_dict(), "quote": q} for p, q in r.passages]}
 
 
@@ -377,11 +453,12 @@ def _from_cache(d: Mapping[str, Any]) -> _Result:
                               if x.get(k) is not None}), q))
     return _Result(d.get("verdict", "not_enough_info"), d.get("method", "deterministic"), float(d.get("confidence", 0)),
                    ps, d.get("expected"), d.get("found"), d.get("note", ""), d.get("rule", ""),
+                   str(d.get("basis") or ("model" if d.get("method") == "model" else "passage")),
                    list(d.get("queries") or []), int(d.get("rounds") or 0), cacheable=False, cached=True)
 
 
-_OUTCOME = {"supported": "pass", "refuted": "fail", "conflicting": "unknown", "not_enough_info": "unknown",
-            "error": "error"}
+_OUTCOME = {"supported": "pass", "refuted": "fail", "ungrounded": "fail", "conflicting": "unknown",
+            "not_enough_info": "unknown", "error": "error"}
 
 
 def _source_id(p: Passage) -> tuple:
@@ -419,14 +496,14 @@ def _checks(claims: list[Claim], results: list[_Result]) -> tuple[list[Check], l
                             expected=r.expected if outcome != "unknown" else None,
                             found=r.found if outcome != "unknown" else None,
                             evidence=evidence, confidence=round(conf, 3), span=c.span,
-                            note=note[:_NOTE_MAX]))
+                            note=note[:_NOTE_MAX], basis=r.basis))
     return checks, sources
 
 
 async def acheck(answer: str, question: str | None = None, *, model: ChatModel | None = None,
                  backends: Sequence[SearchBackend] = (), max_claims: int = 8, max_rounds: int = 3, k: int = 5,
                  weights: Mapping[str, float] | None = None, cache: VerdictCache | None = None,
-                 deadline_s: float = 10.0) -> FactsOutcome:
+                 deadline_s: float = 10.0, grounding: bool = False) -> FactsOutcome:
     """Check the fact claims of ``answer`` against ``backends`` (see module doc).
 
     Args:
@@ -438,38 +515,60 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
         max_claims: claims checked at most (policy cap); when the answer has more, one
             ``unknown`` check says so (``evidence.kind == "truncated"``, ``limit: "max_claims"``,
             ``total: None``: only "more" is known), as does one for an answer longer than the
-            claim finder reads (``ANSWER_CHARS``, or ``MODEL_ANSWER_CHARS`` for model claims).
+            claim finder reads (``ANSWER_CHARS``).
         max_rounds: search rounds per claim at most (design: 3).
         k: passages asked from each backend per query.
         weights: credibility overrides (:data:`verifiers.facts._credibility.DEFAULT_WEIGHTS`).
         cache: a :class:`VerdictCache`, or None.
         deadline_s: seconds this call may take; claims unfinished then are ``unknown``.
 
+        grounding: every statement sentence is a claim (:func:`find_claims` ``every_statement``)
+            and a number, date or name no supplied document contains fails its sentence
+            (``rule: "ungrounded"``, :mod:`verifiers.facts._grounding`); the documents are the
+            texts of the :class:`ContextBackend` backends (none, or under ``MIN_DOC_CHARS``:
+            no ungrounded verdict).
+
+    Claims: the rule tier's sentence claims always; a verifier model's claim list only adds
+    claims (it never removes a sentence the rules check). Each check's ``basis``: ``passage``
+    when a passage decided it (the deterministic tier, or a model ``supported`` verdict that
+    :func:`~verifiers.facts._compare.confirm_support` confirms), ``model`` for the model's word
+    alone (a ``refuted`` verdict may fail; an unconfirmed ``supported`` is ``unknown``).
+
     Returns:
         A :class:`FactsOutcome`. Never raises for backend or model failures: those become
-        ``unknown`` (unavailable, deadline, budget) or ``error`` (invalid model verdict).
+        ``unknown`` with the reason as the note (unavailable, deadline, budget, a model answer
+        that stays invalid after its repair); claims the deterministic tier decided keep their
+        outcome.
     """
     t_end = time.monotonic() + max(0.01, float(deadline_s))
     calls_before = len(getattr(model, "calls", []) or []) if model is not None else 0
-    run = _Run(backends, model, max(1, int(k)), weights, t_end)
-    claims: list[Claim] = []
+    docs = None
+    if grounding:
+        docs = Documents(t for b in backends if isinstance(b, ContextBackend) for t in b.texts)
+        # the index is CPU work on the whole context: built in a worker thread, not on the loop
+        docs = await asyncio.to_thread(docs.build) if docs.enough else None
+    run = _Run(backends, model, max(1, int(k)), weights, t_end, docs, answer or "")
+    # the rule tier's claims always: a claim list from the model adds claims, never removes a
+    # sentence the rules check (DESIGN.md "Asymmetric trust")
+    claims: list[Claim] = find_claims(answer, max_claims=max_claims + 1, every_statement=grounding)
+    extra_note = ""
     if model is not None:
         try:
             got, err = await asyncio.wait_for(model_claims(answer, question, model, max_claims=max_claims + 1),
                                               max(0.01, run.remaining()))
         except asyncio.TimeoutError:
             got, err = [], "deadline"
-        claims = got if err is None else []
-    read_limit = ("MODEL_ANSWER_CHARS", MODEL_ANSWER_CHARS) if claims else ("ANSWER_CHARS", ANSWER_CHARS)
-    if not claims:
-        claims = find_claims(answer, max_claims=max_claims + 1)
-    # the claims came from the first read_limit characters only, at most max_claims of them (one
+        if err is not None:
+            extra_note = f"verifier model claims failed: {err}"
+        have = {norm_claim(c.text) for c in claims}
+        claims += [c for c in got if norm_claim(c.text) not in have]
+    # the claims came from the first ANSWER_CHARS characters only, at most max_claims of them (one
     # more is asked for to know): say so (issue 14 §5)
-    unread = [unread_check("facts", limit=read_limit[0], limit_value=read_limit[1], checked=read_limit[1],
-                           total=len(answer))] if len(answer) > read_limit[1] else []
+    unread = [unread_check("facts", limit="ANSWER_CHARS", limit_value=ANSWER_CHARS, checked=ANSWER_CHARS,
+                           total=len(answer))] if len(answer) > ANSWER_CHARS else []
     if len(claims) > max_claims:
         claims = claims[:max_claims]
-        unread.append(Check(verifier="facts", claim="", outcome="unknown", confidence=0.0,
+        unread.append(Check(verifier="facts", claim="", outcome="unknown", confidence=0.0, basis="passage",
                             evidence={"kind": TRUNCATED, "limit": "max_claims", "limit_value": max_claims,
                                       "checked": max_claims, "total": None, "unit": "claims"},
                             note=f"the answer has more than max_claims = {max_claims} check-worthy claims: "
@@ -491,10 +590,14 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
             results.append(t.result())
         elif t in done and not t.cancelled():
             exc = t.exception()
-            results.append(_Result("error", note=f"{type(exc).__name__}: {exc}"[:_NOTE_MAX]))
+            results.append(_Result("not_enough_info", note=f"{type(exc).__name__}: {exc}"[:_NOTE_MAX]))
         else:
             results.append(_Result("not_enough_info", note="the verification deadline passed"))
     out.checks, out.sources = _checks(claims, results)
+    if extra_note:  # the model's claim list failed: the rule tier's claims stand, the rest says why
+        for c in out.checks:
+            if c.outcome == "unknown" and "verifier model" not in c.note:
+                c.note = f"{c.note}; {extra_note}"[:_NOTE_MAX]
     out.unconfirmed = [c.claim for c in out.checks if c.outcome == "unknown"]
     out.checks += unread
     out.searches = run.searches

@@ -44,16 +44,19 @@ def sources_prompt(checks: Sequence[Check], sources: Sequence[Mapping[str, Any]]
     """The evidence part of the correction re-ask for failed facts.
 
     Lists every failed ``facts`` check: the claim, what the sources say (``expected``) and the
-    passages with their ``[n]`` numbers (the text the sources returned, quoted); then the
-    numbered sources; then asks the model to correct the claims using only these sources and to
+    passages with their ``[n]`` numbers (the text the sources returned, quoted); an
+    ``ungrounded`` one (rule of the grounding tier) with the numbers and names no document
+    holds; then the numbered sources; then asks the model to correct the claims using only these sources and to
     cite each corrected fact as ``[n]``. ``""`` when no facts check failed.
     """
     failed = [c for c in checks if c.verifier == "facts" and c.outcome == "fail"]
     if not failed:
         return ""
-    lines = ["These statements in your answer are contradicted by the sources:"]
+    ungrounded = [c for c in failed if (c.evidence or {}).get("rule") == "ungrounded"]
+    contradicted = [c for c in failed if c not in ungrounded]
+    lines = ["These statements in your answer are contradicted by the sources:"] if contradicted else []
     cited: set[int] = set()
-    for c in failed:
+    for c in contradicted:
         lines.append(f"- You wrote: \u201c{c.claim}\u201d")
         if c.expected not in (None, ""):
             lines.append(f"  The sources say: {c.expected}")
@@ -64,10 +67,15 @@ def sources_prompt(checks: Sequence[Check], sources: Sequence[Mapping[str, Any]]
             cited.add(int(n))
             text = p.get("quote") or p.get("text") or ""
             lines.append(f"  [{n}] \u201c{' '.join(str(text).split())[:400]}\u201d")
+    if ungrounded:
+        lines.append("These statements in your answer state what none of the documents contains:")
+        for c in ungrounded:
+            lines.append(f"- You wrote: \u201c{c.claim}\u201d (not in any document: {c.found})")
     numbered = [s for s in sources if int(s.get("n", 0)) in cited]
     if numbered:
         lines.append("Sources:")
         lines.extend(_fmt_source(s) for s in numbered)
     lines.append("Correct these statements using only the sources above, and cite the source of each corrected "
-                 "fact as [n]. Keep the rest of your answer unchanged.")
+                 "fact as [n]" + ("; remove or qualify what no document states" if ungrounded else "")
+                 + ". Keep the rest of your answer unchanged.")
     return "\n".join(lines)
