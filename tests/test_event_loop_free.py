@@ -194,3 +194,24 @@ async def test_source_unavailable_raised_in_a_worker_keeps_its_fields():
         finally:
             await b.aclose()
     assert ei.value.backend == "searxng" and ei.value.status == 200 and "malformed JSON" in str(ei.value)
+
+
+# -- the pool: a cancelled step is stopped, not left running ----------------------------------------
+
+@pytest.mark.timeout(60)   # a hang guard: were the sleeping steps left running, the last one would wait 600 s
+async def test_a_cancelled_step_stops_its_worker_and_frees_the_pool():
+    import asyncio
+
+    from verifiers.facts import _offload
+
+    big = _offload.INLINE_CHARS + 1
+    steps = [asyncio.ensure_future(_offload.run(time.sleep, 600, size=big)) for _ in range(_offload.MAX_WORKERS)]
+    await asyncio.sleep(1.0)                  # both workers busy sleeping
+    for s in steps:
+        s.cancel()
+    for s in steps:
+        with pytest.raises(asyncio.CancelledError):
+            await s
+    assert await _offload.run(sum, [1, 2, 3], size=big) == 6
+    # small inputs run inline: no pool round trip for a snippet
+    assert await _offload.run(len, "abc", size=3) == 3

@@ -51,6 +51,7 @@ _pool: Any = None
 _pool_pid: int | None = None
 _atexit_registered = False
 _scheduled_once = False
+_ProcessExpired: type[BaseException] | None = None  # pebble's, once imported (off the loop)
 
 
 class WorkerLost(RuntimeError):
@@ -68,10 +69,12 @@ def _context() -> Any:
 
 
 def _get_pool() -> Any:
-    global _pool, _pool_pid, _atexit_registered
+    global _pool, _pool_pid, _atexit_registered, _ProcessExpired
     with _lock:
         if _pool is None or _pool_pid != os.getpid() or not _pool.active:
-            from pebble import ProcessPool
+            from pebble import ProcessExpired, ProcessPool
+
+            _ProcessExpired = ProcessExpired
 
             _pool = ProcessPool(max_workers=MAX_WORKERS, context=_context())
             _pool_pid = os.getpid()
@@ -103,12 +106,10 @@ async def run(fn: Callable[..., T], *args: Any, size: int | None = None) -> T:
     is cancelled or its worker terminated, never left running."""
     if MAX_WORKERS == 0 or (size is not None and size <= INLINE_CHARS):
         return fn(*args)
-    from pebble import ProcessExpired
-
     global _scheduled_once
     if _scheduled_once:
         fut = _get_pool().schedule(fn, args)
-    else:  # the first schedule starts the forkserver and the workers (~0.5 s): not on the loop
+    else:  # the first schedule imports pebble, starts the forkserver and the workers (~0.5 s): not on the loop
         fut = await asyncio.to_thread(lambda: _get_pool().schedule(fn, args))
         _scheduled_once = True
     try:
@@ -116,5 +117,7 @@ async def run(fn: Callable[..., T], *args: Any, size: int | None = None) -> T:
     except asyncio.CancelledError:
         fut.cancel()  # queued: dropped; running: pebble terminates the worker and starts another
         raise
-    except ProcessExpired as exc:
-        raise WorkerLost(f"worker process lost ({exc})") from None
+    except Exception as exc:
+        if _ProcessExpired is not None and isinstance(exc, _ProcessExpired):
+            raise WorkerLost(f"worker process lost ({exc})") from None
+        raise
