@@ -53,7 +53,7 @@ def make_files(d: Path, big: bool) -> dict[str, Path]:
             i = 0
             while f.tell() < 37 * 1024 * 1024:
                 f.write(f"<section><h2>Region {i}</h2>"
-                        + "".join(f"<p>Paragraph {i}.{k} about depot {k} and its {k * 7} parcels.</p>" for k in range(20))
+                        + "".join(f"<p>Paragraph {i}.{k} about depot {k}: {k * 7} parcels.</p>" for k in range(20))
                         + "<table>" + "".join(row.format(i=k, j=k * 3) for k in range(20)) + "</table></section>\n")
                 i += 1
             f.write("</body></html>")

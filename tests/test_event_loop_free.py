@@ -17,7 +17,6 @@ import json
 import threading
 import time
 import tracemalloc
-from typing import Any
 
 import httpx
 import openai
