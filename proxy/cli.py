@@ -261,17 +261,26 @@ def _corpus_build(p: argparse.ArgumentParser) -> Handler:
                         "a directory adds every such file under it")
     p.add_argument("--db", default="corpus.sqlite3", help="corpus file to create or extend (default: %(default)s); "
                    "point facts.backends.local.db at it")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first file (or JSONL line) that cannot be read, exit 2; without it such "
+                        "files are skipped, listed on stderr, and the exit is 2 only when nothing was indexed")
 
     def run(args: argparse.Namespace) -> int:
         from verifiers.facts.corpus import build_corpus
 
         try:
-            st = build_corpus(args.files, args.db)
+            st = build_corpus(args.files, args.db, strict=args.strict)
         except (OSError, ValueError) as exc:
             print(f"veracity: {exc}", file=sys.stderr)
             return 2
+        for where, why in st.skipped:
+            print(f"veracity: skipped {where}: {why}", file=sys.stderr)
         print(f"{args.db}: {st.files} files, {st.documents} documents, {st.passages} passages added; "
-              f"{st.total_passages} passages in total")
+              f"{st.total_passages} passages in total" + (f"; {len(st.skipped)} skipped (listed on stderr)"
+                                                         if st.skipped else ""))
+        if st.documents == 0:
+            print("veracity: nothing was indexed", file=sys.stderr)
+            return 2
         return 0
 
     return run

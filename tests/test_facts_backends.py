@@ -437,17 +437,22 @@ def test_chunk_sizes():
     assert all(len(c) <= MAX_CHARS for c in out) and len(out) >= 3
 
 
-def test_corpus_build_rejects_bad_input(tmp_path):
+def test_corpus_build_rejects_bad_input_when_strict_and_skips_it_otherwise(tmp_path):
     bad = tmp_path / "x.docx"
     bad.write_text("x")
     with pytest.raises(ValueError, match="unsupported file type"):
-        build_corpus([bad], tmp_path / "c.db")
+        build_corpus([bad], tmp_path / "c.db", strict=True)
     jl = tmp_path / "b.jsonl"
     jl.write_text('{"text": "ok"}\n{"title": "no text"}\n', encoding="utf-8")
     with pytest.raises(ValueError, match=r"b\.jsonl:2"):
-        build_corpus([jl], tmp_path / "c.db")
+        build_corpus([jl], tmp_path / "c.db", strict=True)
     with pytest.raises(OSError):
-        build_corpus([tmp_path / "missing.md"], tmp_path / "c.db")
+        build_corpus([tmp_path / "missing.md"], tmp_path / "c.db", strict=True)
+    # without --strict: the bad parts are skipped and listed, the good line is indexed
+    st = build_corpus([bad, jl, tmp_path / "missing.md"], tmp_path / "c.db")
+    assert st.documents == 1
+    assert [(Path(w.split(":")[0]).name, "unsupported" in why or "text" in why or "no such" in why)
+            for w, why in st.skipped] == [("x.docx", True), ("b.jsonl", True), ("missing.md", True)]
 
 
 def test_local_backend_requires_a_corpus(tmp_path):
@@ -474,9 +479,10 @@ def test_cli_corpus_build_end_to_end(tmp_path, corpus_files):
                            capture_output=True, text=True, cwd=root, timeout=120)
     assert again.returncode == 0 and "5 files, 6 documents" in again.stdout, again.stderr
     assert again.stdout.strip().endswith(r.stdout.strip().split("; ")[1])  # same total
+    # nothing indexed: exit 2, and why
     bad = subprocess.run([sys.executable, "-m", "proxy", "corpus", "build", str(tmp_path / "x.exe"), "--db", str(db)],
                          capture_output=True, text=True, cwd=root, timeout=120)
-    assert bad.returncode == 2 and "unsupported file type" in bad.stderr
+    assert bad.returncode == 2 and "unsupported file type" in bad.stderr and "nothing was indexed" in bad.stderr
 
 
 # -- make_backends -----------------------------------------------------------------------------

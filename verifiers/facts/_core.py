@@ -54,6 +54,7 @@ from verifiers.facts._credibility import agreement, recency_factor, source_key, 
 from verifiers.facts._grounding import Anchor, Documents, fold, missing
 from verifiers.facts._compare import confirm_support
 from verifiers.facts._judge import ask_queries, ask_verdict, quote_in
+from verifiers.facts import _offload
 from verifiers.facts._passage import Passage, SearchBackend, SourceUnavailable
 from verifiers.facts._text import STOP, entities, is_time_bound, key_set, norm_claim, numbers, words
 from verifiers.model import ChatModel
@@ -215,7 +216,7 @@ def _deterministic(claim: Claim, passages: list[Passage], weights: Mapping[str, 
                 pv = alone
         if pv.verdict == "supported":
             sup.append((p, pv))
-        elif pv.verdict == "refuted":
+        elif pv.verdict == "refuted" and not p.truncated:  # the unread rest may state the claim's value
             ref.append((p, pv))
     if sup and ref:
         return _Result("conflicting", confidence=0.5, passages=[(p, v.quote) for p, v in (ref[:2] + sup[:2])],
@@ -232,6 +233,14 @@ def _deterministic(claim: Claim, passages: list[Passage], weights: Mapping[str, 
                        expected=v0.expected if verdict == "refuted" else v0.quote,
                        found=v0.found if verdict == "refuted" else claim.text, note=v0.note, rule=v0.rule)
     return None
+
+
+def _rank_and_judge(claim: Claim, pool: list[Passage], weights: Mapping[str, float] | None,
+                    limit: int) -> tuple[list[Passage], _Result | None]:
+    """:func:`_rank`, then :func:`_deterministic` over the ranked passages: the CPU work of one
+    round, as one step for :func:`verifiers.facts._offload.run` (a worker process)."""
+    ranked = _rank(claim, pool, weights, limit)
+    return ranked, (_deterministic(claim, ranked, weights) if ranked else None)
 
 
 async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache | None) -> _Result:
@@ -272,8 +281,9 @@ async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache 
         if not fresh and r > 0:
             stop = "the new queries found no new passage"
             break
-        ranked = _rank(claim, list(pool.values()), run.weights, max(2, 2 * run.k))
-        det = _deterministic(claim, ranked, run.weights) if ranked else None
+        passages = list(pool.values())
+        ranked, det = await _offload.run(_rank_and_judge, claim, passages, dict(run.weights or {}) or None,
+                                         max(2, 2 * run.k), size=sum(len(p.text) for p in passages))
         if det is not None and det.verdict in ("supported", "refuted"):
             last = det
             break
@@ -313,6 +323,9 @@ async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache 
     last.rounds = rounds
     if "deadline" in stop:
         last.cacheable = False
+    cut = sorted({p.source for p in pool.values() if p.truncated})
+    if cut and last.verdict not in ("supported", "refuted"):
+        last.note = f"{last.note}; read in part (a result over the size bound): {', '.join(cut)}"[:_NOTE_MAX]
     if run.unavailable:
         last.cacheable = False
         if last.verdict not in ("supported", "refuted"):
@@ -478,7 +491,7 @@ def _checks(claims: list[Claim], results: list[_Result]) -> tuple[list[Check], l
                 sources.append({"n": numbered[sid], "title": p.title, "url": p.url, "doc_id": p.doc_id,
                                 "source": p.source, "domain": p.domain, "published": p.published})
             ev_passages.append({"n": numbered[sid], "source": p.source, "title": p.title, "url": p.url,
-                                "doc_id": p.doc_id, "quote": quote or None,
+                                "doc_id": p.doc_id, "quote": quote or None, **({"truncated": True} if p.truncated else {}),
                                 "text": " ".join(p.text.split())[:EVIDENCE_CHARS]})
         outcome = _OUTCOME.get(r.verdict, "unknown")
         evidence = {"verdict": r.verdict, "method": r.method, "passages": ev_passages, "queries": r.queries,

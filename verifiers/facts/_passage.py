@@ -23,7 +23,9 @@ class Passage:
     message index such as ``context:system:0``, local corpus row id); ``published``: ISO date
     ``YYYY-MM-DD`` (or a prefix of it) when the source gives one; ``source``: the backend name
     (``context`` | ``local`` | ``wikipedia`` | ``searxng`` | ``brave``); ``domain``: the host
-    of ``url`` (lower case, no ``www.``), used for credibility and independence.
+    of ``url`` (lower case, no ``www.``), used for credibility and independence; ``truncated``:
+    the source's text was longer than a backend reads (:data:`MAX_PASSAGE_CHARS`, a result over
+    ``MAX_RESULT_CHARS`` before cleaning) and this passage holds its beginning only.
     """
 
     text: str
@@ -33,10 +35,14 @@ class Passage:
     published: str | None = None
     source: str = ""
     domain: str | None = None
+    truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "url": self.url, "doc_id": self.doc_id, "published": self.published,
-                "source": self.source, "domain": self.domain, "text": self.text}
+        d = {"title": self.title, "url": self.url, "doc_id": self.doc_id, "published": self.published,
+             "source": self.source, "domain": self.domain, "text": self.text}
+        if self.truncated:
+            d["truncated"] = True
+        return d
 
 
 class SourceUnavailable(Exception):
@@ -47,7 +53,13 @@ class SourceUnavailable(Exception):
     def __init__(self, backend: str, message: str, status: int | None = None):
         super().__init__(f"{backend}: {message}")
         self.backend = backend
+        self.message = message
         self.status = status
+
+    def __reduce__(self) -> tuple:
+        # raised in a worker process (verifiers.facts._offload) and re-raised here: pickle
+        # rebuilds an exception from its arguments, which are not the formatted message
+        return (type(self), (self.backend, self.message, self.status))
 
 
 @runtime_checkable

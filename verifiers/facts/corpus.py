@@ -3,8 +3,8 @@
 Built by ``veracity corpus build FILES... --db PATH`` (:func:`build_corpus`) from
 
 * Markdown (``.md``, ``.markdown``; parsed with markdown-it-py, text of every block),
-* HTML (``.html``, ``.htm``; BeautifulSoup, text of the innermost block elements; script,
-  style, nav, header, footer and aside dropped),
+* HTML (``.html``, ``.htm``; one linear pass of the standard library's tokenizer, text of the
+  block elements; script, style, nav, header, footer and aside dropped),
 * plain text (``.txt``, ``.text``, ``.rst``; paragraphs are separated by blank lines),
 * PDF text (``.pdf``; pypdf's text layer, one document per page so a passage cites its page;
   scanned PDFs without a text layer add nothing),
@@ -26,8 +26,10 @@ set to ``bm25(2.0, 1.0)`` (title matches weigh double); searched by
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
+from html.parser import HTMLParser
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,37 +112,176 @@ _DROP_TAGS = ("script", "style", "noscript", "nav", "header", "footer", "aside",
 _HEADING = "\x01"  # marks a heading paragraph between the text pass and the block split
 
 
+#: Elements without content (HTML Living Standard §13.1.2 "void elements"): never opened.
+_VOID_TAGS = frozenset(("area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param",
+                        "source", "track", "wbr"))
+#: Elements whose text is code or a template, never prose (BeautifulSoup's string containers).
+_STRING_TAGS = frozenset(("script", "style", "template"))
+_HEADING_TAGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6"))
+_DATE_METAS = (("name", "date"), ("property", "article:published_time"), ("name", "dcterms.date"))
+
+
+class _HtmlText(HTMLParser):
+    """One pass over an HTML document (the standard library's tokenizer), text collected into
+    lists and joined once: linear in the size of the document, whatever its depth (no tree is
+    built; an open-element stack with a count per tag name replaces it).
+
+    Nesting follows BeautifulSoup's ``html.parser`` tree builder, which this replaces: an end tag
+    closes the most recent open element of its name and every element opened inside it; an end
+    tag with no open element of its name is ignored; what is still open at the end is closed
+    there. The old reader (BeautifulSoup plus ``insert_before``/``insert_after`` around every
+    block element, each of which looks the element up among its siblings) was quadratic in the
+    number of sibling blocks: 40,000 ``<p>`` took 153 s."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self._stack: list[str] = []
+        self._open: dict[str, int] = {}
+        self._drop = 0
+        self._body = 0
+        self._title = 0
+        self._h1 = 0
+        self._strings = 0  # open script/style/template: their text is no element's text
+        self._pre = 0      # open pre/textarea: whitespace kept as written
+        self.seen_body = False
+        self.seen_title = False
+        self.text: list[str] = []           # outside any <body> too
+        self.body_text: list[str] = []
+        self.title: list[str] = []
+        self.first_h1: list[str] | None = None
+        self.h1_done = False
+        self.metas: dict[tuple[str, str], str] = {}
+
+    def _emit(self, s: str) -> None:
+        if self._drop:
+            return
+        self.text.append(s)
+        if self._body:
+            self.body_text.append(s)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "meta":
+            a = {k: v for k, v in attrs if v is not None}
+            for key, value in _DATE_METAS:
+                if a.get(key) == value and (key, value) not in self.metas and "content" in a:
+                    self.metas[(key, value)] = a["content"]
+        if tag in _VOID_TAGS:
+            if tag in ("br", "hr"):
+                self._emit("\n\n")
+            return
+        self._stack.append(tag)
+        self._open[tag] = self._open.get(tag, 0) + 1
+        if tag in _STRING_TAGS:
+            self._strings += 1
+        if tag in ("pre", "textarea"):
+            self._pre += 1
+        if tag in _DROP_TAGS:
+            self._drop += 1
+        elif tag == "body":
+            self._body += 1
+            self.seen_body = self.seen_body or not self._drop  # a dropped <body> is no body
+        if tag == "title":
+            self._title += 1
+            self.seen_title = True
+        elif tag == "h1" and not self.h1_done:
+            self._h1 += 1
+            if self.first_h1 is None:
+                self.first_h1 = []
+        if tag in _BLOCK_TAGS:
+            self._emit("\n\n")
+        if tag in _HEADING_TAGS:
+            self._emit(_HEADING)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        # <br/>, <p/>: an element opened and closed at once
+        self.handle_starttag(tag, attrs)
+        if tag not in _VOID_TAGS:
+            self._pop_to(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._open.get(tag):
+            self._pop_to(tag)
+
+    def _pop_to(self, tag: str) -> None:
+        while self._stack:
+            t = self._stack.pop()
+            self._open[t] -= 1
+            self._close(t)
+            if t == tag:
+                return
+
+    def _close(self, tag: str) -> None:
+        if tag in _BLOCK_TAGS:
+            self._emit("\n\n")
+        elif tag in _CELL_TAGS:
+            self._emit(" ")
+        if tag in _STRING_TAGS:
+            self._strings -= 1
+        if tag in ("pre", "textarea"):
+            self._pre -= 1
+        if tag in _DROP_TAGS:
+            self._drop -= 1
+        elif tag == "body":
+            self._body -= 1
+        if tag == "title":
+            self._title -= 1
+        elif tag == "h1" and self._h1:
+            self._h1 -= 1
+            if not self._h1:
+                self.h1_done = True
+
+    def handle_data(self, data: str) -> None:
+        if self._strings:
+            return  # script, style, template: dropped, and not part of a title either
+        if not self._pre and data.isspace():
+            data = "\n" if "\n" in data else " "  # a blank text node is one blank (as BeautifulSoup reads it)
+        if self._title:
+            self.title.append(data)
+        if self._h1 and self.first_h1 is not None:
+            self.first_h1.append(data)
+        self._emit(data)
+
+    def close(self) -> None:
+        super().close()
+        while self._stack:
+            self._pop_to(self._stack[-1])
+
+
 def read_html(path: Path) -> Iterator[Document]:
-    """An HTML file through BeautifulSoup: block elements become paragraph breaks and inline
-    markup stays inside its sentence (``<p>founded in <b>1998</b></p>`` -> one paragraph); table
-    cells are joined by spaces, one row per paragraph; script, style, nav, header, footer and
-    aside are dropped. ``<title>`` (else the first ``<h1>``) is the title;
-    ``<meta name="date">`` / ``article:published_time`` / ``dcterms.date`` the date."""
-    from bs4 import BeautifulSoup
+    """An HTML file, in one linear pass (:class:`_HtmlText`): block elements become paragraph
+    breaks and inline markup stays inside its sentence (``<p>founded in <b>1998</b></p>`` -> one
+    paragraph); table cells are joined by spaces, one row per paragraph; script, style, nav,
+    header, footer and aside are dropped; only the ``<body>`` when there is one. ``<title>``
+    (else the first ``<h1>``) is the title; ``<meta name="date">`` /
+    ``article:published_time`` / ``dcterms.date`` the date. The bytes are decoded as
+    BeautifulSoup does (``UnicodeDammit``: BOM, declared charset, UTF-8, Windows-1252)."""
+    from bs4.dammit import UnicodeDammit
 
     from verifiers.facts.backends._text import iso_date
 
-    soup = BeautifulSoup(path.read_bytes(), "html.parser")
-    title_el = soup.find("title") or soup.find("h1")
-    title = _WS.sub(" ", title_el.get_text(" ")).strip() if title_el else ""
+    raw = path.read_bytes()
+    markup = UnicodeDammit(raw, is_html=True).unicode_markup or raw.decode("utf-8", "replace")
+    del raw
+    p = _HtmlText()
+    # a tag left open at the end of the file ("<a <a <a ..." without a ">" after it) makes the
+    # standard library's tokenizer rescan the rest once per "<" at close() (quadratic, fixed in
+    # CPython 3.13.4, gh-135462); a browser drops a tag cut off by the end of file: so do we
+    end = markup.rfind(">") + 1
+    tail = markup.find("<", end)
+    p.feed(markup if tail < 0 else markup[:tail])
+    p.close()
+    del markup
+    title = _WS.sub(" ", " ".join(p.title)).strip()
+    if not p.seen_title and p.first_h1:
+        title = _WS.sub(" ", " ".join(p.first_h1)).strip()
     published = None
-    for attrs in ({"name": "date"}, {"property": "article:published_time"}, {"name": "dcterms.date"}):
-        m = soup.find("meta", attrs=attrs)
-        published = iso_date(str(m["content"])) if m and m.get("content") else None
-        if published:
-            break
-    for tag in soup(list(_DROP_TAGS)):
-        tag.decompose()
-    for el in soup.find_all(list(_CELL_TAGS)):
-        el.insert_after(" ")
-    for el in soup.find_all(re.compile(r"^h[1-6]$")):
-        el.insert(0, _HEADING)  # inside the heading: the block breaks below go around it
-    for el in soup.find_all(list(_BLOCK_TAGS)):
-        el.insert_before("\n\n")
-        el.insert_after("\n\n")
-    body = soup.body or soup
+    for key in _DATE_METAS:
+        if key in p.metas:
+            published = iso_date(str(p.metas[key]))
+            if published:
+                break
     blocks: list[tuple[str, str]] = []
-    for para in re.split(r"\n\s*\n", body.get_text()):
+    for para in re.split(r"\n\s*\n", "".join(p.body_text if p.seen_body else p.text)):
         heading = _HEADING in para
         text = _WS.sub(" ", para.replace(_HEADING, " ")).strip()
         if text:
@@ -167,22 +308,34 @@ def read_pdf(path: Path) -> Iterator[Document]:
             yield Document(f"{path}#page={n}", title, blocks=_paragraphs(text))
 
 
-def read_jsonl(path: Path) -> Iterator[Document]:
+def read_jsonl(path: Path, skipped: list[tuple[str, str]] | None = None) -> Iterator[Document]:
     """One document per line: ``text`` (required), ``title``, ``url``, ``date`` (ISO), ``id``
-    (the document key; else ``url``; else ``path:line``). Blank lines are skipped; a line that
-    is not a JSON object with a string ``text`` raises ValueError naming ``path:line``."""
+    (the document key; else ``url``; else ``path:line``). Blank lines are skipped. A line that
+    is not a JSON object with a string ``text`` (or nests deeper than the JSON parser's
+    recursion limit) raises ValueError naming ``path:line``; with a ``skipped`` list it is
+    appended there as ``("path:line", reason)`` instead and the other lines are read."""
     from verifiers.facts.backends._text import iso_date
 
-    with path.open(encoding="utf-8") as f:
+    def bad(n: int, why: str) -> None:
+        if skipped is None:
+            raise ValueError(f"{path}:{n}: {why}")
+        skipped.append((f"{path}:{n}", why))
+
+    with path.open(encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not JSON ({exc.msg})") from None
+                bad(n, f"not JSON ({exc.msg})")
+                continue
+            except RecursionError:
+                bad(n, "not read: JSON nested too deeply")
+                continue
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise ValueError(f"{path}:{n}: expected an object with a string 'text'")
+                bad(n, "expected an object with a string 'text'")
+                continue
             url = obj.get("url") if isinstance(obj.get("url"), str) else None
             key = obj.get("id") if isinstance(obj.get("id"), (str, int)) else None
             source = f"{path.name}:{key}" if key is not None else (url or f"{path}:{n}")
@@ -193,9 +346,10 @@ def read_jsonl(path: Path) -> Iterator[Document]:
 READERS = {"markdown": read_markdown, "html": read_html, "text": read_text, "pdf": read_pdf, "jsonl": read_jsonl}
 
 
-def read_file(path: str | Path) -> Iterator[Document]:
+def read_file(path: str | Path, skipped: list[tuple[str, str]] | None = None) -> Iterator[Document]:
     """Documents of one file, by suffix (:data:`SUFFIXES`); ValueError for another suffix,
-    OSError for an unreadable file."""
+    OSError for an unreadable file. ``skipped``: where a JSONL reader lists the lines it could
+    not read (else such a line raises ValueError)."""
     p = Path(path)
     kind = SUFFIXES.get(p.suffix.lower())
     if kind is None:
@@ -203,6 +357,8 @@ def read_file(path: str | Path) -> Iterator[Document]:
                          f"(supported: {', '.join(sorted(SUFFIXES))})")
     if not p.is_file():
         raise OSError(f"{p}: no such file")
+    if kind == "jsonl":
+        return read_jsonl(p, skipped)
     return READERS[kind](p)
 
 
@@ -304,12 +460,15 @@ def connect(db: str | Path, *, create: bool = False) -> sqlite3.Connection:
 @dataclass(slots=True)
 class BuildStats:
     """What :func:`build_corpus` did: ``files`` read, ``documents`` added or replaced,
-    ``passages`` written; ``total_passages`` in the corpus afterwards."""
+    ``passages`` written; ``total_passages`` in the corpus afterwards; ``skipped``: what was
+    not indexed, as ``(path or "path:line", reason)`` -- unreadable files, unsupported or
+    missing ones, JSONL lines, links to files outside the given folders."""
 
     files: int = 0
     documents: int = 0
     passages: int = 0
     total_passages: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
 
 
 def add_documents(conn: sqlite3.Connection, docs: Iterable[Document]) -> tuple[int, int]:
@@ -335,29 +494,72 @@ def add_documents(conn: sqlite3.Connection, docs: Iterable[Document]) -> tuple[i
 
 def expand_paths(paths: Sequence[str | Path]) -> list[Path]:
     """Files named in ``paths``; a directory stands for every file under it with a supported
-    suffix (recursively, sorted; hidden files and folders skipped)."""
+    suffix (recursively, sorted; hidden files and folders skipped; links to files outside the
+    directory left out, see :func:`collect_files`)."""
+    return collect_files(paths)[0]
+
+
+def collect_files(paths: Sequence[str | Path]) -> tuple[list[Path], list[tuple[str, str]]]:
+    """``(files, skipped)`` for ``paths``: a file is taken as named (links included: it was
+    given); a directory stands for every file under it with a supported suffix (recursively,
+    sorted, hidden files and folders skipped). Under a directory, links to directories are not
+    entered and a link to a file is followed only when the file it names lies inside that
+    directory: ``docs/passwd.txt -> /etc/passwd`` is skipped (``(path, reason)`` in
+    ``skipped``), so building from a folder reads only that folder."""
     out: list[Path] = []
+    skipped: list[tuple[str, str]] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            out.extend(f for f in sorted(p.rglob("*"))
-                       if f.is_file() and f.suffix.lower() in SUFFIXES
-                       and not any(part.startswith(".") for part in f.relative_to(p).parts))
-        else:
+        if not p.is_dir():
             out.append(p)
-    return out
+            continue
+        root = p.resolve()
+        found: list[Path] = []
+        for dirpath, dirnames, filenames in os.walk(p, followlinks=False):
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for name in filenames:
+                f = Path(dirpath) / name
+                if name.startswith(".") or f.suffix.lower() not in SUFFIXES:
+                    continue
+                if f.is_symlink():
+                    target = f.resolve()
+                    if not target.is_relative_to(root):
+                        skipped.append((str(f), f"a link to {target}, outside {p}: not followed"))
+                        continue
+                if f.is_file():
+                    found.append(f)
+        out.extend(sorted(found))
+    return out, skipped
 
 
-def build_corpus(files: Sequence[str | Path], db: str | Path) -> BuildStats:
-    """Add ``files`` (or every supported file under a directory, :func:`expand_paths`) to the
-    corpus at ``db`` (created when missing), one transaction per file.
+def build_corpus(files: Sequence[str | Path], db: str | Path, *, strict: bool = False) -> BuildStats:
+    """Add ``files`` (or every supported file under a directory, :func:`collect_files`) to the
+    corpus at ``db`` (created when missing), one transaction per file; a file is read fully
+    before any of it is written.
 
-    Returns :class:`BuildStats`. Raises ValueError (unsupported type, bad JSONL line, not a
-    corpus) or OSError (missing/unreadable file) before anything of that file is written."""
+    A file that cannot be read (unsupported type, missing, a broken PDF, ...), a JSONL line
+    that cannot be read and a link out of a given folder are skipped and listed in
+    ``BuildStats.skipped``; the rest is indexed. With ``strict`` the first such problem raises
+    instead (ValueError naming the file; files before it stay indexed). Raises ValueError when
+    ``db`` is not a corpus."""
     stats = BuildStats()
+    paths, stats.skipped = collect_files(files)
+    if strict and stats.skipped:
+        raise ValueError(f"{stats.skipped[0][0]}: {stats.skipped[0][1]}")
     conn = connect(db, create=True)
     try:
-        for f in expand_paths(files):
-            docs = list(read_file(f))  # read fully first: a bad file writes nothing
+        for f in paths:
+            lines: list[tuple[str, str]] | None = None if strict else []
+            try:
+                docs = list(read_file(f, lines))  # read fully first: a bad file writes nothing
+            except Exception as exc:  # noqa: BLE001 - any reader failure (pypdf raises many kinds)
+                if strict:
+                    if isinstance(exc, (OSError, ValueError)):
+                        raise
+                    raise ValueError(f"{f}: not readable ({type(exc).__name__}: {exc})"[:300]) from exc
+                why = str(exc) if isinstance(exc, (OSError, ValueError)) else f"{type(exc).__name__}: {exc}"
+                stats.skipped.append((str(f), why.removeprefix(f"{f}: ")[:300]))
+                continue
+            stats.skipped.extend(lines or [])
             with conn:
                 nd, np_ = add_documents(conn, docs)
             stats.files += 1

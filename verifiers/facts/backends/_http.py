@@ -13,7 +13,10 @@
   ``max_backoff_s``), answering :class:`SourceUnavailable` without a request meanwhile
   (MediaWiki API:Etiquette and Manual:Maxlag parameter; RFC 9110 §10.2.3 ``Retry-After``);
 * reads at most ``max_body_bytes`` of an answer (decoded: a gzip bomb counts as what it
-  inflates to): a larger one is "source unavailable", not a gateway that runs out of memory;
+  inflates to, and is stopped while inflating, :class:`BoundedDecoder`): a larger one is
+  "source unavailable", not a gateway that runs out of memory;
+* parses nothing on the event loop: :meth:`HttpBackend.fetch` returns the body's bytes, and the
+  backends parse and clean them in a worker process (:mod:`verifiers.facts._offload`);
 * maps every failure -- timeout, transport error, non-200 status, malformed JSON, an answer
   too large -- to :class:`~verifiers.facts._passage.SourceUnavailable`, never to an empty result.
 """
@@ -22,13 +25,16 @@ from __future__ import annotations
 
 import email.utils
 import functools
+import json
 import time
+import zlib
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
+from verifiers.facts import _offload
 from verifiers.facts._passage import SourceUnavailable
 
 #: Statuses that mean "slow down": never retried, Retry-After honoured.
@@ -39,6 +45,10 @@ TRANSIENT_STATUSES = (500, 502, 504)
 #: snippets is tens of kB (MediaWiki extracts for ten pages: a few hundred kB); 8 MB is far above
 #: any honest answer and keeps a misbehaving server from filling the gateway's memory.
 MAX_BODY_BYTES = 8 * 1024 * 1024
+#: Content codings we ask for (and decode ourselves, bounded: :class:`BoundedDecoder`).
+ACCEPT_ENCODING = "gzip, deflate"
+#: An error body is read for its message only up to this size.
+MAX_DETAIL_BYTES = 64 * 1024
 
 
 @functools.cache
@@ -125,34 +135,40 @@ class HttpBackend:
     def _fail(self, message: str, status: int | None = None) -> SourceUnavailable:
         return SourceUnavailable(self.name, message, status)
 
-    async def _once(self, url: httpx.URL, headers: dict[str, str]) -> httpx.Response:
+    async def _once(self, url: httpx.URL, headers: dict[str, str]) -> tuple[int, httpx.Headers, bytes]:
+        """One GET: ``(status, headers, body)``, the body decoded and at most ``max_body_bytes``."""
         self.requests += 1
         limit = self.max_body_bytes
         try:
-            async with self.client.stream("GET", url, headers=headers, timeout=self.timeout_s,
-                                          follow_redirects=False) as r:
+            async with self.client.stream("GET", url, headers={"Accept-Encoding": ACCEPT_ENCODING, **headers},
+                                          timeout=self.timeout_s, follow_redirects=False) as r:
                 if r.status_code in TRANSIENT_STATUSES:
                     raise _Transient(f"HTTP {r.status_code}", r.status_code)
                 declared = r.headers.get("content-length", "")
                 if declared.isdigit() and int(declared) > limit and "content-encoding" not in r.headers:
                     raise self._fail(f"answer too large ({int(declared)} bytes declared; limit {limit})",
                                      r.status_code)
-                body = bytearray()
-                async for chunk in r.aiter_bytes():  # decoded: the limit is on what we would hold
-                    body += chunk
-                    if len(body) > limit:
-                        raise self._fail(f"answer too large (over {limit} bytes)", r.status_code)
+                decoder = BoundedDecoder(r.headers.get("content-encoding", ""), limit)
+                if decoder.unsupported:
+                    raise self._fail(f"unsupported Content-Encoding {decoder.unsupported!r}", r.status_code)
+                try:
+                    async for chunk in r.aiter_raw():  # raw: decoded here, bounded while inflating
+                        decoder.feed(chunk)
+                    decoder.finish()
+                except BodyTooLarge:
+                    raise self._fail(f"answer too large (over {limit} bytes decoded)", r.status_code) from None
+                except zlib.error as exc:
+                    raise _Transient(f"DecodingError: {exc}"[:200]) from exc
         except httpx.TimeoutException as exc:
             raise self._fail(f"timeout after {self.timeout_s:g} s ({type(exc).__name__})") from exc
         except (httpx.TransportError, httpx.DecodingError) as exc:
             raise _Transient(f"{type(exc).__name__}: {exc}"[:200]) from exc
-        # the body as read (already decoded): a plain response the JSON readers below can use
-        hdrs = [(k, v) for k, v in r.headers.multi_items()
-                if k.lower() not in ("content-encoding", "content-length", "transfer-encoding")]
-        return httpx.Response(r.status_code, headers=hdrs, content=bytes(body), request=r.request)
+        return r.status_code, r.headers, decoder.body()
 
-    async def get_json(self, params: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Any:
-        """GET the configured URL with ``params``; the parsed JSON body of a 200 answer.
+    async def fetch(self, params: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> bytes:
+        """GET the configured URL with ``params``; the body of a 200 answer as bytes (decoded,
+        at most ``max_body_bytes``), not parsed: parsing is CPU work, done by the caller off the
+        event loop (:mod:`verifiers.facts._offload`).
 
         Raises :class:`SourceUnavailable` for everything else (see module doc); ``status`` is
         the HTTP status when there was one."""
@@ -170,36 +186,129 @@ class HttpBackend:
                                                retry=retry_if_exception_type(_Transient), reraise=True):
                 with attempt:
                     try:
-                        r = await self._once(url, hdrs)
+                        status, rh, body = await self._once(url, hdrs)
                     except _Transient as exc:
                         last = exc
                         raise
         except _Transient:
             assert last is not None
             raise self._fail(f"{last} (after {self.retries + 1} attempt(s))", last.status) from None
-        if r.status_code in BACKOFF_STATUSES:
-            ra = retry_after_s(r.headers.get("Retry-After"))
+        if status in BACKOFF_STATUSES:
+            ra = retry_after_s(rh.get("Retry-After"))
             if ra:
                 self._quiet_until = time.monotonic() + min(ra, self.max_backoff_s)
-            raise self._fail(f"HTTP {r.status_code} (rate limited or overloaded"
-                             + (f", Retry-After {ra:g} s)" if ra is not None else ")"), r.status_code)
-        if r.status_code != 200:
-            raise self._fail(f"HTTP {r.status_code}{self._detail(r)}", r.status_code)
-        try:
-            return r.json()
-        except Exception:  # json.JSONDecodeError, UnicodeDecodeError
-            raise self._fail("malformed JSON in a 200 answer", 200) from None
+            raise self._fail(f"HTTP {status} (rate limited or overloaded"
+                             + (f", Retry-After {ra:g} s)" if ra is not None else ")"), status)
+        if status != 200:
+            raise self._fail(f"HTTP {status}{self._detail(body)}", status)
+        return body
 
-    def _detail(self, r: httpx.Response) -> str:
-        """A short reason from an error body (JSON ``error`` objects of the three APIs)."""
+    async def get_json(self, params: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Any:
+        """:meth:`fetch`, then the parsed JSON body (parsed off the event loop when large).
+        Raises :class:`SourceUnavailable` as :meth:`fetch` does, and for malformed JSON."""
+        body = await self.fetch(params, headers)
+        return await _offload.run(load_json, body, self.name, size=len(body))
+
+    def _detail(self, body: bytes) -> str:
+        """A short reason from an error body (JSON ``error`` objects of the three APIs); only
+        small bodies are read (a large one is not parsed on the event loop for a message)."""
+        if len(body) > MAX_DETAIL_BYTES:
+            return ""
         try:
-            body = r.json()
+            data = json.loads(body)
         except Exception:
             return ""
-        err = body.get("error") if isinstance(body, dict) else None
+        err = data.get("error") if isinstance(data, dict) else None
         if isinstance(err, dict):
             bits = [str(err[k]) for k in ("code", "info", "detail") if err.get(k)]
             return (": " + " - ".join(bits))[:200] if bits else ""
         if isinstance(err, str):
             return f": {err}"[:200]
         return ""
+
+
+class BodyTooLarge(Exception):
+    """The decoded body grew past the limit (raised by :class:`BoundedDecoder`)."""
+
+
+class BoundedDecoder:
+    """Content decoding (RFC 9110 §8.4.1: ``gzip``, ``x-gzip``, ``deflate``, identity) that never
+    holds more than ``limit`` decoded bytes: each chunk is inflated with ``max_length`` set to
+    what is left (zlib), so a gzip bomb stops at ``limit`` + 1 bytes instead of inflating a whole
+    network chunk (~64 kB compressed -> up to ~64 MB) first. ``unsupported`` names a coding this
+    decoder does not speak (we ask for :data:`ACCEPT_ENCODING` only). Several gzip members one
+    after the other are read as one body, as browsers and httpx do."""
+
+    def __init__(self, content_encoding: str, limit: int):
+        self.limit = limit
+        self._out = bytearray()
+        codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+        codings = [c for c in codings if c != "identity"]
+        self.unsupported = ""
+        self._mode = ""
+        if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
+            self.unsupported = content_encoding.strip()
+        elif codings:
+            self._mode = "deflate" if codings[0] == "deflate" else "gzip"
+        self._z = self._new() if self._mode else None
+        self._first = True
+
+    def _new(self) -> Any:
+        return zlib.decompressobj(31 if self._mode == "gzip" else 15)
+
+    def _room(self) -> int:
+        return self.limit - len(self._out) + 1  # one byte more than allowed: "over the limit" is seen
+
+    def _put(self, data: bytes) -> None:
+        self._out += data
+        if len(self._out) > self.limit:
+            raise BodyTooLarge()
+
+    def feed(self, chunk: bytes) -> None:
+        """Decode one raw chunk; raises :class:`BodyTooLarge` past the limit, ``zlib.error``
+        for a corrupt stream."""
+        if self._z is None:
+            self._put(chunk)
+            return
+        if self._mode == "deflate" and self._first and chunk:
+            self._first = False
+            try:  # "deflate" is zlib-wrapped by the RFC, raw deflate by some servers (httpx does the same)
+                self._put(self._z.decompress(chunk, self._room()))
+            except zlib.error:
+                self._z = zlib.decompressobj(-zlib.MAX_WBITS)
+                self._put(self._z.decompress(chunk, self._room()))
+        else:
+            self._put(self._z.decompress(chunk, self._room()))
+        self._drain()
+
+    def _drain(self) -> None:
+        assert self._z is not None
+        while True:
+            if self._z.unconsumed_tail:
+                self._put(self._z.decompress(self._z.unconsumed_tail, self._room()))
+                continue
+            if self._mode == "gzip" and self._z.eof and self._z.unused_data.strip(b"\0"):
+                rest = self._z.unused_data
+                self._z = self._new()  # the next gzip member
+                self._put(self._z.decompress(rest, self._room()))
+                continue
+            return
+
+    def finish(self) -> None:
+        """End of the raw body: flush the decoder (a truncated stream stays what was decoded)."""
+        if self._z is not None:
+            self._put(self._z.flush())
+
+    def body(self) -> bytes:
+        """The decoded body so far."""
+        return bytes(self._out)
+
+
+def load_json(body: bytes, name: str = "http") -> Any:
+    """``body`` parsed as JSON (UTF-8/16/32 detected, RFC 8259 §8.1); :class:`SourceUnavailable`
+    when it is not JSON or nests deeper than the parser allows. Runs in a worker process for a
+    large body (module-level, picklable)."""
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError, RecursionError):  # JSONDecodeError is a ValueError
+        raise SourceUnavailable(name, "malformed JSON in a 200 answer", 200) from None

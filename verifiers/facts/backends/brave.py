@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import httpx
 
-from verifiers.facts._passage import Passage
-from verifiers.facts.backends._http import HttpBackend
-from verifiers.facts.backends._text import clean_text, domain_of, iso_date
+from verifiers.facts import _offload
+from verifiers.facts._passage import Passage, SourceUnavailable
+from verifiers.facts.backends._http import HttpBackend, load_json
+from verifiers.facts.backends._text import bounded, domain_of, iso_date, passage_text, title_text
 
 DEFAULT_URL = "https://api.search.brave.com/res/v1/web/search"
 #: The API's maximum ``count`` for web search.
@@ -50,36 +51,10 @@ class BraveBackend(HttpBackend):
         if not query or k <= 0:
             return []
         k = min(int(k), MAX_K)
-        body = await self.get_json({"q": query, "count": k, "text_decorations": "false", "result_filter": "web",
-                                    **self.params})
-        if not isinstance(body, dict):
-            raise self._fail("unexpected answer shape (not a JSON object)", 200)
-        if body.get("type") == "ErrorResponse" or "error" in body:
-            raise self._fail(f"API error{self._detail_of(body)}", 200)
-        web = body.get("web")
-        if web is None:
-            return []  # no web results for this query: the API omits the section
-        results = web.get("results") if isinstance(web, dict) else None
-        if not isinstance(results, list):
-            raise self._fail("unexpected answer shape (web.results is not a list)", 200)
-        out: list[Passage] = []
-        for r in results:
-            if not isinstance(r, dict) or not isinstance(r.get("url"), str):
-                continue
-            text = clean_text(r.get("description") if isinstance(r.get("description"), str) else "")
-            extra = r.get("extra_snippets")
-            if isinstance(extra, list):
-                more = [clean_text(x) for x in extra if isinstance(x, str)]
-                text = " ".join([text, *[m for m in more if m]]).strip()
-            if not text:
-                continue
-            url = r["url"]
-            out.append(Passage(text=text, title=clean_text(r.get("title") if isinstance(r.get("title"), str) else ""),
-                               url=url, published=iso_date(r.get("page_age")) or iso_date(r.get("age")),
-                               source=self.name, domain=domain_of(url)))
-            if len(out) >= k:
-                break
-        return out
+        body = await self.fetch({"q": query, "count": k, "text_decorations": "false", "result_filter": "web",
+                                 **self.params})
+        # parsing and HTML cleaning are CPU work: off the event loop for a large answer
+        return await _offload.run(passages_from, body, k, self.name, size=len(body))
 
     @staticmethod
     def _detail_of(body: dict) -> str:
@@ -88,3 +63,45 @@ class BraveBackend(HttpBackend):
             bits = [str(err[x]) for x in ("code", "detail") if err.get(x)]
             return (": " + " - ".join(bits))[:200] if bits else ""
         return ""
+
+
+#: Extra snippets read per result at most (the API sends up to 5).
+MAX_EXTRA_SNIPPETS = 5
+
+
+def passages_from(body: bytes, k: int, name: str = "brave") -> list[Passage]:
+    """Up to ``k`` passages from a Brave web-search answer (module doc), each within the size
+    bounds of :mod:`verifiers.facts.backends._text`. Raises :class:`SourceUnavailable` for an
+    error answer or a body of another shape. Pure (runs in a worker process for a large body)."""
+    data = load_json(body, name)
+    if not isinstance(data, dict):
+        raise SourceUnavailable(name, "unexpected answer shape (not a JSON object)", 200)
+    if data.get("type") == "ErrorResponse" or "error" in data:
+        raise SourceUnavailable(name, f"API error{BraveBackend._detail_of(data)}", 200)
+    web = data.get("web")
+    if web is None:
+        return []  # no web results for this query: the API omits the section
+    results = web.get("results") if isinstance(web, dict) else None
+    if not isinstance(results, list):
+        raise SourceUnavailable(name, "unexpected answer shape (web.results is not a list)", 200)
+    out: list[Passage] = []
+    for r in results:
+        if not isinstance(r, dict) or not isinstance(r.get("url"), str):
+            continue
+        text, truncated = passage_text(r.get("description") if isinstance(r.get("description"), str) else "")
+        extra = r.get("extra_snippets")
+        if isinstance(extra, list):
+            more = [passage_text(x) for x in extra[:MAX_EXTRA_SNIPPETS] if isinstance(x, str)]
+            truncated = truncated or any(c for _, c in more) or len(extra) > MAX_EXTRA_SNIPPETS
+            text = " ".join([text, *[m for m, _ in more if m]]).strip()
+            text, cut = bounded(text)
+            truncated = truncated or cut
+        if not text:
+            continue
+        url = r["url"]
+        out.append(Passage(text=text, title=title_text(r.get("title")), url=url,
+                           published=iso_date(r.get("page_age")) or iso_date(r.get("age")),
+                           source=name, domain=domain_of(url), truncated=truncated))
+        if len(out) >= k:
+            break
+    return out

@@ -17,9 +17,10 @@ from typing import Any
 
 import httpx
 
-from verifiers.facts._passage import Passage
-from verifiers.facts.backends._http import HttpBackend
-from verifiers.facts.backends._text import clean_text, domain_of, iso_date
+from verifiers.facts import _offload
+from verifiers.facts._passage import Passage, SourceUnavailable
+from verifiers.facts.backends._http import HttpBackend, load_json
+from verifiers.facts.backends._text import domain_of, iso_date, passage_text, title_text
 
 #: Optional instance parameters passed through from the config (SearXNG Search API).
 PASS_THROUGH = ("categories", "engines", "language", "safesearch", "time_range")
@@ -49,24 +50,33 @@ class SearxngBackend(HttpBackend):
         query = " ".join(str(query).split())
         if not query or k <= 0:
             return []
-        body = await self.get_json({"q": query, "format": "json", "pageno": 1, **self.params})
-        results = body.get("results") if isinstance(body, dict) else None
-        if not isinstance(results, list):
-            raise self._fail("unexpected answer shape (no 'results' list)", 200)
-        out: list[Passage] = []
-        seen: set[str] = set()
-        for r in results:
-            if not isinstance(r, dict):
-                continue
-            url = r.get("url") if isinstance(r.get("url"), str) else None
-            text = clean_text(r.get("content") if isinstance(r.get("content"), str) else "")
-            if not text or (url and url in seen):
-                continue
-            if url:
-                seen.add(url)
-            out.append(Passage(text=text, title=clean_text(r.get("title") if isinstance(r.get("title"), str) else ""),
-                               url=url, doc_id=None, published=iso_date(r.get("publishedDate")), source=self.name,
-                               domain=domain_of(url)))
-            if len(out) >= k:
-                break
-        return out
+        body = await self.fetch({"q": query, "format": "json", "pageno": 1, **self.params})
+        # parsing and HTML cleaning are CPU work: off the event loop for a large answer
+        return await _offload.run(passages_from, body, k, self.name, size=len(body))
+
+
+def passages_from(body: bytes, k: int, name: str = "searxng") -> list[Passage]:
+    """Up to ``k`` passages from a SearXNG JSON answer (module doc), each within the size bounds
+    of :mod:`verifiers.facts.backends._text`. Raises :class:`SourceUnavailable` for a body that
+    is not JSON or has no ``results`` list. Pure (runs in a worker process for a large body)."""
+    data = load_json(body, name)
+    results = data.get("results") if isinstance(data, dict) else None
+    if not isinstance(results, list):
+        raise SourceUnavailable(name, "unexpected answer shape (no 'results' list)", 200)
+    out: list[Passage] = []
+    seen: set[str] = set()
+    for r in results:
+        if not isinstance(r, dict):
+            continue
+        url = r.get("url") if isinstance(r.get("url"), str) else None
+        text, truncated = passage_text(r.get("content") if isinstance(r.get("content"), str) else "")
+        if not text or (url and url in seen):
+            continue
+        if url:
+            seen.add(url)
+        out.append(Passage(text=text, title=title_text(r.get("title")), url=url, doc_id=None,
+                           published=iso_date(r.get("publishedDate")), source=name, domain=domain_of(url),
+                           truncated=truncated))
+        if len(out) >= k:
+            break
+    return out

@@ -30,9 +30,11 @@ from urllib.parse import quote
 
 import httpx
 
-from verifiers.facts._passage import Passage
-from verifiers.facts.backends._http import HttpBackend
-from verifiers.facts.backends._text import clean_text, domain_of, iso_date
+from verifiers.facts import _offload
+from verifiers.facts._passage import Passage, SourceUnavailable
+from verifiers.facts.backends._http import HttpBackend, load_json
+from verifiers.facts.backends._text import (MAX_PASSAGE_CHARS, MAX_RESULT_CHARS, MAX_TITLE_CHARS, domain_of, iso_date,
+                                            passage_text)
 
 #: Default User-Agent: names the project; replace the contact placeholder in your config
 #: (Wikimedia's User-Agent policy asks for a way to reach the operator).
@@ -97,28 +99,18 @@ class WikipediaBackend(HttpBackend):
         self.maxlag = maxlag
         self.max_chars = int(max_chars)
 
-    async def _api(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def _api(self, params: dict[str, Any]) -> bytes:
         base = {"action": "query", "format": "json", "formatversion": "2", "maxlag": self.maxlag}
         async with host_lock(self.host):  # one request at a time (API:Etiquette)
-            body = await self.get_json({**base, **params})
-        if not isinstance(body, dict):
-            raise self._fail("unexpected answer shape (not a JSON object)", 200)
-        err = body.get("error")
-        if err is not None:
-            code = err.get("code", "?") if isinstance(err, dict) else "?"
-            info = err.get("info", "") if isinstance(err, dict) else str(err)
-            raise self._fail(f"API error {code}: {info}"[:200], 200)
-        q = body.get("query")
-        if q is None:
-            q = {}  # no hits: MediaWiki omits "query" for an empty result set
-        if not isinstance(q, dict):
-            raise self._fail("unexpected answer shape ('query' is not an object)", 200)
-        return q
+            return await self.fetch({**base, **params})
 
-    def _article_url(self, title: str) -> str:
+    def _article_base(self) -> str:
         path = self.url.path
         base = path[: -len("/w/api.php")] if path.endswith("/w/api.php") else path.rsplit("/", 1)[0]
-        return f"{self.url.scheme}://{self.url.netloc.decode('ascii')}{base}/wiki/{quote(title.replace(' ', '_'), safe=':/()')}"
+        return f"{self.url.scheme}://{self.url.netloc.decode('ascii')}{base}/wiki/"
+
+    def _article_url(self, title: str) -> str:
+        return article_url(self._article_base(), title)
 
     async def search(self, query: str, k: int = 5) -> list[Passage]:
         """Up to ``k`` (<= 20) lead-section passages for ``query``, search rank order.
@@ -127,35 +119,91 @@ class WikipediaBackend(HttpBackend):
         if not query or k <= 0:
             return []
         k = min(int(k), MAX_K)
-        q = await self._api({"list": "search", "srsearch": query, "srlimit": k, "srnamespace": 0,
-                             "srprop": "snippet|timestamp"})
-        hits = q.get("search") or []
-        if not isinstance(hits, list):
-            raise self._fail("unexpected answer shape (query.search is not a list)", 200)
-        hits = [h for h in hits if isinstance(h, dict) and isinstance(h.get("pageid"), int)][:k]
+        body = await self._api({"list": "search", "srsearch": query, "srlimit": k, "srnamespace": 0,
+                                "srprop": "snippet|timestamp"})
+        # parsing is CPU work: off the event loop for a large answer (both steps)
+        hits = await _offload.run(hits_from, body, k, self.name, size=len(body))
         if not hits:
             return []
-        pages = await self._api({"prop": "extracts|info", "pageids": "|".join(str(h["pageid"]) for h in hits),
-                                 "exintro": 1, "explaintext": 1, "exlimit": len(hits), "inprop": "url"})
-        by_id: dict[int, dict[str, Any]] = {}
-        raw_pages = pages.get("pages") or []
-        if isinstance(raw_pages, dict):  # formatversion=1 shape, should a proxy rewrite it
-            raw_pages = list(raw_pages.values())
-        for p in raw_pages:
-            if isinstance(p, dict) and isinstance(p.get("pageid"), int):
-                by_id[p["pageid"]] = p
-        out: list[Passage] = []
-        for h in hits:
-            page = by_id.get(h["pageid"], {})
-            title = str(page.get("title") or h.get("title") or "")
-            text = _cut(page.get("extract") or "", self.max_chars) if isinstance(page.get("extract"), str) else ""
-            if not text:
-                text = clean_text(h.get("snippet"))
-            if not text:
-                continue
-            url = page.get("canonicalurl") or page.get("fullurl")
-            if not isinstance(url, str) or domain_of(url) is None:
-                url = self._article_url(title)
-            out.append(Passage(text=text, title=title, url=url, doc_id=f"{self.name}:{h['pageid']}",
-                               published=iso_date(h.get("timestamp")), source=self.name, domain=domain_of(url)))
-        return out
+        body = await self._api({"prop": "extracts|info", "pageids": "|".join(str(h["pageid"]) for h in hits),
+                                "exintro": 1, "explaintext": 1, "exlimit": len(hits), "inprop": "url"})
+        return await _offload.run(passages_from, body, hits, self.max_chars, self._article_base(), self.name,
+                                  size=len(body))
+
+
+def _query_of(body: bytes, name: str) -> dict[str, Any]:
+    """The ``query`` object of an Action API answer; SourceUnavailable for an ``error`` object
+    or another shape."""
+    data = load_json(body, name)
+    if not isinstance(data, dict):
+        raise SourceUnavailable(name, "unexpected answer shape (not a JSON object)", 200)
+    err = data.get("error")
+    if err is not None:
+        code = err.get("code", "?") if isinstance(err, dict) else "?"
+        info = err.get("info", "") if isinstance(err, dict) else str(err)
+        raise SourceUnavailable(name, f"API error {code}: {info}"[:200], 200)
+    q = data.get("query")
+    if q is None:
+        q = {}  # no hits: MediaWiki omits "query" for an empty result set
+    if not isinstance(q, dict):
+        raise SourceUnavailable(name, "unexpected answer shape ('query' is not an object)", 200)
+    return q
+
+
+def article_url(base: str, title: str) -> str:
+    """The article URL for ``title`` under ``base`` (``https://host/wiki/``)."""
+    return f"{base}{quote(title.replace(' ', '_'), safe=':/()')}"
+
+
+def hits_from(body: bytes, k: int, name: str = "wikipedia") -> list[dict[str, Any]]:
+    """The first ``k`` hits of an API:Search answer as ``{"pageid", "title", "snippet",
+    "timestamp"}`` (title and snippet cut to the bounds of :mod:`verifiers.facts.backends._text`).
+    Pure (runs in a worker process for a large body)."""
+    hits = _query_of(body, name).get("search") or []
+    if not isinstance(hits, list):
+        raise SourceUnavailable(name, "unexpected answer shape (query.search is not a list)", 200)
+    out = []
+    for h in hits:
+        if isinstance(h, dict) and isinstance(h.get("pageid"), int) and not isinstance(h.get("pageid"), bool):
+            out.append({"pageid": h["pageid"],
+                        "title": h["title"][:MAX_TITLE_CHARS] if isinstance(h.get("title"), str) else "",
+                        "snippet": h["snippet"][:MAX_RESULT_CHARS + 1] if isinstance(h.get("snippet"), str) else "",
+                        "timestamp": h.get("timestamp") if isinstance(h.get("timestamp"), str) else None})
+        if len(out) >= k:
+            break
+    return out
+
+
+def passages_from(body: bytes, hits: list[dict[str, Any]], max_chars: int, article_base: str,
+                  name: str = "wikipedia") -> list[Passage]:
+    """One passage per hit (search rank order) from a TextExtracts answer: the lead section cut
+    near ``max_chars`` (at most :data:`MAX_PASSAGE_CHARS`), else the hit's snippet. Pure (runs in
+    a worker process for a large body)."""
+    pages = _query_of(body, name)
+    by_id: dict[int, dict[str, Any]] = {}
+    raw_pages = pages.get("pages") or []
+    if isinstance(raw_pages, dict):  # formatversion=1 shape, should a proxy rewrite it
+        raw_pages = list(raw_pages.values())
+    if not isinstance(raw_pages, list):
+        raw_pages = []
+    for p in raw_pages:
+        if isinstance(p, dict) and isinstance(p.get("pageid"), int):
+            by_id[p["pageid"]] = p
+    out: list[Passage] = []
+    for h in hits:
+        page = by_id.get(h["pageid"], {})
+        title = str(page.get("title") or h.get("title") or "")[:MAX_TITLE_CHARS]
+        extract = page.get("extract") if isinstance(page.get("extract"), str) else ""
+        text = _cut(extract[:MAX_RESULT_CHARS], min(max_chars, MAX_PASSAGE_CHARS)) if extract else ""
+        truncated = False
+        if not text:
+            text, truncated = passage_text(h.get("snippet"))
+        if not text:
+            continue
+        url = page.get("canonicalurl") or page.get("fullurl")
+        if not isinstance(url, str) or domain_of(url) is None:
+            url = article_url(article_base, title)
+        out.append(Passage(text=text, title=title, url=url, doc_id=f"{name}:{h['pageid']}",
+                           published=iso_date(h.get("timestamp")), source=name, domain=domain_of(url),
+                           truncated=truncated))
+    return out
