@@ -190,3 +190,21 @@ def test_expected_to_hold(name, kw, expected):
 def test_expected_to_hold_local_follows_authoritative(library):
     assert expected_to_hold("local", LocalIndex(library, authoritative=True), _claim()) is True
     assert expected_to_hold("local", LocalIndex(library, authoritative=False), _claim()) is False
+
+
+def test_partial_library_with_another_doi_is_no_doi_conflict(library):
+    """The library's record of ResNet carries 10.1109/cvpr.2016.90; the reference states another
+    (publisher) DOI that OpenAlex does not know. OpenAlex misses real DOIs of other agencies and a
+    partial library's missing DOI says nothing: the DOI is unconfirmed, not shown fabricated.
+    An authoritative library's record is the whole world's: there the other DOI is a CONFLICT."""
+    ans = ("1. He, K., Zhang, X., Ren, S., & Sun, J. (2016). Deep residual learning for image recognition. *CVPR*. "
+           "https://doi.org/10.1007/978-3-319-46493-0_38\n")
+    with FakeAPI() as oa:
+        oa.routes["/works/doi:10.1007/978-3-319-46493-0_38"] = status(404, "{}", "application/json")
+        oa.routes["/works"] = status(200, '{"meta":{"count":0},"results":[]}', "application/json")
+        srcs = cfg({"openalex": oa.url}, local_index={"path": library, "authoritative": False})
+        c = only(check(ans, sources=srcs))
+    assert (c.evidence["status"], c.outcome, c.basis) == ("PARTIALLY_VERIFIED", "unknown", "record"), c.note
+    assert "could not be confirmed" in c.note
+    c = only(check(ans, sources=local(library, authoritative=True)))
+    assert (c.evidence["status"], c.outcome) == ("CONFLICT", "fail")

@@ -246,7 +246,8 @@ def _best(comps: list[Comparison]) -> Comparison | None:
 GENERAL_SOURCES = ("openalex", "semantic_scholar")
 #: Conferences among :data:`VENUE_ALIASES`: Crossref holds their papers only when a DOI was
 #: registered (ICLR, NeurIPS and PMLR volumes have none), so its silence says nothing about them.
-_CONFERENCES = frozenset(VENUE_ALIASES) - {"jmlr", "tmlr", "tpami", "ijcv", "pnas", "nature", "science"} - PREPRINT_VENUES
+_CONFERENCES = (frozenset(VENUE_ALIASES) - {"jmlr", "tmlr", "tpami", "ijcv", "pnas", "nature", "science"}
+                - PREPRINT_VENUES)
 #: Journals that register no DOI with Crossref (JMLR, TMLR publish without DOIs).
 _NO_DOI_JOURNALS = frozenset({"jmlr", "tmlr"})
 #: Repositories of :data:`verifiers.citations.records.REPOSITORY_DOI_PREFIXES` whose DOIs are not
@@ -406,14 +407,17 @@ def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], co
         status = CONFLICT
         notes.append(f"the stated {'DOI' if claim.doi else 'arXiv ID'} does not resolve, though the title matches a real work")
     elif (title_ok and id_missing and claim.doi and best.record.doi and best.record.source == "local"
-          and best.record.doi != claim.doi and not repository_doi(claim.doi) and not repository_doi(best.record.doi)):
+          and "local" in holders and best.record.doi != claim.doi and not repository_doi(claim.doi)
+          and not repository_doi(best.record.doi)):
         # offline: the library's record of this work carries another DOI (repository and preprint
         # DOIs excepted: a work legitimately has an arXiv/bioRxiv/Zenodo DOI and a publisher DOI).
-        # Online sources are partial (OpenAlex, S2): only a registry's "no" counts there.
+        # Online sources are partial (OpenAlex, S2): only a registry's "no" counts there; and only
+        # an authoritative library's missing DOI says anything (a partial one's: see expected_to_hold).
         status = CONFLICT
         notes.append(f"stated DOI {claim.doi} differs from the record's {best.record.doi}")
     elif (title_ok and id_missing and claim.doi and not best.record.doi and best.record.source == "local"
-          and shared.local is not None and (why := shared.local.foreign_doi_prefix(claim.doi, best.record.venue))):
+          and "local" in holders and shared.local is not None
+          and (why := shared.local.foreign_doi_prefix(claim.doi, best.record.venue))):
         # offline: the library's record of this work has no DOI, and the stated DOI's registrant
         # publishes nothing the library knows, least of all this venue (LocalIndex.foreign_doi_prefix)
         status = CONFLICT
