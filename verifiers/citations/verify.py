@@ -14,7 +14,7 @@ VERIFIED               ``pass``
 PARTIALLY_VERIFIED     ``unknown`` -- a near match (a title off by a word or a hyphen, or the fields
                        right but the stated identifier unconfirmed) is a typo in a real citation as
                        often as a near-miss fabrication: on the labelled cases it was right (VALID)
-                       for 9 of 133 renderings (verifiers/citations/confidence_fit.json), so it is
+                       for 14 of 138 renderings (verifiers/citations/confidence_fit.json), so it is
                        neither a pass (something must be verified) nor a failure (false alarms
                        on typos cost more than misses)
 CONFLICT               ``fail`` (an identifier resolves to a work that contradicts the stated fields,
