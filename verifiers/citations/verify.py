@@ -11,15 +11,17 @@ Outcome mapping (DESIGN.md vocabulary):
 citation status        outcome
 =====================  ==========================================================================
 VERIFIED               ``pass``
-PARTIALLY_VERIFIED     ``unknown`` -- a near match (a title off by a word or a hyphen, or the fields
-                       right but the stated identifier unconfirmed) is a typo in a real citation as
+PARTIALLY_VERIFIED     ``unknown`` -- a near match (a title off by a word or a hyphen, the fields
+                       right but the stated identifier unconfirmed, or a year off by one: preprint
+                       vs published version, or a changed year) is a typo in a real citation as
                        often as a near-miss fabrication: on the labelled cases it was right (VALID)
                        for 14 of 138 renderings (verifiers/citations/confidence_fit.json), so it is
                        neither a pass (something must be verified) nor a failure (false alarms
                        on typos cost more than misses)
 CONFLICT               ``fail`` (an identifier resolves to a work that contradicts the stated fields,
-                       or the record of the very preprint cited has a later year than the stated
-                       one: :func:`verifiers.citations.match.preprint_year_conflict`)
+                       or a preprint is cited with a year before its first version -- from its arXiv
+                       ID / arXiv or bioRxiv DOI, or an arXiv record:
+                       :func:`verifiers.citations.match.preprint_year_conflict`)
 LIKELY_HALLUCINATION   ``fail`` only when the absence rule below holds (the version that matches the
                        claim may exist where nobody looked or nobody answered); else ``unknown``
 NOT_FOUND              ``fail`` only when the absence rule holds and the claim carries enough to be
