@@ -98,7 +98,7 @@ def test_a_second_legitimate_doi_on_a_real_paper_is_not_flagged_offline(library,
     """A repository copy (Zenodo), ACM DL's unregistered 10.5555 DOI, an arXiv DOI, or a DOI of a
     registrant the library knows (a journal version at IEEE): no evidence of fabrication, so no
     failure -- and no pass either, the stated DOI being unconfirmed (PARTIALLY_VERIFIED is
-    ``unknown``: right for 9 of 133 labelled renderings, verifiers/citations/confidence_fit.json)."""
+    ``unknown``: right for 14 of 138 labelled renderings, verifiers/citations/confidence_fit.json)."""
     iclr = next(e for e in hallmark if e["label"] == "VALID" and venue(e) == "ICLR" and not e["fields"].get("doi"))
     e = {"fields": dict(iclr["fields"], doi=doi)}
     c = only(check(answer_for(e, "apa"), sources=offline(library)))

@@ -149,7 +149,9 @@ def test_semantic_scholar_match_and_api_key_header(fake):
     ans = ("- Dosovitskiy, A., Beyer, L., Kolesnikov, A., & Weissenborn, D. (2021). An image is worth 16x16 words: "
            "Transformers for image recognition at scale. *International Conference on Learning Representations*. arXiv:2010.11929\n")
     c = only(check(ans, sources=srcs))
-    assert c.evidence["status"] == "VERIFIED", c.note
+    # S2's record pairs the ICLR venue with the arXiv year: it does not confirm the stated year,
+    # so the reference is not VERIFIED as written (a year off by one is also how years are changed)
+    assert (c.evidence["status"], c.outcome) == ("PARTIALLY_VERIFIED", "unknown"), c.note
     assert c.evidence["fields"]["venue"] == "match"       # ICLR alias
     assert c.evidence["fields"]["year"] == "off_by_one"   # S2 says 2020 (arXiv), stated 2021
     assert "preprint and published" in c.note

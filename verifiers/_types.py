@@ -21,9 +21,11 @@ OUTCOMES: tuple[str, ...] = ("pass", "fail", "unknown", "error")
 #: ``record`` (matched to a bibliographic record), ``passage`` (a passage states the claim and
 #: does not deny, doubt or attribute it), ``consistency`` (the draft compared with itself: a
 #: quantity defined with one value and used with another), ``model`` (the verifier model wrote
-#: the inputs, the assertions or the verdict: it may fail an answer, never pass it).
-Basis = Literal["recomputed", "executed", "record", "passage", "consistency", "model"]
-BASES: tuple[str, ...] = ("recomputed", "executed", "record", "passage", "consistency", "model")
+#: the inputs, the assertions or the verdict: it may fail an answer, never pass it), ``absence``
+#: (no record matched: the work is missing from the sources searched -- a fail only when those
+#: sources can be expected to hold it, named in the check's ``evidence["searched"]``; it never passes).
+Basis = Literal["recomputed", "executed", "record", "passage", "consistency", "model", "absence"]
+BASES: tuple[str, ...] = ("recomputed", "executed", "record", "passage", "consistency", "model", "absence")
 
 #: The basis a verifier's checks have when the verifier did not set one (the safe reading:
 #: anything the planner produced rests on the verifier model unless it says otherwise).

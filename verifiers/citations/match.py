@@ -11,8 +11,11 @@ the confidences are fitted on the same labelled data (:data:`STATUS_AUTHENTICITY
 
 Titles are normalised (NFKD accent folding, case, punctuation, English stop words) and compared
 with rapidfuzz (``fuzz.ratio`` and ``token_sort_ratio``, 0-100). Authors are compared by surname
-and initials; "et al." requires the first author. Years must be equal, or off by one with a note
-(arXiv version vs venue version). Venues go through :data:`VENUE_ALIASES` and a journal
+and initials; "et al." requires the first author. Years must be equal for VERIFIED: a year off by one
+(arXiv version vs venue version -- or a changed year, HALLMARK's ``arxiv_version_mismatch``) is at
+best PARTIALLY_VERIFIED, and a CONFLICT when the record is the very preprint cited and the stated
+year precedes it (:func:`preprint_year_conflict`); a record whose venue names the stated year
+("ICLR 2021" in an arXiv journal_ref) confirms it. Venues go through :data:`VENUE_ALIASES` and a journal
 abbreviation matcher (ISO 4 style prefixes: "J. Mach. Learn. Res." ~ "Journal of Machine
 Learning Research").
 """
@@ -27,7 +30,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from verifiers.citations.records import CitationClaim, Person, Record, fold
+from verifiers.citations.records import CitationClaim, Person, Record, fold, repository_doi
 
 # --------------------------------------------------------------------------- constants (one place)
 
@@ -48,8 +51,8 @@ STATUSES = (VERIFIED, PARTIALLY_VERIFIED, LIKELY_HALLUCINATION, NOT_FOUND, CONFL
 #: The statuses' names follow the "Source or It Didn't Happen" framework quoted in issue #5, whose
 #: 0.95 / 0.8 / 0.3 these numbers replace.
 STATUS_AUTHENTICITY: dict[str, float] = {
-    VERIFIED: 0.997,            # 3,407 of 3,415 VALID
-    PARTIALLY_VERIFIED: 0.074,  # 9 of 133 VALID: its outcome is ``unknown``, not ``pass`` (verify.py)
+    VERIFIED: 0.997,            # 3,402 of 3,410 VALID
+    PARTIALLY_VERIFIED: 0.107,  # 14 of 138 VALID: its outcome is ``unknown``, not ``pass`` (verify.py)
     LIKELY_HALLUCINATION: 0.003,  # 1,678 of 1,682 HALLUCINATED
     NOT_FOUND: 0.001,           # 1,784 of 1,785 HALLUCINATED
     CONFLICT: 0.018,            # 275 of 279 HALLUCINATED
@@ -376,8 +379,66 @@ def compare_venues(stated: str | None, record: str | None) -> str:
 # --------------------------------------------------------------------------- years
 
 
+_ARXIV_NEW = re.compile(r"^(\d{2})(\d{2})\.\d{4,5}")
+_ARXIV_OLD = re.compile(r"^[a-z][a-z.\-]*(?:\.[a-z]{2})?/(\d{2})\d{5}", re.IGNORECASE)
+_BIORXIV_DOI = re.compile(r"^10\.(?:1101|64898)/(\d{4})\.\d{2}\.\d{2}")
+
+
+def _id_year(arxiv_id: str | None, doi: str | None) -> int | None:
+    """The year of a preprint's first version from its identifier: an arXiv ID's YYMM (arXiv
+    help "Understanding the arXiv identifier"; old style ``archive/YYMMNNN``) or a bioRxiv /
+    medRxiv DOI's posting date (``10.1101/2025.06.26.661885``). None when neither says."""
+    aid = arxiv_id
+    if not aid and doi and doi.lower().startswith("10.48550/arxiv."):
+        aid = doi[len("10.48550/arxiv."):]
+    if aid:
+        m = _ARXIV_NEW.match(aid)
+        if m and 1 <= int(m.group(2)) <= 12:
+            return 2000 + int(m.group(1))
+        m = _ARXIV_OLD.match(aid)
+        if m:
+            yy = int(m.group(1))
+            return 1900 + yy if yy >= 91 else 2000 + yy
+    if doi:
+        m = _BIORXIV_DOI.match(doi)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+def first_version_year(claim: CitationClaim, record: Record) -> int | None:
+    """The year of the first version of the preprint ``claim`` cites: from the claim's own arXiv ID
+    / arXiv or bioRxiv DOI, else the record's, else the year of an arXiv record (arXiv's
+    ``published`` is the first version's date; DBLP's CoRR entries carry the same year). None when
+    nothing says -- a bioRxiv record's year alone does not do: it may be a later version's."""
+    y = _id_year(claim.arxiv_id, claim.doi) or _id_year(record.arxiv_id, record.doi)
+    if y is None and (record.source == "arxiv" or canonical_venue(record.venue) == "arxiv"):
+        y = record.year
+    return y
+
+
+def preprint_year_conflict(claim: CitationClaim, record: Record) -> bool:
+    """True when the claim cites a preprint as a preprint and states a year before the preprint's
+    first version (:func:`first_version_year`): no version of it can carry that year. (A year after
+    the first version's may be a later revision's, or the published version's: not a conflict.)
+
+    The claim cites the preprint when its venue is a preprint server (:data:`PREPRINT_VENUES`), or
+    it names no venue and states an arXiv ID or an arXiv / bioRxiv DOI.
+    """
+    if claim.year is None:
+        return False
+    cv = canonical_venue(claim.venue)
+    cites_preprint = cv in PREPRINT_VENUES or (cv is None and bool(
+        claim.arxiv_id or repository_doi(claim.doi) in ("arXiv", "bioRxiv/medRxiv")))
+    if not cites_preprint:
+        return False
+    first = first_version_year(claim, record)
+    return first is not None and claim.year < first
+
+
 def compare_years(stated: int | None, record: int | None) -> str:
-    """``match`` | ``off_by_one`` (arXiv vs venue version; noted, not failed) | ``mismatch`` | ``unknown``."""
+    """``match`` | ``off_by_one`` (arXiv vs venue version, or a changed year: never VERIFIED, see
+    :func:`compare`) | ``mismatch`` | ``unknown``."""
     if stated is None or record is None:
         return "unknown"
     if stated == record:
@@ -430,6 +491,8 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
 
     ``via_identifier`` is True when the record was reached through the claim's DOI / arXiv ID:
     then a title that does not match means the identifier points at another work (``CONFLICT``).
+    A year off by one is at best ``PARTIALLY_VERIFIED`` (the record does not confirm the stated
+    year), ``CONFLICT`` under :func:`preprint_year_conflict`.
     """
     today = today or _dt.date.today()
     t = title_similarity(claim.title, record.title) if claim.title else 0.0
@@ -438,6 +501,10 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
         return Comparison(record, t, AuthorComparison("unknown"), "unknown", "unknown", NOT_FOUND, False, [])
     a = compare_authors(claim.people, claim.et_al, record.people)
     y = compare_years(claim.year, record.year)
+    if y == "off_by_one" and record.venue and re.search(rf"(?<!\d){claim.year}(?!\d)", record.venue):
+        # the record's own venue names the stated year (an arXiv record's journal_ref "ICLR 2021"
+        # beside its first version's 2020): the record confirms the year of the version cited
+        y = "match"
     v = compare_venues(claim.venue, record.venue)
     notes: list[str] = []
     if y == "off_by_one":
@@ -447,11 +514,18 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
     if v == "preprint":
         notes.append("cited as a preprint; the record is the published version")
 
+    same_version_year = preprint_year_conflict(claim, record)
+    if same_version_year:
+        if y == "off_by_one":
+            notes.pop(0)   # not "preprint and published versions differ": the preprint itself is cited
+        notes.append(f"year {claim.year} is before {first_version_year(claim, record)}, the year of the cited "
+                     "preprint's first version")
+
     if not claim.title:
         # identifier-only (or authors+year) claim: judge by what was stated
         if via_identifier:
-            bad = a.verdict == "mismatch" or y == "mismatch"
-            status = CONFLICT if bad else VERIFIED
+            bad = a.verdict == "mismatch" or y == "mismatch" or same_version_year
+            status = CONFLICT if bad else (PARTIALLY_VERIFIED if y == "off_by_one" else VERIFIED)
             if bad:
                 notes.append("identifier resolves to a work whose authors/year differ from the stated ones")
         else:
@@ -482,10 +556,15 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
 
     exact = titles_equal(claim.title, record.title)
     if exact:
-        if authors_bad or venue_bad or year_bad:
+        if same_version_year and not authors_bad and not venue_bad:
+            # the very version cited, with a year it cannot have: the record contradicts the claim
+            status = CONFLICT
+        elif authors_bad or venue_bad or year_bad:
             status = LIKELY_HALLUCINATION
         elif a.verdict in ("match", "unknown") and v in ("match", "unknown", "preprint"):
-            status = VERIFIED
+            # a year off by one is a preprint/published pair as often as a changed year: the record
+            # does not confirm the stated year, so the reference is not VERIFIED as written
+            status = PARTIALLY_VERIFIED if y == "off_by_one" else VERIFIED
         else:  # first author matches, some co-authors differ
             status = PARTIALLY_VERIFIED
     elif t >= TITLE_HIGH:

@@ -11,21 +11,33 @@ Outcome mapping (DESIGN.md vocabulary):
 citation status        outcome
 =====================  ==========================================================================
 VERIFIED               ``pass``
-PARTIALLY_VERIFIED     ``unknown`` -- a near match (a title off by a word or a hyphen, or the fields
-                       right but the stated identifier unconfirmed) is a typo in a real citation as
+PARTIALLY_VERIFIED     ``unknown`` -- a near match (a title off by a word or a hyphen, the fields
+                       right but the stated identifier unconfirmed, or a year off by one: preprint
+                       vs published version, or a changed year) is a typo in a real citation as
                        often as a near-miss fabrication: on the labelled cases it was right (VALID)
-                       for 9 of 133 renderings (verifiers/citations/confidence_fit.json), so it is
+                       for 14 of 138 renderings (verifiers/citations/confidence_fit.json), so it is
                        neither a pass (something must be verified) nor a failure (false alarms
                        on typos cost more than misses)
-CONFLICT               ``fail`` (an identifier resolves to a work that contradicts the stated fields)
-LIKELY_HALLUCINATION   ``fail`` — ``unknown`` if some source did not answer (it may hold the version
-                       that matches)
-NOT_FOUND              ``fail`` only when every enabled source answered definitively and the claim
-                       carries enough to be looked up (title + authors/year/venue, or an identifier);
-                       otherwise ``unknown``
+CONFLICT               ``fail`` (an identifier resolves to a work that contradicts the stated fields,
+                       or a preprint is cited with a year before its first version -- from its arXiv
+                       ID / arXiv or bioRxiv DOI, or an arXiv record:
+                       :func:`verifiers.citations.match.preprint_year_conflict`)
+LIKELY_HALLUCINATION   ``fail`` only when the absence rule below holds (the version that matches the
+                       claim may exist where nobody looked or nobody answered); else ``unknown``
+NOT_FOUND              ``fail`` only when the absence rule holds and the claim carries enough to be
+                       looked up (title + authors/year/venue, or an identifier); else ``unknown``
 =====================  ==========================================================================
 
-A source timeout or error is never evidence of hallucination: it only makes its say ``unknown``.
+The absence rule: every query was answered definitively (a timeout, rate limit, HTTP error or
+malformed body is never evidence: it only makes that source's say ``unknown``) and at least one
+source that can be expected to hold the work answered (:func:`expected_to_hold`: an
+authoritative local index, OpenAlex, Semantic Scholar; Crossref, arXiv and DBLP only for the
+works they cover). A partial library (``local_index.authoritative: false``) never fails a
+reference on absence, whether its search returned nothing or only other works.
+
+``Check.basis``: ``record`` when a bibliographic record was matched (``expected`` holds it),
+``absence`` when none was (NOT_FOUND; ``evidence["searched"]`` lists the sources expected to hold
+the work that answered -- empty: the absence is no evidence and the check is ``unknown``).
 The ``Check``: ``expected`` = best candidate record (title, authors, year, venue, doi, arxiv_id,
 source, url, retracted); ``found`` = the stated fields; ``evidence`` = ``{"status", "fields"
 (per-field comparison), "sources" (per-source status), "authenticity", "retracted", ...}``;
@@ -43,6 +55,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import threading
 import weakref
 from dataclasses import dataclass
@@ -60,11 +73,15 @@ from verifiers.citations.match import (
     LIKELY_HALLUCINATION,
     NOT_FOUND,
     PARTIALLY_VERIFIED,
+    PREPRINT_VENUES,
     STATUS_AUTHENTICITY,
+    VENUE_ALIASES,
     VERIFIED,
     Comparison,
+    canonical_venue,
     compare,
     status_rank,
+    titles_equal,
 )
 from verifiers.citations import relevance as _rel
 from verifiers.citations.records import CitationClaim, Record, registered_doi, repository_doi
@@ -226,6 +243,56 @@ def _best(comps: list[Comparison]) -> Comparison | None:
     return max(comps, key=lambda c: (status_rank(c.status), c.title, c.via_identifier))
 
 
+#: Sources that index scholarly works of every field and kind (journal and conference papers,
+#: preprints, books): OpenAlex (~250 M works, arXiv included) and Semantic Scholar (~200 M).
+GENERAL_SOURCES = ("openalex", "semantic_scholar")
+#: Conferences among :data:`VENUE_ALIASES`: Crossref holds their papers only when a DOI was
+#: registered (ICLR, NeurIPS and PMLR volumes have none), so its silence says nothing about them.
+_CONFERENCES = (frozenset(VENUE_ALIASES) - {"jmlr", "tmlr", "tpami", "ijcv", "pnas", "nature", "science"}
+                - PREPRINT_VENUES)
+#: Journals that register no DOI with Crossref (JMLR, TMLR publish without DOIs).
+_NO_DOI_JOURNALS = frozenset({"jmlr", "tmlr"})
+#: Repositories of :data:`verifiers.citations.records.REPOSITORY_DOI_PREFIXES` whose DOIs are not
+#: Crossref's (DataCite registers arXiv's, Zenodo's and figshare's; ACM's 10.5555 are unregistered).
+_DATACITE_REPOSITORIES = frozenset({"arXiv", "Zenodo", "figshare", "ACM DL (unregistered)"})
+#: Venues DBLP indexes: the computer-science venues of :data:`VENUE_ALIASES` and arXiv (CoRR).
+_DBLP_VENUES = (frozenset(VENUE_ALIASES) - {"pnas", "nature", "science", "biorxiv", "medrxiv"})
+_PROCEEDINGS_WORDS = re.compile(r"\b(conference|proceedings|proc|workshop|symposium|meeting|congress|colloquium)\b",
+                                re.IGNORECASE)
+
+
+def expected_to_hold(name: str, source: Any, claim: CitationClaim) -> bool:
+    """Whether source ``name`` can be expected to hold the work ``claim`` cites, so that its not
+    having it is evidence (design: absence is evidence only where presence was expected).
+
+    * ``local``: only an index configured ``authoritative`` (the library is the whole world);
+      a partial library (``local_index.authoritative: false``) holds what it holds.
+    * ``openalex``, ``semantic_scholar``: yes (:data:`GENERAL_SOURCES`).
+    * ``crossref``: when the claim states a DOI that is not a repository's (arXiv, Zenodo...
+      register with DataCite), or names a journal that registers DOIs (not a conference, a
+      proceedings, a preprint server, JMLR or TMLR).
+    * ``arxiv``: when the claim cites an arXiv preprint (an arXiv ID or the venue arXiv).
+    * ``dblp``: when the claim names a computer-science venue DBLP indexes (or arXiv: CoRR).
+
+    Anything else (a source this function does not know): no. Never raises.
+    """
+    if name == "local":
+        return bool(getattr(source, "authoritative", False))
+    if name in GENERAL_SOURCES:
+        return True
+    venue = canonical_venue(claim.venue)
+    if name == "arxiv":
+        return bool(claim.arxiv_id) or venue == "arxiv" or repository_doi(claim.doi) == "arXiv"
+    if name == "dblp":
+        return venue in _DBLP_VENUES
+    if name == "crossref":
+        if claim.doi and repository_doi(claim.doi) not in _DATACITE_REPOSITORIES:
+            return True
+        return bool(venue and venue not in _CONFERENCES and venue not in PREPRINT_VENUES
+                    and venue not in _NO_DOI_JOURNALS and not _PROCEEDINGS_WORDS.search(claim.venue or ""))
+    return False
+
+
 def _enough_to_judge(claim: CitationClaim) -> bool:
     """Whether a NOT_FOUND may fail the claim: an identifier, or a title with authors/year/venue
     (a quoted title in prose needs an attached author-year citation)."""
@@ -249,8 +316,9 @@ async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, dea
             continue
         results.append((q, res))
         comps.extend(compare(claim, rec, via_identifier=q.via_identifier) for rec in res.records)
+    holders = {name for name, src in rt.sources.items() if expected_to_hold(name, src, claim)}
     if _confident(claim, comps):
-        return _decide(claim, results, comps, True, shared), comps
+        return _decide(claim, results, comps, True, shared, holders), comps
     pending: dict[asyncio.Task, _Query] = {asyncio.ensure_future(_none_safe(f())): q for q, f in ask}
     early = False
     try:
@@ -279,7 +347,7 @@ async def _verify_claim(claim: CitationClaim, rt: _Runtime, shared: _Shared, dea
                 results.append((q, SourceResult(q.source, "timeout", [], "deadline reached")))
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
-    return _decide(claim, results, comps, early, shared), comps
+    return _decide(claim, results, comps, early, shared, holders), comps
 
 
 async def _none_safe(coro) -> SourceResult | None:
@@ -292,23 +360,36 @@ async def _none_safe(coro) -> SourceResult | None:
 
 
 def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], comps: list[Comparison],
-            early: bool, shared: _Shared) -> Check:
+            early: bool, shared: _Shared, holders: set[str] | frozenset[str] = frozenset()) -> Check:
+    """The check of one claim from every source's answer (module doc: the outcome table).
+
+    ``holders``: the sources :func:`expected_to_hold` the cited work. Absence -- NOT_FOUND, and
+    the LIKELY_HALLUCINATION that says "a near record exists and the stated version does not" --
+    fails the claim only when every query was answered definitively (no timeout, rate limit,
+    HTTP error) and at least one holder answered: a partial library or a source that does not
+    cover the work saying "not here" is no evidence, and the check stays ``unknown``."""
     per_source: dict[str, dict[str, str]] = {}
     for q, r in results:
         per_source.setdefault(q.source, {})[q.op] = r.status + (f" ({r.detail})" if r.detail and not r.definitive else "")
     all_definitive = bool(results) and all(r.definitive for _, r in results) and not shared.local_error
+    searched = sorted({q.source for q, r in results if q.source in holders and r.definitive})
+    absence_ok = all_definitive and bool(searched)
     notes: list[str] = []
 
     # identifier lookups: did every source that was asked say definitively "no such identifier"?
     # Only the registry's own "no" (no registration agency knows the DOI; arXiv has no such ID)
     # shows the identifier is made up: Crossref, OpenAlex and S2 each miss real DOIs of other
-    # agencies (DataCite, mEDRA, JaLC...), so their 404s alone prove nothing.
+    # agencies (DataCite, mEDRA, JaLC...), so their 404s alone prove nothing; nor does a partial
+    # library's (not a holder).
     id_results = [(q, r) for q, r in results if q.via_identifier]
-    id_missing = bool(id_results) and all(r.status == "not_found" for _, r in id_results)
+    id_missing = (bool(id_results) and all(r.status == "not_found" for _, r in id_results)
+                  and any(q.source in holders or r.registry for q, r in id_results))
     id_missing_online = id_missing and any(r.registry for _, r in id_results)
 
     id_conflicts = [c for c in comps if c.via_identifier and c.status == CONFLICT]
-    best = _best([c for c in comps if c.status != CONFLICT]) or _best(comps)
+    # (a CONFLICT reached by title search is the same-version year conflict of
+    # match.preprint_year_conflict: a candidate like any other; one reached by identifier is handled below)
+    best = _best([c for c in comps if c.status != CONFLICT or not c.via_identifier]) or _best(comps)
     status = best.status if best else NOT_FOUND
     title_ok = best is not None and best.status in (VERIFIED, PARTIALLY_VERIFIED) and bool(claim.title)
     if id_conflicts and (best is None or best.status != VERIFIED or not best.via_identifier):
@@ -318,20 +399,27 @@ def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], co
         status = CONFLICT
         best = title_match or worst
         what = "DOI" if claim.doi else "arXiv ID"
-        notes.append(f"the {what} resolves to \u201c{worst.record.title[:80]}\u201d, not the stated work")
+        if claim.title and titles_equal(claim.title, worst.record.title):
+            notes.extend(worst.notes)   # the stated work itself, with a field its record contradicts
+            notes.append(f"the {what} resolves to this work, whose record contradicts the stated fields")
+        else:
+            notes.append(f"the {what} resolves to \u201c{worst.record.title[:80]}\u201d, not the stated work")
     elif title_ok and id_missing_online:
         # a real work cited with an identifier that no registry knows (a fabricated DOI)
         status = CONFLICT
         notes.append(f"the stated {'DOI' if claim.doi else 'arXiv ID'} does not resolve, though the title matches a real work")
     elif (title_ok and id_missing and claim.doi and best.record.doi and best.record.source == "local"
-          and best.record.doi != claim.doi and not repository_doi(claim.doi) and not repository_doi(best.record.doi)):
+          and "local" in holders and best.record.doi != claim.doi and not repository_doi(claim.doi)
+          and not repository_doi(best.record.doi)):
         # offline: the library's record of this work carries another DOI (repository and preprint
         # DOIs excepted: a work legitimately has an arXiv/bioRxiv/Zenodo DOI and a publisher DOI).
-        # Online sources are partial (OpenAlex, S2): only a registry's "no" counts there.
+        # Online sources are partial (OpenAlex, S2): only a registry's "no" counts there; and only
+        # an authoritative library's missing DOI says anything (a partial one's: see expected_to_hold).
         status = CONFLICT
         notes.append(f"stated DOI {claim.doi} differs from the record's {best.record.doi}")
     elif (title_ok and id_missing and claim.doi and not best.record.doi and best.record.source == "local"
-          and shared.local is not None and (why := shared.local.foreign_doi_prefix(claim.doi, best.record.venue))):
+          and "local" in holders and shared.local is not None
+          and (why := shared.local.foreign_doi_prefix(claim.doi, best.record.venue))):
         # offline: the library's record of this work has no DOI, and the stated DOI's registrant
         # publishes nothing the library knows, least of all this venue (LocalIndex.foreign_doi_prefix)
         status = CONFLICT
@@ -356,15 +444,24 @@ def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], co
     elif status == CONFLICT:
         outcome = "fail"
     elif status == LIKELY_HALLUCINATION:
-        outcome = "fail" if all_definitive or early else "unknown"
-        if outcome == "unknown":
+        # a record resembles the claim but contradicts it: the claim is a distortion only if the
+        # version that matches is absent where it would be (another version, a namesake, a sibling
+        # paper of the same authors may exist in a source that was not asked or did not answer)
+        outcome = "fail" if absence_ok else "unknown"
+        if not all_definitive:
             notes.append("some sources did not answer; they may hold the matching version")
+        elif not searched:
+            notes.append("no source that would hold every version of the work was searched (a partial library): "
+                         "the matching version may exist")
     else:  # NOT_FOUND
-        outcome = "fail" if (all_definitive and _enough_to_judge(claim)) else "unknown"
+        outcome = "fail" if (absence_ok and _enough_to_judge(claim)) else "unknown"
         if not results:
             notes.append("no source configured for this kind of reference")
         elif not all_definitive:
             notes.append("not every source answered (timeout/error), so absence is not proof")
+        elif not searched:
+            notes.append("none of the sources searched can be expected to hold this work "
+                         f"({', '.join(sorted({q.source for q, _ in results}))}), so absence is not proof")
         elif not _enough_to_judge(claim):
             notes.append("too few fields to call it fabricated")
     confidence = OUTCOME_CONFIDENCE.get((status, outcome), UNKNOWN_CONFIDENCE)
@@ -387,11 +484,17 @@ def _decide(claim: CitationClaim, results: list[tuple[_Query, SourceResult]], co
         "candidates": len(comps),
         "early_exit": early,
         "claim_kind": claim.kind,
+        # the sources expected to hold the work that answered definitively: what an absence rests on
+        "searched": searched,
     }
     if retracted:
         evidence["retraction"] = rec.retraction
+    # what the verdict rests on: a matched record, or -- nothing matched -- the absence of the work
+    # from the sources that would hold it (``evidence["searched"]``)
+    basis = "record" if rec is not None else "absence"
     return Check(verifier="citations", claim=claim.raw[:500], outcome=outcome, expected=rec.to_dict() if rec else None,
-                 found=claim.fields(), evidence=evidence, confidence=confidence, span=claim.span, note=note[:300])
+                 found=claim.fields(), evidence=evidence, confidence=confidence, span=claim.span, note=note[:300],
+                 basis=basis)
 
 
 # --------------------------------------------------------------------------- public API

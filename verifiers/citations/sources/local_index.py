@@ -265,9 +265,15 @@ class LocalIndex:
         return cols
 
     def _done(self, recs: list[Record], what: str) -> SourceResult:
+        """``found`` with the candidates, else ``not_found``. Either way the answer is definitive
+        about what the library holds; whether the library's silence says anything about the
+        world is :attr:`authoritative` (read by :func:`verifiers.citations.verify.expected_to_hold`):
+        a partial library's ``not_found`` -- or its ``found`` with only other works -- is no
+        evidence that a reference is made up."""
         if recs:
             return SourceResult("local", "found", recs)
-        return SourceResult("local", "not_found" if self.authoritative else "error", [], f"no {what} in the local index")
+        return SourceResult("local", "not_found", [], f"no {what} in the local index" + (
+            "" if self.authoritative else " (a partial library: absence there is no evidence)"))
 
     def lookup_doi_sync(self, doi: str) -> SourceResult:
         rows = self._db().execute(f"SELECT {self._COLS} FROM records WHERE doi = ?", (doi.lower(),)).fetchall()
