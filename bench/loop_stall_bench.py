@@ -23,8 +23,6 @@ sent while a request was in flight. The issue's target: ``/healthz`` within 100 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import re
 import statistics
@@ -42,26 +40,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from proxy.mock_upstream import MockUpstream  # noqa: E402
+from tests.fixtures.oversized_bodies import ANSWER, bodies  # noqa: E402
 from tests.fixtures.policies import rag_policy  # noqa: E402
 from tests.fixtures.search_servers import FakeAPI  # noqa: E402
-
-ANSWER = "The Eiffel Tower was completed in 1889 and is 330 metres tall."
-PROSE = "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
-SEVEN_MB = 7 * 1024 * 1024
-
-
-def searxng_body(content: str) -> bytes:
-    return json.dumps({"query": "eiffel", "results": [
-        {"url": "https://example.org/eiffel", "title": "Eiffel Tower", "content": content, "engine": "e"},
-        {"url": "https://example.net/eiffel", "title": "Eiffel Tower", "content": PROSE, "engine": "e"}]}).encode()
-
-
-def bodies() -> dict[str, tuple[bytes, dict[str, str]]]:
-    big = searxng_body(PROSE * (SEVEN_MB // len(PROSE)))
-    deep = searxng_body("<div><span>The tower has a long history in Paris. " * 50_000 + "</span></div>" * 50_000)
-    bomb = gzip.compress(b'{"results": [' + b" " * (64 * 1024 * 1024) + b"]}", 9)
-    return {"small": (searxng_body(PROSE * 20), {}), "big": (big, {}), "deep": (deep, {}),
-            "gzip": (gzip.compress(big, 6), {"Content-Encoding": "gzip"}), "bomb": (bomb, {"Content-Encoding": "gzip"})}
 
 
 def start_gateway(root: Path, cfg: dict, tmp: Path) -> tuple[subprocess.Popen, str]:

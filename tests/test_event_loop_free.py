@@ -24,32 +24,16 @@ import pytest
 import yaml
 
 from proxy.mock_upstream import MockUpstream
+from tests.fixtures.oversized_bodies import ANSWER, PROSE, SEVEN_MB, bodies
 from tests.fixtures.policies import rag_policy
 from tests.fixtures.search_servers import FakeAPI
 from verifiers.facts.backends._http import BodyTooLarge, BoundedDecoder
 from verifiers.facts.backends.searxng import SearxngBackend
 from verifiers.facts import SourceUnavailable
 
-ANSWER = "The Eiffel Tower was completed in 1889 and is 330 metres tall."
-#: On topic (the claim's key terms) but states neither number: the claim stays unknown.
-PROSE = "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. "
-SEVEN_MB = 7 * 1024 * 1024
-
-
-def searxng_body(content: str) -> bytes:
-    """A SearXNG JSON answer with one result whose snippet is ``content``."""
-    return json.dumps({"query": "eiffel", "results": [
-        {"url": "https://example.org/eiffel", "title": "Eiffel Tower", "content": content, "engine": "e"},
-        {"url": "https://example.net/eiffel", "title": "Eiffel Tower", "content": PROSE, "engine": "e"}]}).encode()
-
-
-def bodies() -> dict[str, tuple[bytes, dict[str, str]]]:
-    big = searxng_body(PROSE * (SEVEN_MB // len(PROSE)))
+def test_the_big_body_is_seven_mb_under_the_8_mb_cap() -> None:
+    big = bodies()["big"][0]
     assert SEVEN_MB * 0.95 < len(big) < 8 * 1024 * 1024
-    deep = searxng_body("<div><span>The tower has a long history in Paris. " * 50_000 + "</span></div>" * 50_000)
-    bomb = gzip.compress(b'{"results": [' + b" " * (64 * 1024 * 1024) + b"]}", 9)
-    return {"big": (big, {}), "deep": (deep, {}), "gzip": (gzip.compress(big, 6), {"Content-Encoding": "gzip"}),
-            "bomb": (bomb, {"Content-Encoding": "gzip"})}
 
 
 @pytest.fixture(scope="module")
