@@ -396,3 +396,16 @@ def test_exact_tie_shows_exact_expected_value_not_a_contradicting_rounding():
     (c,) = [c for c in check("After 3 years: 1000 * 1.05^3 = 1157.63 dollars.") if "1.05" in c.claim]
     assert c.outcome == "pass"
     assert c.expected == "1157.625"
+
+
+@pytest.mark.parametrize("note", ["6=6", "+8=8", "1,200=1200", "2.50=2.5"])
+def test_a_calculator_note_that_computes_nothing_is_no_unit(note):
+    # GSM8K writes "<<6=6>>6" for a value carried over: there is nothing to compute, so it is not
+    # a check-worthy unit (an `unknown` for it made right answers `unverified`)
+    text = f"She keeps <<{note}>>{note.split('=')[1]} apples. Then 2 + 4 = <<2+4=6>>6."
+    checks = check(text)
+    assert [c.outcome for c in checks] == ["pass"] and checks[0].claim == "2+4=6"
+
+
+def test_a_calculator_note_with_two_different_numbers_stays_a_unit():
+    assert [c.outcome for c in check("She has <<6=7>>7 apples.")] == ["unknown"]

@@ -86,6 +86,7 @@ checks are returned. Algebra with symbols is not checked (``x = 12/3 = 4`` check
 from __future__ import annotations
 
 import re
+from fractions import Fraction
 import time
 from verifiers._limits import unread_check
 from verifiers._types import Check
@@ -152,12 +153,29 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
     return checks[:MAX_CLAIMS]
 
 
+_RESTATED = re.compile(r"\s*\+?\s*(\d[\d,]*(?:\.\d+)?)\s*=\s*(\d[\d,]*(?:\.\d+)?)\s*")
+
+
+def _restatement(note: str) -> bool:
+    """True for a calculator note that computes nothing: one number set equal to the same number
+    (``<<6=6>>``, ``<<+8=8>>``, ``<<1,200=1200>>``; GSM8K writes these for a value carried over).
+    Such a note is no check-worthy unit: reporting it ``unknown`` made right answers
+    ``unverified``."""
+    m = _RESTATED.fullmatch(note)
+    if m is None:
+        return False
+    a, b = (Fraction(x.replace(",", "")) for x in m.groups())
+    return a == b
+
+
 def _check(text: str, question: str | None, deadline: float) -> list[Check]:
     checks: list[Check] = []
     has_notes = "<<" in text
     if has_notes:
         for m in _NOTE.finditer(text):
             inner = m.group(1)
+            if _restatement(inner):  # "<<6=6>>": nothing computed, nothing to check (not a unit)
+                continue
             mt = normalize(inner, soft=False)
             finder = ClaimFinder(mt, text, offset=m.start(1), kind="calculator_note", strict=True)
             note_runs = runs(tokenize(mt.text))
