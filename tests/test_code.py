@@ -46,6 +46,8 @@ def test_syntax_error_is_fail_with_answer_line_and_column():
     [c] = code.check(answer, sandbox=NONE)
     assert c.outcome == "fail" and c.evidence["tier"] == 1
     assert c.evidence["line"] == 4 and c.evidence["column"] == 9  # answer line of `def f(x)`
+    # the note counts lines as the reader sees them in the block, and names the block
+    assert c.evidence["block_line"] == 1 and "block 1, line 1" in c.note
     assert c.evidence["exception"]["type"] == "SyntaxError"
     assert c.span == (answer.index("```"), len(answer))
 
@@ -59,6 +61,18 @@ def test_misspelled_builtin_is_static_fail():
     [c] = code.check(fence("total = 3\npritn(total)"), sandbox=NONE)
     assert c.outcome == "fail" and c.evidence["tier"] == 2
     assert "did you mean 'print'" in c.note and c.evidence["line"] == 3
+    assert c.evidence["block_line"] == 2 and "block 1, line 2" in c.note
+
+
+def test_a_runtime_failure_in_the_second_block_names_that_block_and_its_own_line(box):
+    answer = ("Setup:\n" + fence("data = [1, 2, 3]\nlimit = 2") + "\nThen:\n"
+              + fence("total = sum(data)\nratio = total / (limit - 2)\nprint(ratio)"))
+    failing = [c for c in code.check(answer, sandbox=box) if c.outcome == "fail"]
+    assert failing, "the division by zero in block 2 is a failure"
+    c = failing[0]
+    assert c.evidence["exception"]["type"] == "ZeroDivisionError"
+    assert (c.evidence["error_block"], c.evidence["block_line"]) == (2, 2) and "block 2, line 2" in c.note
+    assert c.evidence["line"] == answer.split("\n").index("ratio = total / (limit - 2)") + 1
 
 
 def test_missing_conventional_import_is_fail():
@@ -138,7 +152,8 @@ def test_pandas_and_bug_is_caught(pandas_box):
     assert c.evidence["exception"]["type"] == "ValueError"
     assert "truth value of a Series is ambiguous" in c.evidence["exception"]["message"]
     assert any("and (df['Age'] < 120)" in ln for ln in c.evidence["traceback"])
-    assert c.evidence["line"] == 5
+    assert c.evidence["line"] == 5 and c.evidence["block_line"] == 3
+    assert any(ln.startswith("block 1, line 3") for ln in c.evidence["traceback"])
 
 
 def test_pandas_fixed_version_passes(pandas_box):

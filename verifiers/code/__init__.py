@@ -41,7 +41,9 @@ answer's code cannot learn to write; a run where the code tried to reach the har
 itself early or did not end normally can show failures but no pass (``evidence["untrusted"]``
 says why). The full design is the docstring of :mod:`verifiers.code._harness`.
 
-Each check's ``evidence`` carries ``tier``, ``block`` (1-based), ``line`` (answer line),
+Each check's ``evidence`` carries ``tier``, ``block`` (1-based), ``line`` (the line in the whole
+answer), ``block_line`` (the line inside the block, 1-based, where a finding has one; notes say
+"block B, line L" with that line: what a reader counts in the code they see),
 ``exception`` (``type``, ``message``), ``traceback`` (trimmed to the answer's frames),
 bounded ``stdout``/``stderr``, ``inputs`` (the example's call), ``sandbox`` (backend), and
 ``reason`` for ``unknown``.
@@ -213,9 +215,11 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
             if f.outcome == "fail" and presented_as_failing(b):
                 f.outcome, f.kind = "unknown", "presented-as-wrong"
             line = b.line + (f.line or 1) - 1
-            p.checks.append(_block_check(b, f.outcome, f"{f.message} at line {line}, column {f.col}", tier=1,
+            p.checks.append(_block_check(b, f.outcome, f"{f.message} at {_where(b, f.line or 1)}, column {f.col}",
+                                         tier=1,
                                          exception={"type": type(b.syntax_error).__name__, "message": b.syntax_error.msg},
-                                         line=line, column=f.col, reason=f.kind if f.outcome == "unknown" else None))
+                                         line=line, block_line=f.line or 1, column=f.col,
+                                         reason=f.kind if f.outcome == "unknown" else None))
             blocked = True
             continue
         findings = static_findings(b.tree, answer_names=names, answer_star=star, answer_imports=imports)  # type: ignore[arg-type]
@@ -227,10 +231,10 @@ def plan(answer: str, question: str | None = None, limits: Limits = DEFAULT_LIMI
         if fails:
             f = fails[0]
             line = b.line + (f.line or 1) - 1
-            p.checks.append(_block_check(b, "fail", f"{f.message} at line {line}", tier=2,
+            p.checks.append(_block_check(b, "fail", f"{f.message} at {_where(b, f.line or 1)}", tier=2,
                                          exception={"type": "NameError" if "name" in f.kind or "import" in f.kind else f.kind,
                                                     "message": f.message},
-                                         line=line, column=f.col,
+                                         line=line, block_line=f.line or 1, column=f.col,
                                          findings=[vars(x) for x in findings]))
             blocked = True
             continue
@@ -289,6 +293,12 @@ def _bound(s: str | None, n: int = STD_BOUND) -> str:
     return s if len(s) <= n else s[:n] + f"…[{len(s) - n} more chars]"
 
 
+def _where(b: Block, block_line: int) -> str:
+    """``"block B, line L"``: the block's 1-based index among the answer's code blocks and the
+    line inside that block (what a reader counts in the code shown), not the answer's line."""
+    return f"block {b.index + 1}, line {block_line}"
+
+
 def _traceback(p: _Plan, err: dict) -> list[str]:
     out = []
     by_index = {b.index: b for b in p.blocks}
@@ -298,7 +308,7 @@ def _traceback(p: _Plan, err: dict) -> list[str]:
             b = by_index[int(m.group(1))]
             lines = b.code.split("\n")
             text = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else ""
-            out.append(f"block {b.index + 1}, line {b.line + lineno - 1}, in {func}: {text}")
+            out.append(f"{_where(b, lineno)}, in {func}: {text}")
         else:
             out.append(f"{fname}, line {lineno}, in {func}")
     out.append(f"{err.get('type')}: {err.get('message')}")
@@ -422,24 +432,27 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
             c.evidence.update(reason="exited early", stdout=_bound(r.get("stdout")))
         elif r["status"] == "timeout":
             c.outcome, c.note, c.confidence = "unknown", "a statement did not finish in time (long-running or waiting)", 0.0
-            c.evidence.update(reason="timeout", line=b.line + r.get("line", 1) - 1, stdout=_bound(r.get("stdout")))
+            c.evidence.update(reason="timeout", line=b.line + r.get("line", 1) - 1, block_line=r.get("line", 1),
+                              stdout=_bound(r.get("stdout")))
         else:
             err = r.get("error", {})
             outcome, reason = _classify_error(p, err)
             if outcome == "fail" and b.index in p.may_fail:
                 outcome, reason = "unknown", f"raises {err.get('type')}, as the answer says this code is wrong or fails"
             c.outcome, c.confidence = outcome, (0.9 if outcome == "fail" else 0.0)  # type: ignore[assignment]
-            line = b.line + r.get("line", 1) - 1
+            at, block_line = b, r.get("line", 1)
             frames = [f for f in err.get("frames", []) if f[0].startswith("<answer")]
             if frames:
                 bi = int(re.match(r"<answer block (\d+)>", frames[-1][0]).group(1))  # type: ignore[union-attr]
-                line = by_index[bi].line + frames[-1][1] - 1
+                at, block_line = by_index[bi], frames[-1][1]
+            line = at.line + block_line - 1
             if outcome == "fail" and not err.get("message"):
                 src = _traceback(p, err)
                 reason = f"{err.get('type')} at {src[-2].split(': ', 1)[-1] if len(src) > 1 else 'top level'}"
-            c.note = f"{reason} (line {line})" if outcome == "fail" else reason
+            c.note = f"{reason} ({_where(at, block_line)})" if outcome == "fail" else reason
             c.evidence.update(exception={"type": err.get("type"), "message": err.get("message")},
-                              traceback=_traceback(p, err), line=line, stdout=_bound(r.get("stdout")),
+                              traceback=_traceback(p, err), line=line, block_line=block_line,
+                              error_block=at.index + 1, stdout=_bound(r.get("stdout")),
                               stderr=stderr)
             if outcome != "fail":
                 c.evidence["reason"] = reason
