@@ -437,7 +437,9 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
             options["citations"]["model"] = model
         report = await run_verifiers(text, names, question=question, options=options,
                                      deadline_s=budget.remaining_s(),
-                                     trust_model_passes=policy.verification.trust_model_passes)
+                                     trust_model_passes=policy.verification.trust_model_passes,
+                                     unchecked_facts=None if v.facts.enabled
+                                     else "the policy does not enable the facts verifier")
         if model is not None and len(model.calls) > calls_before:
             new_calls = model.calls[calls_before:]
             report.cost.verifier_calls += len(new_calls)

@@ -31,6 +31,8 @@ References
 1. Smith, J., & Lee, K. (2019). Quantum Gradient Transformers for Protein Folding Dynamics. Journal of Machine Learning Research, 20(4), 1-25.
 """
 RIGHT_SUM = "17 * 23 = 391."
+#: a hallucinated factual answer whose one equation is right (the tower was completed in 1889)
+EIFFEL = "The Eiffel Tower was completed in 1887 by Gustave Eiffel. Each third is 300 / 3 = 100 metres tall."
 #: a wrong claim past the arithmetic verifier's 60,000 characters (verifiers.arithmetic.MAX_CHARS)
 LATE_WRONG = "Lorem ipsum dolor sit amet. " * 2200 + "\n\n3 * 4 = 13."
 
@@ -41,6 +43,7 @@ def _rules() -> list[dict[str, Any]]:
         {"name": "mixed", "match": {"any_message": r"\[case:mixed\]"},
          "reply": {"choices": [{"content": RIGHT_SUM}, {"content": INVENTED}]}},
         {"name": "late", "match": {"any_message": r"\[case:late\]"}, "reply": {"content": LATE_WRONG}},
+        {"name": "eiffel", "match": {"any_message": r"\[case:eiffel\]"}, "reply": {"content": EIFFEL}},
         # sentinel: the model checks itself (ready), then answers with the invented reference
         {"name": "sentinel-final", "match": {"any_message": r"\[case:sentinel\]", "last_role": "tool"},
          "reply": {"content": INVENTED}},
@@ -69,6 +72,7 @@ def env(tmp_path_factory, gateway_factory):
     research["verifiers"]["facts"]["backends"] = {"use": ["context", "wikipedia"],
                                                   "wikipedia": {"url": base + "/w/api.php", "retries": 0}}
     (pdir / "research.yaml").write_text(yaml.safe_dump(research))
+    (pdir / "default.yaml").write_text((ROOT / "policies" / "default.yaml").read_text())  # as shipped
     plain = {"name": "plain", "on_failure": "annotate", "risk": {"threshold": 0.1},
              "verifiers": {"code": {"enabled": False}, "planner": {"enabled": False},
                            "citations": {"enabled": True, "sources": sources}},
@@ -214,3 +218,16 @@ def test_wrong_claim_past_the_arithmetic_limit_is_unverified_not_skipped(env):
     after = _metric(env["gw"].metrics(), "veracity_truncated_verifications_total", verifier="arithmetic")
     assert after == before + 1
     assert json.dumps(rep)  # the report stays JSON
+
+
+def test_an_arithmetic_pass_does_not_make_a_hallucinated_factual_answer_passed(env):
+    # the shipped default policy checks arithmetic, not facts: the world claim is an undecided
+    # unit (verifiers/facts/_unchecked.py), so the answer is unverified, not passed
+    headers, resp, rep = ask(env, "default", "[case:eiffel] How tall is each third of the Eiffel Tower?")
+    assert resp.choices[0].message.content == EIFFEL
+    assert [c["outcome"] for c in rep["checks"] if c["verifier"] == "arithmetic"] == ["pass"]
+    facts = [c for c in rep["checks"] if c["verifier"] == "facts"]
+    assert [c["evidence"]["kind"] for c in facts] == ["not_checked"] and "1887" in facts[0]["claim"]
+    assert rep["status"] == "unverified" == headers["x-veracity-status"]
+    assert headers["x-veracity-coverage"] == "1/2"
+    assert (rep["coverage"]["units"], rep["coverage"]["decided"]) == (2, 1)

@@ -294,7 +294,7 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
               options: Mapping[str, Mapping[str, Any]] | None = None,
               deadline_s: float | None = None,
               registry: Mapping[str, Adapter] | None = None,
-              trust_model_passes: bool = False) -> Report:
+              trust_model_passes: bool = False, unchecked_facts: str | None = None) -> Report:
     """Run the verifiers ``names`` on ``answer`` concurrently and merge their checks.
 
     Two phases: every verifier but those in :data:`SECOND_PHASE` runs at once; then the
@@ -314,6 +314,10 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
         registry: name -> adapter, default :data:`REGISTRY`.
         trust_model_passes: count passes that rest on the verifier model as decided (a
             policy's named opt-in, ``verification.trust_model_passes``; off by default).
+        unchecked_facts: when set (the reason no facts verifier ran, e.g. "the policy does not
+            enable the facts verifier"), an answer that would be ``passed`` is read for world
+            claims no check decided (:func:`verifiers.facts._unchecked.unchecked_claims`); each
+            is an ``unknown`` check, so such an answer is ``unverified``, not ``passed``.
 
     Returns:
         A Report with ``status`` from :func:`status_of`, the checks in ``names`` order, and
@@ -351,6 +355,11 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
     for job in second:  # the planner sees the rule-based checks (merge, "unexplained")
         checks.extend(await job)
     jobs = first + second
+    if unchecked_facts and status_of(checks, trust_model_passes=trust_model_passes) == "passed":
+        from verifiers.facts._unchecked import unchecked_claims
+        checks.extend(unchecked_claims(answer, question, [c.span for c in checks if c.span is not None
+                                                          and c.outcome in ("pass", "fail")],
+                                       reason=unchecked_facts))
     report = Report(status=status_of(checks, trust_model_passes=trust_model_passes),  # type: ignore[arg-type]
                     checks=checks, answer_chars=len(answer), trust_model_passes=trust_model_passes)
     if not checks:
@@ -378,7 +387,9 @@ async def averify(text: str, context: Mapping[str, Any] | None = None) -> Report
     elif r.score < threshold:
         names = []
     report = await run(text, names, question=question, options=ctx.get("options"),
-                       deadline_s=ctx.get("deadline_s"), registry=ctx.get("registry"))
+                       deadline_s=ctx.get("deadline_s"), registry=ctx.get("registry"),
+                       unchecked_facts=None if "facts" in names or ctx.get("registry") is not None
+                       else "the facts verifier did not run")
     report.risk = r.to_dict()
     if not names:
         report.status = "skipped"
