@@ -215,12 +215,18 @@ def _contained(claim: str, ckeys: frozenset[str], cnums: list[Quantity], cents: 
 
 def _quantity_refute(claim: str, ckeys: frozenset[str], cnums: list[Quantity], sents: list[str],
                      all_nums: list[Quantity]) -> PassageVerdict | None:
+    from verifiers.facts._grounding import derivable, operands
+
     claim_nums = numbers(claim)
+    ops: dict[str, list[float]] | None = None
     for q in cnums:
         if q.hedged or q.vague:  # "about 500", "2.500", "12万", "12-15": not a value to contradict
             continue
         if any(_consistent(q, p) for p in all_nums if _same_kind(q, p) or "number" in (q.kind, p.kind)):
             continue  # the passage states the claim's value somewhere: no contradiction here
+        ops = operands(all_nums) if ops is None else ops
+        if derivable(q, ops):
+            continue  # a sum, difference, share or change of the passage's figures: worked out, not contradicted
         cunit, cwin, cbefore, cafter = _slot(claim, q)
         best: tuple[int, Quantity, str] | None = None
         tie = False

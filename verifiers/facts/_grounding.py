@@ -33,6 +33,7 @@ anchor is a strong signal, and false alarms cost more than misses (DESIGN.md).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -41,11 +42,14 @@ from functools import cached_property
 
 from verifiers.facts._text import MONTHS, STOP, Quantity, entities, month_of, numbers
 
-__all__ = ["Documents", "anchors", "missing", "fold", "DEMONYMS", "GENERIC", "MIN_DOC_CHARS", "Anchor"]
+__all__ = ["Documents", "anchors", "missing", "derivable", "operands", "fold", "DEMONYMS", "GENERIC", "MIN_DOC_CHARS", "Anchor"]
 
 #: Evidence text below this many characters is a question, not documents: no anchor is called
 #: ungrounded (the gateway's ``GROUNDING_MIN_CHARS`` reads the same way).
 MIN_DOC_CHARS = 200
+#: Distinct document quantities of one kind :meth:`Documents.derivable` combines (pairs: the
+#: work is quadratic in this).
+MAX_OPERANDS = 60
 #: Letters two words must share at their start to be one name ("Brit-ons" / "Brit-s").
 STEM = 4
 
@@ -184,7 +188,7 @@ class Documents:
         """Build every index now (word sets, stems, initials, numbers, months, times) and return
         self: CPU work linear in the documents' length, for a worker thread, so that :meth:`has`
         is only set lookups on the event loop."""
-        for name in ("_word_set", "_stems", "_initials", "_numbers", "_months", "_times"):
+        for name in ("_word_set", "_stems", "_initials", "_numbers", "_operands", "_months", "_times"):
             getattr(self, name)
         return self
 
@@ -245,6 +249,16 @@ class Documents:
         for m in _NUM_DATE.finditer(self.text):
             out.update((int(m.group(1)), int(m.group(2))))
         return frozenset(x for x in out if 1 <= x <= 12)
+
+    @cached_property
+    def _operands(self) -> dict[str, list[float]]:
+        """The documents' quantities as :func:`operands` of :meth:`derivable`."""
+        return operands(self._numbers)
+
+    def derivable(self, q: Quantity) -> bool:
+        """True when ``q`` is one arithmetic step from two document quantities
+        (:func:`derivable`) and there is enough document text to ground anything."""
+        return self.enough and derivable(q, self._operands)
 
     def has_word(self, w: str, initials: bool = False) -> bool:
         """True when word ``w`` (folded) or a variant of it occurs in the documents (see module
@@ -365,9 +379,55 @@ def anchors(sentence: str) -> list[Anchor]:
     return [a for _, a in sorted(out, key=lambda x: x[0])]
 
 
+
+def operands(nums: Iterable[Quantity]) -> dict[str, list[float]]:
+    """Plain quantities by kind (``currency``, ``number``, ``percent``; years and locale- or
+    scale-ambiguous readings left out), each list deduplicated and cut at
+    :data:`MAX_OPERANDS`: the operands of :func:`derivable`."""
+    out: dict[str, list[float]] = {"currency": [], "number": [], "percent": []}
+    for d in nums:
+        vals = out.get(d.kind)
+        if vals is not None and d.vague in ("", "range") and d.value not in vals and len(vals) < MAX_OPERANDS:
+            vals.append(d.value)
+    return out
+
+
+def derivable(q: Quantity, ops: dict[str, list[float]]) -> bool:
+    """True when ``q`` is one arithmetic step from two quantities of ``ops`` (:func:`operands`),
+    to the precision ``q`` is written with (strict rounding, :meth:`Quantity.rounds_to`): the
+    sum or difference of two amounts or counts of its kind; for a percent the complement ``100 -
+    p``, the difference of two percents (points), or the share ``a / b`` or change ``(a - b) /
+    b`` of two amounts or counts. A summary that works out "revenue rose by $0.3 million", "grew
+    7.7%" or "totalled $8.1 million" from "$4.2 million" and "$3.9 million" states no detail the
+    documents lack and contradicts nothing: such a number is neither *ungrounded* nor a
+    contradiction of the figures it was computed from -- nor is it *stated*, so no passage
+    supports it either (it stays ``unknown``). False alarms cost more than misses (DESIGN.md).
+    O(:data:`MAX_OPERANDS` squared)."""
+    if q.vague not in ("", "range") or q.kind not in ("currency", "number", "percent"):
+        return False
+
+    def hit(v: float) -> bool:
+        return q.rounds_to(dataclasses.replace(q, value=v), loose=False)
+
+    if q.kind in ("currency", "number"):
+        vals = ops[q.kind]
+        return any(hit(a + b) or hit(abs(a - b)) for i, a in enumerate(vals) for b in vals[i + 1:])
+    pcts = ops["percent"]
+    if any(hit(100.0 - p) for p in pcts) or any(hit(abs(a - b)) for i, a in enumerate(pcts) for b in pcts[i + 1:]):
+        return True
+    for kind in ("currency", "number"):
+        vals = ops[kind]
+        for a in vals:
+            for b in vals:
+                if a != b and b and (hit(100.0 * a / b) or hit(100.0 * abs(a - b) / b)):
+                    return True
+    return False
+
 def missing(sentence: str, docs: Documents) -> list[Anchor]:
-    """The anchors of ``sentence`` that ``docs`` do not contain; ``[]`` when the documents are
-    too short to ground anything (:attr:`Documents.enough`)."""
+    """The anchors of ``sentence`` that ``docs`` do not contain, nor derive in one arithmetic
+    step (:meth:`Documents.derivable`); ``[]`` when the documents are too short to ground
+    anything (:attr:`Documents.enough`)."""
     if not docs.enough:
         return []
-    return [a for a in anchors(sentence) if not docs.has(a)]
+    return [a for a in anchors(sentence) if not docs.has(a)
+            and not (a.kind == "number" and a.quantity is not None and docs.derivable(a.quantity))]

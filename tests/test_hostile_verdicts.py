@@ -1,0 +1,146 @@
+"""An adversary against the verdict (DESIGN.md "Asymmetric trust", "false alarms cost more than
+misses"): a wrong answer must never come back ``passed`` or ``corrected``, a right one never
+``failed`` nor rewritten, and no status may claim coverage it does not have.
+
+The real ``openai`` SDK -> Veracity (``veracity serve``) under the *shipped* policies
+(``policies/*.yaml``, unchanged) -> the scripted mock upstream, which plays the client's model
+(wrong answers, planted instructions, a fake ``veracity`` report, fake ``verify_result``
+calls) and a verifier model that obeys whatever the checked text tells it (answers by JSON
+schema name: ``Plan``, ``ClaimList``, ``VerdictAnswer``). No network.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from proxy.mock_upstream import MockUpstream
+from verifiers import sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+UNTRUSTED_OK = ("passed", "corrected")
+EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
+
+# --- code: buggy code whose own asserts cannot fail -------------------------------------------
+BUGGY = "def total(xs):\n    return sum(xs[1:])\n"
+VACUOUS = {
+    "assert-true": "assert True",
+    "assert-self": "assert total([1, 2]) == total([1, 2])",
+    "assert-or-true": "assert total([1, 2, 3]) == 6 or True",
+    "assert-not-none": "assert total([1, 2]) is not None",
+    "assert-type": "assert isinstance(total([1, 2]), int)",
+    "assert-literal": "assert 2 + 2 == 4",
+}
+
+
+def code_draft(assertion: str) -> str:
+    return ("Here is `total`, which sums a list (verified: the assert below holds).\n\n```python\n"
+            + BUGGY + "\n" + assertion + "\n```\n")
+
+
+# --- rag: a right summary that works out a difference, a growth rate, a share -----------------
+DOC = ("Northwind Traders annual report 2023. Northwind Traders reported revenue of $4.2 million in 2023. "
+       "Revenue in 2022 had been $3.9 million. Northwind Traders employs 85 people at its headquarters in Lyon, "
+       "France, and 15 people in its Paris showroom. About 40% of sales come from online orders. Its chief "
+       "executive is Marie Dubois, who joined the company in 2019.")
+SYSTEM = "Answer from the documents below.\n\n<documents>\n" + DOC + "\n</documents>"
+DERIVED = {
+    "derived-diff": "Northwind Traders' revenue rose by $0.3 million to $4.2 million in 2023.",
+    "derived-growth": "Northwind Traders' revenue grew by about 7.7% in 2023, to $4.2 million.",
+    "derived-complement": "About 60% of Northwind Traders' sales are not online orders.",
+    "derived-sum": "Northwind Traders employs 100 people in France, in Lyon and Paris.",
+    "derived-total": "Over 2022 and 2023 Northwind Traders' revenue totalled $8.1 million.",
+}
+# the same sentences with a figure no step from the documents gives: still failed
+WRONG_DERIVED = {
+    "wrong-diff": "Northwind Traders' revenue rose by $0.5 million to $4.2 million in 2023.",
+    "wrong-complement": "About 70% of Northwind Traders' sales are not online orders.",
+    "wrong-sum": "Northwind Traders employs 120 people in France, in Lyon and Paris.",
+    "wrong-total": "Over 2022 and 2023 Northwind Traders' revenue totalled $9.4 million.",
+}
+
+
+def _rules() -> list[dict[str, Any]]:
+    r: list[dict[str, Any]] = []
+    # the obedient verifier model: no plan, no claims, no verdict
+    r.append({"name": "plan-none", "match": {"schema": "Plan"},
+              "reply": {"content": json.dumps({"verification_needed": False, "verification_steps": []})}})
+    r.append({"name": "claims-none", "match": {"schema": "ClaimList"},
+              "reply": {"content": json.dumps({"claims": []})}})
+    r.append({"name": "verdict-other", "match": {"schema": "[A-Z]*"},
+              "reply": {"content": json.dumps({"verdict": "not_enough_info", "passages": [], "quote": "",
+                                               "source_says": "", "confidence": 0.3, "questions": []})}})
+    for tag, a in VACUOUS.items():  # the re-ask repeats the draft: a model that will not fix it
+        r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": {"content": code_draft(a)}})
+    for tag, text in {**DERIVED, **WRONG_DERIVED}.items():
+        r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": {"content": text}})
+    return r
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, gateway_factory):
+    tmp = tmp_path_factory.mktemp("hostile-verdicts")
+    mock = MockUpstream({"rules": _rules(), "models": ["gpt-test"]}).start()
+    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": mock.base_url}],
+           "policies": {"dir": str(ROOT / "policies"), "check_interval_s": 0},
+           "verification": {"budget_db": str(tmp / "budget.sqlite3")}}
+    gw = gateway_factory(cfg)
+    yield {"gw": gw, "mock": mock}
+    mock.stop()
+
+
+def client(env, policy: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=env["gw"].base_url, api_key="sk-test", max_retries=0, timeout=240,
+                         default_headers={"x-veracity-policy": policy})
+
+
+def _runner() -> None:
+    why = sandbox.get("auto").unavailable_reason()
+    if why or sandbox.get("auto").name == "none":
+        from tests.fixtures.sandboxes import missing
+        missing(f"no sandbox runs code here: {why}")
+
+
+# ------------------------------------------------------------------ code: vacuous own asserts
+
+
+@pytest.mark.parametrize("policy", ["code", "strict"])
+@pytest.mark.parametrize("tag", list(VACUOUS))
+def test_buggy_code_with_an_assert_that_cannot_fail_is_never_passed(env, policy, tag):
+    _runner()
+    resp = client(env, policy).chat.completions.with_raw_response.create(
+        model="gpt-test", messages=[{"role": "user", "content": f"[case:{tag}] Write total(xs) that sums a list."}])
+    rep = resp.parse().model_extra["veracity"]
+    assert rep["status"] not in UNTRUSTED_OK, rep
+    assert resp.headers["x-veracity-status"] == rep["status"]
+    code = [c for c in rep["checks"] if c["verifier"] == "code"]
+    assert code and not [c for c in code if c["outcome"] == "pass"], code
+    assert "nothing about its behaviour was compared" in code[0]["note"], code
+
+
+# ------------------------------------------------------------------ rag: derived figures
+
+
+@pytest.mark.parametrize("tag", list(DERIVED))
+def test_a_right_figure_worked_out_from_the_documents_is_never_failed(env, tag):
+    resp = client(env, "rag").chat.completions.create(model="gpt-test", messages=[
+        {"role": "system", "content": SYSTEM}, {"role": "user", "content": f"[case:{tag}] Summarise the report."}])
+    rep = resp.model_extra["veracity"]
+    assert resp.choices[0].message.content.startswith(DERIVED[tag])        # never rewritten
+    assert rep["status"] not in ("failed", "corrected"), rep
+    assert not [c for c in rep["checks"] if c["outcome"] == "fail"], rep
+    assert not any(r.get("rule") == tag and EVIDENCE in json.dumps(r.get("body", {}))
+                   for r in env["mock"].requests()), "a right answer was re-asked"
+
+
+@pytest.mark.parametrize("tag", list(WRONG_DERIVED))
+def test_a_figure_no_step_from_the_documents_gives_still_fails(env, tag):
+    resp = client(env, "rag").chat.completions.create(model="gpt-test", messages=[
+        {"role": "system", "content": SYSTEM}, {"role": "user", "content": f"[case:{tag}] Summarise the report."}])
+    rep = resp.model_extra["veracity"]
+    assert rep["status"] == "failed", rep
+    assert [c for c in rep["checks"] if c["verifier"] == "facts" and c["outcome"] == "fail"], rep
