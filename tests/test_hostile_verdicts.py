@@ -63,6 +63,17 @@ WRONG_DERIVED = {
     "wrong-total": "Over 2022 and 2023 Northwind Traders' revenue totalled $9.4 million.",
 }
 
+# --- math: right statements in a notation models write (scientific notation, a percent on a base)
+RIGHT_MATH = {
+    "sci-product": "In Python, 1e3 * 2 = 2000.",
+    "sci-negative": "Scaling back: 2.5e-3 × 1000 = 2.5.",
+    "sci-sum": "So 3e5 + 1 = 300001.",
+    "pct-discount": "With the discount, 100 - 20% = 80 dollars.",
+    "pct-markup": "After the markup, 50 + 10% = 55.",
+    "pct-money": "With tax, $200 + 5% = $210.",
+}
+WRONG_MATH = {"pct-wrong": "After the markup, 50 + 10% = 60.", "sci-wrong-big": "So 3e5 + 1 = 400001."}
+
 
 def _rules() -> list[dict[str, Any]]:
     r: list[dict[str, Any]] = []
@@ -76,7 +87,7 @@ def _rules() -> list[dict[str, Any]]:
                                                "source_says": "", "confidence": 0.3, "questions": []})}})
     for tag, a in VACUOUS.items():  # the re-ask repeats the draft: a model that will not fix it
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": {"content": code_draft(a)}})
-    for tag, text in {**DERIVED, **WRONG_DERIVED}.items():
+    for tag, text in {**DERIVED, **WRONG_DERIVED, **RIGHT_MATH, **WRONG_MATH}.items():
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": {"content": text}})
     return r
 
@@ -144,3 +155,23 @@ def test_a_figure_no_step_from_the_documents_gives_still_fails(env, tag):
     rep = resp.model_extra["veracity"]
     assert rep["status"] == "failed", rep
     assert [c for c in rep["checks"] if c["verifier"] == "facts" and c["outcome"] == "fail"], rep
+
+
+@pytest.mark.parametrize("policy", ["math", "default"])
+@pytest.mark.parametrize("tag", list(RIGHT_MATH))
+def test_a_right_statement_in_scientific_or_percent_of_base_notation_is_never_failed(env, policy, tag):
+    resp = client(env, policy).chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": f"[case:{tag}] Work it out."}])
+    rep = resp.model_extra["veracity"]
+    assert resp.choices[0].message.content == RIGHT_MATH[tag]               # never rewritten
+    assert rep["status"] not in ("failed", "corrected"), rep
+    arith = [c for c in rep["checks"] if c["verifier"] == "arithmetic"]
+    assert arith and not [c for c in arith if c["outcome"] == "fail"], arith
+
+
+@pytest.mark.parametrize("tag", list(WRONG_MATH))
+def test_a_wrong_statement_in_those_notations_is_never_passed(env, tag):
+    resp = client(env, "math").chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": f"[case:{tag}] Work it out."}])
+    rep = resp.model_extra["veracity"]
+    assert rep["status"] not in UNTRUSTED_OK, rep
