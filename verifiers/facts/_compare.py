@@ -215,7 +215,7 @@ def _contained(claim: str, ckeys: frozenset[str], cnums: list[Quantity], cents: 
 
 def _quantity_refute(claim: str, ckeys: frozenset[str], cnums: list[Quantity], sents: list[str],
                      all_nums: list[Quantity]) -> PassageVerdict | None:
-    from verifiers.facts._grounding import derivable, operands
+    from verifiers.facts._grounding import WORKED_OUT, derivable, operands
 
     claim_nums = numbers(claim)
     ops: dict[str, list[float]] | None = None
@@ -225,7 +225,7 @@ def _quantity_refute(claim: str, ckeys: frozenset[str], cnums: list[Quantity], s
         if any(_consistent(q, p) for p in all_nums if _same_kind(q, p) or "number" in (q.kind, p.kind)):
             continue  # the passage states the claim's value somewhere: no contradiction here
         ops = operands(all_nums) if ops is None else ops
-        if derivable(q, ops):
+        if WORKED_OUT.search(claim) and derivable(q, ops):
             continue  # a sum, difference, share or change of the passage's figures: worked out, not contradicted
         cunit, cwin, cbefore, cafter = _slot(claim, q)
         best: tuple[int, Quantity, str] | None = None

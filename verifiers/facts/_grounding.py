@@ -42,7 +42,7 @@ from functools import cached_property
 
 from verifiers.facts._text import MONTHS, STOP, Quantity, entities, month_of, numbers
 
-__all__ = ["Documents", "anchors", "missing", "derivable", "operands", "fold", "DEMONYMS", "GENERIC", "MIN_DOC_CHARS", "Anchor"]
+__all__ = ["Documents", "anchors", "missing", "derivable", "operands", "WORKED_OUT", "fold", "DEMONYMS", "GENERIC", "MIN_DOC_CHARS", "Anchor"]
 
 #: Evidence text below this many characters is a question, not documents: no anchor is called
 #: ungrounded (the gateway's ``GROUNDING_MIN_CHARS`` reads the same way).
@@ -392,6 +392,19 @@ def operands(nums: Iterable[Quantity]) -> dict[str, list[float]]:
     return out
 
 
+#: Words that say a sentence works a figure out (a change, a total, a share, a remainder, a
+#: comparison): only in such a sentence is a number one step from the documents' figures read
+#: as worked out (:func:`derivable`) -- elsewhere a small count is too easily "derivable" from
+#: a document's many figures, and a miss would hide an invented one.
+WORKED_OUT = re.compile(
+    r"\b(?:ris(?:e|es|en|ing)|rose|gr(?:ew|ow|ows|own|owth|owing)|gain\w*|increas\w*|decreas\w*|declin\w*|"
+    r"drop\w*|f[ae]ll(?:s|en|ing)?|cut|reduc\w*|lower|higher|more|less|fewer|total\w*|combined|sum|"
+    r"together|altogether|overall|differen\w*|gap|net|remain\w*|rest|other|not|excluding|without|share|"
+    r"margin|chang\w*|compared|than|sav(?:e|es|ed|ing|ings)|difference|(?:up|down)\s+(?:from|by)|jump\w*|climb\w*|slid|"
+    r"shr[iau]nk\w*|doubl\w*|half|halved|ratio|proportion|percentage|average)\b|[-+]\s*\d",
+    re.IGNORECASE)
+
+
 def derivable(q: Quantity, ops: dict[str, list[float]]) -> bool:
     """True when ``q`` is one arithmetic step from two quantities of ``ops`` (:func:`operands`),
     to the precision ``q`` is written with (strict rounding, :meth:`Quantity.rounds_to`): the
@@ -425,9 +438,11 @@ def derivable(q: Quantity, ops: dict[str, list[float]]) -> bool:
 
 def missing(sentence: str, docs: Documents) -> list[Anchor]:
     """The anchors of ``sentence`` that ``docs`` do not contain, nor derive in one arithmetic
-    step (:meth:`Documents.derivable`); ``[]`` when the documents are too short to ground
+    step (:meth:`Documents.derivable`, in a sentence that says it works a figure out:
+    :data:`WORKED_OUT`); ``[]`` when the documents are too short to ground
     anything (:attr:`Documents.enough`)."""
     if not docs.enough:
         return []
+    worked = WORKED_OUT.search(sentence) is not None
     return [a for a in anchors(sentence) if not docs.has(a)
-            and not (a.kind == "number" and a.quantity is not None and docs.derivable(a.quantity))]
+            and not (worked and a.kind == "number" and a.quantity is not None and docs.derivable(a.quantity))]
