@@ -94,6 +94,16 @@ PLANTED = {
 # the control: the document states it plainly -- grounded, and passed
 PLAIN_DOC = ("plain-doc", " Northwind Traders employs 900 engineers in Tokyo, its largest engineering site.", TOKYO)
 
+# --- math: one equation recomputed, the stated result never computed ---------------------------
+UNCHECKED_RESULT = {
+    "result-so": "17 × 23 = 391. So the answer is 401.",
+    "result-total": "Each box holds 17 pencils and there are 23 boxes: 17 × 23 = 391 pencils. Adding the 12 loose "
+                    "pencils gives 401 pencils in total.",
+    "result-final": "Step 1: 17 × 23 = 391.\nStep 2: 391 + 12 = 403.\nFinal answer: 401.",
+    "result-perimeter": "The area is 3 × 4 = 12 square metres, so the perimeter is 16 metres.",
+}
+CHECKED_RESULT = ("result-checked", "17 × 23 = 391 and 391 + 12 = 403. So the answer is 403.")
+
 
 def _supported(quote: str) -> str:
     return json.dumps({"verdict": "supported", "passages": [1, 2, 3], "quote": quote, "source_says": "",
@@ -130,7 +140,8 @@ def _rules() -> list[dict[str, Any]]:
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": reply})
     for tag, a in VACUOUS.items():  # the re-ask repeats the draft: a model that will not fix it
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": {"content": code_draft(a)}})
-    for tag, text in {**DERIVED, **WRONG_DERIVED, **RIGHT_MATH, **WRONG_MATH}.items():
+    for tag, text in {**DERIVED, **WRONG_DERIVED, **RIGHT_MATH, **WRONG_MATH, **UNCHECKED_RESULT,
+                      CHECKED_RESULT[0]: CHECKED_RESULT[1]}.items():
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": {"content": text}})
     return r
 
@@ -267,3 +278,28 @@ def test_a_document_that_states_the_claim_still_passes_it(env):
         {"role": "user", "content": f"[case:{tag}] Tell me about Northwind's engineers."}])
     rep = resp.model_extra["veracity"]
     assert rep["status"] == "passed", rep
+
+
+# ------------------------------------------------------------------ a result nothing computed
+
+
+@pytest.mark.parametrize("policy", ["math", "default", "strict"])
+@pytest.mark.parametrize("tag", list(UNCHECKED_RESULT))
+def test_a_stated_result_no_check_computed_keeps_the_answer_from_passed(env, policy, tag):
+    resp = client(env, policy).chat.completions.with_raw_response.create(
+        model="gpt-test", messages=[{"role": "user", "content": f"[case:{tag}] How many pencils are there?"}])
+    rep = resp.parse().model_extra["veracity"]
+    assert rep["status"] not in UNTRUSTED_OK, rep
+    open_ = [c for c in rep["checks"] if c["verifier"] == "arithmetic" and c["outcome"] == "unknown"]
+    assert open_ and open_[0]["evidence"]["kind"] == "unchecked_result", rep["checks"]
+    cov = rep["coverage"]
+    assert cov["decided"] < cov["units"], cov
+    decided, units = resp.headers["x-veracity-coverage"].split("/")
+    assert int(decided) < int(units)
+
+
+@pytest.mark.parametrize("policy", ["math", "default"])
+def test_a_stated_result_a_check_computed_still_passes(env, policy):
+    resp = client(env, policy).chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": f"[case:{CHECKED_RESULT[0]}] How many pencils?"}])
+    assert resp.model_extra["veracity"]["status"] == "passed", resp.model_extra["veracity"]
