@@ -35,6 +35,12 @@ VACUOUS = {
     "assert-not-none": "assert total([1, 2]) is not None",
     "assert-type": "assert isinstance(total([1, 2]), int)",
     "assert-literal": "assert 2 + 2 == 4",
+    "assert-tuple": "assert (total([1, 2, 3]) == 6, 'sums the list')",
+    # a real comparison that never runs, or whose failure is swallowed
+    "assert-if-false": "if False:\n    assert total([1, 2, 3]) == 6",
+    "assert-empty-loop": "for _ in []:\n    assert total([1, 2, 3]) == 6",
+    "assert-swallowed": "try:\n    assert total([1, 2, 3]) == 6\nexcept AssertionError:\n    pass",
+    "assert-suppressed": "import contextlib\nwith contextlib.suppress(AssertionError):\n    assert total([1, 2, 3]) == 6",
 }
 
 

@@ -497,11 +497,16 @@ def _vacuous(test: ast.expr) -> bool:
     holds for (nearly) any implementation: no name at all (``assert True``, ``assert 2 + 2 ==
     4``), an ``or`` with an operand that holds by itself (``... == 6 or True``), a comparison of
     an expression with itself (``f(x) == f(x)``), a check of presence or type only (``x is not
-    None``, ``isinstance(x, int)``, ``callable(f)``). Such an assert held is evidence that the
+    None``, ``isinstance(x, int)``, ``callable(f)``), a tuple or list (``assert (x == 6, "msg")``
+    is always true), a conditional expression with such a branch. Such an assert held is evidence that the
     code runs, not that it is right (DESIGN.md "Asymmetric trust": a run is not a behaviour
     check); the checked draft cannot write its own pass with one."""
     if not any(isinstance(n, ast.Name) for n in ast.walk(test)):
         return True
+    if isinstance(test, (ast.Tuple, ast.List, ast.Set, ast.Dict)):  # a non-empty display is always true
+        return bool(getattr(test, "elts", None) or getattr(test, "keys", None))
+    if isinstance(test, ast.IfExp):
+        return _vacuous(test.body) or _vacuous(test.orelse)
     if isinstance(test, ast.BoolOp):
         if isinstance(test.op, ast.Or):
             return any(_vacuous(v) for v in test.values)
@@ -520,22 +525,40 @@ def _vacuous(test: ast.expr) -> bool:
     return False
 
 
+def _main_guard(test: ast.expr) -> bool:
+    """``__name__ == "__main__"`` (either order)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = [test.left, test.comparators[0]]
+    return any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides) and \
+        any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides)
+
+
 def _own_asserts(tree: ast.AST | None) -> int:
-    """``assert`` statements the block runs itself that test its behaviour: those outside
-    function and class bodies (an ``assert`` inside a function is a precondition, not a test of
-    what the code does) whose test is not vacuous (:func:`_vacuous`)."""
+    """``assert`` statements the block runs itself that test its behaviour, and that run for
+    sure with a failure that surfaces: statements of the module body, of an ``if __name__ ==
+    "__main__":`` body, or of a ``for`` loop over a non-empty literal list or tuple of cases
+    (recursively). An assert in a function or class body is a precondition, not a test of what
+    the code does; one under another ``if``, a ``while``, a ``try`` or a ``with`` may never run
+    (``if False:``, ``for _ in []:``) or have its failure swallowed (``except AssertionError:
+    pass``, ``contextlib.suppress``), so its clean run compares nothing. Vacuous tests
+    (:func:`_vacuous`) do not count either."""
     if tree is None:
         return 0
-    n = 0
-    stack = list(ast.iter_child_nodes(tree))
-    while stack:
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        if isinstance(node, ast.Assert) and not _vacuous(node.test):
-            n += 1
-        stack.extend(ast.iter_child_nodes(node))
-    return n
+
+    def count(stmts: list[ast.stmt]) -> int:
+        n = 0
+        for node in stmts:
+            if isinstance(node, ast.Assert):
+                n += not _vacuous(node.test)
+            elif isinstance(node, ast.If) and _main_guard(node.test):
+                n += count(node.body)
+            elif isinstance(node, ast.For) and isinstance(node.iter, (ast.List, ast.Tuple)) and node.iter.elts \
+                    and not any(isinstance(x, (ast.Break, ast.Continue)) for x in ast.walk(node)):
+                n += count(node.body)
+        return n
+
+    return count(getattr(tree, "body", []) or [])
 
 
 def _behaviour_compared(p: _Plan, b: Block) -> str:
