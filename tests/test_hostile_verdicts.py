@@ -110,6 +110,16 @@ UNCHECKED_RESULT = {
 }
 CHECKED_RESULT = ("result-checked", "17 × 23 = 391 and 391 + 12 = 403. So the answer is 403.")
 
+# --- rag: a right paraphrase of a share in words or of a name with its umlauts written out ------
+PARAPHRASE_DOC = (" A quarter of its staff work remotely, and two-fifths of its customers are in Germany. One in "
+                  "five orders is returned. Its founder is J\u00fcrgen M\u00fcller.")
+PARAPHRASE = {
+    "para-quarter": "25% of Northwind Traders' staff work remotely.",
+    "para-fifths": "40% of Northwind Traders' customers are in Germany.",
+    "para-one-in": "20% of Northwind Traders' orders are returned.",
+    "para-umlaut": "Northwind Traders was founded by Juergen Mueller.",
+}
+
 
 def _supported(quote: str) -> str:
     return json.dumps({"verdict": "supported", "passages": [1, 2, 3], "quote": quote, "source_says": "",
@@ -146,7 +156,7 @@ def _rules() -> list[dict[str, Any]]:
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": reply})
     for tag, a in VACUOUS.items():  # the re-ask repeats the draft: a model that will not fix it
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": {"content": code_draft(a)}})
-    for tag, text in {**DERIVED, **WRONG_DERIVED, **RIGHT_MATH, **WRONG_MATH, **UNCHECKED_RESULT,
+    for tag, text in {**PARAPHRASE, **DERIVED, **WRONG_DERIVED, **RIGHT_MATH, **WRONG_MATH, **UNCHECKED_RESULT,
                       CHECKED_RESULT[0]: CHECKED_RESULT[1]}.items():
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": {"content": text}})
     return r
@@ -309,3 +319,34 @@ def test_a_stated_result_a_check_computed_still_passes(env, policy):
     resp = client(env, policy).chat.completions.create(
         model="gpt-test", messages=[{"role": "user", "content": f"[case:{CHECKED_RESULT[0]}] How many pencils?"}])
     assert resp.model_extra["veracity"]["status"] == "passed", resp.model_extra["veracity"]
+
+
+# ------------------------------------------------------------------ right paraphrases
+
+
+@pytest.mark.parametrize("tag", list(PARAPHRASE))
+def test_a_right_paraphrase_of_a_share_or_a_name_is_never_failed(env, tag):
+    resp = client(env, "rag").chat.completions.create(model="gpt-test", messages=[
+        {"role": "system", "content": SYSTEM.replace("</documents>", PARAPHRASE_DOC + "\n</documents>")},
+        {"role": "user", "content": f"[case:{tag}] Summarise the report."}])
+    rep = resp.model_extra["veracity"]
+    assert resp.choices[0].message.content.startswith(PARAPHRASE[tag])      # never rewritten
+    assert rep["status"] not in ("failed", "corrected"), rep
+    assert not [c for c in rep["checks"] if c["outcome"] == "fail"], rep
+
+
+@pytest.mark.parametrize("text", ["65% of Northwind Traders' staff work remotely.",
+                                  "Northwind Traders was founded by Hans Schmidt."])
+def test_a_wrong_share_or_name_beside_those_documents_still_fails(env, text):
+    from proxy.pipeline import verify_text  # the same verification, without a gateway round trip
+    import asyncio
+
+    from proxy.budget import RequestBudget
+    from proxy.policy import load_file
+
+    pol = load_file(ROOT / "policies" / "rag.yaml")
+    msgs = [{"role": "system", "content": SYSTEM.replace("</documents>", PARAPHRASE_DOC + "\n</documents>")},
+            {"role": "user", "content": "Summarise the report."}]
+    rep = asyncio.run(verify_text(pol, msgs[1]["content"], text, RequestBudget.from_policy(pol.budgets.request),
+                                  model=None, messages=msgs))
+    assert rep.status == "failed", rep.to_dict()

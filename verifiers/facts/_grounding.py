@@ -10,12 +10,14 @@ years, spelled numbers), its month names and its named entities (capitalised run
 :func:`verifiers.facts._text.entities`); an anchor is **present** (:meth:`Documents.has`) when
 the documents state it after normalisation:
 
-* case and accents (Unicode NFKD, combining marks dropped: "El Niño" = "El Nino"), possessive
+* case and accents (Unicode NFKD, combining marks dropped: "El Niño" = "El Nino"; an umlaut
+  written out: "Mueller" = "Müller"), possessive
   ``'s``, dotted initials ("U.S." = "US");
 * quantities by value with scale words and units applied ("$4.2 million" = "4,200,000" =
   "4.2m"), rounding either way as written (:meth:`Quantity.rounds_to`: "$4 million" / "$4.2
   million"), numbers in words ("twelve" = "12"), and date formats (a year, a day or a month
-  written as "2023-03-05", "5/3/2023", "March 5", "5 March"), clock times by hour and minute
+  written as "2023-03-05", "5/3/2023", "March 5", "5 March"), shares in words ("two-fifths",
+  "a quarter", "one in four" = "40%", "25%"), clock times by hour and minute
   ("10:30 a.m." = "10.30am", "17:00" = "5 pm"); a number the documents spell out
   ("number one", "twelve fifty" for 12.50, "second" for "2nd");
 * names by any of their words (a surname alone, "Keller" for "Maria Keller"), a shared stem
@@ -235,7 +237,7 @@ class Documents:
 
     @cached_property
     def _numbers(self) -> list[Quantity]:
-        return numbers(self.text) + numbers(self._folded) + cjk_numbers(self.text)
+        return numbers(self.text) + numbers(self._folded) + cjk_numbers(self.text) + fraction_percents(self._folded)
 
     @cached_property
     def _times(self) -> frozenset[tuple[int, int]]:
@@ -262,8 +264,12 @@ class Documents:
 
     def has_word(self, w: str, initials: bool = False) -> bool:
         """True when word ``w`` (folded) or a variant of it occurs in the documents (see module
-        doc: stem, demonym; with ``initials`` -- the word was written in capitals, "UK" -- also
-        the initials of consecutive document words)."""
+        doc: stem, demonym, the German transliteration of umlauts: "Mueller" for "Müller"; with
+        ``initials`` -- the word was written in capitals, "UK" -- also the initials of
+        consecutive document words)."""
+        plain = re.sub(r"([aou])e", r"\1", w) if w.isalpha() else w
+        if plain != w and plain in self._word_set:
+            return True
         if w in self._word_set or (w.endswith("s") and w[:-1] in self._word_set) or w + "s" in self._word_set:
             return True
         if len(w) >= STEM + 1 and not w.isdigit() and _stem(w) in self._stems:
@@ -315,6 +321,34 @@ class Documents:
 
 _CJK_NUM = re.compile(r"(?<=[\u3400-\u9fff])\d+(?:\.\d+)?|\d+(?:\.\d+)?(?=[\u3400-\u9fff])")
 _LATIN_NAME = re.compile(r"(?<![A-Za-z])[A-Z][A-Za-z'&.-]*[A-Za-z](?:\s+[A-Z][A-Za-z'&.-]*[A-Za-z])*")
+
+
+_DENOM = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fourth": 4, "fourths": 4,
+          "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "eighth": 8, "eighths": 8, "tenth": 10, "tenths": 10}
+_SMALL = {w: i for i, w in enumerate(_ONES)} | {"a": 1, "an": 1, "hundred": 100}
+_FRACTION = re.compile(r"\b(a|an|one|two|three|four|five|six|seven|eight|nine)[- ](" + "|".join(_DENOM) + r")\b"
+                       r"|\b(half)\b"
+                       r"|\b(\d{1,3}|" + "|".join(_ONES[1:]) + r")\s+(?:in|out\s+of)\s+(?:every\s+)?(\d{1,3}|"
+                       + "|".join(_ONES[2:]) + r"|hundred)\b")
+
+
+def fraction_percents(folded: str) -> list[Quantity]:
+    """The shares a folded text states in words, as percents: "two-fifths" (40 %), "a quarter"
+    (25 %), "half" (50 %), "one in four" / "3 out of 5" (25 %, 60 %). A summary writes the
+    same share as "40%": the documents state it (:meth:`Documents.has`)."""
+    out: list[Quantity] = []
+    for m in _FRACTION.finditer(folded):
+        if m.group(2):
+            num, den = _SMALL[m.group(1)], _DENOM[m.group(2)]
+        elif m.group(3):
+            num, den = 1, 2
+        else:
+            a, b = m.group(4), m.group(5)
+            num = int(a) if a.isdigit() else _SMALL[a]
+            den = int(b) if b.isdigit() else _SMALL[b]
+        if 0 < num <= den:
+            out.append(Quantity(100.0 * num / den, "percent", 6, 0, False, m.start(), m.end(), m.group(0)))
+    return out
 
 
 def cjk_numbers(text: str) -> list[Quantity]:
