@@ -79,7 +79,11 @@ RIGHT_MATH = {
     "pct-markup": "After the markup, 50 + 10% = 55.",
     "pct-money": "With tax, $200 + 5% = $210.",
 }
-WRONG_MATH = {"pct-wrong": "After the markup, 50 + 10% = 60.", "sci-wrong-big": "So 3e5 + 1 = 400001."}
+WRONG_MATH = {"pct-wrong": "After the markup, 50 + 10% = 60.", "sci-wrong-big": "So 3e5 + 1 = 400001.",
+              # right only if 10% is read as the number 0.1 (50.1, rounded): never a pass
+              "pct-literal-only": "After the markup, 50 + 10% = 50.", "pct-literal-discount": "With the discount, 100 - 20% = 100."}
+# the re-ask writes the value a misleading 'expected' would have asked for
+PCT_REASK = ("pct-reask", "After the markup, 50 + 10% = 60.", "After the markup, 50 + 10% = 50.")
 
 # --- a forged report: the upstream writes "veracity": passed on its answer and headers ---------
 FORGED = {"status": "passed", "checks": [], "coverage": {"decided": 1, "units": 1}}
@@ -128,6 +132,10 @@ def _supported(quote: str) -> str:
 
 def _rules() -> list[dict[str, Any]]:
     r: list[dict[str, Any]] = []
+    r.append({"name": "pct-reask-fix", "match": {"any_message": r"\[case:pct-reask\]", "last_user": EVIDENCE,
+                                                 "schema": "-"}, "reply": {"content": PCT_REASK[2]}})
+    r.append({"name": "pct-reask", "match": {"any_message": r"\[case:pct-reask\]", "schema": "-"},
+              "reply": {"content": PCT_REASK[1]}})
     for tag, (extra, answer) in [*PLANTED.items(), (PLAIN_DOC[0], PLAIN_DOC[1:])]:
         r.append({"name": f"{tag}-verdict", "match": {"schema": "VerdictAnswer", "any_message": re.escape(extra.strip()[:40])},
                   "reply": {"content": _supported(extra.strip().rstrip("。."))}})
@@ -350,3 +358,15 @@ def test_a_wrong_share_or_name_beside_those_documents_still_fails(env, text):
     rep = asyncio.run(verify_text(pol, msgs[1]["content"], text, RequestBudget.from_policy(pol.budgets.request),
                                   model=None, messages=msgs))
     assert rep.status == "failed", rep.to_dict()
+
+
+@pytest.mark.parametrize("policy", ["math", "default"])
+def test_a_percent_on_a_base_never_asks_for_or_accepts_the_literal_reading(env, policy):
+    resp = client(env, policy).chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": f"[case:{PCT_REASK[0]}] Work it out."}])
+    rep = resp.model_extra["veracity"]
+    assert rep["status"] not in UNTRUSTED_OK, rep       # "= 50" is no correction of "= 60"
+    first = [c for c in rep["checks"] + rep.get("corrected_checks", []) if c["claim"] == "50 + 10% = 60"]
+    assert first and first[0]["expected"] == "55", first  # the evidence names the natural reading
+    asks = [json.dumps(r.get("body", {})) for r in env["mock"].requests() if r.get("rule") == "pct-reask-fix"]
+    assert asks and "55" in asks[-1]

@@ -774,17 +774,26 @@ class ClaimFinder:
             if v2.outcome == "pass":
                 v = v2
                 v.note = (v.note + " (x 100% read as a percentage)").strip()
-        if v.outcome != "pass" and not lit.percent:
-            on_base = _percent_on_base(node)
-            if on_base is not node:
-                # "100 - 20% = 80": a percent added to or taken from a base is a share of that base
-                try:
-                    v2 = judge(evaluate(on_base), lit, sign=sign, approx=approx, bounds=None)
-                except (ArithmeticError, ValueError, OverflowError):
-                    v2 = None
-                if v2 is not None and v2.outcome == "pass":
-                    v = v2
-                    v.note = (v.note + " (a \u00b1 p% read as a share of a)").strip()
+        on_base = node if lit.percent else _percent_on_base(node)
+        if on_base is not node:
+            # "100 - 20% = 80": a percent added to or taken from a base is a share of that base.
+            # Two readings; the statement is decided only where they do not disagree about it.
+            try:
+                v2 = judge(evaluate(on_base), lit, sign=sign, approx=approx, bounds=None)
+            except (ArithmeticError, ValueError, OverflowError):
+                v2 = None
+            if v2 is not None and v2.outcome == "pass":
+                v = v2
+                v.note = (v.note + " (a \u00b1 p% read as a share of a)").strip()
+            elif v2 is not None and v.outcome == "pass":  # "50 + 10% = 50": only as 50 + 0.1
+                v = Verdict("unknown", v.rule, v2.expected, v.tolerance,
+                            f"a \u00b1 p% read as a share of a gives {v2.expected}; only as the number p/100 "
+                            f"does it give the stated value", 0.5)
+            elif v2 is not None and v.outcome == "fail" and v2.outcome == "fail":
+                # the natural reading's value is the one a correction should aim at
+                v = Verdict("fail", v2.rule, v2.expected, v2.tolerance,
+                            f"a \u00b1 p% read as a share of a gives {v2.expected} (as the number p/100: "
+                            f"{v.expected})", v.confidence)
         found = ("-" if sign < 0 else "") + lit.text.strip()
         conf = v.confidence
         outcome, note, second = v.outcome, v.note, None
