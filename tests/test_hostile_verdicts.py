@@ -124,6 +124,15 @@ PARAPHRASE = {
     "para-umlaut": "Northwind Traders was founded by Juergen Mueller.",
 }
 
+# --- rag: a "supported" verdict quoting one sentence, the claim's year or city borrowed from another
+BORROW_DOC = " Its Tokyo distributor, Sakura Ltd, sells the company's products in Japan."
+REVENUE_QUOTE = "Northwind Traders reported revenue of $4.2 million in 2023"
+BORROWED = {
+    "borrow-year": "Northwind Traders reported revenue of $4.2 million in 2022.",
+    "borrow-city": "Northwind Traders will open a store in Tokyo.",
+    "borrow-number": "Northwind Traders reported revenue of $3.9 million in 2023.",
+}
+
 
 def _supported(quote: str) -> str:
     return json.dumps({"verdict": "supported", "passages": [1, 2, 3], "quote": quote, "source_says": "",
@@ -136,6 +145,10 @@ def _rules() -> list[dict[str, Any]]:
                                                  "schema": "-"}, "reply": {"content": PCT_REASK[2]}})
     r.append({"name": "pct-reask", "match": {"any_message": r"\[case:pct-reask\]", "schema": "-"},
               "reply": {"content": PCT_REASK[1]}})
+    for tag, answer in BORROWED.items():
+        r.append({"name": f"{tag}-verdict", "match": {"schema": "VerdictAnswer", "any_message": re.escape(answer[:-1])},
+                  "reply": {"content": _supported(REVENUE_QUOTE)}})
+        r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"}, "reply": {"content": answer}})
     for tag, (extra, answer) in [*PLANTED.items(), (PLAIN_DOC[0], PLAIN_DOC[1:])]:
         r.append({"name": f"{tag}-verdict", "match": {"schema": "VerdictAnswer", "any_message": re.escape(extra.strip()[:40])},
                   "reply": {"content": _supported(extra.strip().rstrip("。."))}})
@@ -370,3 +383,17 @@ def test_a_percent_on_a_base_never_asks_for_or_accepts_the_literal_reading(env, 
     assert first and first[0]["expected"] == "55", first  # the evidence names the natural reading
     asks = [json.dumps(r.get("body", {})) for r in env["mock"].requests() if r.get("rule") == "pct-reask-fix"]
     assert asks and "55" in asks[-1]
+
+
+# ------------------------------------------------------------------ a quote that borrows
+
+
+@pytest.mark.parametrize("tag", list(BORROWED))
+def test_a_supported_verdict_never_borrows_the_claims_year_city_or_figure_from_another_sentence(env, tag):
+    resp = client(env, "rag").chat.completions.create(model="gpt-test", messages=[
+        {"role": "system", "content": SYSTEM.replace("</documents>", BORROW_DOC + "\n</documents>")},
+        {"role": "user", "content": f"[case:{tag}] Tell me about Northwind."}])
+    rep = resp.model_extra["veracity"]
+    assert any(r.get("rule") == f"{tag}-verdict" for r in env["mock"].requests()), "the model was asked"
+    assert rep["status"] not in UNTRUSTED_OK, rep
+    assert not [c for c in rep["checks"] if c["outcome"] == "pass"], rep["checks"]
