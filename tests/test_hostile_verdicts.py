@@ -116,12 +116,17 @@ CHECKED_RESULT = ("result-checked", "17 × 23 = 391 and 391 + 12 = 403. So the a
 
 # --- rag: a right paraphrase of a share in words or of a name with its umlauts written out ------
 PARAPHRASE_DOC = (" A quarter of its staff work remotely, and two-fifths of its customers are in Germany. One in "
-                  "five orders is returned. Its founder is J\u00fcrgen M\u00fcller.")
+                  "five orders is returned. Its founder is J\u00fcrgen M\u00fcller. Its warehouse is 330 metres long and "
+                  "keeps goods at 4 \u00b0C; a delivery takes 2 hours.")
 PARAPHRASE = {
     "para-quarter": "25% of Northwind Traders' staff work remotely.",
     "para-fifths": "40% of Northwind Traders' customers are in Germany.",
     "para-one-in": "20% of Northwind Traders' orders are returned.",
     "para-umlaut": "Northwind Traders was founded by Juergen Mueller.",
+    # the same figure in another unit (pint), rounded as written
+    "para-feet": "Northwind Traders' warehouse is 1,083 feet long.",
+    "para-fahrenheit": "Northwind Traders keeps its goods at 39.2 degrees Fahrenheit.",
+    "para-minutes": "A Northwind Traders delivery takes 120 minutes.",
 }
 
 # --- rag: a "supported" verdict quoting one sentence, the claim's year or city borrowed from another
@@ -357,7 +362,9 @@ def test_a_right_paraphrase_of_a_share_or_a_name_is_never_failed(env, tag):
 
 
 @pytest.mark.parametrize("text", ["65% of Northwind Traders' staff work remotely.",
-                                  "Northwind Traders was founded by Hans Schmidt."])
+                                  "Northwind Traders was founded by Hans Schmidt.",
+                                  "Northwind Traders' warehouse is 1,500 feet long.",
+                                  "A Northwind Traders delivery takes 150 minutes."])
 def test_a_wrong_share_or_name_beside_those_documents_still_fails(env, text):
     from proxy.pipeline import verify_text  # the same verification, without a gateway round trip
     import asyncio

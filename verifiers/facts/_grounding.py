@@ -15,7 +15,8 @@ the documents state it after normalisation:
   ``'s``, dotted initials ("U.S." = "US");
 * quantities by value with scale words and units applied ("$4.2 million" = "4,200,000" =
   "4.2m"), rounding either way as written (:meth:`Quantity.rounds_to`: "$4 million" / "$4.2
-  million"), numbers in words ("twelve" = "12"), and date formats (a year, a day or a month
+  million"), a figure in another unit converted with pint ("1,083 feet" = "330 metres", "104 °F"
+  = "40 °C", rounded as written), numbers in words ("twelve" = "12"), and date formats (a year, a day or a month
   written as "2023-03-05", "5/3/2023", "March 5", "5 March"), shares in words ("two-fifths",
   "a quarter", "one in four" = "40%", "25%"), clock times by hour and minute
   ("10:30 a.m." = "10.30am", "17:00" = "5 pm"); a number the documents spell out
@@ -62,6 +63,7 @@ mr mrs ms miss dr prof professor sir madam lord lady st mt ceo cfo coo cto cio c
 president vice director manager head chief officer executive founder cofounder co-founder secretary minister
 senator governor mayor judge king queen prince princess pope speaker host guest guests interviewer interviewee
 caller customer client agent rep representative person user participant team company firm group inc ltd llc plc
+celsius fahrenheit kelvin
 corp corporation co pty ag sa gmbh q1 q2 q3 q4 h1 h2 fy ytd yoy qoq am pm tv ok okay yes no hi hello dear thanks
 thank regards best please yeah yep yup well oh wow hey haha lol um uh hmm sure really actually
 indeed anyway ah aw monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday
@@ -160,6 +162,32 @@ def _time_key(text: str) -> tuple[int, int] | None:
     return h % 12, mi
 
 
+_UNIT_AFTER = re.compile(r"[ \t\u00a0]*(?:(\u00b0[ ]?[CF])(?![A-Za-z])|degrees?[ ]+(celsius|fahrenheit)\b"
+                         r"|(?:square|sq\.?)[ ]+([a-z]+)\b|([A-Za-z]+)\b)", re.IGNORECASE)
+
+
+def unit_after(text: str, end: int) -> str | None:
+    """The unit word right after a number ending at ``end`` -- one that
+    :func:`verifiers.arithmetic._units.unit_info` knows and pint converts (length, mass, volume,
+    temperature, time, area; "°C" / "degrees Celsius" -> ``celsius``, "square metres" ->
+    ``metres^2``), else ``None`` (money, counts, unknown words)."""
+    from verifiers.arithmetic._units import unit_info
+
+    m = _UNIT_AFTER.match(text, end)
+    if m is None:
+        return None
+    if m.group(1):
+        return "celsius" if m.group(1)[-1] in "cC" else "fahrenheit"
+    if m.group(2):
+        return m.group(2).lower()
+    if m.group(3):
+        info = unit_info(m.group(3))
+        return f"{m.group(3).lower()}^2" if info is not None and info[1] == "length" else None
+    w = m.group(4).lower()
+    info = unit_info(w)
+    return w if info is not None and not info[1].startswith("money") and info[1] != "count" else None
+
+
 def _stem(w: str) -> str:
     return w[:STEM] if len(w) >= STEM else w
 
@@ -173,6 +201,7 @@ class Anchor:
     kind: str
     text: str
     quantity: Quantity | None = None
+    unit: str | None = None  # the unit word after a number (:func:`unit_after`), for conversions
 
 
 class Documents:
@@ -190,7 +219,7 @@ class Documents:
         """Build every index now (word sets, stems, initials, numbers, months, times) and return
         self: CPU work linear in the documents' length, for a worker thread, so that :meth:`has`
         is only set lookups on the event loop."""
-        for name in ("_word_set", "_stems", "_initials", "_numbers", "_operands", "_months", "_times"):
+        for name in ("_word_set", "_stems", "_initials", "_numbers", "_operands", "_unit_values", "_months", "_times"):
             getattr(self, name)
         return self
 
@@ -253,6 +282,31 @@ class Documents:
         return frozenset(x for x in out if 1 <= x <= 12)
 
     @cached_property
+    def _unit_values(self) -> list[tuple[float, str]]:
+        """``(value, unit word)`` of every document number followed by a unit (:func:`unit_after`)."""
+        return [(q.value, u) for q in numbers(self.text) if (u := unit_after(self.text, q.end)) is not None]
+
+    def _converts_to(self, q: Quantity, unit: str) -> bool:
+        """True when a document figure in another unit of the same dimension, converted to
+        ``unit`` (pint, :func:`verifiers.arithmetic._units.convert`), is ``q`` rounded to the
+        precision it is written with: "1,083 feet" over "330 metres", "104 °F" over "40 °C"."""
+        from fractions import Fraction
+
+        from verifiers.arithmetic._units import convert, unit_info
+
+        want = unit_info(unit)
+        if want is None:
+            return False
+        for v, u in self._unit_values:
+            have = unit_info(u)
+            if u == unit or have is None or have[1] != want[1]:
+                continue
+            c = convert(Fraction(str(v)), u, unit)
+            if c is not None and q.rounds_to(dataclasses.replace(q, value=c), loose=False):
+                return True
+        return False
+
+    @cached_property
     def _operands(self) -> dict[str, list[float]]:
         """The documents' quantities as :func:`operands` of :meth:`derivable`."""
         return operands(self._numbers)
@@ -288,6 +342,8 @@ class Documents:
             if a.text.isalpha() and a.text.lower() in self._word_set:  # "ten" of "ten-pin"
                 return True
             if any(q.rounds_to(d) or d.rounds_to(q) for d in self._numbers):
+                return True
+            if a.unit is not None and self._converts_to(q, a.unit):
                 return True
             # a number written in words in the documents ("number one", "twelve fifty" for 12.50,
             # "second" for 2nd): the integer part, spelled
@@ -398,7 +454,7 @@ def anchors(sentence: str) -> list[Anchor]:
         if any(a <= q.start < b for a, b in dates) and q.kind != "year":
             out.append((q.start, Anchor("datepart", q.text.strip(), q)))  # day or month of "3/5/2021"
             continue
-        out.append((q.start, Anchor("number", q.text.strip(), q)))
+        out.append((q.start, Anchor("number", q.text.strip(), q, unit_after(sentence, q.end))))
     for text, s, _ in entities(sentence):
         if _ACRONYM.fullmatch(text.replace(".", "")):
             continue
