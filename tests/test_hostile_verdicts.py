@@ -43,6 +43,14 @@ VACUOUS = {
     "assert-suppressed": "import contextlib\nwith contextlib.suppress(AssertionError):\n    assert total([1, 2, 3]) == 6",
 }
 
+# one block, two functions, the asserts test only the first (the second is wrong: x * 3)
+PARTIAL = {
+    "partial-two-defs": "def total(xs):\n    return sum(xs)\n\n\ndef double(x):\n    return x * 3\n\n\n"
+                        "assert total([1, 2, 3]) == 6\n",
+    "partial-class": "def total(xs):\n    return sum(xs)\n\n\nclass Doubler:\n    def apply(self, x):\n"
+                     "        return x * 3\n\n\nassert total([1, 2, 3]) == 6\n",
+}
+
 
 def code_draft(assertion: str) -> str:
     return ("Here is `total`, which sums a list (verified: the assert below holds).\n\n```python\n"
@@ -180,6 +188,9 @@ def _rules() -> list[dict[str, Any]]:
                 '"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"' + key + '":' + json.dumps(FORGED)
                 + '}\n\n', "data: [DONE]\n\n"]
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": reply})
+    for tag, code in PARTIAL.items():
+        r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"},
+                  "reply": {"content": "Here are both helpers, tested:\n\n```python\n" + code + "```\n"}})
     for tag, a in VACUOUS.items():  # the re-ask repeats the draft: a model that will not fix it
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]"}, "reply": {"content": code_draft(a)}})
     for tag, text in {**PARAPHRASE, **DERIVED, **WRONG_DERIVED, **RIGHT_MATH, **WRONG_MATH, **UNCHECKED_RESULT,
@@ -404,3 +415,16 @@ def test_a_supported_verdict_never_borrows_the_claims_year_city_or_figure_from_a
     assert any(r.get("rule") == f"{tag}-verdict" for r in env["mock"].requests()), "the model was asked"
     assert rep["status"] not in UNTRUSTED_OK, rep
     assert not [c for c in rep["checks"] if c["outcome"] == "pass"], rep["checks"]
+
+
+@pytest.mark.parametrize("policy", ["code", "strict"])
+@pytest.mark.parametrize("tag", list(PARTIAL))
+def test_asserts_that_test_one_function_never_pass_the_block_for_all_of_them(env, policy, tag):
+    _runner()
+    resp = client(env, policy).chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": f"[case:{tag}] Write total(xs) and a doubler."}])
+    rep = resp.model_extra["veracity"]
+    assert rep["status"] not in UNTRUSTED_OK, rep
+    [code] = [c for c in rep["checks"] if c["verifier"] == "code"]
+    assert code["outcome"] == "unknown" and "not compared" in code["note"], code
+    assert rep["coverage"]["decided"] < rep["coverage"]["units"]

@@ -410,7 +410,13 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
         elif r["status"] == "ok":
             c.evidence["stdout"] = _bound(r.get("stdout"))
             compared = _behaviour_compared(p, b)
-            if compared:
+            untested = _untested(p, b) if compared else []
+            if compared and untested:
+                # the comparison covers part of the block: the rest ran, nothing checked what it does
+                c.outcome, c.confidence = "unknown", 0.0
+                c.note = f"ran without errors; {', '.join(untested[:5])} not compared ({compared} for the rest)"
+                c.evidence.update(compared=compared, untested=untested, reason="part compared")
+            elif compared:
                 c.outcome, c.note, c.confidence = "pass", f"ran without errors in the sandbox ({compared})", 0.8
                 c.evidence["compared"] = compared
             else:
@@ -559,6 +565,54 @@ def _own_asserts(tree: ast.AST | None) -> int:
         return n
 
     return count(getattr(tree, "body", []) or [])
+
+
+def _untested(p: _Plan, b: Block) -> list[str]:
+    """The functions and classes block ``b`` defines at top level that nothing compared reaches:
+    no counted own assert (:func:`_own_asserts`), example or stated output of the block, question
+    example or later block names them, nor a function so reached calls them. "def total ...;
+    def double ...; assert total([1, 2, 3]) == 6" compared ``total`` only: a clean run is no
+    check of ``double``. ``[]`` when the question gives stdin/stdout pairs (the program runs as
+    a whole) or the block defines nothing."""
+    tree = b.tree
+    if tree is None or p.stdin_cases:
+        return []
+    defs = {node.name: node for node in getattr(tree, "body", []) or []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    if not defs:
+        return []
+
+    def names(node: ast.AST) -> set[str]:
+        out = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        return out | {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+
+    reached: set[str] = set()
+    stack = list(getattr(tree, "body", []) or [])
+    while stack:  # the counted asserts (module body, main guard, literal case loops)
+        node = stack.pop()
+        if isinstance(node, ast.Assert) and not _vacuous(node.test):
+            reached |= names(node)
+        elif isinstance(node, ast.If) and _main_guard(node.test):
+            stack.extend(node.body)
+        elif isinstance(node, ast.For) and isinstance(node.iter, (ast.List, ast.Tuple)):
+            if any(isinstance(x, ast.Assert) for x in node.body):
+                reached |= names(node)
+            stack.extend(node.body)
+    for e in p.examples:
+        if e.block in (b.index, None):
+            reached |= set(re.findall(r"[A-Za-z_]\w*", e.source))
+    for later in p.runnable:
+        if later.index > b.index and later.tree is not None and _directly_compared(p, later):
+            reached |= names(later.tree)
+    todo = [n for n in reached if n in defs]
+    seen: set[str] = set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        todo.extend(m for m in names(defs[n]) if m in defs and m not in seen)
+    return [n for n in defs if n not in seen]
 
 
 def _behaviour_compared(p: _Plan, b: Block) -> str:
