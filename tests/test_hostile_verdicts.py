@@ -11,6 +11,7 @@ schema name: ``Plan``, ``ClaimList``, ``VerdictAnswer``). No network.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from pathlib import Path
@@ -19,7 +20,10 @@ from typing import Any
 import openai
 import pytest
 
+from proxy.budget import RequestBudget
 from proxy.mock_upstream import MockUpstream
+from proxy.pipeline import verify_text
+from proxy.policy import load_file
 from verifiers import sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -377,12 +381,7 @@ def test_a_right_paraphrase_of_a_share_or_a_name_is_never_failed(env, tag):
                                   "Northwind Traders' warehouse is 1,500 feet long.",
                                   "A Northwind Traders delivery takes 150 minutes."])
 def test_a_wrong_share_or_name_beside_those_documents_still_fails(env, text):
-    from proxy.pipeline import verify_text  # the same verification, without a gateway round trip
-    import asyncio
-
-    from proxy.budget import RequestBudget
-    from proxy.policy import load_file
-
+    # the same verification as the gateway's, without the round trip
     pol = load_file(ROOT / "policies" / "rag.yaml")
     msgs = [{"role": "system", "content": SYSTEM.replace("</documents>", PARAPHRASE_DOC + "\n</documents>")},
             {"role": "user", "content": "Summarise the report."}]
