@@ -71,7 +71,7 @@ from proxy.errors import GatewayError, UpstreamError, error_body, sse_error_even
 from proxy.policy import KeyGrant, Policy, PolicyError, resolve
 from proxy.sse import IncompleteStream, assemble, parse_stream
 from proxy.streaming import (DONE_FRAME, completion_frames, has_finish, hold, include_usage, report_frame,
-                             report_on_last_chunk, with_report)
+                             report_on_last_chunk, with_report, without_upstream_report)
 from proxy.upstream import BoundUpstream, Timing, UpstreamStream
 from proxy.verifier_model import GatewayChatModel
 from verifiers import risk as risk_mod
@@ -1216,7 +1216,7 @@ async def relay(ctx: RequestContext, stream: UpstreamStream) -> AsyncIterator[by
     ``data: [DONE]``. Closing this generator (client gone) closes the upstream at once."""
     try:
         async for chunk in stream:
-            yield chunk
+            yield without_upstream_report(chunk)  # the report field is the gateway's alone
         state = stream.relay
         if state.errored:
             ctx.log["error_code"] = "upstream_stream_error"

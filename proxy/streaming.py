@@ -27,7 +27,7 @@ from typing import Any
 from proxy.sse import DONE, encode_chunk, to_chunks
 
 __all__ = ["hold", "completion_frames", "report_frame", "with_report", "has_finish", "report_on_last_chunk",
-           "DONE_FRAME", "KEEPALIVE", "include_usage"]
+           "DONE_FRAME", "KEEPALIVE", "include_usage", "without_upstream_report"]
 
 DONE_FRAME = encode_chunk(DONE)
 KEEPALIVE = b": keep-alive\n\n"
@@ -70,6 +70,32 @@ def with_report(frame: bytes, report: dict[str, Any]) -> bytes | None:
         return None
     chunk["veracity"] = report
     return _frame(chunk)
+
+
+def without_upstream_report(blob: bytes) -> bytes:
+    """``blob`` (whole SSE frames as the upstream sent them) with any top-level ``veracity``
+    key removed from its chunk objects. The ``veracity`` field is the gateway's report: an
+    upstream (or anything between it and the gateway) that writes one -- ``"status": "passed"``
+    on every chunk of a wrong answer -- must not reach a client that reads the report from the
+    chunks. Frames are decoded only when the bytes could hold the key (``eracity``, or a JSON
+    ``\\u00`` escape that could spell it); other frames pass through byte for byte."""
+    if b"eracity" not in blob and b"\\u00" not in blob:
+        return blob
+    out: list[bytes] = []
+    for frame in blob.split(b"\n\n"):
+        lines = frame.split(b"\n")
+        data = [ln for ln in lines if ln.startswith(b"data:")]
+        if data and len(data) == len(lines):
+            try:
+                chunk = json.loads(b"\n".join(ln[5:].lstrip(b" ") for ln in data))
+            except (ValueError, RecursionError):
+                chunk = None
+            if isinstance(chunk, dict) and "veracity" in chunk:
+                del chunk["veracity"]
+                out.append(_frame(chunk)[: -2])
+                continue
+        out.append(frame)
+    return b"\n\n".join(out)
 
 
 def _frame(chunk: dict[str, Any]) -> bytes:

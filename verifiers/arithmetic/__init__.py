@@ -147,6 +147,7 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
         return [Check(verifier=VERIFIER, claim="", outcome="error", confidence=0.0,
                       evidence={"error": type(exc).__name__}, note=f"arithmetic verifier failed: {exc}")]
     checks += _consistency.check(text, question)  # design 000 §2.2.3: defined with one value, used with another
+    checks += _unchecked_results(text, question, checks)
     if len(answer) > MAX_CHARS:  # say the rest was not read (issue 14 §5), never a silent `skipped`
         return checks[:MAX_CLAIMS - 1] + [unread_check(VERIFIER, limit="MAX_CHARS", limit_value=MAX_CHARS,
                                                        checked=MAX_CHARS, total=len(answer))]
@@ -223,6 +224,54 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
         if link is not None:
             checks.append(link)
     return checks
+
+
+#: A stated result: "the answer is N", "Final answer: N", "so the total is N", "therefore N",
+#: "N pencils in total" -- the number the reader takes away.
+_RESULT = re.compile(
+    r"(?i)(?:\b(?:final\s+answer|the\s+answer\s+is|answer\s*:|the\s+(?:total|result|sum|product|difference|"
+    r"quotient|price|cost|area|perimeter|volume|amount|balance)\s+(?:is|comes\s+to|will\s+be|was)|so\s+(?:there\s+are|"
+    r"we\s+get|it\s+is|you\s+get|the\s+answer\s+is)|therefore|thus|hence)\b[^\d\n.=]{0,40}?"
+    r"(?P<num>[-\u2212]?[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\s*[-+*/\u00d7\u00f7^=])"
+    r"|(?P<num2>[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?)\s+(?:[a-z]+\s+){0,2}(?:in\s+total|altogether|in\s+all)\b)")
+
+
+def _digits(s: str) -> str:
+    return s.replace(",", "").replace("\u2212", "-").lstrip("$\u20ac\u00a3").rstrip(".")
+
+
+def _unchecked_results(text: str, question: str | None, checks: list[Check]) -> list[Check]:
+    """One ``unknown`` check per stated result (:data:`_RESULT`) whose number occurs in no
+    arithmetic claim checked in the answer (nor in the question): "17 x 23 = 391. So the answer
+    is 401." has one equation to recompute, and a result nothing computed. Without this check
+    such an answer was ``passed`` (coverage 1/1) on the one equation while its result -- what
+    the reader takes away -- was never checked (DESIGN.md "report": ``passed`` only when every
+    check-worthy unit was decided). Only where the answer has a checked equation (otherwise the
+    answer is no calculation to verify); never a ``fail`` (the result may come from a step
+    written in words)."""
+    if not any(c.outcome in ("pass", "fail") for c in checks):
+        return []
+    seen: set[str] = set()
+    for c in checks:
+        for n in re.findall(r"\d[\d,]*(?:\.\d+)?", c.claim or ""):
+            seen.add(_digits(n))
+        for k in ("expected", "found"):
+            v = getattr(c, k, None)
+            if isinstance(v, str):
+                seen.update(_digits(n) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", v))
+    seen.update(_digits(n) for n in re.findall(r"\d[\d,]*(?:\.\d+)?", question or ""))
+    out: list[Check] = []
+    for m in _RESULT.finditer(text):
+        g = "num" if m.group("num") else "num2"
+        num = _digits(m.group(g)).lstrip("-")
+        if num in seen or not num:
+            continue
+        seen.add(num)
+        out.append(Check(verifier=VERIFIER, claim=m.group(0).strip(), outcome="unknown", confidence=0.5,
+                         span=m.span(g), found=m.group(g), basis="recomputed",
+                         evidence={"kind": "unchecked_result"},
+                         note="a stated result that no checked calculation gives"))
+    return out
 
 
 def _region_lookup(spans, pos: list[int]):  # type: ignore[no-untyped-def]

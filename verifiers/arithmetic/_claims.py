@@ -424,6 +424,21 @@ def _has_hundred_percent(node: tuple) -> bool:
     return any(_has_hundred_percent(c) for c in node[1:] if isinstance(c, tuple))
 
 
+def _percent_on_base(node: tuple) -> tuple:
+    """``node`` with every ``a + p%`` / ``a - p%`` (``p%`` a bare percent literal, ``a`` no
+    percent) read as a calculator and prose read it: ``a * (1 + p/100)`` -- "100 - 20% = 80",
+    "50 + 10% = 55" (the percent of the base, not the number ``p/100``). Nodes without such a
+    sum come back unchanged (the same object)."""
+    if node[0] == "bin" and node[1] in "+-" and node[3][0] == "num" and node[3][1].percent \
+            and not _has_percent(node[2]):
+        left = _percent_on_base(node[2])
+        return ("bin", node[1], left, ("bin", "*", left, node[3]))
+    if node[0] in ("num", "const", "var"):
+        return node
+    kids = [(_percent_on_base(c) if isinstance(c, tuple) else c) for c in node]
+    return node if all(a is b for a, b in zip(kids, node)) else tuple(kids)
+
+
 def _counts_dozens(expr_units: list[str], lit: Any) -> bool:
     """The expression counts in dozens and the stated value does not."""
     lit_info = unit_info(lit.unit)
@@ -759,6 +774,26 @@ class ClaimFinder:
             if v2.outcome == "pass":
                 v = v2
                 v.note = (v.note + " (x 100% read as a percentage)").strip()
+        on_base = node if lit.percent else _percent_on_base(node)
+        if on_base is not node:
+            # "100 - 20% = 80": a percent added to or taken from a base is a share of that base.
+            # Two readings; the statement is decided only where they do not disagree about it.
+            try:
+                v2 = judge(evaluate(on_base), lit, sign=sign, approx=approx, bounds=None)
+            except (ArithmeticError, ValueError, OverflowError):
+                v2 = None
+            if v2 is not None and v2.outcome == "pass":
+                v = v2
+                v.note = (v.note + " (a \u00b1 p% read as a share of a)").strip()
+            elif v2 is not None and v.outcome == "pass":  # "50 + 10% = 50": only as 50 + 0.1
+                v = Verdict("unknown", v.rule, v2.expected, v.tolerance,
+                            f"a \u00b1 p% read as a share of a gives {v2.expected}; only as the number p/100 "
+                            f"does it give the stated value", 0.5)
+            elif v2 is not None and v.outcome == "fail" and v2.outcome == "fail":
+                # the natural reading's value is the one a correction should aim at
+                v = Verdict("fail", v2.rule, v2.expected, v2.tolerance,
+                            f"a \u00b1 p% read as a share of a gives {v2.expected} (as the number p/100: "
+                            f"{v.expected})", v.confidence)
         found = ("-" if sign < 0 else "") + lit.text.strip()
         conf = v.confidence
         outcome, note, second = v.outcome, v.note, None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from verifiers.arithmetic._expr import CONSTANTS, FUNCTIONS, MAX_DEPTH, MAX_NODES, Literal, literal_from_text
 from verifiers.arithmetic._normalize import SOFT_APPROX
@@ -43,6 +44,7 @@ class Token:
 _TOKEN = re.compile(
     r"[ \t\r\f\v]*(?:(?P<nl>\n)"
     r"|(?P<mixed>(?<![\d.,/])\d+ \d+/\d+(?![\d./,]))"
+    r"|(?P<sci>(?<![\w.,])(?P<mant>\d+(?:\.\d+)?)[eE](?P<exp>[+-]?\d{1,3})(?![\w.]))"
     r"|(?P<num>(?P<cur>[$€£¥₹])?[ ]?(?P<dig>(?<=[$€£¥₹])\d{1,3}(?: \d{3})+(?!\d|[.,]\d)|(?<=[$€£¥₹] )\d{1,3}(?: \d{3})+(?!\d|[.,]\d)"
     r"|\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?P<pct>%|[ ]%(?! [\d(.]|[\d(]))?)"
     r"|(?P<pow>\*\*|\^)"
@@ -104,6 +106,9 @@ def tokenize(text: str, *, formula: bool = False, start: int = 0, end: int | Non
                 toks.append(Token("NUM", s, e, m.group(g), lit=literal_from_text(m.group(g))))
             else:  # "12 15/3" is not a mixed number: re-tokenise the pieces
                 toks.extend(_plain_pieces(m.group(g), s))
+        elif g == "sci":  # "1e3", "2.5E-4": Python's / a calculator's scientific notation
+            lit = literal_from_text(m.group("mant"), scale=Fraction(10) ** int(m.group("exp")), text=m.group(g))
+            toks.append(Token("NUM", s, e, m.group(g), lit=lit))
         elif g == "num":
             cur = m.group("cur")
             dig = m.group("dig").replace(" ", "")

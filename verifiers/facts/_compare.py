@@ -215,12 +215,18 @@ def _contained(claim: str, ckeys: frozenset[str], cnums: list[Quantity], cents: 
 
 def _quantity_refute(claim: str, ckeys: frozenset[str], cnums: list[Quantity], sents: list[str],
                      all_nums: list[Quantity]) -> PassageVerdict | None:
+    from verifiers.facts._grounding import WORKED_OUT, derivable, operands
+
     claim_nums = numbers(claim)
+    ops: dict[str, list[float]] | None = None
     for q in cnums:
         if q.hedged or q.vague:  # "about 500", "2.500", "12万", "12-15": not a value to contradict
             continue
         if any(_consistent(q, p) for p in all_nums if _same_kind(q, p) or "number" in (q.kind, p.kind)):
             continue  # the passage states the claim's value somewhere: no contradiction here
+        ops = operands(all_nums) if ops is None else ops
+        if WORKED_OUT.search(claim) and derivable(q, ops):
+            continue  # a sum, difference, share or change of the passage's figures: worked out, not contradicted
         cunit, cwin, cbefore, cafter = _slot(claim, q)
         best: tuple[int, Quantity, str] | None = None
         tie = False
@@ -447,14 +453,22 @@ def _locate_quote(quote: str, passage: str) -> tuple[int, int] | None:
     return None
 
 
+_ANAPHOR_START = re.compile(r"\s*(?:it|its|he|his|she|her|they|their|this|these|the\s+(?:company|firm|group|"
+                            r"organi[sz]ation|business|city|country|team|club|band|university|school|agency))\b",
+                            re.IGNORECASE)
+
+
 def confirm_support(claim: str, quote: str, passage: str) -> tuple[str, str]:
     """Does ``passage`` state ``claim``, at the words ``quote`` a verifier model cited as support?
     The deterministic check a model's ``supported`` verdict must pass (DESIGN.md "Asymmetric
     trust": a pass rests on a passage that states the claim and does not deny, doubt or
     attribute it).
 
-    The cited passage must state every number and name of the claim
-    (:func:`verifiers.facts._grounding.anchors`, normalised as there) -- or, for a claim with
+    The quoted sentence(s) -- the passage's sentences the quote touches -- must state every
+    number and name of the claim (:func:`verifiers.facts._grounding.anchors`, normalised as
+    there; for support the rest of the passage does not count: a model could otherwise quote
+    one sentence and borrow the claim's year or city from another; a denial is read in the
+    whole passage) -- or, for a claim with
     none, the quoted sentence(s) must hold :data:`CONFIRM_KEYS` of its key terms -- the quoted
     sentence(s) must agree with it on negation, and assert it (:func:`verifiers.facts._polarity.stance_of` around the quote and around the
     claim's numbers and names).
@@ -498,6 +512,18 @@ def confirm_support(claim: str, quote: str, passage: str) -> tuple[str, str]:
             st = stance_of(wide, span, claim)
             if st.stance == "denies":
                 return "denies", st.marker
+    # support needs the quoted sentence(s) to state them: a passage naming them elsewhere
+    # (another year, another city, a sentence about something else) does not make the quote
+    # support the claim (a denial above reads the whole passage)
+    # (a name may come from the sentence before when the quote opens with an anaphor: "Its chief
+    # executive is Marie Dubois" after a sentence naming Northwind Traders)
+    wdocs = Documents([window])
+    prev = Documents([passage[sents[idx[0] - 1][0]:sents[idx[0] - 1][1]]]) \
+        if idx[0] > 0 and _ANAPHOR_START.match(window) else None
+    absent = [x.text for x in anc if not wdocs.has(x)
+              and not (prev is not None and x.kind == "entity" and prev.has(x))]
+    if absent:
+        return "unconfirmed", f"the quoted sentence does not state {', '.join(absent)}"
     if not anc:
         if has_cjk(claim):
             return "unconfirmed", "the claim has no number or name the rules can confirm"

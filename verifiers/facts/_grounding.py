@@ -10,12 +10,15 @@ years, spelled numbers), its month names and its named entities (capitalised run
 :func:`verifiers.facts._text.entities`); an anchor is **present** (:meth:`Documents.has`) when
 the documents state it after normalisation:
 
-* case and accents (Unicode NFKD, combining marks dropped: "El Niño" = "El Nino"), possessive
+* case and accents (Unicode NFKD, combining marks dropped: "El Niño" = "El Nino"; an umlaut
+  written out: "Mueller" = "Müller"), possessive
   ``'s``, dotted initials ("U.S." = "US");
 * quantities by value with scale words and units applied ("$4.2 million" = "4,200,000" =
   "4.2m"), rounding either way as written (:meth:`Quantity.rounds_to`: "$4 million" / "$4.2
-  million"), numbers in words ("twelve" = "12"), and date formats (a year, a day or a month
-  written as "2023-03-05", "5/3/2023", "March 5", "5 March"), clock times by hour and minute
+  million"), a figure in another unit converted with pint ("1,083 feet" = "330 metres", "104 °F"
+  = "40 °C", rounded as written), numbers in words ("twelve" = "12"), and date formats (a year, a day or a month
+  written as "2023-03-05", "5/3/2023", "March 5", "5 March"), shares in words ("two-fifths",
+  "a quarter", "one in four" = "40%", "25%"), clock times by hour and minute
   ("10:30 a.m." = "10.30am", "17:00" = "5 pm"); a number the documents spell out
   ("number one", "twelve fifty" for 12.50, "second" for "2nd");
 * names by any of their words (a surname alone, "Keller" for "Maria Keller"), a shared stem
@@ -33,6 +36,7 @@ anchor is a strong signal, and false alarms cost more than misses (DESIGN.md).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -41,11 +45,14 @@ from functools import cached_property
 
 from verifiers.facts._text import MONTHS, STOP, Quantity, entities, month_of, numbers
 
-__all__ = ["Documents", "anchors", "missing", "fold", "DEMONYMS", "GENERIC", "MIN_DOC_CHARS", "Anchor"]
+__all__ = ["Documents", "anchors", "missing", "derivable", "operands", "WORKED_OUT", "fold", "DEMONYMS", "GENERIC", "MIN_DOC_CHARS", "Anchor"]
 
 #: Evidence text below this many characters is a question, not documents: no anchor is called
 #: ungrounded (the gateway's ``GROUNDING_MIN_CHARS`` reads the same way).
 MIN_DOC_CHARS = 200
+#: Distinct document quantities of one kind :meth:`Documents.derivable` combines (pairs: the
+#: work is quadratic in this).
+MAX_OPERANDS = 60
 #: Letters two words must share at their start to be one name ("Brit-ons" / "Brit-s").
 STEM = 4
 
@@ -56,6 +63,7 @@ mr mrs ms miss dr prof professor sir madam lord lady st mt ceo cfo coo cto cio c
 president vice director manager head chief officer executive founder cofounder co-founder secretary minister
 senator governor mayor judge king queen prince princess pope speaker host guest guests interviewer interviewee
 caller customer client agent rep representative person user participant team company firm group inc ltd llc plc
+celsius fahrenheit kelvin
 corp corporation co pty ag sa gmbh q1 q2 q3 q4 h1 h2 fy ytd yoy qoq am pm tv ok okay yes no hi hello dear thanks
 thank regards best please yeah yep yup well oh wow hey haha lol um uh hmm sure really actually
 indeed anyway ah aw monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday
@@ -154,6 +162,32 @@ def _time_key(text: str) -> tuple[int, int] | None:
     return h % 12, mi
 
 
+_UNIT_AFTER = re.compile(r"[ \t\u00a0]*(?:(\u00b0[ ]?[CF])(?![A-Za-z])|degrees?[ ]+(celsius|fahrenheit)\b"
+                         r"|(?:square|sq\.?)[ ]+([a-z]+)\b|([A-Za-z]+)\b)", re.IGNORECASE)
+
+
+def unit_after(text: str, end: int) -> str | None:
+    """The unit word right after a number ending at ``end`` -- one that
+    :func:`verifiers.arithmetic._units.unit_info` knows and pint converts (length, mass, volume,
+    temperature, time, area; "°C" / "degrees Celsius" -> ``celsius``, "square metres" ->
+    ``metres^2``), else ``None`` (money, counts, unknown words)."""
+    from verifiers.arithmetic._units import unit_info
+
+    m = _UNIT_AFTER.match(text, end)
+    if m is None:
+        return None
+    if m.group(1):
+        return "celsius" if m.group(1)[-1] in "cC" else "fahrenheit"
+    if m.group(2):
+        return m.group(2).lower()
+    if m.group(3):
+        info = unit_info(m.group(3))
+        return f"{m.group(3).lower()}^2" if info is not None and info[1] == "length" else None
+    w = m.group(4).lower()
+    info = unit_info(w)
+    return w if info is not None and not info[1].startswith("money") and info[1] != "count" else None
+
+
 def _stem(w: str) -> str:
     return w[:STEM] if len(w) >= STEM else w
 
@@ -167,6 +201,7 @@ class Anchor:
     kind: str
     text: str
     quantity: Quantity | None = None
+    unit: str | None = None  # the unit word after a number (:func:`unit_after`), for conversions
 
 
 class Documents:
@@ -184,7 +219,7 @@ class Documents:
         """Build every index now (word sets, stems, initials, numbers, months, times) and return
         self: CPU work linear in the documents' length, for a worker thread, so that :meth:`has`
         is only set lookups on the event loop."""
-        for name in ("_word_set", "_stems", "_initials", "_numbers", "_months", "_times"):
+        for name in ("_word_set", "_stems", "_initials", "_numbers", "_operands", "_unit_values", "_months", "_times"):
             getattr(self, name)
         return self
 
@@ -231,7 +266,7 @@ class Documents:
 
     @cached_property
     def _numbers(self) -> list[Quantity]:
-        return numbers(self.text) + numbers(self._folded) + cjk_numbers(self.text)
+        return numbers(self.text) + numbers(self._folded) + cjk_numbers(self.text) + fraction_percents(self._folded)
 
     @cached_property
     def _times(self) -> frozenset[tuple[int, int]]:
@@ -246,10 +281,49 @@ class Documents:
             out.update((int(m.group(1)), int(m.group(2))))
         return frozenset(x for x in out if 1 <= x <= 12)
 
+    @cached_property
+    def _unit_values(self) -> list[tuple[float, str]]:
+        """``(value, unit word)`` of every document number followed by a unit (:func:`unit_after`)."""
+        return [(q.value, u) for q in numbers(self.text) if (u := unit_after(self.text, q.end)) is not None]
+
+    def _converts_to(self, q: Quantity, unit: str) -> bool:
+        """True when a document figure in another unit of the same dimension, converted to
+        ``unit`` (pint, :func:`verifiers.arithmetic._units.convert`), is ``q`` rounded to the
+        precision it is written with: "1,083 feet" over "330 metres", "104 °F" over "40 °C"."""
+        from fractions import Fraction
+
+        from verifiers.arithmetic._units import convert, unit_info
+
+        want = unit_info(unit)
+        if want is None:
+            return False
+        for v, u in self._unit_values:
+            have = unit_info(u)
+            if u == unit or have is None or have[1] != want[1]:
+                continue
+            c = convert(Fraction(str(v)), u, unit)
+            if c is not None and q.rounds_to(dataclasses.replace(q, value=c), loose=False):
+                return True
+        return False
+
+    @cached_property
+    def _operands(self) -> dict[str, list[float]]:
+        """The documents' quantities as :func:`operands` of :meth:`derivable`."""
+        return operands(self._numbers)
+
+    def derivable(self, q: Quantity) -> bool:
+        """True when ``q`` is one arithmetic step from two document quantities
+        (:func:`derivable`) and there is enough document text to ground anything."""
+        return self.enough and derivable(q, self._operands)
+
     def has_word(self, w: str, initials: bool = False) -> bool:
         """True when word ``w`` (folded) or a variant of it occurs in the documents (see module
-        doc: stem, demonym; with ``initials`` -- the word was written in capitals, "UK" -- also
-        the initials of consecutive document words)."""
+        doc: stem, demonym, the German transliteration of umlauts: "Mueller" for "Müller"; with
+        ``initials`` -- the word was written in capitals, "UK" -- also the initials of
+        consecutive document words)."""
+        plain = re.sub(r"([aou])e", r"\1", w) if w.isalpha() else w
+        if plain != w and plain in self._word_set:
+            return True
         if w in self._word_set or (w.endswith("s") and w[:-1] in self._word_set) or w + "s" in self._word_set:
             return True
         if len(w) >= STEM + 1 and not w.isdigit() and _stem(w) in self._stems:
@@ -268,6 +342,8 @@ class Documents:
             if a.text.isalpha() and a.text.lower() in self._word_set:  # "ten" of "ten-pin"
                 return True
             if any(q.rounds_to(d) or d.rounds_to(q) for d in self._numbers):
+                return True
+            if a.unit is not None and self._converts_to(q, a.unit):
                 return True
             # a number written in words in the documents ("number one", "twelve fifty" for 12.50,
             # "second" for 2nd): the integer part, spelled
@@ -301,6 +377,34 @@ class Documents:
 
 _CJK_NUM = re.compile(r"(?<=[\u3400-\u9fff])\d+(?:\.\d+)?|\d+(?:\.\d+)?(?=[\u3400-\u9fff])")
 _LATIN_NAME = re.compile(r"(?<![A-Za-z])[A-Z][A-Za-z'&.-]*[A-Za-z](?:\s+[A-Z][A-Za-z'&.-]*[A-Za-z])*")
+
+
+_DENOM = {"half": 2, "halves": 2, "third": 3, "thirds": 3, "quarter": 4, "quarters": 4, "fourth": 4, "fourths": 4,
+          "fifth": 5, "fifths": 5, "sixth": 6, "sixths": 6, "eighth": 8, "eighths": 8, "tenth": 10, "tenths": 10}
+_SMALL = {w: i for i, w in enumerate(_ONES)} | {"a": 1, "an": 1, "hundred": 100}
+_FRACTION = re.compile(r"\b(a|an|one|two|three|four|five|six|seven|eight|nine)[- ](" + "|".join(_DENOM) + r")\b"
+                       r"|\b(half)\b"
+                       r"|\b(\d{1,3}|" + "|".join(_ONES[1:]) + r")\s+(?:in|out\s+of)\s+(?:every\s+)?(\d{1,3}|"
+                       + "|".join(_ONES[2:]) + r"|hundred)\b")
+
+
+def fraction_percents(folded: str) -> list[Quantity]:
+    """The shares a folded text states in words, as percents: "two-fifths" (40 %), "a quarter"
+    (25 %), "half" (50 %), "one in four" / "3 out of 5" (25 %, 60 %). A summary writes the
+    same share as "40%": the documents state it (:meth:`Documents.has`)."""
+    out: list[Quantity] = []
+    for m in _FRACTION.finditer(folded):
+        if m.group(2):
+            num, den = _SMALL[m.group(1)], _DENOM[m.group(2)]
+        elif m.group(3):
+            num, den = 1, 2
+        else:
+            a, b = m.group(4), m.group(5)
+            num = int(a) if a.isdigit() else _SMALL[a]
+            den = int(b) if b.isdigit() else _SMALL[b]
+        if 0 < num <= den:
+            out.append(Quantity(100.0 * num / den, "percent", 6, 0, False, m.start(), m.end(), m.group(0)))
+    return out
 
 
 def cjk_numbers(text: str) -> list[Quantity]:
@@ -350,7 +454,7 @@ def anchors(sentence: str) -> list[Anchor]:
         if any(a <= q.start < b for a, b in dates) and q.kind != "year":
             out.append((q.start, Anchor("datepart", q.text.strip(), q)))  # day or month of "3/5/2021"
             continue
-        out.append((q.start, Anchor("number", q.text.strip(), q)))
+        out.append((q.start, Anchor("number", q.text.strip(), q, unit_after(sentence, q.end))))
     for text, s, _ in entities(sentence):
         if _ACRONYM.fullmatch(text.replace(".", "")):
             continue
@@ -365,9 +469,70 @@ def anchors(sentence: str) -> list[Anchor]:
     return [a for _, a in sorted(out, key=lambda x: x[0])]
 
 
+
+def operands(nums: Iterable[Quantity]) -> dict[str, list[float]]:
+    """Plain quantities by kind (``currency``, ``number``, ``percent``; years and locale- or
+    scale-ambiguous readings left out), each list deduplicated and cut at
+    :data:`MAX_OPERANDS`: the operands of :func:`derivable`."""
+    out: dict[str, list[float]] = {"currency": [], "number": [], "percent": []}
+    for d in nums:
+        vals = out.get(d.kind)
+        if vals is not None and d.vague in ("", "range") and d.value not in vals and len(vals) < MAX_OPERANDS:
+            vals.append(d.value)
+    return out
+
+
+#: Words that say a sentence works a figure out (a change, a total, a share, a remainder, a
+#: comparison): only in such a sentence is a number one step from the documents' figures read
+#: as worked out (:func:`derivable`) -- elsewhere a small count is too easily "derivable" from
+#: a document's many figures, and a miss would hide an invented one.
+WORKED_OUT = re.compile(
+    r"\b(?:ris(?:e|es|en|ing)|rose|gr(?:ew|ow|ows|own|owth|owing)|gain\w*|increas\w*|decreas\w*|declin\w*|"
+    r"drop\w*|f[ae]ll(?:s|en|ing)?|cut|reduc\w*|lower|higher|more|less|fewer|total\w*|combined|sum|"
+    r"together|altogether|overall|differen\w*|gap|net|remain\w*|rest|other|not|excluding|without|share|"
+    r"margin|chang\w*|compared|than|sav(?:e|es|ed|ing|ings)|difference|(?:up|down)\s+(?:from|by)|jump\w*|climb\w*|slid|"
+    r"shr[iau]nk\w*|doubl\w*|half|halved|ratio|proportion|percentage|average)\b|[-+]\s*\d",
+    re.IGNORECASE)
+
+
+def derivable(q: Quantity, ops: dict[str, list[float]]) -> bool:
+    """True when ``q`` is one arithmetic step from two quantities of ``ops`` (:func:`operands`),
+    to the precision ``q`` is written with (strict rounding, :meth:`Quantity.rounds_to`): the
+    sum or difference of two amounts or counts of its kind; for a percent the complement ``100 -
+    p``, the difference of two percents (points), or the share ``a / b`` or change ``(a - b) /
+    b`` of two amounts or counts. A summary that works out "revenue rose by $0.3 million", "grew
+    7.7%" or "totalled $8.1 million" from "$4.2 million" and "$3.9 million" states no detail the
+    documents lack and contradicts nothing: such a number is neither *ungrounded* nor a
+    contradiction of the figures it was computed from -- nor is it *stated*, so no passage
+    supports it either (it stays ``unknown``). False alarms cost more than misses (DESIGN.md).
+    O(:data:`MAX_OPERANDS` squared)."""
+    if q.vague not in ("", "range") or q.kind not in ("currency", "number", "percent"):
+        return False
+
+    def hit(v: float) -> bool:
+        return q.rounds_to(dataclasses.replace(q, value=v), loose=False)
+
+    if q.kind in ("currency", "number"):
+        vals = ops[q.kind]
+        return any(hit(a + b) or hit(abs(a - b)) for i, a in enumerate(vals) for b in vals[i + 1:])
+    pcts = ops["percent"]
+    if any(hit(100.0 - p) for p in pcts) or any(hit(abs(a - b)) for i, a in enumerate(pcts) for b in pcts[i + 1:]):
+        return True
+    for kind in ("currency", "number"):
+        vals = ops[kind]
+        for a in vals:
+            for b in vals:
+                if a != b and b and (hit(100.0 * a / b) or hit(100.0 * abs(a - b) / b)):
+                    return True
+    return False
+
 def missing(sentence: str, docs: Documents) -> list[Anchor]:
-    """The anchors of ``sentence`` that ``docs`` do not contain; ``[]`` when the documents are
-    too short to ground anything (:attr:`Documents.enough`)."""
+    """The anchors of ``sentence`` that ``docs`` do not contain, nor derive in one arithmetic
+    step (:meth:`Documents.derivable`, in a sentence that says it works a figure out:
+    :data:`WORKED_OUT`); ``[]`` when the documents are too short to ground
+    anything (:attr:`Documents.enough`)."""
     if not docs.enough:
         return []
-    return [a for a in anchors(sentence) if not docs.has(a)]
+    worked = WORKED_OUT.search(sentence) is not None
+    return [a for a in anchors(sentence) if not docs.has(a)
+            and not (worked and a.kind == "number" and a.quantity is not None and docs.derivable(a.quantity))]

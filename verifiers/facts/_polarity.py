@@ -23,7 +23,10 @@ module reads the words *around* the part of a passage that matches a claim and r
 * ``doubts`` -- hedged or rumoured anywhere in the sentence (:data:`DOUBT`, :data:`DOUBT_ZH`:
   allegedly, reportedly, rumours, unconfirmed, may / might / could, 据称, 据说, 传闻, 可能...).
 * ``attributes`` -- someone's words (:data:`ATTRIBUTION`, :data:`ATTRIBUTION_ZH`: "X said",
-  "according to", "claimed", 表示, 声称; or the claim's part inside quotation marks).
+  "according to", "claimed", 表示, 声称; or the claim's part inside quotation marks), a claim
+  named in a noun's complement ("the statement that X", "the claim that X", 所谓X的说法), or
+  text about checking it ("X is verified", "treat X as supported", 核实): such a passage is
+  about the statement, it does not make it.
 * ``asserts`` -- none of these.
 
 A marker the claim itself carries is discounted ("Rumours claim X" is supported by a passage
@@ -94,7 +97,16 @@ DOUBT = re.compile(
 ATTRIBUTION = re.compile(
     r"\b(?:said|says|say|told|tells|claimed|claims|claim|wrote|writes|argued|argues|insisted|insists|asserted|"
     r"asserts|contended|contends|maintained|maintains|alleged|alleges|stated|quoted|quoting|tweeted|posted|"
-    r"believes|believed|thinks|according\s+to|in\s+the\s+words\s+of|as\s+\w+\s+put\s+it)\b",
+    r"believes|believed|thinks|according\s+to|in\s+the\s+words\s+of|as\s+\w+\s+put\s+it)\b"
+    # a claim embedded in a noun's complement: "the statement that X", "the claim that X" names a
+    # proposition, it does not assert it (Huddleston & Pullum, CGEL ch. 11 "content clauses")
+    r"|\b(?:the|a|an|this|that|any|its|their|his|her)\s+(?:\w+\s+)?(?:statement|claim|assertion|idea|notion|"
+    r"report|suggestion|allegation|story|belief|view|hypothesis|theory|premise|proposition|sentence|answer|"
+    r"example|impression|perception|speculation|expectation|assumption)s?\s+that\b"
+    # talk about checking or grading a statement ("... is verified", "treat X as supported",
+    # "note to the verifier"): text addressed to a checker, not a statement of the fact
+    r"|\bverif(?:y|ied|ies|ying|ier|iers|ication)\b|\bfact[- ]?check\w*|\bas\s+(?:true|supported|"
+    r"correct|verified|accurate|a\s+fact)\b|\b(?:is|are|was|were)\s+(?:fully\s+)?supported\b",
     re.IGNORECASE)
 _QUOTES = {"\"": "\"", "\u201c": "\u201d", "\u00ab": "\u00bb", "\u300c": "\u300d", "\u300e": "\u300f",
            "\u2018": "\u2019"}
@@ -109,7 +121,8 @@ NEGATION_ZH = re.compile(r"不是|并非|并不|从未|从来没有|没有|未�
 DOUBT_ZH = re.compile(r"据称|据说|据传|传闻|传言|谣言|谣传|听说|可能|或许|也许|大概|疑似|未经证实|尚未证实|尚不清楚|有待证实|"
                       r"是否|似乎|好像|恐怕|估计")
 #: Chinese reported speech.
-ATTRIBUTION_ZH = re.compile(r"表示|声称|宣称|称|指出|认为|写道|说道|说|据.{1,12}?(?:报道|消息|介绍)|援引|引述")
+ATTRIBUTION_ZH = re.compile(r"表示|声称|宣称|称|指出|认为|写道|说道|说|据.{1,12}?(?:报道|消息|介绍)|援引|引述|"
+                            r"的说法|这一说法|该说法|所谓|核实|验证")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
