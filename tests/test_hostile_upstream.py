@@ -540,7 +540,10 @@ def test_statuses_outside_the_relayable_range_are_502_on_every_route(client: ope
     with pytest.raises(openai.APIStatusError) as info:
         client.embeddings.create(model=model, input="x")  # a pass-through route (aiohttp)
     assert info.value.status_code == 502
-    assert info.value.response.json()["error"]["code"] == "upstream_bad_response"
+    # which aiohttp reports depends on whether the scripted server's close reached it before the
+    # status line was parsed (seen on a loaded machine): both are OpenAI-shaped 502s, as for the
+    # malformed answers above
+    assert info.value.response.json()["error"]["code"] in ("upstream_bad_response", "upstream_disconnected")
     _no_traceback(gw, log_start)
 
 
