@@ -667,9 +667,14 @@ async def veracity_verify(request: Request) -> Response:
     except GatewayError as exc:
         rec.fields["error_code"] = exc.code
         return _error_response(exc, rid)
-    rec.veracity_status = out["veracity"]["status"]
-    return Response(dumps(out), 200, media_type=_JSON,
-                    headers={"x-request-id": rid, "x-veracity-status": out["veracity"]["status"]})
+    rep = out["veracity"]
+    rec.veracity_status = rep["status"]
+    headers = {"x-request-id": rid, "x-veracity-status": rep["status"]}
+    if isinstance(rep.get("risk"), dict):  # the same verdict headers as on chat completions
+        headers["x-veracity-risk"] = f"{rep['risk'].get('score', 0.0):.3f}"
+    if isinstance(rep.get("coverage"), dict):
+        headers["x-veracity-coverage"] = f"{rep['coverage']['decided']}/{rep['coverage']['units']}"
+    return Response(dumps(out), 200, media_type=_JSON, headers=headers)
 
 
 # ------------------------------------------------------------------ human review (proxy/review.py)

@@ -416,6 +416,10 @@ def test_verify_endpoint_checks_without_upstream(env):
                          "answer": ci_answer(WRONG_TXT)})
     assert r.status_code == 200 and r.headers["x-veracity-status"] == "failed"
     rep = r.json()["veracity"]
+    # the verdict headers of a chat completion, here too
+    cov = rep["coverage"]
+    assert r.headers["x-veracity-coverage"] == f"{cov['decided']}/{cov['units']}" and cov["failed"] >= 1
+    assert abs(float(r.headers["x-veracity-risk"]) - rep["risk"]["score"]) <= 0.0005  # 3 decimals
     assert rep["checks"][0]["outcome"] == "fail" and rep["checks"][0]["expected"] == RIGHT_TXT.replace(",", "")
     assert len(env["mock"].requests()) == before  # no upstream call
     assert rep["states"] == ["INITIAL_GENERATION", "EXECUTING_VERIFICATION", "VERIFICATION_FAILED"]
