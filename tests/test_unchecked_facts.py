@@ -67,3 +67,15 @@ def test_at_most_max_unchecked_checks():
     text = " ".join(f"Acme {chr(65 + i)}ero Holdings earned {i + 10} million dollars." for i in range(20))
     got = unchecked_claims(text, None, [])
     assert len(got) == MAX_UNCHECKED and all(c.outcome == "unknown" for c in got)
+
+
+async def test_a_long_answer_is_read_for_world_claims_too():
+    # past ARITHMETIC_INLINE_MAX_CHARS the reading runs in a worker thread: same verdict
+    from verifiers.run import ARITHMETIC_INLINE_MAX_CHARS
+    filler = "The steps below follow from the question. " * (ARITHMETIC_INLINE_MAX_CHARS // 40)
+    text = filler + HALLUCINATED
+    assert len(text) > ARITHMETIC_INLINE_MAX_CHARS
+    rep = await averify(text, {"question": "How tall is each third of the tower?", "force": True,
+                               "verifiers": ["arithmetic"]})
+    assert rep.status == "unverified"
+    assert [c.evidence["kind"] for c in rep.checks if c.verifier == "facts"] == ["not_checked"]
