@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from proxy.sentinel import EXHAUSTED_REASON
-from tests.fixtures.mock import scripted_mock
+from tests.fixtures.mock import rule_bodies, scripted_mock, tool_names
 
 QUESTION = "Please answer both:\n1. What is the capital of France?\n2. What is 17 * 23?"
 FINAL_EN = "The capital of France is Paris. 17 * 23 = 391."
@@ -110,14 +110,6 @@ def stream(gw, policy: str, tag: str, mode: str) -> dict[str, Any]:
     return out
 
 
-def bodies(mock, rule: str) -> list[dict[str, Any]]:
-    return [r["body"] for r in mock.requests() if r.get("rule") == rule]
-
-
-def tool_names(body: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in body.get("tools") or []]
-
-
 def sentinel_checks(rep: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in rep["checks"] if c["verifier"] == "sentinel"]
 
@@ -138,7 +130,7 @@ def test_errors_found_until_the_rounds_run_out_is_failed(gw, mock):
     assert rep["sentinel"]["result"] == "exhausted" and rep["sentinel"]["rounds"] == 2
     # max_rounds is 3, but no tool is called more than twice in a row: the third turn is asked
     # without verify_result, and the rule says so
-    checks, finals = bodies(mock, "exerr-check"), bodies(mock, "exerr-final")
+    checks, finals = rule_bodies(mock, "exerr-check"), rule_bodies(mock, "exerr-final")
     assert len(checks) == 2 and len(finals) == 1 and "verify_result" not in tool_names(finals[0])
     assert "must never call a tool more than twice in a row" in checks[0]["messages"][0]["content"]
 
@@ -159,7 +151,7 @@ def test_a_third_consecutive_call_is_not_executed(gw, mock):
     msg = resp.choices[0].message
     assert msg.content == FINAL_EN and not msg.tool_calls and resp.choices[0].finish_reason == "stop"
     # two checks answered, the answer that calls it a third time is not answered: no fourth request
-    assert len(bodies(mock, "exstray-check")) == 2 and len(bodies(mock, "exstray-final")) == 1
+    assert len(rule_bodies(mock, "exstray-check")) == 2 and len(rule_bodies(mock, "exstray-final")) == 1
     assert rep["sentinel"]["result"] == "exhausted" and rep["sentinel"]["rounds"] == 2
     assert rep["sentinel"]["extra_calls"] == 2
     assert rep["status"] == "unverified" and rep["reason"] == EXHAUSTED_REASON["en"]
@@ -170,7 +162,7 @@ def test_a_third_consecutive_call_is_not_executed(gw, mock):
 def test_max_rounds_runs_out_first(gw, mock):
     headers, resp, rep = ask(gw, "exh1", "exerr")
     assert rep["status"] == "failed" and rep["sentinel"]["exhausted"]["by"] == "max_rounds"
-    assert len(bodies(mock, "exerr-check")) == 1 and len(bodies(mock, "exerr-final")) == 1
+    assert len(rule_bodies(mock, "exerr-check")) == 1 and len(rule_bodies(mock, "exerr-final")) == 1
 
 
 def test_ready_in_the_last_round_is_not_exhausted_and_never_a_sentinel_pass(gw):
@@ -200,4 +192,4 @@ def test_streams_carry_the_exhausted_verdict(gw, mock, mode, tag, final, status,
     assert rep["status"] == status and rep["reason"].startswith(reason)
     assert [(c["outcome"], c["basis"]) for c in sentinel_checks(rep)] == [(outcome, "model")]
     assert rep["sentinel"]["result"] == "exhausted"
-    assert len(bodies(mock, f"{tag}-check")) == 2
+    assert len(rule_bodies(mock, f"{tag}-check")) == 2

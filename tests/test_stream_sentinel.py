@@ -19,7 +19,7 @@ import yaml
 from proxy.sentinel import DeltaFilter
 from proxy.sse import encode_chunks, parse_stream, to_chunks
 from tests.conftest import ROOT
-from tests.fixtures.mock import scripted_mock
+from tests.fixtures.mock import rule_bodies, scripted_mock, tool_names
 
 BOTH = "Please answer both:\n1. What is the capital of France?\n2. What is the capital of Spain?"
 FINAL = "The capital of France is Paris. The capital of Spain is Madrid."
@@ -169,14 +169,6 @@ def stream(gw, policy: str, tag: str, **kw) -> dict[str, Any]:
     return out
 
 
-def bodies(mock, rule: str) -> list[dict[str, Any]]:
-    return [r["body"] for r in mock.requests() if r.get("rule") == rule]
-
-
-def tool_names(body: dict[str, Any]) -> list[str]:
-    return [t["function"]["name"] for t in body.get("tools") or []]
-
-
 @pytest.mark.parametrize("policy", ["sent", "agent"])
 def test_stream_offers_the_sentinel_and_its_rounds_run(gw, mock, policy):
     s = stream(gw, policy, "sstream")
@@ -186,7 +178,7 @@ def test_stream_offers_the_sentinel_and_its_rounds_run(gw, mock, policy):
     sent = s["reports"][0]["sentinel"]
     assert sent["injected"] and sent["called"] and sent["missing_items"] == ["capital of Spain"]
     assert sent["rounds"] == 1 and s["reports"][0]["cost"]["upstream_calls"] == 1
-    first, final = bodies(mock, "sstream-check"), bodies(mock, "sstream-final")
+    first, final = rule_bodies(mock, "sstream-check"), rule_bodies(mock, "sstream-final")
     assert len(first) == 1 and first[0]["stream"] is True and "verify_result" in tool_names(first[0])
     # not ready: the next turn is offered the tool again, so it is held (a non-stream call)
     assert len(final) == 1 and not final[0].get("stream") and "verify_result" in tool_names(final[0])
@@ -198,7 +190,7 @@ def test_ready_answer_is_streamed_live_without_the_tool(gw, mock, policy):
     s = stream(gw, policy, "sready")
     assert s["text"] == FINAL and s["calls"] == {} and s["finishes"] == ["stop"] and len(s["ids"]) == 1
     assert s["reports"][0]["sentinel"]["result"] == "ready"
-    final = bodies(mock, "sready-final")
+    final = rule_bodies(mock, "sready-final")
     assert len(final) == 1 and final[0]["stream"] is True and "verify_result" not in tool_names(final[0])
 
 
@@ -226,7 +218,7 @@ def test_verify_result_in_the_live_final_turn_is_not_relayed(gw, mock):
     assert s["text"] == FINAL and s["calls"] == {} and s["finishes"] == ["stop"] and len(s["ids"]) == 1
     assert s["reports"][0]["sentinel"]["missing_items"] == ["capital of Spain"]
     assert s["reports"][0]["sentinel"]["rounds"] == 2
-    last = bodies(mock, "stubborn-next")[-1]
+    last = rule_bodies(mock, "stubborn-next")[-1]
     assert last["stream"] is True and "verify_result" not in tool_names(last)
 
 
@@ -250,7 +242,7 @@ def test_answer_without_the_tool_is_streamed_and_forced_check_runs_under_agent(g
     s = stream(gw, "agent", "sdirect")             # forced: one non-stream check, found ready
     assert s["text"] == FINAL and s["finishes"] == ["stop"] and s["calls"] == {}
     assert s["reports"][0]["sentinel"]["result"] == "forced_ready"
-    forced = bodies(mock, "sdirect-forced")
+    forced = rule_bodies(mock, "sdirect-forced")
     assert len(forced) == 1 and not forced[0].get("stream")
 
 
@@ -268,7 +260,7 @@ def test_escaped_or_split_sentinel_call_beside_a_client_call_is_not_relayed(gw, 
     assert s["calls"] == {0: {"id": WEATHER_CALL["id"] if tag == "ssplit" else "call_vr1", "name": "get_weather",
                               "arguments": WEATHER_CALL["arguments"]}}
     assert s["finishes"] == ["tool_calls"] and len(s["ids"]) == 1 and len(s["reports"]) == 1
-    assert bodies(mock, f"{tag}-final")[-1]["stream"] is True
+    assert rule_bodies(mock, f"{tag}-final")[-1]["stream"] is True
     raw = raw_stream(gw, tag)
     parsed = parse_stream(raw)
     assert parsed.done and not parsed.bad_data and not parsed.errors
