@@ -21,10 +21,10 @@ import openai
 import pytest
 
 from proxy.budget import RequestBudget
-from proxy.mock_upstream import MockUpstream
 from proxy.pipeline import verify_text
 from proxy.policy import load_file
 from verifiers import sandbox
+from tests.fixtures.mock import shipped_policy_gateway
 
 ROOT = Path(__file__).resolve().parents[1]
 UNTRUSTED_OK = ("passed", "corrected")
@@ -205,14 +205,7 @@ def _rules() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, gateway_factory):
-    tmp = tmp_path_factory.mktemp("hostile-verdicts")
-    mock = MockUpstream({"rules": _rules(), "models": ["gpt-test"]}).start()
-    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": mock.base_url}],
-           "policies": {"dir": str(ROOT / "policies"), "check_interval_s": 0},
-           "verification": {"budget_db": str(tmp / "budget.sqlite3")}}
-    gw = gateway_factory(cfg)
-    yield {"gw": gw, "mock": mock}
-    mock.stop()
+    yield from shipped_policy_gateway(tmp_path_factory, gateway_factory, _rules(), "hostile-verdicts")
 
 
 def client(env, policy: str) -> openai.OpenAI:

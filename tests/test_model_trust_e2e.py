@@ -12,16 +12,14 @@ policy's citation sources are never asked.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
-from proxy.mock_upstream import MockUpstream
 from verifiers import sandbox
+from tests.fixtures.mock import shipped_policy_gateway
 
-ROOT = Path(__file__).resolve().parents[1]
 UNTRUSTED_OK = ("passed", "corrected")
 
 
@@ -114,14 +112,7 @@ def _rules() -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, gateway_factory):
-    tmp = tmp_path_factory.mktemp("model-trust-e2e")
-    mock = MockUpstream({"rules": _rules(), "models": ["gpt-test"]}).start()
-    cfg = {"upstreams": [{"name": "mock", "models": ["*"], "base_url": mock.base_url}],
-           "policies": {"dir": str(ROOT / "policies"), "check_interval_s": 0},
-           "verification": {"budget_db": str(tmp / "budget.sqlite3")}}
-    gw = gateway_factory(cfg)
-    yield {"gw": gw, "mock": mock}
-    mock.stop()
+    yield from shipped_policy_gateway(tmp_path_factory, gateway_factory, _rules(), "model-trust-e2e")
 
 
 def ask(env, policy: str, question: str):
