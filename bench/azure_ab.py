@@ -1,12 +1,12 @@
 """A/B of the Azure OpenAI request shape against the plain ``/v1`` one, in-process.
 
 One gateway app (:class:`proxy.app.FastPath`, bench/policies_off: every check off, so the
-lean lane answers), real :class:`proxy.upstream.OpenAIUpstream` calls over loopback to a
+lean lane answers), real :class:`proxy.upstreams.clients.OpenAIUpstream` calls over loopback to a
 ``veracity mock-upstream`` subprocess, and the same request sent alternately as
 
 * ``v1``: ``POST /v1/chat/completions`` with ``Authorization: Bearer``;
 * ``azure``: ``POST /openai/deployments/mock-model/chat/completions?api-version=2024-10-21``
-  with the key in ``api-key`` (what ``openai.AzureOpenAI`` sends; :mod:`proxy.azure`).
+  with the key in ``api-key`` (what ``openai.AzureOpenAI`` sends; :mod:`proxy.wire.azure`).
 
 Prints CPU microseconds per request (``time.process_time``, see bench/gateway_inproc.py) of
 each of ``--rounds`` alternating measurements of N requests: min, median and the ratio
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gateway_inproc as g  # noqa: E402
 
 from proxy.config import GatewayConfig, UpstreamConfig  # noqa: E402
-from proxy.upstream import Upstreams  # noqa: E402
+from proxy.upstreams.clients import Upstreams  # noqa: E402
 
 _PATH = "/openai/deployments/mock-model/chat/completions"
 AZURE_SCOPE = {**g.SCOPE, "path": _PATH, "raw_path": _PATH.encode(), "query_string": b"api-version=2024-10-21",
@@ -89,7 +89,7 @@ def main() -> None:
     p.add_argument("n", nargs="?", type=int, default=2000, help="requests per measurement")
     p.add_argument("--rounds", type=int, default=8)
     a = p.parse_args()
-    from proxy.log import configure
+    from proxy.observability.log import configure
 
     sys.stdout = open(os.devnull, "w")  # the request log lines
     configure("info")

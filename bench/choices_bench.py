@@ -131,7 +131,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--out", default="")
     a = p.parse_args()
-    from proxy.log import configure
+    from proxy.observability.log import configure
 
     real_stdout = sys.stdout
     sys.stdout = open(os.devnull, "w")  # the request log lines

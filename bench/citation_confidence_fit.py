@@ -38,7 +38,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from citations_bench import build_indexes, load_labelled  # noqa: E402
 
-from proxy import cases, evaluation  # noqa: E402
+from proxy.cli import cases
+
+from proxy.cli import evaluation  # noqa: E402
 
 FIT = ROOT / "verifiers" / "citations" / "confidence_fit.json"
 OUT = ROOT / "bench" / "results" / "eval-citations"

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from citations_bench import RECORD_FILES, STYLES, cases_dir  # noqa: E402
 
-from proxy.cases import citation_answer  # noqa: E402
+from proxy.cli.cases import citation_answer  # noqa: E402
 from verifiers.citations import build_index  # noqa: E402
 from verifiers.citations.sources.local_index import read_records  # noqa: E402
 from verifiers.citations.verify import acheck  # noqa: E402

@@ -127,8 +127,8 @@ def doi_leave_one_out(labelled: dict[str, list[dict]], index: str) -> tuple[int,
 
 
 def answer_for(entry: dict, style: str) -> str:
-    """The entry rendered in ``style`` inside an answer (:func:`proxy.cases.citation_answer`)."""
-    from proxy.cases import citation_answer
+    """The entry rendered in ``style`` inside an answer (:func:`proxy.cli.cases.citation_answer`)."""
+    from proxy.cli.cases import citation_answer
 
     return citation_answer(entry["fields"], style)
 

@@ -7,7 +7,7 @@ the same upstream (a raw uvloop + httptools server answering fixed bytes, so the
 is the same for all), interleaved over ``--rounds``; reported: CPU us per request of the client
 process (``time.process_time``, threads included) and wall p50/p99 latency.
 
-Candidates: ``http1`` (proxy/http1.py, what the gateway uses for non-stream chat completions),
+Candidates: ``http1`` (proxy/upstreams/http1.py, what the gateway uses for non-stream chat completions),
 ``aiohttp`` (with the gateway's session options; streams and pass-through routes), and, when
 installed in the running interpreter, ``pyreqwest``, ``aiosonic``, ``curl_cffi`` (not project
 dependencies: ``pip install`` them into a scratch venv to include them).
@@ -82,7 +82,7 @@ async def _client(which: str, url: str, n: int) -> dict[str, float]:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from yarl import URL
 
-        from proxy import http1
+        from proxy.upstreams import http1
         u = URL(url)
         pool = http1.Http1Client().pool(u)
         head = http1.request_head("POST", u, HEADERS.items())

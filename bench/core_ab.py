@@ -98,7 +98,7 @@ def main() -> None:
     ap.add_argument("--duration", type=int, default=3)
     ap.add_argument("--targets", default="minproxy,core")
     args = ap.parse_args()
-    from proxy.mock_upstream import MockUpstream
+    from proxy.upstreams.mock import MockUpstream
 
     tmp = Path(tempfile.mkdtemp(prefix="veracity-ab-"))
     lua = tmp / "post.lua"

@@ -35,7 +35,7 @@ import gateway_inproc as inproc  # noqa: E402
 
 from proxy import app as app_mod  # noqa: E402
 from proxy.config import CORSConfig, GatewayConfig, UpstreamConfig  # noqa: E402
-from proxy.upstream import Upstreams  # noqa: E402
+from proxy.upstreams.clients import Upstreams  # noqa: E402
 
 ORIGIN = b"https://app.example.com"
 VARIANTS = ("no_section", "cors_no_origin", "cors_origin")
@@ -73,7 +73,7 @@ async def _noop_app(scope, receive, send) -> None:  # noqa: ANN001
 
 
 async def measure_wrapper(variant: str, n: int) -> float:
-    from proxy import cors
+    from proxy._asgi import cors
 
     asgi = cors.wrap(_noop_app, None if variant == "no_section" else CORSConfig(allow_origins=[ORIGIN.decode()]))
     headers = list(inproc.SCOPE["headers"]) + ([(b"origin", ORIGIN)] if variant == "cors_origin" else [])
@@ -90,7 +90,7 @@ def main() -> None:
     p.add_argument("n", nargs="?", type=int, default=3000, help="requests per measurement")
     p.add_argument("--repeat", type=int, default=5)
     a = p.parse_args()
-    from proxy.log import configure
+    from proxy.observability.log import configure
 
     sys.stdout = open(os.devnull, "w")  # the request log lines
     configure("info")

@@ -185,7 +185,7 @@ def run(cases: list[dict[str, Any]], index: str, tmp: Path) -> list[dict[str, An
     import openai
     import yaml
 
-    from proxy.mock_upstream import MockUpstream
+    from proxy.upstreams.mock import MockUpstream
 
     for i, c in enumerate(cases):
         c["model"] = f"demo-{i}"

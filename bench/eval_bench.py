@@ -95,7 +95,7 @@ def build_all(target: Path) -> dict[str, dict]:
 
 def run_eval(data: Path, out: Path, index: Path, partial: bool) -> tuple[dict, float, str]:
     """``veracity eval`` in-process (its own CLI entry point); returns metrics, seconds, command."""
-    from proxy.cli import main
+    from proxy.cli.main import main
 
     args = ["eval", str(data), "--out", str(out), "--citations-index", str(index)] + (["--index-partial"] if partial
                                                                                         else [])

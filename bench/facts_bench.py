@@ -18,7 +18,7 @@ otherwise it is ``unknown``. Precision / recall / F1 of both against the human l
 
 Default mode: the deterministic tier alone (``model=None``: sentence claims, rewritten queries,
 numbers/dates/entities/negation rules), latency per answer. ``--model URL`` runs the full loop
-with an OpenAI-compatible verifier model (``proxy.verifier_model.OpenAIChatModel``) on a sample
+with an OpenAI-compatible verifier model (``proxy.pipeline.verifier_model.OpenAIChatModel``) on a sample
 of the held-out cases and reports calls, searches and tokens per answer next to the published
 costs of SAFE and FIRE.
 
@@ -279,7 +279,7 @@ def main() -> None:
                   f"({m['pass'][0]}/{m['pass'][0] + m['pass'][1]}); p50 {m['p50']:.2f} ms")
     model_lines: list[str]
     if args.model:
-        from proxy.verifier_model import OpenAIChatModel
+        from proxy.pipeline.verifier_model import OpenAIChatModel
 
         model = OpenAIChatModel(args.model, args.model_name, args.api_key)
         sample = [c for c in cases if c.split == "held"]

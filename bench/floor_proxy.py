@@ -20,7 +20,7 @@ import uvicorn
 def make_app(upstream: str, veracity_session: bool = False):
     """ASGI app forwarding POST /v1/<path> bodies to ``upstream`` (ending in /v1).
     ``veracity_session``: the aiohttp session and timeout exactly as Veracity's
-    :class:`proxy.upstream.Upstreams` opens them (the ``floor_session`` diagnostic row)."""
+    :class:`proxy.upstreams.clients.Upstreams` opens them (the ``floor_session`` diagnostic row)."""
     state: dict[str, aiohttp.ClientSession] = {}
     post_kw: dict = {}
     if veracity_session:
@@ -82,7 +82,7 @@ def load_veracity_heap() -> None:
     sys.path.insert(0, str(root))
     os.environ.setdefault("VERACITY_POLICIES", str(root / "bench" / "policies_off"))
     from proxy import app as _app  # noqa: F401
-    from proxy import pipeline
+    from proxy.pipeline import sequence as pipeline
     from proxy.config import GatewayConfig, UpstreamConfig
     from verifiers import arithmetic
 

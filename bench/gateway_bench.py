@@ -198,7 +198,7 @@ def start_mock(workdir: Path) -> Server:
     script.write_text(json.dumps(MOCK_SCRIPT))
     port = free_port()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc, log = _spawn("mock", [PY, "-m", "proxy.mock_upstream", "--script", str(script), "--port", str(port),
+    proc, log = _spawn("mock", [PY, "-m", "proxy.upstreams.mock", "--script", str(script), "--port", str(port),
                                 "--no-record"], env, workdir)
     url = f"http://127.0.0.1:{port}"
     if not _wait_ready(url + "/v1/models", proc, 20):
@@ -216,7 +216,7 @@ def start_veracity(workdir: Path, mock: Server, config: Path, name: str = "verac
     env.pop("VERACITY_POLICIES", None)
     if policies is not None:
         env["VERACITY_POLICIES"] = str(policies)
-    proc, log = _spawn(name, [PY, "-m", "proxy.cli", "serve", "--config", str(config), "--port", str(port),
+    proc, log = _spawn(name, [PY, "-m", "proxy.cli.main", "serve", "--config", str(config), "--port", str(port),
                                     "--log-level", "warning"], env, workdir)
     url = f"http://127.0.0.1:{port}"
     if not _wait_ready(url + "/healthz", proc, 30):

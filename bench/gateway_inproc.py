@@ -5,7 +5,7 @@ completion: auth, body parse, routing, pipeline, response serialisation, metrics
 log line (to /dev/null). Reports CPU microseconds per request (``time.process_time``; least
 affected by other load on a shared machine), best of ``--repeat`` x N requests, for:
 
-* ``core``: :class:`proxy.app.FastPath` with :mod:`proxy.pipeline` replaced by a bare forward
+* ``core``: :class:`proxy.app.FastPath` with :mod:`proxy.pipeline.sequence` replaced by a bare forward
   + ``skipped`` report: the gateway core alone, without policy resolution or verification;
 * ``off``: FastPath (what ``veracity serve`` runs) with bench/policies_off (every check off),
   the answer of bench/gateway_bench.py (a worked multiplication, risk 0.70); with ``--mock``
@@ -21,7 +21,7 @@ affected by other load on a shared machine), best of ``--repeat`` x N requests, 
 * ``fastapi`` (``--fastapi``): ``default_low`` through the full FastAPI/Starlette stack.
 
 By default the upstream is a fake that answers at once (the gateway's Python work only). With
-``--mock`` the real :class:`proxy.upstream.OpenAIUpstream` talks over loopback to a
+``--mock`` the real :class:`proxy.upstreams.clients.OpenAIUpstream` talks over loopback to a
 ``veracity mock-upstream`` subprocess, so the aiohttp client's cost is included (the mock's
 own CPU is not: it is another process). ``--profile SCENARIO`` prints a cProfile of that
 scenario measured with a CPU clock (``time.process_time``; wall-clock profiles charge the
@@ -142,7 +142,7 @@ def start_mock(content: str, workdir: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "proxy.mock_upstream", "--script", str(script), "--port",
+    proc = subprocess.Popen([sys.executable, "-m", "proxy.upstreams.mock", "--script", str(script), "--port",
                              str(port), "--no-record"], cwd=ROOT, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     url = f"http://127.0.0.1:{port}"
@@ -194,7 +194,7 @@ async def scenario(name: str, n: int, repeat: int, mock_url: str | None, profile
     fast = app_mod.create_app(cfg)
     state = fast.app.state.gw
     if mock_url:
-        from proxy.upstream import Upstreams
+        from proxy.upstreams.clients import Upstreams
 
         state.upstreams = await Upstreams.start(cfg)
     else:
@@ -234,7 +234,7 @@ def main() -> None:
     names = a.scenarios.split(",") + (["fastapi"] if a.fastapi else [])
     if a.profile and a.profile not in names:
         names.append(a.profile)
-    from proxy.log import configure
+    from proxy.observability.log import configure
 
     sys.stdout = open(os.devnull, "w")  # the request log lines
     configure("info")

@@ -2,7 +2,7 @@
 
 Each case is verified the way the gateway verifies a RAG answer: the source text goes in the
 system message ("Answer from the documents below ..."), the question or previous turn in the
-user message, and the answer through :func:`proxy.pipeline.verify_text` with
+user message, and the answer through :func:`proxy.pipeline.sequence.verify_text` with
 ``policies/rag.yaml`` and ``model=None`` (every verifier the policy enables, its risk gate, its
 budgets). Per answer:
 
@@ -101,8 +101,8 @@ LOADERS = {"SummEdits": load_summedits, "HaluEval-qa": load_halueval, "BEGIN": l
 
 
 async def verify(policy: Any, case: Case) -> Any:
-    from proxy.budget import RequestBudget
-    from proxy.pipeline import verify_text
+    from proxy.stores.budget import RequestBudget
+    from proxy.pipeline.sequence import verify_text
 
     messages = [{"role": "system", "content": SYSTEM.format(doc=case.doc)}, {"role": "user", "content": case.user}]
     return await verify_text(policy, case.user, case.answer, RequestBudget.from_policy(policy.budgets.request),

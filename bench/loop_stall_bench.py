@@ -39,7 +39,7 @@ import yaml
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from proxy.mock_upstream import MockUpstream  # noqa: E402
+from proxy.upstreams.mock import MockUpstream  # noqa: E402
 from tests.fixtures.oversized_bodies import ANSWER, bodies  # noqa: E402
 from tests.fixtures.policies import rag_policy  # noqa: E402
 from tests.fixtures.search_servers import FakeAPI  # noqa: E402

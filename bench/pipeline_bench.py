@@ -334,7 +334,7 @@ def overhead_bench(n: int) -> dict[str, float]:
     from proxy import app as app_mod
     from proxy import runtime
     from proxy.config import GatewayConfig, UpstreamConfig
-    from proxy.log import configure
+    from proxy.observability.log import configure
 
     content = {"text": LOW}
 
@@ -472,7 +472,7 @@ def stream_bench(reps: int = 5) -> list[tuple[str, float, float, float]]:
     import yaml
 
     from bench.demo import _start_gateway
-    from proxy.mock_upstream import MockUpstream
+    from proxy.upstreams.mock import MockUpstream
 
     wrong = "With annual compounding the total is 5000 * 1.06^4 = $6,200.00."
     right = "With annual compounding the total is 5000 * 1.06^4 = $6,312.38."
@@ -575,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     lines.append("\nbuffer mode sends a `: keep-alive` comment at once (first byte) and every `keepalive_s` "
                  "while it verifies and corrects; its first content is the corrected answer.")
 
-    from proxy.sentinel import RULE, overhead_tokens
+    from proxy.pipeline.sentinel import RULE, overhead_tokens
 
     tok, exact = overhead_tokens("o200k_base")
     tok_cl, _ = overhead_tokens("cl100k_base")

@@ -13,7 +13,7 @@ Per answer it runs the rule-based verifiers (arithmetic; code tiers 1-2 for code
   ``use_model=True`` for every answer no template covered: extra model calls, tokens and wall
   time per answer against rules alone (the stand-in answers instantly, so the wall time is the
   planner's own overhead: prompt building, parsing, executing);
-* ``--model URL`` (or ``--model mock``: the scripted mock upstream on 127.0.0.1): the same with ``proxy.verifier_model.OpenAIChatModel(URL, NAME)`` on any
+* ``--model URL`` (or ``--model mock``: the scripted mock upstream on 127.0.0.1): the same with ``proxy.pipeline.verifier_model.OpenAIChatModel(URL, NAME)`` on any
   OpenAI-compatible endpoint (real plans executed; their fails on correct answers counted).
 
 Writes a markdown table to stdout (``bench/results/planner.md`` holds a measured run).
@@ -37,15 +37,15 @@ from verifiers import arithmetic  # noqa: E402
 from verifiers import planner  # noqa: E402
 from verifiers.model import ScriptedModel  # noqa: E402
 
-#: proxy.cases names a set by its file; this bench's tables (and bench/verdict_ab.py's) by these
+#: proxy.cli.cases names a set by its file; this bench's tables (and bench/verdict_ab.py's) by these
 _SETS = {"test": "gsm8k_reference", "example_model_solutions": "gsm8k_models",
          "humaneval_py_gpt4_simple": "humaneval_gpt4"}
 
 
 def load(cases: Path, limit: int | None) -> list[dict[str, Any]]:
     """Records ``{set, question, answer, correct (bool|None), kind}`` from the case files, read by
-    :mod:`proxy.cases` (the same reader as ``veracity eval``)."""
-    from proxy.cases import read_file
+    :mod:`proxy.cli.cases` (the same reader as ``veracity eval``)."""
+    from proxy.cli.cases import read_file
 
     m = cases / "math"
     out: list[dict[str, Any]] = []
@@ -185,14 +185,14 @@ async def amain() -> None:
     model = None
     mock = None
     if a.model == "mock":  # the scripted upstream over real HTTP, answering every plan "not needed"
-        from proxy.mock_upstream import MockUpstream
+        from proxy.upstreams.mock import MockUpstream
 
         mock = MockUpstream({"rules": [{"match": {"schema": "Plan"}, "reply": {
             "content": json.dumps({"verification_needed": False, "verification_steps": []})}}]})
         mock.__enter__()
         a.model = mock.base_url
     if a.model:
-        from proxy.verifier_model import OpenAIChatModel
+        from proxy.pipeline.verifier_model import OpenAIChatModel
 
         model = OpenAIChatModel(a.model, a.model_name, a.api_key)
     arithmetic.warm_up()

@@ -4,7 +4,7 @@
 
 Each tree verifies the same answers (``../shared/cases`` math and code, loaded as
 ``bench/planner_bench.py`` loads them, with their correctness labels) through its own
-``proxy.pipeline.verify_text`` under its own shipped policy, in a child process per tree (the
+``proxy.pipeline.sequence.verify_text`` under its own shipped policy, in a child process per tree (the
 two trees have the same module names). No model (what a gateway without a verifier model does),
 citations off and the code sandbox ``none`` in both trees: those verifiers did not change, and
 the public bibliographic APIs are not reachable here. Prints, per case set: ``failed`` on
@@ -39,8 +39,8 @@ def child(tree: str, policy: str, src: str, dst: str) -> None:
     sys.path.insert(0, tree)
     import yaml
 
-    from proxy.budget import RequestBudget
-    from proxy.pipeline import verify_text
+    from proxy.stores.budget import RequestBudget
+    from proxy.pipeline.sequence import verify_text
     from proxy.policy import load_file
 
     doc = yaml.safe_load((Path(tree) / "policies" / f"{policy}.yaml").read_text())

@@ -1,10 +1,10 @@
-"""The HTTP surface (FastAPI/Starlette): HTTP <-> :mod:`proxy.pipeline`, nothing more.
+"""The HTTP surface (FastAPI/Starlette): HTTP <-> :mod:`proxy.pipeline.sequence`, nothing more.
 
 Routes: ``POST /v1/chat/completions`` (stream and not), ``GET /v1/models`` (union of the
 upstreams' lists), ``GET /healthz``, ``GET /readyz``, ``GET /metrics``, and every other
 ``/v1/*`` path passed through to the matching upstream untouched. The Azure OpenAI client's
 paths (``/openai/deployments/{deployment}/...``, ``/openai/v1/...``) are served as the ``/v1``
-route they map to (:mod:`proxy.azure`, :class:`FastPath`), and so are ``/chat/completions`` and
+route they map to (:mod:`proxy.wire.azure`, :class:`FastPath`), and so are ``/chat/completions`` and
 ``/models`` (:data:`BARE_PREFIXES`, for clients whose ``base_url`` lacks ``/v1``). Unknown URLs are
 404 ``unknown_url`` naming the routes; a method a path does not serve is 405 with every served
 method in ``Allow``. Every request but ``/healthz``, ``/readyz``, ``/metrics`` writes one request
@@ -14,7 +14,7 @@ The hot path is a plain Starlette endpoint (no FastAPI body validation: the gate
 dicts it does not own). Each request: request id -> auth -> read body (size limit) -> parse ->
 route model -> pipeline -> response with ``x-request-id``, ``x-veracity-status``,
 ``x-veracity-overhead-ms``; then metrics and one log line. Every failure is an OpenAI-shaped
-error (:mod:`proxy.errors`); an unexpected exception is a 500 without a stack trace.
+error (:mod:`proxy.wire.errors`); an unexpected exception is a 500 without a stack trace.
 """
 
 from __future__ import annotations
@@ -39,13 +39,29 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Match
 
-from proxy import azure, cors, metrics, pipeline, redaction, reports, review, review_page, sentinel
-from proxy import verification_metrics as vmetrics
+from proxy.wire import azure
+
+from proxy._asgi import cors
+
+from proxy.observability import metrics
+
+from proxy.pipeline import sequence as pipeline
+
+from proxy import redaction
+
+from proxy.stores import reports
+
+from proxy.stores import review
+
+from proxy.routes import review_page
+
+from proxy.pipeline import sentinel
+from proxy.observability import verification_metrics as vmetrics
 from proxy.auth import Authenticator, Principal, client_authorization, client_authorization_bytes
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
-from proxy.errors import GatewayError, UpstreamError, error_body
-from proxy.log import add_secrets, get_logger, info_enabled, scrub_secrets
-from proxy.upstream import (
+from proxy.wire.errors import GatewayError, UpstreamError, error_body
+from proxy.observability.log import add_secrets, get_logger, info_enabled, scrub_secrets
+from proxy.upstreams.clients import (
     ERROR_BODY_LIMIT,
     BoundUpstream,
     OpenAIUpstream,
@@ -378,9 +394,9 @@ def _scope_headers(scope: dict[str, Any]) -> dict[str, str]:
 
 
 async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: str | None = None) -> _Reply | Response:
-    """``POST /v1/chat/completions``: see the module doc and :mod:`proxy.errors`. ``headers``:
+    """``POST /v1/chat/completions``: see the module doc and :mod:`proxy.wire.errors`. ``headers``:
     the request headers (lower-case names); ``read_body(limit)``: awaitable body reader;
-    ``deployment``: the Azure-shaped path's deployment (:mod:`proxy.azure`), which replaces
+    ``deployment``: the Azure-shaped path's deployment (:mod:`proxy.wire.azure`), which replaces
     the body's ``model``. Returns a :class:`_Reply` (JSON answers and errors) or a ``StreamingResponse``."""
     timing = Timing()
     rid = _request_id(headers)
@@ -547,7 +563,7 @@ async def list_models(request: Request) -> Response:
 async def passthrough(request: Request) -> Response:
     """Any other ``/v1/*`` request: sent to the upstream serving the body's ``model`` (or the
     ``/v1/models/{model}`` path's model; else the first OpenAI-compatible upstream) and its
-    answer relayed byte for byte (streamed). An Azure deployment path (:mod:`proxy.azure`)
+    answer relayed byte for byte (streamed). An Azure deployment path (:mod:`proxy.wire.azure`)
     routes by its deployment, which also replaces a JSON body's ``model``; other bodies
     (multipart audio) are forwarded as sent."""
     state: GatewayState = request.app.state.gw
@@ -655,7 +671,7 @@ class UpstreamBodyError(Exception):
 
 async def veracity_verify(request: Request) -> Response:
     """``POST /v1/veracity/verify``: check ``{messages, answer}`` with the caller's policy and
-    no upstream call (see :func:`proxy.pipeline.verify_request`)."""
+    no upstream call (see :func:`proxy.pipeline.sequence.verify_request`)."""
     state: GatewayState = request.app.state.gw
     rec = _record(request, VERIFY_ROUTE)
     rec.model = "_offline"  # as pipeline.verify_request labels its metrics
@@ -677,7 +693,7 @@ async def veracity_verify(request: Request) -> Response:
     return Response(dumps(out), 200, media_type=_JSON, headers=headers)
 
 
-# ------------------------------------------------------------------ human review (proxy/review.py)
+# ------------------------------------------------------------------ human review (proxy/stores/review.py)
 
 
 def _admin(state: GatewayState, headers: Any) -> Principal:
@@ -793,12 +809,12 @@ async def resolve_review(request: Request) -> Response:
     return await _review_call(rec, work)
 
 
-# ------------------------------------------------------------------ reports (proxy/reports.py)
+# ------------------------------------------------------------------ reports (proxy/stores/reports.py)
 
 
 async def get_report(request: Request) -> Response:
     """``GET /v1/veracity/reports/{request_id}``: the stored report of a chat completion (see
-    :mod:`proxy.reports`): 200 final, 202 (``Retry-After: 1``) not final yet, 404
+    :mod:`proxy.stores.reports`): 200 final, 202 (``Retry-After: 1``) not final yet, 404
     ``report_not_found`` (unknown, expired, or another key's), 401 without a valid key, 503
     ``report_store_unavailable``. The key that made the request, or an admin key: when several
     keys used the id, an admin gets them all as a list, or one with ``?owner=<owner hash>``."""
@@ -829,7 +845,7 @@ async def get_report(request: Request) -> Response:
 
 
 def _page(handler: Any) -> Any:
-    """A :mod:`proxy.review_page` handler as a Starlette endpoint (route label :data:`REVIEW_PAGE_ROUTE`)."""
+    """A :mod:`proxy.routes.review_page` handler as a Starlette endpoint (route label :data:`REVIEW_PAGE_ROUTE`)."""
     async def endpoint(request: Request) -> Response:
         rec = _record(request, REVIEW_PAGE_ROUTE)
         args = [request.path_params["review_id"]] if "review_id" in request.path_params else []
@@ -853,7 +869,7 @@ async def readyz(request: Request) -> Response:
 
 async def metrics_endpoint(request: Request) -> Response:
     """Prometheus text exposition (aggregated over workers in multiprocess mode); the review
-    backlog gauge is read from the review store first (:func:`proxy.review.backlog`)."""
+    backlog gauge is read from the review store first (:func:`proxy.stores.review.backlog`)."""
     vmetrics.set_review_backlog(await review.backlog(request.app.state.gw.cfg))
     data, ctype = metrics.render()
     return Response(data, 200, media_type=ctype)
@@ -944,7 +960,7 @@ async def _warm_up(cfg: GatewayConfig) -> None:
         # the sentinel's `schema_tokens` (loading the tiktoken encoding takes ~1 s and ~78 MiB
         # of RSS, measured): here when a policy offers the sentinel, or its first reports of
         # each process said null; otherwise on first use, off the request path
-        # (proxy.sentinel.overhead_tokens_cached), so a gateway without it stays small
+        # (proxy.pipeline.sentinel.overhead_tokens_cached), so a gateway without it stays small
         store = runtime.policies
         if any(store.get(n).sentinel.mode != "off" for n in store.names()):
             sentinel.overhead_tokens()
@@ -1159,7 +1175,7 @@ class LeanLane:
     and no ``veracity`` object; the caller authenticated and the model routed to an
     OpenAI-compatible upstream (cached per ``(credential, model)``: the ``Authorization``
     header, else the ``api-key`` one, :func:`proxy.auth.client_authorization`); the key's policy
-    :func:`proxy.pipeline.forwards_only` (decided once per policy object; policies are
+    :func:`proxy.pipeline.sequence.forwards_only` (decided once per policy object; policies are
     still looked up per request, so an edited policy file takes effect as before); and
     ``logging.log_content`` off. Then: one upstream call (:meth:`OpenAIUpstream.complete`),
     the ``skipped`` report added, the reply sent as two ASGI messages. Upstream errors,
@@ -1273,7 +1289,7 @@ class LeanLane:
     async def _forward(self, watch: "_DisconnectWatch", send: Any, timing: Timing, body: dict[str, Any],
                        model: str, principal: Principal, up: OpenAIUpstream, pol: tuple[Any, bool, dict[str, Any]],
                        rid: str) -> None:
-        """The lane's work once taken: what :func:`_chat` + :func:`proxy.pipeline.chat_completion`
+        """The lane's work once taken: what :func:`_chat` + :func:`proxy.pipeline.sequence.chat_completion`
         do for a checks-off policy, then the two ASGI messages."""
         state = self.state
         metrics.request_started()
@@ -1367,7 +1383,7 @@ class FastPath:
     """ASGI wrapper: ``POST /v1/chat/completions`` goes straight to the handler, skipping the
     FastAPI/Starlette middleware and routing layers (the handler catches every exception
     itself); everything else goes to the FastAPI app. Azure-shaped paths (``/openai/...``,
-    :mod:`proxy.azure`) are served as the ``/v1`` path they map to: chat by the same handler
+    :mod:`proxy.wire.azure`) are served as the ``/v1`` path they map to: chat by the same handler
     (and lean lane), the rest by the FastAPI app with the path rewritten. Attribute access falls through to the
     FastAPI app (``.state``, ``.router``, ...)."""
 
@@ -1451,10 +1467,10 @@ class FastPath:
 def app_from_env() -> FastAPI:
     """uvicorn factory (``proxy.app:app_from_env``): the config named by ``VERACITY_CONFIG``
     (see :func:`proxy.config.resolve_config`); in demo mode the scripted upstream's URL comes
-    from ``VERACITY_DEMO_UPSTREAM_URL`` (set by :func:`proxy.server.serve`)."""
-    from proxy.log import configure
+    from ``VERACITY_DEMO_UPSTREAM_URL`` (set by :func:`proxy.cli.serve.serve`)."""
+    from proxy.observability.log import configure
 
-    cfg = resolve_config(None)  # VERACITY_CONFIG, set by proxy.server.serve
+    cfg = resolve_config(None)  # VERACITY_CONFIG, set by proxy.cli.serve.serve
     # `veracity serve --log-level X` (X other than the default info) wins over logging.level
     configure(os.environ.get("VERACITY_LOG_LEVEL") or cfg.logging.level)
     if cfg.mode == "demo":

@@ -22,7 +22,7 @@ import hmac
 from dataclasses import dataclass
 
 from proxy.config import KeyConfig
-from proxy.errors import GatewayError
+from proxy.wire.errors import GatewayError
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ class Principal:
     upstream_auth: str | None = None
     admin: bool = False
     #: the virtual key's ``keys[].hash`` (SHA-256 hex of the key; None in pass-through): what
-    #: tells two keys apart when their names are equal or absent (report owners, proxy.reports)
+    #: tells two keys apart when their names are equal or absent (report owners, proxy.stores.reports)
     key_hash: str | None = None
 
 

@@ -62,7 +62,7 @@ DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 #: far above any chat completion (128k output tokens of text is ~0.5 MiB; with logprobs and
 #: n > 1, a few MiB) yet bounded, so a broken or hostile upstream cannot exhaust memory.
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-#: Largest SSE event the stream relay holds while waiting for its end (bytes; proxy.upstream.SSERelay):
+#: Largest SSE event the stream relay holds while waiting for its end (bytes; proxy.upstreams.clients.SSERelay):
 #: an OpenAI chunk is a few hundred bytes; 4 MiB is about a million tokens of text in one event. An
 #: event still unterminated past this is refused as it arrives, instead of being buffered up to
 #: max_response_bytes (issue 14: an unterminated 64 MiB event took 9 s and stalled the event loop).
@@ -188,7 +188,7 @@ class LimitsConfig(_Strict):
 
 
 #: Log levels ``logging.level`` accepts: the stdlib ``logging`` level names that
-#: :func:`proxy.log.configure` and uvicorn's ``log_level`` both understand.
+#: :func:`proxy.observability.log.configure` and uvicorn's ``log_level`` both understand.
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 
 
@@ -226,7 +226,7 @@ DEFAULT_CORS_ALLOW_HEADERS = (
 #: CORS-safelisted ones: cache-control, content-language, content-length, content-type,
 #: expires, last-modified, pragma). Veracity's own (``x-request-id``, which the JS SDK returns
 #: as ``_request_id``; ``x-veracity-status``, ``x-veracity-risk``, ``x-veracity-overhead-ms``,
-#: ``x-veracity-summary``, ``x-veracity-report-url`` (:mod:`proxy.reports`), ``x-veracity-coverage``;
+#: ``x-veracity-summary``, ``x-veracity-report-url`` (:mod:`proxy.stores.reports`), ``x-veracity-coverage``;
 #: ``x-upstream-request-id``) and the relayed upstream headers a client acts on: ``retry-after``
 #: / ``retry-after-ms`` (the JS SDK's retry delay), OpenAI's ``x-ratelimit-*`` names and
 #: ``openai-processing-ms`` / ``openai-version`` (names from the OpenAI API reference,
@@ -380,7 +380,7 @@ class VerificationSettings(_Strict):
     ``budget_db``: SQLite file for daily budgets (default: in memory). ``audit``: audit log path,
     JSONL, or SQLite for a ``.sqlite3``/``.sqlite``/``.db`` suffix (default: none). In a config
     file, relative paths are resolved against the file's folder (:func:`load_config`).
-    ``review_db``: SQLite file of the human review queue (:mod:`proxy.review`; default
+    ``review_db``: SQLite file of the human review queue (:mod:`proxy.stores.review`; default
     ``.veracity/reviews.sqlite3`` next to the config file, else in the working folder;
     ``:memory:`` = this process only; unused when ``redis_url`` is set: the queue is then in
     Redis). Opened on the first review, so a gateway with nothing to review creates no file."""
@@ -415,7 +415,7 @@ MAX_REPORT_TTL_S = 31_536_000
 
 class ReportsSettings(_Strict):
     """The ``reports:`` section: the report store behind ``GET /v1/veracity/reports/{request_id}``
-    (:mod:`proxy.reports`). ``enabled``: keep reports (off: the route answers 404 and responses
+    (:mod:`proxy.stores.reports`). ``enabled``: keep reports (off: the route answers 404 and responses
     carry no ``x-veracity-report-url``). ``ttl_s``: seconds a report is kept (in this process and,
     with ``verification.redis_url``, in Redis for every replica). ``max_in_memory``: reports kept
     in this process (least recently written dropped first; a few KB each, up to ~150 KB for an
@@ -769,7 +769,7 @@ def load_config(path: str | os.PathLike[str], *, env: dict[str, str] | None = No
 def default_config(env: dict[str, str] | None = None) -> GatewayConfig:
     """The config used when no file is given: OpenAI with ``OPENAI_API_KEY`` when set
     (``OPENAI_BASE_URL`` honoured), else demo mode (no upstream yet: the server starts the
-    built-in scripted upstream and adds it, see :mod:`proxy.server`)."""
+    built-in scripted upstream and adds it, see :mod:`proxy.cli.serve`)."""
     env = os.environ if env is None else env
     key = env.get("OPENAI_API_KEY")
     if key:

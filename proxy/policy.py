@@ -46,7 +46,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from proxy.log import get_logger
+from proxy.observability.log import get_logger
 
 __all__ = [
     "Policy", "PolicyError", "PolicyStore", "KeyGrant", "check_file", "load_file",
@@ -281,7 +281,7 @@ class Budgets(_Strict):
 
 class StreamingPolicy(_Strict):
     """``mode``: ``buffer`` (hold, verify, stream the final answer) or ``passthrough`` (relay
-    live, verify before ``[DONE]``, report on the last chunk; see :mod:`proxy.streaming`).
+    live, verify before ``[DONE]``, report on the last chunk; see :mod:`proxy.pipeline.streaming`).
     ``keepalive_s``: interval of SSE comment keep-alives while holding."""
 
     mode: Literal["buffer", "passthrough"] = "passthrough"
@@ -299,7 +299,7 @@ ReviewWhen = Literal["divergence", "max_retry_exceeded", "failed", "unverified",
 
 
 class ReviewPolicy(_Strict):
-    """Which answers go to the human review queue (:mod:`proxy.review`). ``when``: any of
+    """Which answers go to the human review queue (:mod:`proxy.stores.review`). ``when``: any of
     ``max_retry_exceeded`` (the correction loop gave up), ``divergence`` (a correction dropped
     or reversed the claim), ``failed``, ``unverified``, ``error`` (the report's status); the
     default is the two the correction loop cannot settle (issue 10 "Human review").

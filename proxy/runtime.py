@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from proxy.audit import AuditLog
-from proxy.budget import DailyBudgets, PriceTable  # noqa: F401 (PriceTable: type)
+from proxy.stores.audit import AuditLog
+from proxy.stores.budget import DailyBudgets, PriceTable  # noqa: F401 (PriceTable: type)
 # the section models live with the rest of the config, which validates them at load time
 from proxy.config import PoliciesSettings, VerificationSettings
 from proxy.policy import PolicyStore
@@ -71,7 +71,7 @@ class VerificationRuntime:
         if len(self._tasks) >= MAX_BACKGROUND_TASKS:
             coro.close()
             self.dropped += 1
-            from proxy.verification_metrics import BUDGET_EXHAUSTED
+            from proxy.observability.verification_metrics import BUDGET_EXHAUSTED
 
             BUDGET_EXHAUSTED.labels("background").inc()
             return None
@@ -103,7 +103,7 @@ _WARMING: list[threading.Thread] = []
 
 
 def start_warm_up() -> None:
-    """Start :func:`_warm_up` once per process, in a daemon thread (``proxy.pipeline`` calls
+    """Start :func:`_warm_up` once per process, in a daemon thread (``proxy.pipeline.sequence`` calls
     this at import, i.e. when the gateway app is built, before the first request)."""
     if not _WARMING:
         t = threading.Thread(target=_warm_up, name="veracity-warm-up", daemon=True)
@@ -123,7 +123,7 @@ def check_stores(settings: VerificationSettings) -> None:
     --workers N`` can refuse to start on one that cannot be opened (uvicorn's supervisor exits
     with status 0 when its workers fail to start). Raises what opening raises (OSError,
     sqlite3.DatabaseError). Creates the files and folders, as the workers would."""
-    from proxy.budget import SQLiteStore
+    from proxy.stores.budget import SQLiteStore
 
     if not (settings.redis_url or os.environ.get("VERACITY_REDIS_URL")) and settings.budget_db:
         asyncio.run(SQLiteStore(settings.budget_db).close())

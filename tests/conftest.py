@@ -1,4 +1,4 @@
-"""Shared fixtures: the scripted upstream (``proxy.mock_upstream``) and the real gateway
+"""Shared fixtures: the scripted upstream (``proxy.upstreams.mock``) and the real gateway
 process (``python -m proxy serve`` on a port the OS picks), both on 127.0.0.1.
 
 ``gateway_factory(config_dict, workers=1)`` writes the config to a temp file, starts the

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from proxy.audit import AuditLog, make_record
+from proxy.stores.audit import AuditLog, make_record
 
 REPORT = {"status": "failed", "checks": [{"verifier": "arithmetic", "outcome": "fail"}]}
 

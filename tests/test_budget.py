@@ -8,14 +8,14 @@ import uuid
 
 import pytest
 
-from proxy.budget import DailyBudgets, DailyLimit, PriceTable, RedisStore, RequestBudget, SQLiteStore, usage_tokens
+from proxy.stores.budget import DailyBudgets, DailyLimit, PriceTable, RedisStore, RequestBudget, SQLiteStore, usage_tokens
 
 
 @pytest.fixture(autouse=True)
 def _one_day(monkeypatch):
     """Every charge and check of a test on one fixed UTC day: a run across midnight must not
     split a test's charges over two days."""
-    monkeypatch.setattr("proxy.budget.today", lambda: "2026-06-15")
+    monkeypatch.setattr("proxy.stores.budget.today", lambda: "2026-06-15")
 
 
 def test_request_budget_calls_tokens_deadline():
@@ -53,7 +53,7 @@ def test_price_table_without_importing_litellm():
 
 
 def test_shipped_price_copy_matches_litellm_when_installed():
-    from proxy import budget
+    from proxy.stores import budget
 
     shipped = PriceTable(__import__("json").loads(budget._SHIPPED_PRICES.read_text()))
     if budget._litellm_price_file() is None:
@@ -85,14 +85,14 @@ async def test_sqlite_daily_budgets(tmp_path):
     await daily.close()
     # persisted across restarts
     again = DailyBudgets(SQLiteStore(tmp_path / "b.sqlite3"))
-    assert (await again.store.get("key", "k1", __import__("proxy.budget", fromlist=["today"]).today()))[0] == 1100
+    assert (await again.store.get("key", "k1", __import__("proxy.stores.budget", fromlist=["today"]).today()))[0] == 1100
     await again.close()
 
 
 async def test_concurrent_charges_are_not_lost(tmp_path):
     daily = DailyBudgets(SQLiteStore(tmp_path / "c.sqlite3"))
     await asyncio.gather(*(daily.charge("k", "t", 1, 0.0) for _ in range(200)))
-    assert (await daily.store.get("team", "t", __import__("proxy.budget", fromlist=["today"]).today()))[0] == 200
+    assert (await daily.store.get("team", "t", __import__("proxy.stores.budget", fromlist=["today"]).today()))[0] == 200
 
 
 @pytest.mark.redis

@@ -1,8 +1,8 @@
-"""proxy/choices.py: the shape of multi-choice (n > 1) responses and reports, without HTTP."""
+"""proxy/pipeline/choices.py: the shape of multi-choice (n > 1) responses and reports, without HTTP."""
 
 import json
 
-from proxy.choices import combine, put_back, split, withhold
+from proxy.pipeline.choices import combine, put_back, split, withhold
 from verifiers._types import Check, Cost, Report
 
 

@@ -110,7 +110,7 @@ def test_check_shape_is_json_ready(index):
 
 
 def test_cli_index_build(tmp_path, capsys):
-    from proxy.cli import main
+    from proxy.cli.main import main
 
     db = tmp_path / "cli.sqlite3"
     assert main(["index", "build", *map(str, FILES), "--db", str(db)]) == 0

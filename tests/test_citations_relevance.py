@@ -162,7 +162,7 @@ async def test_model_tier_supported_needs_a_real_quote():
     r = await judge_relevance(loose, ABSTRACT, model=m)
     assert r.status == "supported" and r.method == "model" and r.quote == quote
     # the gateway's metrics label this purpose; one it does not know is counted as `other`
-    from proxy.verifier_model import PURPOSES
+    from proxy.pipeline.verifier_model import PURPOSES
     assert m.calls[0].purpose == "relevance" and m.calls[0].purpose in PURPOSES
     invented = ScriptedModel([(r"Layered neural", {"verdict": "supported", "quote": "Deep nets learn features from raw "
                                                    "pixels without any labels at all.", "confidence": 0.9})])

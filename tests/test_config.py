@@ -11,7 +11,7 @@ import pytest
 
 from proxy.auth import Authenticator
 from proxy.config import ConfigError, default_config, hash_key, interpolate, load_config, parse_config
-from proxy.errors import GatewayError
+from proxy.wire.errors import GatewayError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,8 +4,8 @@ import asyncio
 import re
 
 
-from proxy.budget import RequestBudget
-from proxy.correction import State, correct, correction_body, evidence_prompt, failure_signature
+from proxy.stores.budget import RequestBudget
+from proxy.pipeline.correction import State, correct, correction_body, evidence_prompt, failure_signature
 from verifiers._types import Check, Report
 
 QUESTION = "I invest $2,500 at 4.5% interest compounded yearly. What is the total after 6 years?"
@@ -173,7 +173,7 @@ def test_correction_body_drops_stream_and_n():
 def test_evidence_for_a_question_example_allows_the_model_to_dispute_the_example():
     # A failed check whose expected value comes from the user's example (the code verifier's
     # evidence origin "question") must not push the model to bend correct code to a wrong example.
-    from proxy.correction import evidence_prompt
+    from proxy.pipeline.correction import evidence_prompt
     from verifiers import Check, Report
 
     from_question = Check(verifier="code", claim="median([-10, 4, 6, 1000, 10, 20]) -> 15.0", outcome="fail",

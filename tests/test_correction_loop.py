@@ -1,7 +1,7 @@
 """The loop around verification (issue 10 "The loop around it"; design §4.2): the state sequence
 actually walked, the divergence stop, A/B/A oscillation, and divergence reaching the human review
 queue -- through the real gateway with the real ``openai`` SDK against the scripted mock upstream,
-plus the divergence rules on their own (:mod:`proxy.divergence`).
+plus the divergence rules on their own (:mod:`proxy.pipeline.divergence`).
 
 Each case tags its question (``[case:NAME]``); the mock's ``fix`` rules answer the correction
 prompt (its user turn starts with :data:`EVIDENCE`). Right values are computed here.
@@ -18,12 +18,12 @@ import pytest
 import yaml
 
 from proxy.config import hash_key
-from proxy.correction import State, correct, walked_states
-from proxy.divergence import diverged, numbers
+from proxy.pipeline.correction import State, correct, walked_states
+from proxy.pipeline.divergence import diverged, numbers
 from tests.fixtures.mock import scripted_mock
 from verifiers._types import Check, Report
 
-EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
+EVIDENCE = "Automatic verification found"      # start of proxy.pipeline.correction.evidence_prompt()
 ADMIN_KEY = "vk-admin-" + "c" * 20
 USER_KEY = "vk-user-" + "d" * 20
 RIGHT = 17 * 23                                 # 391

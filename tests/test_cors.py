@@ -1,4 +1,4 @@
-"""CORS for browser clients (the ``cors:`` config section, :mod:`proxy.cors`).
+"""CORS for browser clients (the ``cors:`` config section, :mod:`proxy._asgi.cors`).
 
 A real gateway with ``cors:`` is driven like a browser would: preflights (``OPTIONS`` with
 ``Origin`` and ``Access-Control-Request-*``) as raw HTTP, actual requests with the real
@@ -22,8 +22,8 @@ import pytest
 from proxy import app as app_mod
 from proxy.config import (DEFAULT_CORS_ALLOW_HEADERS, ConfigError, GatewayConfig, UpstreamConfig, hash_key,
                           parse_config)
-from proxy.mock_upstream import MockUpstream
-from proxy.upstream import Upstreams
+from proxy.upstreams.mock import MockUpstream
+from proxy.upstreams.clients import Upstreams
 
 ORIGIN = "https://app.example.com"
 OTHER_ORIGIN = "https://evil.example.net"

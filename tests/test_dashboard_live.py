@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from proxy.config import hash_key
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 from tests.conftest import ROOT
 from tests.fixtures.prometheus import Prometheus, binary
 
@@ -44,7 +44,7 @@ RULES = ROOT / "deploy" / "prometheus" / "veracity-rules.yml"
 
 RIGHT_TXT = f"{5000 * 1.06 ** 4:,.2f}"   # 6,312.38: $5,000 at 6% compounded yearly for 4 years
 WRONG_TXT = "6,200.00"
-EVIDENCE = "Automatic verification found"  # start of proxy.correction.evidence_prompt()
+EVIDENCE = "Automatic verification found"  # start of proxy.pipeline.correction.evidence_prompt()
 KEYS = {"red": "vk-dashboard-red", "blue": "vk-dashboard-blue"}
 MODELS = ("gpt-4o-mini", "gpt-4o")
 
@@ -446,7 +446,7 @@ def test_cost_in_dollars_and_correction_rounds(live):
     """Dollars per checked answer: the extra tokens priced by litellm's table, so per extra
     token between the model's input and output price; correction rounds per failed first draft:
     one round per `wrongfix` answer, none for `wrong` ones (annotate, block: no correction)."""
-    from proxy.budget import PriceTable
+    from proxy.stores.budget import PriceTable
 
     table = PriceTable()
     dollars = {(r["metric"]["model"], r["metric"]["team"]): float(r["value"][1])

@@ -1,4 +1,4 @@
-"""Demo mode scripts structured output (proxy/mock_structured.py, ``structured_output`` in
+"""Demo mode scripts structured output (proxy/upstreams/mock_structured.py, ``structured_output`` in
 proxy/demo_script.yaml): the clients that parse what they asked for work against ``veracity
 serve`` with no config, through the real gateway: openai-python's ``chat.completions.parse``
 (json_schema, streamed too, and a forced pydantic tool), LangChain's ``with_structured_output``
@@ -17,7 +17,7 @@ import openai
 import pytest
 from pydantic import BaseModel, Field
 
-from proxy.mock_structured import minimal_instance, structured_reply
+from proxy.upstreams.mock_structured import minimal_instance, structured_reply
 
 
 class Address(BaseModel):
@@ -129,7 +129,7 @@ def test_demo_does_not_play_the_verifier_model() -> None:
     import re
     from pathlib import Path
 
-    from proxy.mock_upstream import MockUpstream, load_script
+    from proxy.upstreams.mock import MockUpstream, load_script
     from verifiers.facts._judge import VerdictAnswer
 
     asked = set()
@@ -167,7 +167,7 @@ TOO_LARGE: dict[str, Any] = {
 
 @pytest.mark.parametrize("schema", TOO_LARGE.values(), ids=TOO_LARGE.keys())
 def test_schema_whose_smallest_instance_is_huge_is_refused(schema: dict[str, Any]) -> None:
-    from proxy.mock_structured import MAX_STRING_CHARS, MAX_VALUES, SchemaTooLarge
+    from proxy.upstreams.mock_structured import MAX_STRING_CHARS, MAX_VALUES, SchemaTooLarge
 
     with pytest.raises(SchemaTooLarge, match=f"{MAX_VALUES}|{MAX_STRING_CHARS}"):
         minimal_instance(schema)

@@ -1,4 +1,4 @@
-"""``veracity eval`` (proxy/evaluation.py, proxy/cases.py): the numbers on a made-up labelled set are
+"""``veracity eval`` (proxy/cli/evaluation.py, proxy/cli/cases.py): the numbers on a made-up labelled set are
 the hand-computed ones, the files are written, the HTML page stands alone, and every reader takes
 its format as it is (the real ``../shared/cases`` files where present)."""
 
@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from proxy import cases, evaluation
-from proxy.cli import main
+from proxy.cli import cases
+
+from proxy.cli import evaluation
+from proxy.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = Path(os.environ.get("VERACITY_CASES") or ROOT.parent / "shared" / "cases")
@@ -236,7 +238,7 @@ def test_readers_of_each_format(tmp_path):
 
 
 def test_review_export_line_reads_back(tmp_path):
-    from proxy.review import export_line
+    from proxy.stores.review import export_line
 
     review = {"id": "rev_9", "request_id": "r", "created": 1, "model": "m", "team": "t", "policy": "default",
               "reason": "failed", "question": "What is 2+2?", "answer": "2 + 2 = 5", "drafts": ["2 + 2 = 5"],
@@ -439,12 +441,12 @@ def test_an_answer_that_takes_too_long_is_an_error_not_a_hang(monkeypatch):
     import asyncio
     import time
 
-    import proxy.pipeline
+    import proxy.pipeline.sequence
 
     async def slow(*a, **k):      # a verification stuck on an unanswered lookup
         await asyncio.sleep(30)
 
-    monkeypatch.setattr(proxy.pipeline, "verify_text", slow)
+    monkeypatch.setattr(proxy.pipeline.sequence, "verify_text", slow)
     seen = []
     t0 = time.monotonic()
     got = evaluation.run_items([item(True), item(False)], policy=evaluation.load_policy("default"),

@@ -23,7 +23,7 @@ import openai
 import pytest
 import yaml
 
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 from tests.fixtures.oversized_bodies import ANSWER, PROSE, SEVEN_MB, bodies
 from tests.fixtures.policies import rag_policy
 from tests.fixtures.search_servers import FakeAPI

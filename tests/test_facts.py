@@ -478,10 +478,10 @@ async def test_run_adapter_reports_sources_and_searches():
 
 
 def test_full_loop_with_an_openai_compatible_verifier_model_over_http():
-    """The verifier model behind ``proxy.verifier_model.OpenAIChatModel`` (what ``--model URL``
+    """The verifier model behind ``proxy.pipeline.verifier_model.OpenAIChatModel`` (what ``--model URL``
     of bench/facts_bench.py uses), answered by the scripted upstream by schema name."""
-    from proxy.mock_upstream import MockUpstream
-    from proxy.verifier_model import OpenAIChatModel
+    from proxy.upstreams.mock import MockUpstream
+    from proxy.pipeline.verifier_model import OpenAIChatModel
 
     script = {"rules": [
         {"match": {"schema": "ClaimList"},

@@ -21,11 +21,11 @@ import openai
 import pytest
 import yaml
 
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 from tests.fixtures.policies import rag_policy as _policy
 from tests.fixtures.search_servers import FakeAPI, searxng_ok, slow, status
 
-EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
+EVIDENCE = "Automatic verification found"      # start of proxy.pipeline.correction.evidence_prompt()
 
 DOC = ("Northwind Traders annual report 2023.\n\n"
        "Northwind Traders reported revenue of $4.2 million in 2023. Revenue in 2022 had been $3.9 million. "

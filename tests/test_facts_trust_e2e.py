@@ -17,10 +17,10 @@ from typing import Any
 import openai
 import pytest
 
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
-EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
+EVIDENCE = "Automatic verification found"      # start of proxy.pipeline.correction.evidence_prompt()
 FILLER = ("\n\nThe annual report was approved by the board after the external audit had been completed. It covers "
           "every subsidiary and joint venture of the group, as in every year since its founding companies merged.")
 

@@ -233,7 +233,7 @@ def test_pass_through_forwards_api_key_as_bearer(gw_pass: Any, mock: Any) -> Non
     (b"/openai/files/file%20x", None, "/v1/files/file x"),
 ])
 def test_parse_maps_azure_paths_onto_v1(raw: bytes, deployment: str | None, path: str) -> None:
-    from proxy import azure
+    from proxy.wire import azure
 
     got = azure.parse(raw)
     assert got is not None
@@ -245,13 +245,13 @@ def test_parse_maps_azure_paths_onto_v1(raw: bytes, deployment: str | None, path
                                  b"/openai/deployments/gpt-4o/", b"/openai/deployments/%20/chat/completions",
                                  b"/openai/", b"/v1/chat/completions", b"/openaix/models"])
 def test_parse_rejects_what_is_not_an_azure_route(raw: bytes) -> None:
-    from proxy import azure
+    from proxy.wire import azure
 
     assert azure.parse(raw) is None
 
 
 def test_api_version_is_dropped_from_the_query_only() -> None:
-    from proxy import azure
+    from proxy.wire import azure
 
     assert azure.without_api_version(b"api-version=2024-10-21") == b""
     assert azure.without_api_version(b"limit=2&api-version=2024-10-21&after=x") == b"limit=2&after=x"

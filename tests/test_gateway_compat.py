@@ -785,7 +785,7 @@ def test_expect_100_continue_is_answered(gw: Any) -> None:
 def test_relay_reads_cr_and_crlf_line_ends_across_any_read_boundary() -> None:
     """The relay behind the CR cases above: CR, CRLF and LF streams give the same events,
     whatever the read boundaries (a CRLF cut between reads is one line end, not two)."""
-    from proxy.upstream import SSERelay
+    from proxy.upstreams.clients import SSERelay
 
     def relay(body: bytes, size: int) -> tuple[bytes, bool]:
         r = SSERelay()
@@ -804,7 +804,7 @@ def test_relay_reads_cr_and_crlf_line_ends_across_any_read_boundary() -> None:
 def test_assemble_continues_the_last_call_for_deltas_without_index() -> None:
     """The assembler behind the buffer mode: index-less deltas continue the last call, a new
     ``id`` starts the next one (openai/openai-python#3246)."""
-    from proxy.sse import assemble
+    from proxy.wire.sse import assemble
 
     one = assemble(NO_INDEX_CALL)["choices"][0]["message"]["tool_calls"]
     assert [(c["id"], c["function"]) for c in one] == [

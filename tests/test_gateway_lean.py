@@ -21,8 +21,8 @@ from prometheus_client import REGISTRY
 
 from proxy import app as app_mod
 from proxy.config import GatewayConfig, UpstreamConfig
-from proxy.mock_upstream import MockUpstream
-from proxy.upstream import Upstreams
+from proxy.upstreams.mock import MockUpstream
+from proxy.upstreams.clients import Upstreams
 from tests.fixtures.polling import wait_for
 
 SCRIPT: dict[str, Any] = {

@@ -15,7 +15,7 @@ import httpx
 import openai
 import pytest
 
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,7 +66,7 @@ def test_openai_api_key_mode(mock: Any, gateway_factory: Any) -> None:
 
 def test_start_up_line_says_openai_api_only_for_its_url() -> None:
     from proxy.config import default_config
-    from proxy.server import _source
+    from proxy.cli.serve import _source
 
     assert _source(default_config({"OPENAI_API_KEY": "sk-x"})) == "OPENAI_API_KEY (OpenAI API)"
     assert _source(default_config({"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "https://api.openai.com/v1/"})) \

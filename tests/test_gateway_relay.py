@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from proxy import http1
+from proxy.upstreams import http1
 from proxy.config import UpstreamConfig
-from proxy.errors import UpstreamError
-from proxy.upstream import OpenAIUpstream, SSERelay, Timing
+from proxy.wire.errors import UpstreamError
+from proxy.upstreams.clients import OpenAIUpstream, SSERelay, Timing
 
 
 def _chunk(content: str | None = None, finish: str | None = None, **extra: Any) -> bytes:
@@ -73,7 +73,7 @@ def test_an_event_growing_past_max_event_is_refused_as_it_arrives() -> None:
     """Issue 14 section 3: an unterminated event is refused once it holds more than
     ``max_event`` bytes -- not buffered up to the whole answer's limit; what is held never
     exceeds the limit (plus nothing: the read that crosses it is dropped with the event)."""
-    from proxy.upstream import EventTooLarge
+    from proxy.upstreams.clients import EventTooLarge
 
     r = SSERelay(max_event=1 << 20)
     assert r.feed(_chunk("ok")) == _chunk("ok")  # complete events pass as before
@@ -169,7 +169,7 @@ async def test_a_refusal_gives_memory_back_once_per_burst(monkeypatch: pytest.Mo
     GC pass) shortly after; a storm of refusals is coalesced into one trim."""
     import asyncio
 
-    from proxy import memory
+    from proxy._asgi import memory
 
     calls: list[int] = []
     monkeypatch.setattr(memory, "trim", lambda: calls.append(1) or True)

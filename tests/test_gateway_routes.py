@@ -24,7 +24,7 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 from tests.fixtures.polling import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -212,7 +212,7 @@ def _emitted_codes() -> set[str]:
     """Every ``error.code`` the gateway's own code can put in an answer: the literal
     ``code="..."`` arguments of every gateway module (new ones included) and
     :class:`UpstreamError`'s codes."""
-    from proxy.errors import UpstreamError
+    from proxy.wire.errors import UpstreamError
 
     codes: set[str] = set()
     for f in sorted((ROOT / "proxy").glob("*.py")):

@@ -206,7 +206,7 @@ def _chat(http: httpx.Client, gw: Any, text: str, **extra: Any) -> httpx.Respons
 @pytest.mark.parametrize("path", [
     b"/v1/../secret", b"/v1/%2e%2e/secret", b"/v1/..%2fsecret", b"/v1/%2E%2E%2Fsecret", b"/v1//..//secret",
     b"/v1/models/..%2F..%2Fsecret", b"/v1/%252e%252e/secret", b"/v1/./../secret", b"/v1/..\\secret",
-    # Azure-shaped paths map onto /v1 (proxy.azure): the same check applies after the mapping
+    # Azure-shaped paths map onto /v1 (proxy.wire.azure): the same check applies after the mapping
     b"/openai/v1/../secret", b"/openai/deployments/odd/%2e%2e/secret", b"/openai/..%2fsecret",
     b"/openai/deployments/odd/..%252f..%252fsecret?api-version=2024-10-21",
 ])
@@ -373,7 +373,7 @@ def test_sentinel_leaves_malformed_tools_and_messages_to_the_upstream(gw: Any, h
 
 
 def test_sentinel_never_shadows_a_client_tool_with_its_name() -> None:
-    from proxy import sentinel
+    from proxy.pipeline import sentinel
 
     client_tool = {"type": "function", "function": {"name": sentinel.TOOL_NAME, "parameters": {"type": "object"}}}
     body = {"model": "m", "messages": [{"role": "user", "content": "do a and b"}], "tools": [client_tool]}
@@ -382,7 +382,7 @@ def test_sentinel_never_shadows_a_client_tool_with_its_name() -> None:
 
 
 def test_sentinel_fuzzed_bodies_never_raise() -> None:
-    from proxy import sentinel
+    from proxy.pipeline import sentinel
 
     values = {"messages": ["hi", None, 5, [], ["x"], [{"role": 5}], [{"role": "system", "content": None}]],
               "tools": [None, "x", 5, [], [5], [{"type": "function", "function": None}], {"a": 1}],
@@ -404,7 +404,7 @@ def test_sentinel_fuzzed_bodies_never_raise() -> None:
 def test_correction_round_survives_malformed_messages(messages: Any, message: Any) -> None:
     """Fault: ``correction_body`` did ``list(messages)``: a number raised TypeError outside the
     loop's error handling (a 500) and a string became a list of characters."""
-    from proxy import correction
+    from proxy.pipeline import correction
     from verifiers._types import Report
 
     failed = Report(status="failed", checks=[Check(verifier="arithmetic", claim="2 + 2 = 5", outcome="fail")])
@@ -564,7 +564,7 @@ def test_upstream_echoing_its_key_in_an_error_does_not_leak_it(gw: Any, http: ht
     assert UPSTREAM_KEY not in r.text and "[REDACTED]" in err["message"]
     r = http.post(gw.base_url + "/embeddings", json={"model": "odd", "input": "x"})
     assert r.status_code == 401 and UPSTREAM_KEY not in r.text and "[REDACTED]" in r.text
-    # the Azure client's shape (proxy.azure): deployment paths, key in an api-key header
+    # the Azure client's shape (proxy.wire.azure): deployment paths, key in an api-key header
     azure = {"api-key": "client-azure-key-0123456789"}
     r = http.post(gw.url + "/openai/deployments/odd/chat/completions?api-version=2024-10-21", headers=azure,
                   json={"messages": [{"role": "user", "content": "echo401"}], "stream": stream})
@@ -584,7 +584,7 @@ def test_gateway_still_serves_and_logged_no_traceback(gw: Any, http: httpx.Clien
 
 
 def test_model_label_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from proxy import metrics
+    from proxy.observability import metrics
 
     # a private copy of the process-wide label set: filling it here must not turn the model
     # names of tests that run later in this process into "_other" (nor depend on earlier ones)
@@ -599,7 +599,7 @@ def test_model_label_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_upstream_json_codec_round_trips_what_orjson_refuses() -> None:
-    from proxy.upstream import dumps, loads
+    from proxy.upstreams.clients import dumps, loads
 
     assert loads(b'{"a": "\\ud800x"}') == {"a": "\ud800x"}
     assert json.loads(dumps({"a": "\ud800x", "n": 10**30})) == {"a": "\ud800x", "n": 10**30}
@@ -699,8 +699,8 @@ def test_sse_assembler_and_inverse_never_raise_on_fuzzed_chunks() -> None:
     re-streaming) with wrong types at every level; only ``IncompleteStream`` may be raised."""
     import random
 
-    from proxy.sse import IncompleteStream, assemble
-    from proxy.streaming import completion_frames, report_frame
+    from proxy.wire.sse import IncompleteStream, assemble
+    from proxy.pipeline.streaming import completion_frames, report_frame
 
     rnd = random.Random(7)
     junk = [None, 0, -1, "x", "", [], {}, [None], [1], {"a": 1}, True, 1.5, [{"index": "a"}]]
@@ -812,8 +812,8 @@ def test_what_lies_past_a_limit_or_behind_a_hyphen_is_never_silently_skipped(cas
     came out ``skipped`` / "no checkable claims" with ``checks: []``; "Version 2-beta and 3 * 4 =
     13." was ``skipped`` while "Version 2-beta. 3 * 4 = 13." was ``failed``. A limit is fine,
     silence is not: an ``unknown`` check names it (tests/test_silent_limits.py has each limit)."""
-    from proxy.budget import RequestBudget
-    from proxy.pipeline import verify_text
+    from proxy.stores.budget import RequestBudget
+    from proxy.pipeline.sequence import verify_text
     from proxy.policy import PolicyStore
     from verifiers import risk
 
@@ -833,7 +833,7 @@ def test_what_lies_past_a_limit_or_behind_a_hyphen_is_never_silently_skipped(cas
 
 
 def test_correction_prompt_is_bounded_for_thousands_of_failed_checks() -> None:
-    from proxy import correction
+    from proxy.pipeline import correction
     from verifiers._types import Report
 
     checks = [Check(verifier="arithmetic", claim=f"{i} + 1 = {i + 2}", outcome="fail", expected=str(i + 1),
@@ -851,7 +851,7 @@ def test_divergence_check_of_thousands_of_failed_claims_is_bounded(monkeypatch: 
     correction (claims x numbers, on the event loop): an upstream answer of 20,000 wrong sums held
     the gateway for minutes (no /healthz answer). Its work is now bounded; past the bound the
     draft is not judged (None: the loop verifies it as usual), never a false divergence."""
-    from proxy import divergence
+    from proxy.pipeline import divergence
 
     calls = 0
     states = divergence._states
@@ -1028,7 +1028,7 @@ def test_verify_result_arguments_are_bounded_in_the_report(gw: Any, http: httpx.
     """Fault: a model listing 20,000 missing items (and a 100 kB goal) had every one copied
     into the tool reply sent back upstream and into the report once per round (megabytes
     per response); ``None`` and objects became the items "None" and "{'x': 1}"."""
-    from proxy import sentinel
+    from proxy.pipeline import sentinel
 
     r = _sentinel_chat(http, gw, "senthuge check A and B")
     assert r.status_code == 200, r.text
@@ -1120,7 +1120,7 @@ def test_verify_cli_with_binary_and_deeply_nested_files(tmp_path: Path) -> None:
 
 
 def test_parse_args_of_hostile_verify_result_calls() -> None:
-    from proxy import sentinel
+    from proxy.pipeline import sentinel
 
     for raw in ("[" * 50_000, "{" * 50_000, '{"is_ready": true', "null", "5", '"x"', None, 5, [1], {"is_ready": 1}):
         args = sentinel._parse_args({"function": {"name": "verify_result", "arguments": raw}})

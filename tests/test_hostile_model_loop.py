@@ -6,7 +6,7 @@ verdict", "false alarms cost more than misses" and "a failing verifier degrades 
 unknown/error, never a stack trace".
 
 No network: the verifier model is a ScriptedModel, the gateway's upstream the scripted mock
-(proxy/mock_upstream.py), search backends the request's own context.
+(proxy/upstreams/mock.py), search backends the request's own context.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ from typing import Any  # noqa: E402
 import openai  # noqa: E402
 import yaml  # noqa: E402
 
-from proxy.mock_upstream import MockUpstream  # noqa: E402
+from proxy.upstreams.mock import MockUpstream  # noqa: E402
 from tests.fixtures.policies import rag_policy  # noqa: E402
 
 DOC = ("Northwind Traders annual report 2023.\n\n"
@@ -353,8 +353,8 @@ async def test_an_on_subject_model_verdict_still_decides():
 
 # ------------------------------------------------------------------ divergence: correct rewrites
 
-from proxy.correction import correct  # noqa: E402
-from proxy.divergence import diverged  # noqa: E402
+from proxy.pipeline.correction import correct  # noqa: E402
+from proxy.pipeline.divergence import diverged  # noqa: E402
 from verifiers._types import Report  # noqa: E402
 
 CI_Q = "本金10000元，年利率5%，按季度复利，存3年，最终本息和是多少？"

@@ -20,15 +20,15 @@ from typing import Any
 import openai
 import pytest
 
-from proxy.budget import RequestBudget
-from proxy.pipeline import verify_text
+from proxy.stores.budget import RequestBudget
+from proxy.pipeline.sequence import verify_text
 from proxy.policy import load_file
 from verifiers import sandbox
 from tests.fixtures.mock import shipped_policy_gateway
 
 ROOT = Path(__file__).resolve().parents[1]
 UNTRUSTED_OK = ("passed", "corrected")
-EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
+EVIDENCE = "Automatic verification found"      # start of proxy.pipeline.correction.evidence_prompt()
 
 # --- code: buggy code whose own asserts cannot fail -------------------------------------------
 BUGGY = "def total(xs):\n    return sum(xs[1:])\n"

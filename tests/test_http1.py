@@ -1,4 +1,4 @@
-"""proxy/http1.py against real loopback servers that answer with scripted bytes.
+"""proxy/upstreams/http1.py against real loopback servers that answer with scripted bytes.
 
 Each case is a kind of answer real upstreams (and the proxies in front of them) send: keep-alive
 reuse, chunked and gzip bodies, bodies ended by closing, ``Connection: close``, idle connections
@@ -18,7 +18,7 @@ import pytest
 import trustme
 from yarl import URL
 
-from proxy import http1
+from proxy.upstreams import http1
 
 BODY = b'{"id":"chatcmpl-1","object":"chat.completion","choices":[]}'
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter, int], Awaitable[None]]

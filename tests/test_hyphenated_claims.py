@@ -58,8 +58,8 @@ def test_the_gateway_report_under_the_default_policy(text: str, claim: str) -> N
     # never `skipped` / "no checkable claims"
     import asyncio
 
-    from proxy.budget import RequestBudget
-    from proxy.pipeline import verify_text
+    from proxy.stores.budget import RequestBudget
+    from proxy.pipeline.sequence import verify_text
     from proxy.policy import PolicyStore
 
     pol = PolicyStore(None).get("default")

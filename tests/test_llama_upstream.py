@@ -138,7 +138,7 @@ def test_eval_binds_the_verifier_model_to_the_real_server(llama, tmp_path):
     never a pass)."""
     import json
 
-    from proxy.cli import main
+    from proxy.cli.main import main
 
     data = tmp_path / "d.jsonl"
     data.write_text(json.dumps({"question": "What is 17 * 23?", "answer": "17 * 23 = 490.", "label": False,

@@ -13,8 +13,8 @@ import httpx
 import openai
 import pytest
 
-from proxy.mock_upstream import DEMO_SCRIPT, MockUpstream, ScriptError, load_script, main
-from proxy.sse import assemble, parse_stream
+from proxy.upstreams.mock import DEMO_SCRIPT, MockUpstream, ScriptError, load_script, main
+from proxy.wire.sse import assemble, parse_stream
 
 WEATHER_TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
 SEARCH_TOOL = {"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}
@@ -396,7 +396,7 @@ def test_subprocess_mode_serves_and_leaves_no_process():
     assert proc.poll() is not None
 
 
-@pytest.mark.parametrize("entry", [["proxy.mock_upstream"], ["proxy.cli", "mock-upstream"]])
+@pytest.mark.parametrize("entry", [["proxy.upstreams.mock"], ["proxy.cli.main", "mock-upstream"]])
 def test_cli_prints_listening_line_first(entry):
     proc = subprocess.Popen([sys.executable, "-m", *entry, "--port", "0", "--script", str(DEMO_SCRIPT)],
                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent)
@@ -416,10 +416,10 @@ def test_demo_script_answers_the_four_demo_kinds():
         c = openai.OpenAI(base_url=m.base_url, api_key="k", max_retries=0)
         assert "391" in ask(c, "What is 17 * 23?").choices[0].message.content
         # wrong on every first ask (not only the first request), right when the gateway's
-        # correction prompt (proxy.correction.evidence_prompt) asks again
+        # correction prompt (proxy.pipeline.correction.evidence_prompt) asks again
         first, second = (ask(c, "What is 1234 * 5678?").choices[0].message.content for _ in range(2))
         assert "7,006,552" in first and "7,006,552" in second
-        from proxy.correction import evidence_prompt
+        from proxy.pipeline.correction import evidence_prompt
         from verifiers._types import Check, Report
 
         failed = Report(checks=[Check("arithmetic", "1234 × 5678 = 7,006,552", "fail",

@@ -18,10 +18,10 @@ import openai
 import pytest
 import yaml
 
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 from tests.fixtures.sandboxes import missing, sandbox_with_pandas
 
-EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
+EVIDENCE = "Automatic verification found"      # start of proxy.pipeline.correction.evidence_prompt()
 
 # --- issue 10, the design's compound-interest case as its model wrote it
 CI_Q = "本金10000元，年利率5%，按季度复利，存3年，最终本息和是多少？"

@@ -119,8 +119,8 @@ def test_deleted_key_policy_is_a_config_error_not_a_header_error(tmp_path: Path)
 def test_pipeline_maps_missing_key_policy_to_500_server_error(tmp_path: Path) -> None:
     from proxy.auth import Principal
     from proxy.config import GatewayConfig
-    from proxy.errors import GatewayError
-    from proxy.pipeline import _resolve_policy
+    from proxy.wire.errors import GatewayError
+    from proxy.pipeline.sequence import _resolve_policy
 
     cfg = GatewayConfig(policies={"dir": str(tmp_path), "check_interval_s": 0})
     principal = Principal(key_name="alice", team="t", policy="nosuchpolicy", allow_policy_header=False)
@@ -167,7 +167,7 @@ def test_overridable_paths_must_name_policy_fields(tmp_path: Path) -> None:
 
 
 def test_no_correction_by_policy_reports_not_attempted() -> None:
-    from proxy.correction import State, correct
+    from proxy.pipeline.correction import State, correct
 
     failed = Report(status="failed", checks=[Check("arithmetic", "2+2=5", "fail", expected=4, found=5)])
     calls: list[dict] = []
@@ -246,7 +246,7 @@ def test_readme_verifier_model_script_drives_the_planner_and_facts(gateway_facto
     import openai
     import yaml
 
-    from proxy.mock_upstream import MockUpstream
+    from proxy.upstreams.mock import MockUpstream
     from verifiers.facts._claims import ClaimList
     from verifiers.facts._judge import VerdictAnswer
     from verifiers.planner._prompt import Plan
@@ -293,7 +293,7 @@ def test_cli_output_into_a_closed_pipe_ends_quietly():
 def test_eval_without_matplotlib_names_an_install_that_works_from_a_checkout(monkeypatch, capsys, tmp_path):
     # the hint was `pip install 'veracity[eval]'`: no `veracity` package is published to take the
     # extra from, so on a clone (where `make run` leaves matplotlib out) the hint led nowhere
-    from proxy.cli import main
+    from proxy.cli.main import main
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)        # import matplotlib -> ImportError
     data = tmp_path / "d.jsonl"
@@ -399,7 +399,7 @@ def test_eval_of_a_text_less_review_export_says_why_nothing_was_read(capsys, tmp
     pytest.importorskip("matplotlib")
     import json
 
-    from proxy.cli import main
+    from proxy.cli.main import main
 
     data = tmp_path / "cases.jsonl"
     data.write_text(json.dumps({"id": "rev_1", "request_id": "req_1", "created": 1, "model": "m", "team": "t",

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from proxy import choices
-from proxy.pipeline import _blocked_body, _block, _Plan, blocked_statuses
-from proxy.budget import RequestBudget
+from proxy.pipeline import choices
+from proxy.pipeline.sequence import _blocked_body, _block, _Plan, blocked_statuses
+from proxy.stores.budget import RequestBudget
 from proxy.policy import Policy, PolicyError, PolicyStore, apply_overrides, check_file, load_file
 from verifiers._types import Check, Report
 

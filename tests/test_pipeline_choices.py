@@ -17,12 +17,12 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 
 RIGHT = 5000 * 1.06 ** 4                       # $5,000 at 6% compounded yearly for 4 years
 RIGHT_TXT = f"{RIGHT:,.2f}"                    # "6,312.38"
 WRONG_TXT = "6,200.00"
-EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
+EVIDENCE = "Automatic verification found"      # start of proxy.pipeline.correction.evidence_prompt()
 
 WRONG = f"With annual compounding the total is 5000 * 1.06^4 = ${WRONG_TXT}."
 RIGHT_ANSWER = f"Compounded yearly: 5000 * 1.06^4 = ${RIGHT_TXT}, so you end with ${RIGHT_TXT}."

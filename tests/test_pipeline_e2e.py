@@ -19,14 +19,14 @@ import openai
 import pytest
 import yaml
 
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 from tests.fixtures.sandboxes import missing, sandbox_with_pandas
 from tests.fixtures.polling import wait_for
 
 RIGHT = 5000 * 1.06 ** 4                       # $5,000 at 6% compounded yearly for 4 years
 RIGHT_TXT = f"{RIGHT:,.2f}"                    # "6,312.38"
 WRONG_TXT = "6,200.00"
-EVIDENCE = "Automatic verification found"      # start of proxy.correction.evidence_prompt()
+EVIDENCE = "Automatic verification found"      # start of proxy.pipeline.correction.evidence_prompt()
 
 
 def ci_question(tag: str) -> str:
@@ -218,7 +218,7 @@ def test_sentinel_catches_forgotten_subtask(env):
     s = rep["sentinel"]
     assert s["called"] and s["missing_items"] == ["capital of Spain"] and s["rounds"] >= 1
     # measured at start-up: the first sentinel request of a gateway said null before
-    from proxy.sentinel import overhead_tokens
+    from proxy.pipeline.sentinel import overhead_tokens
     assert s["schema_tokens"] == overhead_tokens()[0]
     assert "reason" not in s  # only a sentinel that was not injected says why (README)
     first = mock_bodies(env, "sentinel-check")[0]

@@ -85,7 +85,7 @@ def test_config_secrets_include_credential_headers() -> None:
 def test_a_stored_report_record_never_holds_a_configured_secret() -> None:
     """GET /v1/veracity/reports/{id} serves the stored record: an answer (or a check's evidence)
     that echoes the upstream key, in any usual encoding, is masked there like in logs and audit."""
-    from proxy import reports
+    from proxy.stores import reports
 
     for echo in _encodings(KEY):
         report = {"status": "failed", "checks": [{"verifier": "arithmetic", "claim": f"key {echo} = 2",

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from proxy.config import hash_key
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 from tests.conftest import ROOT, Gateway
 from tests.fixtures.polling import stop_process, wait_for
 from tests.fixtures.prometheus import Prometheus, binary, free_port
@@ -40,7 +40,7 @@ pytestmark = [pytest.mark.haproxy, pytest.mark.redis, pytest.mark.prometheus]
 REPLICAS = 3
 RIGHT_TXT = f"{5000 * 1.06 ** 4:,.2f}"
 WRONG_TXT = "6,200.00"
-EVIDENCE = "Automatic verification found"  # start of proxy.correction.evidence_prompt()
+EVIDENCE = "Automatic verification found"  # start of proxy.pipeline.correction.evidence_prompt()
 
 
 def question(tag: str) -> str:

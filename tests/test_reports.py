@@ -1,4 +1,4 @@
-"""``GET /v1/veracity/reports/{request_id}`` and the summary headers (proxy/reports.py): the
+"""``GET /v1/veracity/reports/{request_id}`` and the summary headers (proxy/stores/reports.py): the
 store's rules in-process, then the real gateway driven by the real clients that lose the report
 on the way (openai-python's ``chat.completions.stream()`` helper, LangChain's ``ChatOpenAI``),
 then Redis shared by two gateway processes (``redis`` marker)."""
@@ -15,10 +15,10 @@ import httpx
 import openai
 import pytest
 
-from proxy import reports
+from proxy.stores import reports
 from proxy.auth import Principal
 from proxy.config import hash_key
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 
 KEY_A = "vk-reports-a-" + uuid.uuid4().hex
 KEY_B = "vk-reports-b-" + uuid.uuid4().hex
@@ -456,8 +456,8 @@ async def test_every_redis_store_gives_up_on_a_redis_that_never_answers() -> Non
 
     import redis.exceptions
 
-    from proxy.budget import RedisStore
-    from proxy.review import RedisReviewStore
+    from proxy.stores.budget import RedisStore
+    from proxy.stores.review import RedisReviewStore
 
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))

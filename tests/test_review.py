@@ -1,4 +1,4 @@
-"""The human review queue (proxy/review.py): when an answer goes to review, the stores
+"""The human review queue (proxy/stores/review.py): when an answer goes to review, the stores
 (SQLite; Redis under the ``redis`` marker), the routes through the real gateway with the
 three kinds of caller, and the ``veracity review`` CLI as a subprocess."""
 
@@ -17,7 +17,7 @@ import openai
 import pytest
 import yaml
 
-from proxy import review
+from proxy.stores import review
 from proxy.config import hash_key
 from proxy.policy import Policy
 from tests.conftest import ROOT
@@ -228,13 +228,13 @@ async def test_sqlite_file_of_the_previous_version_is_migrated(tmp_path):
 
 async def test_page_session_needs_a_configured_admin_key():
     """The reviewer page's session holds the key's digest, checked on every request: a key
-    removed from the config, or no longer an admin's, ends the session (proxy/review_page.py)."""
+    removed from the config, or no longer an admin's, ends the session (proxy/routes/review_page.py)."""
     import hashlib
     from types import SimpleNamespace
 
     from starlette.requests import Request
 
-    from proxy import review_page
+    from proxy.routes import review_page
     from proxy.auth import Authenticator
     from proxy.config import KeyConfig
 

@@ -1,4 +1,4 @@
-"""The reviewer page (proxy/review_page.py) in a real headless browser: Debian's ``chromium``
+"""The reviewer page (proxy/routes/review_page.py) in a real headless browser: Debian's ``chromium``
 driven through ``chromedriver`` by Selenium. A reviewer signs in with the admin key, sees the
 open review with its drafts and the failed check's evidence (hostile answer text shown as
 text, never run), the true open count in the title, the same failure counted on one review,

@@ -1,7 +1,7 @@
 """What ``veracity review`` prints to a reviewer's terminal: model names, teams, answers, claims
 and notes come from models, clients and key owners, so no control character, escape sequence or
-bidi override may reach the terminal raw (:func:`proxy.review.terminal_safe`,
-:func:`proxy.review.terminal_json`); the CLI runs as a subprocess on a store holding such text."""
+bidi override may reach the terminal raw (:func:`proxy.stores.review.terminal_safe`,
+:func:`proxy.stores.review.terminal_json`); the CLI runs as a subprocess on a store holding such text."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy import review
-from proxy.review import terminal_json, terminal_safe
+from proxy.stores import review
+from proxy.stores.review import terminal_json, terminal_safe
 from tests.conftest import ROOT
 
 UNSAFE = {"Cc", "Cf", "Zl", "Zp", "Cs", "Co", "Cn"}

@@ -307,14 +307,14 @@ def test_facts_fire_on_halueval_answers_to_their_questions():
 
 
 def test_default_policy_sends_the_design_cases_past_the_threshold(monkeypatch):
-    """Through the gateway's own risk step (``proxy.pipeline.verify_text``) under the shipped
+    """Through the gateway's own risk step (``proxy.pipeline.sequence.verify_text``) under the shipped
     ``default`` policy: the compound-interest draft of issue 10 was ``skipped`` ("risk below
     threshold", risk 0.002); now the planner is asked (its template plans cost no model call).
     The Tesla answer of issue 11 (0.24, skipped) is now scored risky and names ``facts``."""
     import asyncio
 
-    from proxy import pipeline
-    from proxy.budget import RequestBudget
+    from proxy.pipeline import sequence as pipeline
+    from proxy.stores.budget import RequestBudget
     from proxy.policy import default_policies_dir, load_file
     from verifiers._types import Report
 

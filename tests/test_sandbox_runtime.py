@@ -99,7 +99,7 @@ def test_default_packages_are_the_docker_images():
 
 
 def test_packages_option_keeps_commas_inside_a_specifier():
-    from proxy.cli import _split_requirements
+    from proxy.cli.main import _split_requirements
 
     assert _split_requirements("numpy>=1.26,<3,pandas>=2.1,<3,sympy>=1.12,scikit-learn") == [
         "numpy>=1.26,<3", "pandas>=2.1,<3", "sympy>=1.12", "scikit-learn"]
@@ -374,7 +374,7 @@ def test_gateway_catches_the_design_pandas_case_with_the_runtime(gateway_factory
     import openai
     import yaml
 
-    from proxy.mock_upstream import MockUpstream
+    from proxy.upstreams.mock import MockUpstream
 
     (tmp_path / "default.yaml").write_text(yaml.safe_dump({
         "name": "default", "on_failure": "annotate", "risk": {"threshold": 0.0},

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from proxy.budget import RequestBudget
-from proxy.sentinel import (EXHAUSTED_REASON, RULE, TOOL, TOOL_NAME, exhaustion_check, exhaustion_reason,
+from proxy.stores.budget import RequestBudget
+from proxy.pipeline.sentinel import (EXHAUSTED_REASON, RULE, TOOL, TOOL_NAME, exhaustion_check, exhaustion_reason,
                             exhaustion_verdict, inject, overhead_tokens, settle, should_inject, strip_sentinel)
 from verifiers._types import Check, Report
 
@@ -188,7 +188,7 @@ def test_overhead_tokens_measured():
 def test_overhead_tokens_cached_never_blocks():
     import time
 
-    from proxy import sentinel
+    from proxy.pipeline import sentinel
 
     sentinel._OVERHEAD.pop("cl100k_base", None)
     first = sentinel.overhead_tokens_cached("cl100k_base")
@@ -285,7 +285,7 @@ def test_exhaustion_reason_in_the_answers_language(answer, question, lang):
 
 
 def test_exhaustion_verdict_on_a_multi_choice_report_tags_choice_0():
-    from proxy.choices import combine
+    from proxy.pipeline.choices import combine
 
     info = {"rounds": 2, "exhausted": {"by": "consecutive_calls", "limit": 2, "task_goal": "g", "actual_result": "",
                                        "missing_items": [], "errors_found": ["wrong"], "malformed": 0}}

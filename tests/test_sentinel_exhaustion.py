@@ -17,7 +17,7 @@ import openai
 import pytest
 import yaml
 
-from proxy.sentinel import EXHAUSTED_REASON
+from proxy.pipeline.sentinel import EXHAUSTED_REASON
 from tests.fixtures.mock import rule_bodies, scripted_mock, tool_names
 
 QUESTION = "Please answer both:\n1. What is the capital of France?\n2. What is 17 * 23?"

@@ -12,9 +12,9 @@ import asyncio
 import pytest
 from prometheus_client import REGISTRY
 
-from proxy import verification_metrics as vmetrics
-from proxy.budget import RequestBudget
-from proxy.pipeline import verify_text
+from proxy.observability import verification_metrics as vmetrics
+from proxy.stores.budget import RequestBudget
+from proxy.pipeline.sequence import verify_text
 from proxy.policy import Policy, PolicyStore
 from verifiers import arithmetic, risk, verify
 from verifiers._types import Report

@@ -1,4 +1,4 @@
-"""proxy.sse: the SSE parser, the stream assembler and its inverse, checked against each other,
+"""proxy.wire.sse: the SSE parser, the stream assembler and its inverse, checked against each other,
 against hand-written OpenAI-shaped streams, and against the real ``openai`` SDK's stream parser."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proxy.mock_upstream import MockUpstream
-from proxy.sse import (
+from proxy.upstreams.mock import MockUpstream
+from proxy.wire.sse import (
     IncompleteStream,
     SSEDecoder,
     assemble,

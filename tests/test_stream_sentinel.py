@@ -16,8 +16,8 @@ import openai
 import pytest
 import yaml
 
-from proxy.sentinel import DeltaFilter
-from proxy.sse import encode_chunks, parse_stream, to_chunks
+from proxy.pipeline.sentinel import DeltaFilter
+from proxy.wire.sse import encode_chunks, parse_stream, to_chunks
 from tests.conftest import ROOT
 from tests.fixtures.mock import rule_bodies, scripted_mock, tool_names
 
@@ -288,7 +288,7 @@ def _completion(calls: list[dict[str, Any]], content: str | None = None) -> dict
 
 
 def test_delta_filter_drops_our_deltas_and_renumbers_the_clients():
-    from proxy.sse import assemble
+    from proxy.wire.sse import assemble
 
     wire = encode_chunks(to_chunks(_completion([vr(True), WEATHER_CALL]), chunk_size=5))
     f = DeltaFilter()

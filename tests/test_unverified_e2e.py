@@ -20,7 +20,7 @@ import openai
 import pytest
 import yaml
 
-from proxy.mock_upstream import MockUpstream
+from proxy.upstreams.mock import MockUpstream
 from tests.fixtures.citations.fakes import FakeAPI, status
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""The per-model-and-team counters of :mod:`proxy.verification_metrics` that the dashboard
+"""The per-model-and-team counters of :mod:`proxy.observability.verification_metrics` that the dashboard
 divides (``veracity_reports_total``, ``veracity_first_draft_failures_total``, the extra-cost
 counters): one answer per choice, a first draft failed when the status or a correction round says
 so, cost once per request, nothing for an answer that was not checked."""
@@ -9,7 +9,7 @@ import uuid
 
 from prometheus_client import REGISTRY
 
-from proxy import verification_metrics as vm
+from proxy.observability import verification_metrics as vm
 from verifiers._types import Check, Cost, Report
 
 

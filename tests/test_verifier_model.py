@@ -1,5 +1,5 @@
 """The verifier-model plumbing: ``verifiers.model`` (ask_json, ScriptedModel) and
-``proxy.verifier_model`` (the budget-charged gateway binding, the plain-JSON fallback, and
+``proxy.pipeline.verifier_model`` (the budget-charged gateway binding, the plain-JSON fallback, and
 ``OpenAIChatModel`` against the real scripted upstream over HTTP)."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from prometheus_client import REGISTRY
 from pydantic import BaseModel
 
-from proxy.budget import RequestBudget
-from proxy.errors import UpstreamError
-from proxy.mock_upstream import MockUpstream
-from proxy.verifier_model import GatewayChatModel, OpenAIChatModel, request_body
+from proxy.stores.budget import RequestBudget
+from proxy.wire.errors import UpstreamError
+from proxy.upstreams.mock import MockUpstream
+from proxy.pipeline.verifier_model import GatewayChatModel, OpenAIChatModel, request_body
 from verifiers.model import ModelError, ModelUnavailable, ScriptedModel, ask_json, extract_json
 
 

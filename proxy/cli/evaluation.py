@@ -1,7 +1,7 @@
 """``veracity eval``: run the checks on labelled answers and measure them (design 003 §5, issue 13 §2).
 
-Pipeline: :func:`proxy.cases.read` -> :func:`run_items` (in-process through
-:func:`proxy.pipeline.verify_text` under a policy, or through a running gateway's
+Pipeline: :func:`proxy.cli.cases.read` -> :func:`run_items` (in-process through
+:func:`proxy.pipeline.sequence.verify_text` under a policy, or through a running gateway's
 ``POST /v1/veracity/verify`` with the ``openai`` SDK) -> :func:`compute` -> :func:`write`.
 
 What is measured (positive class = a *wrong* answer or claim: a flag is a ``fail``):
@@ -231,8 +231,8 @@ def _timed_out(t: float) -> str:
 
 async def _inprocess(items: list[dict[str, Any]], policy: Any, model: Any, grounding_policy: Any,
                      answer_timeout: float | None, progress: Any) -> list[dict[str, Any]]:
-    from proxy.budget import RequestBudget
-    from proxy.pipeline import verify_text
+    from proxy.stores.budget import RequestBudget
+    from proxy.pipeline.sequence import verify_text
 
     out = []
     for it in items:
@@ -297,7 +297,7 @@ def run_items(items: list[dict[str, Any]], *, policy: Any = None, gateway: str |
               progress: Any = None) -> list[dict[str, Any]]:
     """Verify every item; one result per item, in order: ``{"report": dict | None, "wall_ms",
     "error": str | None}``. In-process with ``policy`` (a Policy; ``model`` the verifier model,
-    e.g. :class:`proxy.verifier_model.OpenAIChatModel`; items with a ``context`` under
+    e.g. :class:`proxy.pipeline.verifier_model.OpenAIChatModel`; items with a ``context`` under
     ``grounding_policy`` when given), or through ``gateway`` (base URL ending in ``/v1``;
     ``policy_name`` sent as ``x-veracity-policy``, ``concurrency`` requests at a time). An item's
     ``context`` and question go as the request messages (:func:`messages_of`).

@@ -20,7 +20,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import Response
 
 from proxy.config import CORSConfig
-from proxy.errors import error_body
+from proxy.wire.errors import error_body
 
 
 class CORS(CORSMiddleware):

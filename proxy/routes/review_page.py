@@ -7,7 +7,7 @@ Routes (added by :func:`proxy.app.create_app`):
   page; the title and the header give the true number, e.g. "141 open", and "reviews 51-100")
   with their question, drafts, answer (or "Blocked (422)" when the client got an error instead
   of it), how many answers had the same failure (one review per group, see
-  :func:`proxy.review.fingerprint`), checks and evidence, and a resolve form on each open one
+  :func:`proxy.stores.review.fingerprint`), checks and evidence, and a resolve form on each open one
   whose verdict the reviewer must choose (none is preselected); without a session, the sign-in
   form (HTTP 401).
 * ``GET /veracity/review/{id}``: one review.
@@ -18,7 +18,7 @@ Routes (added by :func:`proxy.app.create_app`):
 
 Browser auth: a server-side session. Sign-in stores ``{key digest, key name, csrf token}``
 under the SHA-256 of a random 256-bit session id (``secrets.token_urlsafe(32)``) in the review
-store (SQLite or Redis, :meth:`proxy.review.ReviewStore.session_put`) for 8 hours; the browser
+store (SQLite or Redis, :meth:`proxy.stores.review.ReviewStore.session_put`) for 8 hours; the browser
 gets only the session id, in a cookie ``veracity_review`` that is ``HttpOnly`` (no script reads
 it), ``SameSite=Strict`` (never sent on a request another site starts),
 ``Path=/veracity/review``, ``Secure`` when the page is served over HTTPS
@@ -53,9 +53,9 @@ import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from proxy import review
+from proxy.stores import review
 from proxy.auth import Principal, client_authorization
-from proxy.errors import GatewayError
+from proxy.wire.errors import GatewayError
 
 __all__ = ["COOKIE", "Session", "page", "detail", "login", "logout", "resolve"]
 
@@ -91,7 +91,7 @@ def _datetime(value: Any) -> str:
         return ""
 
 
-_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).resolve().parents[1] / "templates"),
                           autoescape=True, undefined=jinja2.ChainableUndefined)
 _ENV.filters["pretty"] = _pretty
 _ENV.filters["datetime"] = _datetime

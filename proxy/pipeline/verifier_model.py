@@ -27,8 +27,8 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from proxy.budget import RequestBudget, is_token_count, usage_tokens
-from proxy.errors import UpstreamError
+from proxy.stores.budget import RequestBudget, is_token_count, usage_tokens
+from proxy.wire.errors import UpstreamError
 from verifiers.model import ModelCall, ModelError, ModelReply, ModelUnavailable
 
 __all__ = ["GatewayChatModel", "OpenAIChatModel", "request_body", "MODEL_CALLS", "MODEL_TOKENS", "PURPOSES"]
@@ -125,7 +125,7 @@ class GatewayChatModel:
 
     Args:
         complete: ``(chat request body) -> chat.completion dict`` on the chosen upstream
-            (raises :class:`proxy.errors.UpstreamError`).
+            (raises :class:`proxy.wire.errors.UpstreamError`).
         model: the model name sent upstream (policy ``verification.model`` or the client's).
         budget: the request budget; each call is charged before it is sent (one call) and
             after (its tokens); ``None`` = unlimited.

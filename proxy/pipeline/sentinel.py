@@ -51,8 +51,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy.budget import RequestBudget, usage_tokens
-from proxy.sse import encode_chunk
+from proxy.stores.budget import RequestBudget, usage_tokens
+from proxy.wire.sse import encode_chunk
 from verifiers._types import Check
 
 __all__ = ["TOOL_NAME", "TOOL", "RULE", "MAX_CONSECUTIVE", "EXHAUSTED_REASON", "should_inject", "inject",
@@ -213,7 +213,7 @@ class _Call:
 
 class _ChoiceCalls:
     """The tool calls of one choice (``by_index``: the call each ``index`` currently names, the
-    rule of :func:`proxy.sse.assemble`), whether a client call was relayed (``relayed``) or one
+    rule of :func:`proxy.wire.sse.assemble`), whether a client call was relayed (``relayed``) or one
     of ours dropped (``dropped``), and the next index to give the client."""
 
     __slots__ = ("calls", "by_index", "relayed", "dropped", "next_out")
@@ -227,7 +227,7 @@ class _ChoiceCalls:
 
     def locate(self, delta: dict[str, Any]) -> _Call:
         """The call ``delta`` belongs to (a new one when it starts one), by the rules of
-        :func:`proxy.sse.assemble`: merged by ``index``; a new ``id`` on an index in use starts
+        :func:`proxy.wire.sse.assemble`: merged by ``index``; a new ``id`` on an index in use starts
         a new call; a delta without an integer ``index`` continues the last call unless it
         brings another ``id``."""
         idx, call_id = delta.get("index"), delta.get("id")
@@ -281,12 +281,12 @@ def _data_of(frame: bytes) -> tuple[bytes, bytes | None, bool]:
 
 class DeltaFilter:
     """A stateful filter of relayed SSE bytes (``data: {chunk}\n\n`` events, as
-    :class:`proxy.upstream.SSERelay` yields them) that drops ``verify_result`` tool calls, deciding
+    :class:`proxy.upstreams.clients.SSERelay` yields them) that drops ``verify_result`` tool calls, deciding
     on the decoded JSON of each chunk, never on its bytes: a name written with escapes
     (``verify\\u005fresult``), split over several deltas or frames, calls interleaved by ``index``,
     deltas without ``index``, and an ``id`` reused by two calls are all read as the ``openai``
     SDK reads them (OpenAI's "The chat completion chunk object", ``tool_calls[].index``; calls
-    tracked by the rules of :func:`proxy.sse.assemble`).
+    tracked by the rules of :func:`proxy.wire.sse.assemble`).
 
     A call whose name so far is a prefix of ``verify_result`` is undecided (:meth:`_Call.decide`):
     from its first delta on, frames are held, in order, until it is decided (usually one frame,

@@ -33,7 +33,7 @@ veracity_verification_extra_tokens_total       counter    -- ``cost.tokens`` of 
 veracity_verification_extra_calls_total        counter    kind (upstream|verifier_model|search)
 veracity_verification_cost_usd_total           counter    -- USD of the extra tokens at litellm's
                                                           price table (as the daily budgets:
-                                                          :class:`proxy.budget.Prices`); a model
+                                                          :class:`proxy.stores.budget.Prices`); a model
                                                           the table does not know adds 0
 veracity_review_open                           gauge      model, team only: open reviews in the
                                                           review store (set at each scrape)
@@ -52,10 +52,10 @@ checks or rounds failed); what the gateway let through wrong is
 ``draft="correction"``, so a loop that retries three times does not count three hallucinations).
 ``veracity_hallucinations_total`` (which counted every round's failed checks) is gone.
 
-Defined in the default registry next to ``proxy/metrics.py``'s, so ``GET /metrics`` serves
+Defined in the default registry next to ``proxy/observability/metrics.py``'s, so ``GET /metrics`` serves
 them (and prometheus-client's multiprocess mode aggregates them the same way). ``model``,
 ``team`` and ``policy`` values come from routed model names (bounded by
-:func:`proxy.metrics.model_label`), configured teams and policy names, so cardinality is
+:func:`proxy.observability.metrics.model_label`), configured teams and policy names, so cardinality is
 bounded by the config.
 
 Responses with several choices (``n > 1``) count per verified choice: each choice's checks,
@@ -70,7 +70,7 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from proxy.metrics import model_label
+from proxy.observability.metrics import model_label
 
 #: the labels every answer-level metric carries (see the module doc)
 ML = ["model", "team", "policy"]
@@ -128,7 +128,7 @@ def _policy(report: Any, policy: str | None) -> str:
 def observe_checks(report: Any, *, model: str, team: str, policy: str | None = None, draft: str = "first") -> None:
     """Record the checks of one verification run: ``veracity_checks_total`` with ``draft``
     (``first``: the upstream's first draft; ``correction``: a correction round's draft, see
-    :func:`proxy.pipeline._verifier`), truncations, and per-verifier durations from
+    :func:`proxy.pipeline.sequence._verifier`), truncations, and per-verifier durations from
     ``report.extra["durations_ms"]``."""
     labels = (model_label(model), team, _policy(report, policy))
     for c in report.checks:
@@ -167,8 +167,8 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True, p
     verified: a ``skipped`` report without checks -- low risk, checks off, over budget -- adds
     no duration sample), correction loops and rounds, sentinel outcomes, the answer's status
     (``veracity_reports_total``, ``veracity_final_answer_failures_total``) and the extra cost
-    (``cost_usd``: the request's extra tokens priced by :class:`proxy.budget.Prices`). A
-    multi-choice report (``extra["choices"]``, see :mod:`proxy.choices`) adds one risk sample,
+    (``cost_usd``: the request's extra tokens priced by :class:`proxy.stores.budget.Prices`). A
+    multi-choice report (``extra["choices"]``, see :mod:`proxy.pipeline.choices`) adds one risk sample,
     one correction outcome and one status per choice. ``policy``: the policy's name (default:
     ``report.extra["policy"]``)."""
     policy = _policy(report, policy)
@@ -181,7 +181,7 @@ def observe_report(report: Any, *, model: str, team: str, checks: bool = True, p
     if report.cost.ms and (report.checks or report.status != "skipped"):  # nothing verified: no duration
         _child(VERIFICATION_DURATION, "total", *labels).observe(report.cost.ms / 1000.0)
     per_choice = report.extra.get("choices")
-    if isinstance(per_choice, list):  # n > 1 (proxy/choices.py): risk and correction per choice
+    if isinstance(per_choice, list):  # n > 1 (proxy/pipeline/choices.py): risk and correction per choice
         for entry in per_choice:
             if isinstance(entry, dict):
                 _observe_answer(entry.get("risk"), entry.get("status"), entry.get("correction"), entry.get("rounds"),
@@ -282,7 +282,7 @@ def _observe_first_drafts_and_cost(report: Any, labels: tuple[str, str, str], co
 
 def observe_blocked(model: str, team: str, policy: str = "_none") -> None:
     """One response withheld by policy (HTTP 422, or the error event of a buffered stream;
-    every place that sends :func:`proxy.pipeline._blocked_body` calls this):
+    every place that sends :func:`proxy.pipeline.sequence._blocked_body` calls this):
     ``veracity_blocked_answers_total``."""
     _child(BLOCKED, model_label(model), team, policy).inc()
 
@@ -292,7 +292,7 @@ _REVIEW_LABELS: set[tuple[str, str]] = set()
 
 def set_review_backlog(open_by: dict[tuple[str, str], int] | None) -> None:
     """Set ``veracity_review_open`` from the store's open reviews per ``(model, team)``
-    (:meth:`proxy.review.ReviewStore.open_by`); a pair seen before and now absent goes to 0.
+    (:meth:`proxy.stores.review.ReviewStore.open_by`); a pair seen before and now absent goes to 0.
     None (no store yet: nothing ever went to review) sets nothing."""
     if open_by is None:
         return

@@ -1,7 +1,7 @@
 """Upstream clients: how the gateway talks to the model servers.
 
 * :class:`OpenAIUpstream` — any OpenAI-compatible server (``base_url`` + optional ``api_key``).
-  Non-stream chat completions go through :mod:`proxy.http1` (an asyncio protocol over
+  Non-stream chat completions go through :mod:`proxy.upstreams.http1` (an asyncio protocol over
   ``httptools``: 55-105 us CPU per exchange here vs 266-326 us for aiohttp, the largest item
   of the gateway's hop -- bench/results/client.md, gateway.md); streams and the other ``/v1/*`` pass-through
   routes use one shared ``aiohttp.ClientSession`` per process (chosen over httpx by
@@ -32,12 +32,14 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 from yarl import URL
 
-from proxy import http1, memory
+from proxy.upstreams import http1
+
+from proxy._asgi import memory
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from proxy.config import DEFAULT_MAX_EVENT_BYTES, DEFAULT_MAX_RESPONSE_BYTES, GatewayConfig, UpstreamConfig
-from proxy.errors import UpstreamError
-from proxy.log import scrub_secrets
+from proxy.wire.errors import UpstreamError
+from proxy.observability.log import scrub_secrets
 from proxy.redaction import scrub_text
 
 _T = TypeVar("_T")
@@ -246,7 +248,7 @@ class SSERelay:
     State: ``done`` (``data: [DONE]`` seen), ``finished`` (a ``finish_reason`` string seen),
     ``errored`` (the upstream sent a ``data: {"error": ...}`` event). Error events (that
     shape, or ``event: error``) are relayed with the configured upstream keys replaced by
-    ``[REDACTED]`` (:func:`proxy.log.scrub_secrets`), as upstream error bodies are.
+    ``[REDACTED]`` (:func:`proxy.observability.log.scrub_secrets`), as upstream error bodies are.
     Event format: https://html.spec.whatwg.org/multipage/server-sent-events.html
     """
 
@@ -585,7 +587,7 @@ class OpenAIUpstream:
                              reason=f"http_{resp.status}", body=body, headers=relay_headers(resp.headers))
 
     async def _exchange(self, data: bytes, auth: str | None, tenant: Tenant = ()) -> http1.Http1Response:
-        """POST ``data`` to ``/chat/completions`` through :mod:`proxy.http1` and return the
+        """POST ``data`` to ``/chat/completions`` through :mod:`proxy.upstreams.http1` and return the
         whole response; connect failures are retried like :meth:`_post`'s. Raises
         :class:`UpstreamError` (connect) or :class:`http1.Http1Error` (mapped by
         :class:`_UpstreamCall`)."""
@@ -832,7 +834,7 @@ class BoundUpstream:
     """An upstream bound to one request: ``await complete(body) -> dict`` and
     ``await open_stream(body) -> UpstreamStream`` use the request's pass-through credentials
     and add their waiting time to ``timing.upstream_s``. ``headers`` holds the relayable
-    headers of the last completed call. Both raise :class:`proxy.errors.UpstreamError`."""
+    headers of the last completed call. Both raise :class:`proxy.wire.errors.UpstreamError`."""
 
     upstream: Any
     auth: str | None

@@ -31,7 +31,7 @@ no-break space U+202F, thin space U+2009: ``1,391`` and ``1 391`` are 1391, neve
 Unicode minus.
 
 :func:`subject_key` / :func:`value_key` name a failed claim and its stated value across rounds,
-for the A/B/A oscillation rule of :func:`proxy.correction.correct`.
+for the A/B/A oscillation rule of :func:`proxy.pipeline.correction.correct`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The pipeline verifies (and corrects) every choice of such a response on its own; this module
 holds the pieces that are about the *shape* of a multi-choice response and report, so
-``proxy/pipeline.py`` stays a sequence of calls:
+``proxy/pipeline/sequence.py`` stays a sequence of calls:
 
 * :func:`split` -- the choices as one-choice completions (what the correction loop works on);
 * :func:`put_back` -- a corrected choice back at its client-visible ``index``;
@@ -58,7 +58,7 @@ def choice_list(completion: Any) -> list[dict[str, Any]]:
 def split(completion: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """Every choice of ``completion`` as ``(index, one-choice completion)``: a shallow copy of
     the completion (same ``id``, ``model``, ``usage``...) whose only choice is that one, with
-    ``index`` 0, the shape the correction loop and :func:`proxy.correction.completion_text`
+    ``index`` 0, the shape the correction loop and :func:`proxy.pipeline.correction.completion_text`
     read. ``index`` is the choice's own ``index`` (its position when missing or not an int)."""
     out = []
     for pos, choice in enumerate(choice_list(completion)):

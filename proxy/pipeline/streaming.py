@@ -6,7 +6,7 @@
   parsers (WHATWG HTML "Server-sent events", "Lines starting with ':'"), the ``openai`` SDK
   included.
 - :func:`completion_frames` turns a verified ``chat.completion`` into valid chunk frames
-  (:func:`proxy.sse.to_chunks`), with the usage chunk only when the client asked for it.
+  (:func:`proxy.wire.sse.to_chunks`), with the usage chunk only when the client asked for it.
 - :func:`report_frame` is the last chunk before ``[DONE]``: ``choices: []`` plus the
   ``veracity`` report (the same shape as OpenAI's usage chunk, so the SDK parses it). It is
   used when the client asked for the usage chunk (such clients expect ``choices: []``) or for
@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
-from proxy.sse import DONE, encode_chunk, to_chunks
+from proxy.wire.sse import DONE, encode_chunk, to_chunks
 
 __all__ = ["hold", "completion_frames", "report_frame", "with_report", "has_finish", "report_on_last_chunk",
            "DONE_FRAME", "KEEPALIVE", "include_usage", "without_upstream_report"]

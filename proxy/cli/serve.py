@@ -5,13 +5,13 @@ Modes (the first log line says which):
 * ``file``: a config file (``--config``, ``$VERACITY_CONFIG`` or ``./veracity.yaml``).
 * ``env``: no file, ``OPENAI_API_KEY`` set -> every model goes to the OpenAI API with that key
   (or to the OpenAI-compatible server ``OPENAI_BASE_URL`` names, as with the ``openai`` SDK).
-* ``demo``: neither -> the built-in scripted upstream (:mod:`proxy.mock_upstream` with
+* ``demo``: neither -> the built-in scripted upstream (:mod:`proxy.upstreams.mock` with
   ``proxy/demo_script.yaml``) runs in a thread of this process and serves every model.
 
 Workers: ``--workers N > 1`` runs N uvicorn processes; Prometheus metrics then use
 prometheus-client's multiprocess mode in ``$PROMETHEUS_MULTIPROC_DIR`` (a fresh temporary
 directory unless set), so ``/metrics`` on any worker reports the totals. The environment must
-be set before :mod:`proxy.metrics` is imported, which is why this module imports the app lazily.
+be set before :mod:`proxy.observability.metrics` is imported, which is why this module imports the app lazily.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
           log_level: str = "info") -> int:
     """Run the gateway until interrupted. Returns the exit status (2: bad config)."""
     from proxy.config import ConfigError, resolve_config
-    from proxy.log import configure, get_logger
+    from proxy.observability.log import configure, get_logger
 
     configure(log_level)
     log = get_logger("veracity")
@@ -58,7 +58,7 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
 
     mock = None
     if cfg.mode == "demo":
-        from proxy.mock_upstream import DEMO_SCRIPT, MockUpstream
+        from proxy.upstreams.mock import DEMO_SCRIPT, MockUpstream
 
         mock = MockUpstream(DEMO_SCRIPT, mode="thread").start()
         os.environ["VERACITY_DEMO_UPSTREAM_URL"] = mock.base_url
@@ -105,7 +105,7 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
 
     try:
         uvicorn.run("proxy.app:app_from_env", factory=True, host=host, port=port, workers=workers,
-                    loop="uvloop", http="proxy.inbound:BoundedHttpToolsProtocol", access_log=False, log_config=None,
+                    loop="uvloop", http="proxy._asgi.inbound:BoundedHttpToolsProtocol", access_log=False, log_config=None,
                     log_level=log_level, server_header=False, proxy_headers=False,
                     timeout_graceful_shutdown=5)
     except SystemExit as exc:  # uvicorn exits with STARTUP_FAILURE when the lifespan fails

@@ -1,4 +1,4 @@
-"""Structured output for the scripted upstream (:mod:`proxy.mock_upstream`, demo mode): a JSON
+"""Structured output for the scripted upstream (:mod:`proxy.upstreams.mock`, demo mode): a JSON
 value valid against a request's JSON Schema, so clients that parse what they asked for
 (openai-python's ``chat.completions.parse``, LangChain's ``with_structured_output``, instructor)
 work against the demo as against a real model.
@@ -266,7 +266,7 @@ def _forced_tool(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def structured_reply(body: dict[str, Any]) -> dict[str, Any] | None:
-    """The reply fields (for :class:`proxy.mock_upstream.Reply`) answering a request that asks
+    """The reply fields (for :class:`proxy.upstreams.mock.Reply`) answering a request that asks
     for structured output (see the module doc), or None when it asks for none."""
     tool = _forced_tool(body)
     if tool is not None:

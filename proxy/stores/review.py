@@ -49,7 +49,7 @@ expires (the SQLite file or the Redis keys below); reviewer-page sessions expire
 :data:`SESSION_TTL_S`.
 
 Stores: :class:`SQLiteReviewStore` (stdlib ``sqlite3``, inline under a lock as
-:class:`proxy.budget.SQLiteStore` does: a review is rare -- one per unsettled answer -- and
+:class:`proxy.stores.budget.SQLiteStore` does: a review is rare -- one per unsettled answer -- and
 its insert takes microseconds, so neither a thread hop nor a new dependency such as
 aiosqlite pays for itself) and :class:`RedisReviewStore` (redis-py's asyncio client, shared
 by every replica) when ``verification.redis_url`` is configured. Both page oldest first with
@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from proxy import redaction
-from proxy.log import get_logger
+from proxy.observability.log import get_logger
 
 __all__ = ["REASONS", "DEFAULT_WHEN", "VERDICTS", "ReviewStore", "SQLiteReviewStore", "RedisReviewStore",
            "ReviewNotFound", "ReviewConflict", "review_reason", "make_review", "open_store", "store_for",
@@ -469,9 +469,9 @@ class RedisReviewStore:
     one is kept until someone deletes it."""
 
     def __init__(self, url: str, prefix: str = "veracity:review"):
-        import redis.asyncio as aioredis  # redis-py's asyncio client (as proxy.budget.RedisStore)
+        import redis.asyncio as aioredis  # redis-py's asyncio client (as proxy.stores.budget.RedisStore)
 
-        from proxy.reports import REDIS_TIMEOUTS
+        from proxy.stores.reports import REDIS_TIMEOUTS
 
         self._r = aioredis.from_url(url, **REDIS_TIMEOUTS)  # a frozen Redis: ~1 s, then the outage path
         self.prefix = prefix

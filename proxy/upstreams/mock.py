@@ -81,9 +81,9 @@ except ImportError:  # pragma: no cover
     _loads = json.loads
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from proxy.mock_structured import SchemaTooLarge, structured_reply
-from proxy.sse import DONE, encode_chunk, to_chunks
-from proxy.upstream import has_long_digit_run
+from proxy.upstreams.mock_structured import SchemaTooLarge, structured_reply
+from proxy.wire.sse import DONE, encode_chunk, to_chunks
+from proxy.upstreams.clients import has_long_digit_run
 
 __all__ = [
     "Match",
@@ -102,7 +102,7 @@ __all__ = [
 ]
 
 #: The demo script shipped with the package (used by ``veracity serve`` in demo mode).
-DEMO_SCRIPT = Path(__file__).with_name("demo_script.yaml")
+DEMO_SCRIPT = Path(__file__).resolve().parents[1] / "demo_script.yaml"
 
 Fault = Literal[
     "drop_mid_stream",
@@ -344,7 +344,7 @@ class Script(_Strict):
     * ``structured_output``: when no rule matches a chat request that asks for structure
       (``response_format`` ``json_schema`` / ``json_object``, a ``tool_choice`` forcing a
       function or ``required``), answer with JSON valid for its schema, or a call of the forced
-      tool with valid arguments, instead of the echo (:mod:`proxy.mock_structured`); the demo
+      tool with valid arguments, instead of the echo (:mod:`proxy.upstreams.mock_structured`); the demo
       script turns it on.
     """
 
@@ -959,7 +959,7 @@ class MockUpstream:
         script: a :class:`Script`, dict, or YAML/JSON path (``None``: echo everything).
         host: interface to bind (loopback by default); the port is chosen by the OS.
         mode: ``"thread"`` (uvicorn in a daemon thread of this process; starts in ~10 ms) or
-            ``"subprocess"`` (``python -m proxy.mock_upstream``; its own GIL and uvloop, as
+            ``"subprocess"`` (``python -m proxy.upstreams.mock``; its own GIL and uvloop, as
             the benchmark wants).
         startup_timeout: seconds to wait for the server; ``RuntimeError`` past it.
 
@@ -1018,10 +1018,10 @@ class MockUpstream:
         with os.fdopen(fd, "w") as fh:
             json.dump(self._script.model_dump(mode="json", by_alias=True), fh)
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "proxy.mock_upstream", "--script", self._tmp, "--host", self.host, "--port", "0"],
+            [sys.executable, "-m", "proxy.upstreams.mock", "--script", self._tmp, "--host", self.host, "--port", "0"],
             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, env=env,
         )
         line: list[str] = []

@@ -13,7 +13,7 @@ functions.
 
 Stop rules (first that applies): every check passes; ``max_rounds`` correction rounds done;
 divergence (design §4.2 "answer divergence": the new draft refuses, drops or negates the
-claims it was asked to fix, :mod:`proxy.divergence`; never ``corrected``); oscillation (the
+claims it was asked to fix, :mod:`proxy.pipeline.divergence`; never ``corrected``); oscillation (the
 new draft fails exactly the checks the previous one failed, with the same stated values, or a
 failed claim goes back to a value it stated before a different one: A, B, A); the request
 budget is exhausted (extra calls, extra tokens); the verification deadline passed; the
@@ -21,7 +21,7 @@ upstream call failed or the model answered without text. The answer returned is 
 draft seen: the fewest failed checks, ties to the latest; every round is recorded in
 ``report.rounds``, the states actually walked in ``report.extra["states"]``
 (:func:`walked_states`), the stop in ``report.extra["correction"]`` (read by the review queue,
-:func:`proxy.review.review_reason`: ``divergence`` and ``MAX_RETRY_EXCEEDED`` go to people).
+:func:`proxy.stores.review.review_reason`: ``divergence`` and ``MAX_RETRY_EXCEEDED`` go to people).
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from typing import Any
 
 from verifiers._types import Check, Report, decided_pass
 
-from proxy import divergence
-from proxy.budget import RequestBudget, usage_tokens
+from proxy.pipeline import divergence
+from proxy.stores.budget import RequestBudget, usage_tokens
 
 __all__ = ["State", "CorrectionResult", "correct", "evidence_prompt", "failure_signature",
            "completion_text", "choice_text", "reask_sources", "walked_states"]
@@ -285,7 +285,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         correction_model: model for the correction calls (policy ``correction.model``).
         initial_report: the draft's report when already computed (skips the first verify).
 
-    Each round's new draft is first checked for divergence (:func:`proxy.divergence.diverged`
+    Each round's new draft is first checked for divergence (:func:`proxy.pipeline.divergence.diverged`
     against the failed checks it was asked to fix: a refusal, a draft that drops or negates
     them); a divergent draft is not verified, never returned, and ends the loop (stop reason
     ``divergence``, ``report.extra["correction"]["divergence"]`` says why). A draft that states

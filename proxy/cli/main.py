@@ -1,4 +1,4 @@
-"""The ``veracity`` command line (console script ``veracity = proxy.cli:main``).
+"""The ``veracity`` command line (console script ``veracity = proxy.cli.main:main``).
 
 Subcommands are registered with :func:`command`; adding one is a small, local edit::
 
@@ -105,7 +105,7 @@ def _serve(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--log-level", default="info")
 
     def run(args: argparse.Namespace) -> int:
-        from proxy.server import serve
+        from proxy.cli.serve import serve
 
         return serve(config_path=args.config, host=args.host, port=args.port,
                      workers=args.workers, log_level=args.log_level)
@@ -121,7 +121,7 @@ def _mock_upstream(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--no-record", action="store_true", help="do not keep requests (benchmarks)")
 
     def run(args: argparse.Namespace) -> int:
-        from proxy import mock_upstream
+        from proxy.upstreams import mock as mock_upstream
 
         argv: list[str] = ["--host", args.host, "--port", str(args.port)]
         if args.script:
@@ -198,12 +198,12 @@ def _verify(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--question", default=None, help="the question, for a plain-text FILE")
 
     def run(args: argparse.Namespace) -> int:
-        from proxy.pipeline import verify_offline
-        from proxy.review import terminal_safe
+        from proxy.pipeline.sequence import verify_offline
+        from proxy.stores.review import terminal_safe
 
         class _Out:
             """stdout for the JSON reports: the answers' and claims' control characters as JSON
-            escapes (proxy.review.terminal_safe), the same values."""
+            escapes (proxy.stores.review.terminal_safe), the same values."""
 
             def write(self, text: str) -> int:
                 return sys.stdout.write(terminal_safe(text, json_text=True))
@@ -447,7 +447,7 @@ def _format_sandbox_info(d: dict) -> str:
 def _review_store(config: str | None):
     """The review store of ``--config`` (else ``$VERACITY_CONFIG``, else ./veracity.yaml, else
     the default ``.veracity/reviews.sqlite3`` in the working folder), or a message."""
-    from proxy import review
+    from proxy.stores import review
     from proxy.config import ConfigError, resolve_config
 
     try:
@@ -486,7 +486,7 @@ def _review_list(p: argparse.ArgumentParser) -> Handler:
     def run(args: argparse.Namespace) -> int:
         import datetime as dt
 
-        from proxy.review import terminal_json, terminal_safe as safe
+        from proxy.stores.review import terminal_json, terminal_safe as safe
 
         async def work(store) -> int:
             rows, _ = await store.list(None if args.status == "all" else args.status, args.limit)
@@ -496,7 +496,7 @@ def _review_list(p: argparse.ArgumentParser) -> Handler:
                     continue
                 when = dt.datetime.fromtimestamp(r["created"], dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
                 verdict = (r.get("resolution") or {}).get("verdict") or "-"
-                # every field may come from a model or a key's owner: escaped (proxy.review.terminal_safe)
+                # every field may come from a model or a key's owner: escaped (proxy.stores.review.terminal_safe)
                 print(f"{safe(r['id'])}  {when}  {safe(r['reason']):<18} {safe(r['status']):<8} "
                       f"{safe(verdict):<17} {safe(r.get('model'))}  {safe(r.get('team'))}")
             return 0
@@ -512,7 +512,7 @@ def _review_show(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("id")
 
     def run(args: argparse.Namespace) -> int:
-        from proxy.review import ReviewNotFound, terminal_json, terminal_safe
+        from proxy.stores.review import ReviewNotFound, terminal_json, terminal_safe
 
         async def work(store) -> int:
             try:
@@ -540,7 +540,7 @@ def _review_resolve(p: argparse.ArgumentParser) -> Handler:
     def run(args: argparse.Namespace) -> int:
         import os
 
-        from proxy.review import ReviewConflict, ReviewNotFound, terminal_safe as safe
+        from proxy.stores.review import ReviewConflict, ReviewNotFound, terminal_safe as safe
 
         async def work(store) -> int:
             try:
@@ -564,7 +564,7 @@ def _review_resolve(p: argparse.ArgumentParser) -> Handler:
 
 
 @command("review export", help="Write reviews as labelled JSONL for evaluation (one case per line; "
-                               "see proxy.review.export_line for the shape).")
+                               "see proxy.stores.review.export_line for the shape).")
 def _review_export(p: argparse.ArgumentParser) -> Handler:
     _config_arg(p)
     p.add_argument("--out", required=True, help="JSONL file to write (- = stdout)")
@@ -574,7 +574,7 @@ def _review_export(p: argparse.ArgumentParser) -> Handler:
     def run(args: argparse.Namespace) -> int:
         import json
 
-        from proxy.review import export_line, terminal_json, terminal_safe
+        from proxy.stores.review import export_line, terminal_json, terminal_safe
 
         # to a terminal (``--out -``) control characters go out as JSON escapes (the same values)
         dumps = terminal_json if args.out == "-" else (lambda obj: json.dumps(obj, ensure_ascii=False))
@@ -664,7 +664,8 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
             print("veracity eval needs matplotlib (the eval extra): .venv/bin/pip install -e '.[eval]' in "
                   "the checkout, or pip install matplotlib into the gateway's environment", file=sys.stderr)
             return 2
-        from proxy import cases, evaluation
+        from proxy.cli import cases
+        from proxy.cli import evaluation
 
         skipped: dict[str, int] = {}
         try:
@@ -704,7 +705,7 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
                 print(f"veracity eval: {exc}", file=sys.stderr)
                 return 2
             if args.model:
-                from proxy.verifier_model import OpenAIChatModel
+                from proxy.pipeline.verifier_model import OpenAIChatModel
 
                 model = OpenAIChatModel(args.model, args.model_name, args.model_key,
                                         max_tokens=policy.verification.max_tokens)

@@ -28,7 +28,7 @@ __all__ = ["RequestBudget", "DailyBudgets", "SQLiteStore", "RedisStore", "PriceT
            "usage_tokens", "today"]
 
 _PRICE_FILE = "model_prices_and_context_window_backup.json"
-_SHIPPED_PRICES = Path(__file__).with_name("data") / "model_prices.json"
+_SHIPPED_PRICES = Path(__file__).resolve().parents[1] / "data" / "model_prices.json"
 
 
 def usage_tokens(completion: Any) -> int:
@@ -246,7 +246,7 @@ class RedisStore:
     def __init__(self, url: str, prefix: str = "veracity:budget"):
         import redis.asyncio as aioredis  # redis-py's asyncio client
 
-        from proxy.reports import REDIS_TIMEOUTS
+        from proxy.stores.reports import REDIS_TIMEOUTS
 
         self._r = aioredis.from_url(url, **REDIS_TIMEOUTS)  # a frozen Redis: ~1 s, then the outage path
         self.prefix = prefix

@@ -54,8 +54,8 @@ from collections import OrderedDict
 from typing import Any
 
 from proxy import redaction
-from proxy.log import get_logger
-from proxy.upstream import dumps
+from proxy.observability.log import get_logger
+from proxy.upstreams.clients import dumps
 
 __all__ = ["REPORT_ROUTE", "ReportStore", "owner_of", "owner_of_key", "record_body", "list_body", "summary_header",
            "report_headers", "store_for", "publish", "publish_soon", "lookup", "MAX_LISTED"]
@@ -188,7 +188,7 @@ class ReportStore:
         self._owners: dict[str, list[str]] = {}
         self._redis: Any = None
         if redis_url:
-            import redis.asyncio as aioredis  # redis-py's asyncio client (as proxy.budget.RedisStore)
+            import redis.asyncio as aioredis  # redis-py's asyncio client (as proxy.stores.budget.RedisStore)
 
             # short timeouts: a slow Redis delays answers by at most ~1 s, then the write is skipped
             self._redis = aioredis.from_url(redis_url, **REDIS_TIMEOUTS)

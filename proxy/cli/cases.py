@@ -14,8 +14,8 @@ Formats read as they are (:func:`read`; a folder reads every file it knows in it
   is ``true``/``false``, ``"correct"``/``"incorrect"`` or a review verdict; optional ``claims``
   (per-claim labels, matched to a check by span or by text contained in the check's claim) and
   ``single_claim`` (true: the label is about the answer's one checkable claim).
-* **review-queue export** (``veracity review export``, :func:`proxy.review.export_line`): the
-  reviewer's ``label.verdict`` (:data:`proxy.review.VERDICTS`): ``correct`` -> True,
+* **review-queue export** (``veracity review export``, :func:`proxy.stores.review.export_line`): the
+  reviewer's ``label.verdict`` (:data:`proxy.stores.review.VERDICTS`): ``correct`` -> True,
   ``incorrect`` -> False, ``partially_correct`` / ``cannot_tell`` / open -> None. Lines without
   answer text (the policy's ``review.include_text`` was off) cannot be re-checked: skipped, counted.
 * ``../shared/cases`` (each folder's SOURCE.md names the format):

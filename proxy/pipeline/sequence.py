@@ -17,13 +17,13 @@ The sequence (DESIGN.md "The path of one request"), in :func:`chat_completion`:
 5-7. ``correction.correct``: risk score -> verifiers (only those the risk triggers and the
    policy enables) -> evidence-based correction rounds within budget and deadline. With
    several choices (``n > 1``) each choice is verified and corrected on its own, concurrently,
-   within the one request budget (:func:`_verify_choices`, :mod:`proxy.choices`).
+   within the one request budget (:func:`_verify_choices`, :mod:`proxy.pipeline.choices`).
 8. ``on_failure``: ``annotate`` / ``correct`` return the answer with the report, ``block``
    returns an OpenAI-shaped 422 error carrying the report (with several choices: withholds
    only the failing ones, 422 when all fail), ``observe`` answers at once and verifies in the
    background. ``on_unverified: block`` does the same for an ``unverified`` report (no check
    failed, none passed; :func:`blocked_statuses`).
-Side effects: metrics (:mod:`proxy.verification_metrics`), daily budget charge, audit record.
+Side effects: metrics (:mod:`proxy.observability.verification_metrics`), daily budget charge, audit record.
 
 Streaming (:func:`chat_completion_stream`): ``buffer`` holds the stream (keep-alive comments),
 runs the same sequence, then streams the final answer as valid chunks; ``passthrough`` relays
@@ -35,11 +35,11 @@ live and sends the report before ``[DONE]`` (with the sentinel offered, turns th
 Contract for the steps:
 
 * ``ctx.upstream.complete(body) -> dict`` and ``ctx.upstream.open_stream(body)`` raise
-  :class:`proxy.errors.UpstreamError` (status/body/headers/reason); letting it propagate makes
+  :class:`proxy.wire.errors.UpstreamError` (status/body/headers/reason); letting it propagate makes
   the app answer with the upstream's error (or 502/504). Every call's waiting time is added to
   ``ctx.timing.upstream_s`` automatically, so ``x-veracity-overhead-ms`` stays "gateway time
   excluding upstream" even with extra correction rounds.
-* Raise :class:`proxy.errors.GatewayError` for a client-facing error of the gateway's own.
+* Raise :class:`proxy.wire.errors.GatewayError` for a client-facing error of the gateway's own.
 * The response dict keeps every upstream field; the pipeline adds the top-level ``veracity``
   report (:meth:`verifiers._types.Report.to_dict`).
 * Streaming: :func:`chat_completion_stream` must raise *before* returning for failures that
@@ -59,21 +59,31 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from proxy import choices, metrics, reports, review, runtime, sentinel
-from proxy import verification_metrics as vmetrics
-from proxy.audit import make_record
+from proxy.pipeline import choices
+
+from proxy.observability import metrics
+
+from proxy.stores import reports
+
+from proxy.stores import review
+
+from proxy import runtime
+
+from proxy.pipeline import sentinel
+from proxy.observability import verification_metrics as vmetrics
+from proxy.stores.audit import make_record
 from proxy.auth import Principal
-from proxy.budget import RequestBudget, is_token_count
+from proxy.stores.budget import RequestBudget, is_token_count
 
 from proxy.config import GatewayConfig
-from proxy.correction import choice_text, completion_text, correct, walked_states
-from proxy.errors import GatewayError, UpstreamError, error_body, sse_error_event
+from proxy.pipeline.correction import choice_text, completion_text, correct, walked_states
+from proxy.wire.errors import GatewayError, UpstreamError, error_body, sse_error_event
 from proxy.policy import KeyGrant, Policy, PolicyError, resolve
-from proxy.sse import IncompleteStream, assemble, parse_stream
-from proxy.streaming import (DONE_FRAME, completion_frames, has_finish, hold, include_usage, report_frame,
+from proxy.wire.sse import IncompleteStream, assemble, parse_stream
+from proxy.pipeline.streaming import (DONE_FRAME, completion_frames, has_finish, hold, include_usage, report_frame,
                              report_on_last_chunk, with_report, without_upstream_report)
-from proxy.upstream import BoundUpstream, Timing, UpstreamStream
-from proxy.verifier_model import GatewayChatModel
+from proxy.upstreams.clients import BoundUpstream, Timing, UpstreamStream
+from proxy.pipeline.verifier_model import GatewayChatModel
 from verifiers import risk as risk_mod
 from verifiers._types import Check, Report
 from verifiers.run import content_text, last_user_text, run as run_verifiers, status_of
@@ -88,7 +98,7 @@ class RequestContext:
 
     ``request_id``: the ``x-request-id`` echoed to the client and logged.
     ``model``: the requested model name; ``upstream``: the upstream serving it, bound to this
-    request (see :class:`proxy.upstream.BoundUpstream`). ``principal``: who called (team,
+    request (see :class:`proxy.upstreams.clients.BoundUpstream`). ``principal``: who called (team,
     virtual key name, policy name). ``policy``: the policy *name* chosen for this request
     (the key's, or ``x-veracity-policy`` when the key allows it). ``headers``: the client's
     request headers (lower-case names). ``timing``: the request clock. ``log``: extra fields
@@ -525,7 +535,7 @@ async def _verify_and_correct(ctx: RequestContext, plan: _Plan, request: dict[st
     t_verify = time.perf_counter()
     text = completion_text(draft)
     rounds = policy.correction.max_rounds if policy.on_failure in ("correct", "block") else 0
-    if len(choices.choice_list(draft)) > 1:  # n > 1: every choice on its own (proxy/choices.py)
+    if len(choices.choice_list(draft)) > 1:  # n > 1: every choice on its own (proxy/pipeline/choices.py)
         text = None
         draft, report = await _verify_choices(ctx, plan, draft, complete, rounds)
     else:
@@ -557,7 +567,7 @@ def _sentinel_entry(plan: _Plan, report: Report, answer: str | None = None) -> C
     """The report's ``sentinel`` entry (injected or why not) and the sentinel's extra calls and
     tokens in ``report.cost``; when its rounds ran out unready, its verdict (a ``sentinel`` check
     on the model's word, the status, the exhaustion ``reason`` in the language of ``answer``:
-    :func:`proxy.sentinel.exhaustion_verdict`). Returns that check, else None."""
+    :func:`proxy.pipeline.sentinel.exhaustion_verdict`). Returns that check, else None."""
     if plan.sentinel_info is not None:
         report.extra["sentinel"] = plan.sentinel_info
         if plan.sentinel_info.get("injected"):
@@ -681,7 +691,7 @@ async def _verify_choices(ctx: RequestContext, plan: _Plan, draft: dict[str, Any
     deadline) is shared by all choices; ``rounds`` bounds each choice's loop (the loops run side
     by side, so the request waits for at most ``rounds`` round trips). When the budget runs
     short, the first correction calls go to the failing choices in ``index`` order (each loop
-    charges its call before its first await, :func:`proxy.correction.correct`). Returns the completion and a :class:`choices.ChoicesReport`."""
+    charges its call before its first await, :func:`proxy.pipeline.correction.correct`). Returns the completion and a :class:`choices.ChoicesReport`."""
     if plan.skip_reason:
         return draft, Report(status="skipped", reason=plan.skip_reason)
     parts = choices.split(draft)
@@ -741,7 +751,7 @@ def _created(ctx: RequestContext) -> int:
 
 
 async def _publish(ctx: RequestContext, report: Report | dict[str, Any], *, pending: bool = False) -> None:
-    """Store the request's report for ``GET /v1/veracity/reports/{request_id}`` (:mod:`proxy.reports`);
+    """Store the request's report for ``GET /v1/veracity/reports/{request_id}`` (:mod:`proxy.stores.reports`);
     ``pending``: not final yet (a stream verifying, observe mode's background check)."""
     await reports.publish(ctx.config, ctx.principal, ctx.request_id, ctx.model, _created(ctx),
                           report.to_dict() if isinstance(report, Report) else report, pending=pending)
@@ -758,10 +768,10 @@ async def _published(ctx: RequestContext, result: PipelineResult) -> PipelineRes
 
 async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], report: Report,
                   checks_seen: bool = False, blocked: bool = False) -> None:
-    """Metrics, daily budget charge, the audit record and the review queue (:mod:`proxy.review`)
+    """Metrics, daily budget charge, the audit record and the review queue (:mod:`proxy.stores.review`)
     of one verified answer (``checks_seen``: the checks were already counted run by run;
     ``blocked``: the client gets an error instead of the answer, which the review says). Sets
-    the report's ``states`` (:func:`proxy.correction.walked_states`) first, so every verifying
+    the report's ``states`` (:func:`proxy.pipeline.correction.walked_states`) first, so every verifying
     path (non-stream, buffer, passthrough, observe) reports the states actually walked."""
     rt = runtime.get(ctx.config)
     if "choices" not in report.extra:  # n > 1: each choice's entry carries its own states
@@ -782,7 +792,7 @@ async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], 
                                    prompt=plan.body.get("messages"), answer=_answer_text(completion),
                                    include_text=plan.policy.audit.include_text))
     reason = review.review_reason(report, plan.policy)
-    if reason is not None:  # unsettled answers go to people (proxy/review.py)
+    if reason is not None:  # unsettled answers go to people (proxy/stores/review.py)
         rid = await review.submit(ctx.config, review.make_review(
             request_id=ctx.request_id, model=ctx.model, team=ctx.team, key=ctx.principal.key_name,
             policy=plan.policy.name, reason=reason, report=report.to_dict(), question=plan.question,
@@ -1006,7 +1016,7 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
 def _with_report_frames(plan: _Plan, frames: list[bytes], completion: dict[str, Any] | None,
                         report: dict[str, Any], model: str) -> list[bytes]:
     """``frames`` with the report: on the usage chunk when the client asked for it, on the
-    last chunk that has a ``finish_reason`` when :func:`proxy.streaming.report_on_last_chunk`
+    last chunk that has a ``finish_reason`` when :func:`proxy.pipeline.streaming.report_on_last_chunk`
     (no ``choices: []`` chunk the client did not ask for), else (or when there is no such
     chunk) in a ``choices: []`` chunk at the end."""
     if include_usage(plan.body) and frames and _is_usage_frame(frames[-1]):
@@ -1045,7 +1055,7 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
     with a ``finish_reason``, or in one added ``choices: []`` chunk (see
     :func:`_with_report_frames`), then ``[DONE]``. ``started``: the request budget already
     runs (the sentinel's rounds came first, :func:`_sentinel_stream`); ``frame_filter``: applied
-    to every relayed piece before anything else (:class:`proxy.sentinel.DeltaFilter`)."""
+    to every relayed piece before anything else (:class:`proxy.pipeline.sentinel.DeltaFilter`)."""
     parts: list[bytes] = []
     held: list[bytes] = []  # from the first finish_reason on, when the report rides on it
     hold_finish = report_on_last_chunk(plan.body)
@@ -1125,14 +1135,14 @@ async def _sentinel_stream(ctx: RequestContext, plan: _Plan, request: dict[str, 
     """Passthrough mode with the sentinel offered (e.g. the shipped ``agent`` policy).
 
     A turn that is offered ``verify_result`` is held (keep-alive comments, never relayed: it may
-    call the tool), and :func:`proxy.sentinel.settle` runs its rounds as on the non-stream
+    call the tool), and :func:`proxy.pipeline.sentinel.settle` runs its rounds as on the non-stream
     path: the first turn is the client's stream, collected; rounds that still offer the tool
     (not ready yet, the ``forced`` check) are non-stream calls. The turn that no longer offers
     it (ready, or the last round) is streamed to the client live, through
-    :class:`proxy.sentinel.DeltaFilter` (a model that calls the tool anyway is not relayed),
+    :class:`proxy.pipeline.sentinel.DeltaFilter` (a model that calls the tool anyway is not relayed),
     and verified as in :func:`_passthrough_stream`; when the final answer is a held turn (the
     model answered without the tool, or called only the client's tools) it is streamed from
-    the assembled completion (:func:`proxy.streaming.completion_frames`). The client sees one
+    the assembled completion (:func:`proxy.pipeline.streaming.completion_frames`). The client sees one
     stream: comments, then one turn's chunks (one id, one ``finish_reason``), the report, then
     ``[DONE]``; the report carries the ``sentinel`` entry."""
     live: dict[str, UpstreamStream] = {}

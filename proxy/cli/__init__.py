@@ -1,0 +1,1 @@
+"""The ``veracity`` command line: ``serve``, ``eval``, ``cases``, ``verify``, ``review``."""

@@ -1,0 +1,1 @@
+"""HTTP routes of the gateway, one module per concern (the route table itself is in :mod:`proxy.app`)."""

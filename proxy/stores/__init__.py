@@ -1,0 +1,1 @@
+"""What the gateway keeps: budgets, reports, the review queue, the audit log."""
