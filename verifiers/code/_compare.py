@@ -24,6 +24,8 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
+from verifiers import _pyast
+
 _CHECKER = doctest.OutputChecker()
 _FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 _NP_SCALAR = re.compile(r"\bnp\.(?:float|int|uint|bool|complex|str|bytes)_?\d*\(([^()]*)\)")
@@ -35,7 +37,7 @@ _MISSING = object()
 
 def _lit(text: str) -> tuple[bool, Any]:
     try:
-        return True, ast.literal_eval(text.strip())
+        return True, _pyast.literal_eval(text.strip())
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return False, None
 

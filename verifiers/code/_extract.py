@@ -9,22 +9,16 @@ import ast
 import doctest
 import re
 import textwrap
-import threading
 from dataclasses import dataclass, field
 
-
-#: CPython 3.11 builds the Python AST objects with a recursion-depth counter that is not
-#: thread-safe: two threads in ``ast.parse`` at once can fail with "SystemError: AST constructor
-#: recursion depth mismatch" (python/cpython#106905, fixed in later releases). The gateway parses
-#: answers in worker threads, so every parse of ours goes through this lock.
-_PARSE_LOCK = threading.Lock()
+from verifiers import _pyast
 
 
 def parse_python(source: str, mode: str = "exec") -> ast.AST:
-    """``ast.parse(source, mode=mode)`` serialised across threads (see ``_PARSE_LOCK``).
+    """``ast.parse(source, mode=mode)`` made thread-safe by :func:`verifiers._pyast.parse`
+    (CPython 3.11's AST constructor is not: python/cpython#106905).
     Raises what ``ast.parse`` raises (SyntaxError, ValueError, RecursionError, MemoryError)."""
-    with _PARSE_LOCK:
-        return ast.parse(source, mode=mode)
+    return _pyast.parse(source, mode=mode)
 
 PYTHON_LANGS = {"python", "py", "python3", "py3", "ipython", "jupyter", "pycon", "python-repl", "pyi", "sage"}
 OUTPUT_LANGS = {"text", "txt", "output", "console", "plaintext", "out", "stdout", "shell-session"}

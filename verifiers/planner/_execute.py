@@ -47,6 +47,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from verifiers import _pyast
 from verifiers._types import BASES, Check
 from verifiers.arithmetic._expr import format_value
 from verifiers.arithmetic._tolerance import judge
@@ -216,8 +217,8 @@ def _setup_problem(setup: str, assertions: list[str], code: str) -> str | None:
     import ast
 
     try:
-        tree = ast.parse(setup or "pass")
-        code_tree = ast.parse(code)
+        tree = _pyast.parse(setup or "pass")
+        code_tree = _pyast.parse(code)
     except SyntaxError as exc:
         return f"harness does not parse: {exc.msg}"
     for node in ast.walk(tree):
@@ -242,7 +243,7 @@ def _setup_problem(setup: str, assertions: list[str], code: str) -> str | None:
     code_names |= {n.name for n in ast.walk(code_tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     for a in assertions:
         try:
-            expr = ast.parse(a, mode="eval")
+            expr = _pyast.parse(a, mode="eval")
         except SyntaxError:
             return "an assertion is not one Python expression"
         names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
