@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 # and benchmark extras, litellm among them); `make test` installs the dev extras too.
 RUN_STAMP := $(VENV)/.installed-run-stamp
 
-.PHONY: run test bench demo venv clean
+.PHONY: run test test-fast bench demo venv clean
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ run: $(RUN_STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# the loop while you edit (under a minute on 2 cores): the in-process tests of tests/verifiers and
+# tests/proxy without the ones marked slow (sandboxes, servers, case sweeps) and the real components
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow and not docker and not bwrap and not redis and not prometheus and not haproxy and not llama" \
+		tests/verifiers tests/proxy tests/test_layering.py $(PYTEST_ARGS)
 
 # real answers from $VERACITY_CASES (default ../shared/cases) through gateway + replaying upstream;
 # without that folder, the examples shipped in proxy/demo/examples.jsonl

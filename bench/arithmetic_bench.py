@@ -20,7 +20,7 @@ Run: ``.venv/bin/python bench/arithmetic_bench.py`` (prints the numbers and writ
 ``bench/results/arithmetic.md``; notes below its marker line are kept).
 ``--compare-with /path/to/other/checkout`` runs that checkout's verifier side by side with this
 one on every answer (before/after: flags added or gone on answers labelled correct and
-incorrect, claims decided, p95 ratio) and prints it (copy it below the notes marker). ``tests/test_arithmetic_cases.py`` runs the same code in CI.
+incorrect, claims decided, p95 ratio) and prints it (copy it below the notes marker). ``tests/verifiers/test_arithmetic_cases.py`` runs the same code in CI.
 """
 
 from __future__ import annotations

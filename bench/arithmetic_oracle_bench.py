@@ -1,6 +1,6 @@
 """Long differential run of the arithmetic verifier against independent oracles.
 
-The generator and the oracle are those of ``tests/test_arithmetic_oracle.py``
+The generator and the oracle are those of ``tests/verifiers/test_arithmetic_oracle.py``
 (``tests/arith_oracle_gen.py``: expression trees rendered in every notation inside prose,
 display math, tables and code comments; the oracle evaluates the tree with ``Fraction``),
 here with a seeded ``random.Random`` instead of hypothesis, for as many statements as asked.
@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests import arith_oracle_gen as gen  # noqa: E402
-from tests.test_arithmetic_oracle import expected_matches  # noqa: E402
+from tests.verifiers.test_arithmetic_oracle import expected_matches  # noqa: E402
 from verifiers.arithmetic import check, equivalent, warm_up  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "arithmetic_oracle.md"
@@ -201,7 +201,7 @@ def report(counts: dict[str, Counter], eq: Counter, units: Counter, calc: Counte
         "`tests/arith_oracle_gen.py` (expression trees of whole numbers, decimals and fractions with + - × ÷ "
         "and small powers, rendered per notation inside prose, display math, Markdown tables and code "
         "comments; the oracle is exact `Fraction` evaluation of the tree). The bounded, fixed-seed version "
-        "runs in `tests/test_arithmetic_oracle.py`.",
+        "runs in `tests/verifiers/test_arithmetic_oracle.py`.",
         "",
         "| notation | right | false alarms | right passed | wrong | wrong passed | wrong caught | wrong unknown | wrong unread | fail with wrong `expected` |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -15,7 +15,7 @@
    PARTIALLY_VERIFIED, HALLUCINATED for the others), smoothed with Laplace's rule of succession
    ``(k + 1) / (n + 2)`` (the posterior mean under a uniform prior: a calibrated confidence is the
    expected hit rate, not a lower bound; the Wilson 95 % interval is recorded beside it), is written
-   with its provenance to ``verifiers/citations/confidence_fit.json``. ``tests/test_citation_confidence_fit.py``
+   with its provenance to ``verifiers/citations/confidence_fit.json``. ``tests/verifiers/test_citation_confidence_fit.py``
    checks the constants in ``verifiers/citations`` against that file.
 """
 

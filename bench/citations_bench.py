@@ -362,7 +362,7 @@ def report(results: dict, ext: dict, refx: dict | None, styles, secs: float, var
         fails = sum(k for c in variants.values() for (st, out), k in c.items() if out == "fail")
         head.append(f"- Correct citations with one realistic imperfection: {pct(fails / tot)} false alarms ({fails} of {tot}).")
     head += ["", "Reading the numbers:", "",
-             "- Floors (issue #5, enforced by `tests/test_citations_cases.py`): F1 >= 0.9 on Walters & Wilder, no fabricated "
+             "- Floors (issue #5, enforced by `tests/verifiers/test_citations_cases.py`): F1 >= 0.9 on Walters & Wilder, no fabricated "
              "Walters & Wilder entry VERIFIED, CPU p95 <= 10 ms. The HALLMARK fabricated->VERIFIED renderings carry no error "
              "in their text: MLA's \"First, et al.\" of a `partial_author_list` is exactly MLA's citation of the real work "
              "(counted above as identical renderings), and one `placeholder_authors` entry keeps the real first author's "

@@ -116,7 +116,7 @@ def main() -> int:
               "~15 s of event-loop time in the gateway; 5,000 `# Output:` lines 177 s (code); 1,000 "
               "undefined names 2.4 s (code); 4,000 reference lines 3.7 s (citation extraction alone); "
               "4,000 narrative author-year citations 2.5 s (extraction). Each was a per-item scan of "
-              "everything seen before (quadratic); see tests/test_hostile_inputs.py for the cases.",
+              "everything seen before (quadratic); see tests/hostile/test_hostile_inputs.py for the cases.",
               "", "Second pass (11:40 UTC): the `refs + ...` rows. Before bounding `_SURNAME` and the arXiv "
               "archive name in verifiers/citations/extract.py, the narrative in-text pattern alone took "
               "0.23 / 1.1 / 4.3 / 14.9 s on 1 / 2 / 4 / 8 kB of 'A-A-...' (quadratic), 'van van ...' 7.4 s "

@@ -12,7 +12,7 @@ namespace per block), and records how each run ended: ``ok`` / the check's outco
     python bench/sandbox_memory_floor.py --rootfs DIR ...   # e.g. CI's debootstrap tree (Debian's stack)
 
 Appends a Markdown table to --out (default bench/results/sandbox_memory_floor.md). A second
-program adds what tests/test_sandbox.py's stack test does: a thread (8 MiB stack reserved under
+program adds what tests/verifiers/test_sandbox.py's stack test does: a thread (8 MiB stack reserved under
 RLIMIT_AS), a forked process, a subprocess; a third is threaded data code (8 worker threads).
 """
 

@@ -1,7 +1,7 @@
 """The gateway's sockets and memory under a hostile upstream (Linux: reads /proc/<pid>).
 
 One gateway (``veracity serve``, 1 worker) in front of the raw loopback upstream of
-tests/test_hostile_upstream.py; prints a Markdown table:
+tests/hostile/test_hostile_upstream.py; prints a Markdown table:
 
 * burst: ``N`` concurrent non-stream chat requests to an upstream answering after 2 s --
   answers by status, peak and final open fds of the gateway, upstream connections left open;
@@ -29,7 +29,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import tests.test_hostile_upstream as T  # noqa: E402  (the raw upstream and its cases)
+import tests.hostile.test_hostile_upstream as T  # noqa: E402  (the raw upstream and its cases)
 from tests.conftest import Gateway  # noqa: E402
 
 

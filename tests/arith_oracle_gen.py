@@ -1,5 +1,5 @@
 """Generated arithmetic statements with an independent oracle, for the differential tests
-(``tests/test_arithmetic_oracle.py``, bounded) and the long run (``bench/arithmetic_oracle_bench.py``).
+(``tests/verifiers/test_arithmetic_oracle.py``, bounded) and the long run (``bench/arithmetic_oracle_bench.py``).
 
 Design ("Things that are easy to get wrong"): test a verifier against an independent oracle --
 generated inputs in every notation, exact evaluation of what was generated, never its own

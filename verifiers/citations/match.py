@@ -45,7 +45,7 @@ STATUSES = (VERIFIED, PARTIALLY_VERIFIED, LIKELY_HALLUCINATION, NOT_FOUND, CONFL
 #: the labelled citation cases (Walters & Wilder 2023 + HALLMARK dev, 7,300 renderings) by
 #: ``bench/citation_confidence_fit.py``: per status, Laplace's rule of succession (k + 1) / (n + 2)
 #: on how often the class the status asserts is right, rounded to 3 decimals; provenance and counts
-#: in ``verifiers/citations/confidence_fit.json`` (tests/test_citation_confidence_fit.py keeps the two
+#: in ``verifiers/citations/confidence_fit.json`` (tests/verifiers/test_citation_confidence_fit.py keeps the two
 #: equal). Measured with a library that holds the real works (the ``full`` index): an incomplete
 #: library makes NOT_FOUND wrong far more often (64.7% right, bench/results/citations.md held_out).
 #: The statuses' names follow the "Source or It Didn't Happen" framework quoted in issue #5, whose

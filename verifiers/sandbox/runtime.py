@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any, Callable
 
 #: Requirement specifiers of the default runtime; the same as ``deploy/sandbox/Dockerfile``'s
-#: ``pip install`` line (checked by tests/test_sandbox_runtime.py).
+#: ``pip install`` line (checked by tests/verifiers/test_sandbox_runtime.py).
 DEFAULT_PACKAGES: tuple[str, ...] = ("numpy>=1.26,<3", "pandas>=2.1,<3", "sympy>=1.12")
 #: Import names of the scientific stack the code verifier's users mostly need.
 SCIENTIFIC_STACK: tuple[str, ...] = ("numpy", "pandas", "sympy")
