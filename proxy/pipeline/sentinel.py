@@ -281,7 +281,7 @@ def _data_of(frame: bytes) -> tuple[bytes, bytes | None, bool]:
 
 class DeltaFilter:
     """A stateful filter of relayed SSE bytes (``data: {chunk}\n\n`` events, as
-    :class:`proxy.upstreams.clients.SSERelay` yields them) that drops ``verify_result`` tool calls, deciding
+    :class:`proxy.wire.relay.SSERelay` yields them) that drops ``verify_result`` tool calls, deciding
     on the decoded JSON of each chunk, never on its bytes: a name written with escapes
     (``verify\\u005fresult``), split over several deltas or frames, calls interleaved by ``index``,
     deltas without ``index``, and an ``id`` reused by two calls are all read as the ``openai``

@@ -82,7 +82,7 @@ from proxy.policy import KeyGrant, Policy, PolicyError, resolve
 from proxy.wire.sse import IncompleteStream, assemble, parse_stream
 from proxy.pipeline.streaming import (DONE_FRAME, completion_frames, has_finish, hold, include_usage, report_frame,
                              report_on_last_chunk, with_report, without_upstream_report)
-from proxy.upstreams.clients import BoundUpstream, Timing, UpstreamStream
+from proxy.upstreams import BoundUpstream, Timing, UpstreamStream
 from proxy.pipeline.verifier_model import GatewayChatModel
 from verifiers import risk as risk_mod
 from verifiers._types import Check, Report
@@ -98,7 +98,7 @@ class RequestContext:
 
     ``request_id``: the ``x-request-id`` echoed to the client and logged.
     ``model``: the requested model name; ``upstream``: the upstream serving it, bound to this
-    request (see :class:`proxy.upstreams.clients.BoundUpstream`). ``principal``: who called (team,
+    request (see :class:`proxy.upstreams.BoundUpstream`). ``principal``: who called (team,
     virtual key name, policy name). ``policy``: the policy *name* chosen for this request
     (the key's, or ``x-veracity-policy`` when the key allows it). ``headers``: the client's
     request headers (lower-case names). ``timing``: the request clock. ``log``: extra fields

@@ -83,7 +83,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from proxy.upstreams.mock_structured import SchemaTooLarge, structured_reply
 from proxy.wire.sse import DONE, encode_chunk, to_chunks
-from proxy.upstreams.clients import has_long_digit_run
+from proxy.wire.json import has_long_digit_run
 
 __all__ = [
     "Match",

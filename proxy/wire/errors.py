@@ -55,7 +55,7 @@ class GatewayError(Exception):
 
 
 class UpstreamError(Exception):
-    """An upstream call failed. Raised by :mod:`proxy.upstreams.clients` (``complete``, ``open_stream``,
+    """An upstream call failed. Raised by :mod:`proxy.upstreams` (``complete``, ``open_stream``,
     stream iteration).
 
     Attributes:
