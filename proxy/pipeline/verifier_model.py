@@ -29,7 +29,7 @@ from prometheus_client import Counter
 
 from proxy.stores.budget import RequestBudget, is_token_count, usage_tokens
 from proxy.wire.errors import UpstreamError
-from proxy.wire.messages import completion_text
+from proxy.wire.messages import model_reply_text
 from verifiers.model import ModelCall, ModelError, ModelReply, ModelUnavailable
 
 __all__ = ["GatewayChatModel", "OpenAIChatModel", "request_body", "MODEL_CALLS", "MODEL_TOKENS", "PURPOSES"]
@@ -192,7 +192,7 @@ class GatewayChatModel:
             b.charge(tokens, calls=0)
         if self.on_usage is not None:
             self.on_usage(usage)
-        text = completion_text(out, no_text_part="")
+        text = model_reply_text(out)
         if text is None:
             self._record(purpose, chars, tokens, t0, "error")
             raise ModelError("verifier model answered without text")

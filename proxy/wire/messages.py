@@ -11,7 +11,8 @@ Readers of answers (what the gateway verifies, corrects and audits):
 * :func:`choice_list`, :func:`first_message` -- the choices, and choice 0's message;
 * :func:`choice_text`, :func:`completion_text`, :func:`answer_text`, :func:`has_text` -- an
   answer's text: ``content`` as a string, or its ``text`` parts joined by newlines; ``None``
-  when a choice has no text (tool calls only, a refusal, malformed).
+  when a choice has no text (tool calls only, a refusal, malformed);
+  :func:`model_reply_text` -- the same for the verifier model's replies, two edge cases apart.
 
 Readers of requests:
 
@@ -44,6 +45,7 @@ __all__ = [
     "last_user_message_text",
     "last_user_text",
     "message_text",
+    "model_reply_text",
 ]
 
 
@@ -65,17 +67,10 @@ def first_message(completion: Any) -> dict[str, Any]:
         return {}
 
 
-def choice_text(choice: Any, *, no_text_part: str | None = None) -> str | None:
-    """One choice's ``message.content`` as text (a string, or the ``text`` parts of a content
-    list joined by newlines), or None when there is none (tool calls only, refusal, malformed).
-
-    ``no_text_part``: what a content *list* without any ``text`` part gives -- None ("no text",
-    the default) or ``""`` (the verifier model's reader: the model answered, with nothing to
-    read). A ``text`` part whose ``text`` is not a string raises ``TypeError`` (as before)."""
-    try:
-        content = choice["message"].get("content")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return None
+def _parts_text(content: Any, no_text_part: str | None) -> str | None:
+    """``content`` as text: a string, or the ``text`` of its ``type: "text"`` parts joined by
+    newlines (``no_text_part`` when it has none); None for anything else. A ``text`` part
+    whose ``text`` is not a string raises ``TypeError``."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -84,14 +79,38 @@ def choice_text(choice: Any, *, no_text_part: str | None = None) -> str | None:
     return None
 
 
-def completion_text(completion: Any, *, no_text_part: str | None = None) -> str | None:
-    """Choice 0's text (:func:`choice_text`, ``no_text_part`` as there), or None when there is
-    none (tool calls only, refusal, malformed). Other choices (``n > 1``): :func:`choice_text`
-    on each, or :func:`answer_text`."""
+def choice_text(choice: Any) -> str | None:
+    """One choice's ``message.content`` as text (a string, or the ``text`` parts of a content
+    list joined by newlines), or None when there is none (tool calls only, refusal, malformed).
+    A ``text`` part whose ``text`` is not a string raises ``TypeError`` (as it always did)."""
     try:
-        return choice_text(completion["choices"][0], no_text_part=no_text_part)
+        content = choice["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return _parts_text(content, None)
+
+
+def completion_text(completion: Any) -> str | None:
+    """Choice 0's text (:func:`choice_text`), or None when there is none (tool calls only,
+    refusal, malformed -- a non-string ``text`` part included). Other choices (``n > 1``):
+    :func:`choice_text` on each, or :func:`answer_text`."""
+    try:
+        return choice_text(completion["choices"][0])
     except (KeyError, IndexError, TypeError):
         return None
+
+
+def model_reply_text(completion: Any) -> str | None:
+    """Choice 0's text as the gateway's verifier-model client reads a reply
+    (:mod:`proxy.pipeline.verifier_model`). It differs from :func:`completion_text` in two
+    edge cases, kept as they were: a content list without any ``text`` part gives ``""`` (the
+    model answered, with nothing to read) instead of None, and a ``text`` part whose ``text``
+    is not a string raises ``TypeError`` instead of giving None."""
+    try:
+        content = completion["choices"][0]["message"].get("content")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return _parts_text(content, "")
 
 
 def answer_text(completion: dict[str, Any]) -> str | list[str | None] | None:
