@@ -60,8 +60,6 @@ def relay_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dic
     return out
 
 
-
-
 def _odd_status(status: int, name: str) -> UpstreamError | None:
     """The 502 ``bad_response`` for an upstream status the gateway cannot relay, else None.
     Relayed are 2xx answers and 4xx/5xx errors; RFC 9110 section 15 defines 100-599 only
@@ -368,7 +366,6 @@ def tenant_headers(headers: Mapping[str, str]) -> Tenant:
     ``open_stream``: the OpenAI API bills the request to that organization/project
     (https://platform.openai.com/docs/api-reference/authentication)."""
     return tuple((_TENANT_NAMES[n], headers[n]) for n in _TENANT_HEADERS if headers.get(n))
-
 
 
 class _UpstreamCall:

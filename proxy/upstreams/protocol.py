@@ -54,7 +54,6 @@ class Timing:
         return max(0.0, self.elapsed() - self.upstream_s)
 
 
-
 class UpstreamStream:
     """An opened upstream stream (status 2xx already checked). Iterate it for relayable SSE
     bytes (see :class:`SSERelay`); iteration raises :class:`UpstreamError` when the connection
@@ -204,14 +203,17 @@ class BoundUpstream:
 
     @property
     def name(self) -> str:
+        """The bound upstream's configured name."""
         return self.upstream.name
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The upstream's ``chat.completion`` dict for ``body`` (its headers kept in ``headers``)."""
         out, self.headers = await self.upstream.complete(body, auth=self.auth, timing=self.timing,
                                                          tenant=self.tenant)
         return out
 
     async def open_stream(self, body: dict[str, Any]) -> UpstreamStream:
+        """The upstream's opened stream for ``body`` (its headers kept in ``headers``)."""
         stream = await self.upstream.open_stream(body, auth=self.auth, timing=self.timing, tenant=self.tenant)
         self.headers = stream.headers
         return stream
