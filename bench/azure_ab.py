@@ -1,7 +1,7 @@
 """A/B of the Azure OpenAI request shape against the plain ``/v1`` one, in-process.
 
 One gateway app (:class:`proxy.app.FastPath`, bench/policies_off: every check off, so the
-lean lane answers), real :class:`proxy.upstreams.clients.OpenAIUpstream` calls over loopback to a
+lean lane answers), real :class:`proxy.upstreams.OpenAIUpstream` calls over loopback to a
 ``veracity mock-upstream`` subprocess, and the same request sent alternately as
 
 * ``v1``: ``POST /v1/chat/completions`` with ``Authorization: Bearer``;
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gateway_inproc as g  # noqa: E402
 
 from proxy.config import GatewayConfig, UpstreamConfig  # noqa: E402
-from proxy.upstreams.clients import Upstreams  # noqa: E402
+from proxy.upstreams import Upstreams  # noqa: E402
 
 _PATH = "/openai/deployments/mock-model/chat/completions"
 AZURE_SCOPE = {**g.SCOPE, "path": _PATH, "raw_path": _PATH.encode(), "query_string": b"api-version=2024-10-21",

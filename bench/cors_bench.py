@@ -35,7 +35,7 @@ import gateway_inproc as inproc  # noqa: E402
 
 from proxy import app as app_mod  # noqa: E402
 from proxy.config import CORSConfig, GatewayConfig, UpstreamConfig  # noqa: E402
-from proxy.upstreams.clients import Upstreams  # noqa: E402
+from proxy.upstreams import Upstreams  # noqa: E402
 
 ORIGIN = b"https://app.example.com"
 VARIANTS = ("no_section", "cors_no_origin", "cors_origin")

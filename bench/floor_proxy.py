@@ -20,7 +20,7 @@ import uvicorn
 def make_app(upstream: str, veracity_session: bool = False):
     """ASGI app forwarding POST /v1/<path> bodies to ``upstream`` (ending in /v1).
     ``veracity_session``: the aiohttp session and timeout exactly as Veracity's
-    :class:`proxy.upstreams.clients.Upstreams` opens them (the ``floor_session`` diagnostic row)."""
+    :class:`proxy.upstreams.Upstreams` opens them (the ``floor_session`` diagnostic row)."""
     state: dict[str, aiohttp.ClientSession] = {}
     post_kw: dict = {}
     if veracity_session:

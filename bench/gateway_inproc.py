@@ -21,7 +21,7 @@ affected by other load on a shared machine), best of ``--repeat`` x N requests, 
 * ``fastapi`` (``--fastapi``): ``default_low`` through the full FastAPI/Starlette stack.
 
 By default the upstream is a fake that answers at once (the gateway's Python work only). With
-``--mock`` the real :class:`proxy.upstreams.clients.OpenAIUpstream` talks over loopback to a
+``--mock`` the real :class:`proxy.upstreams.OpenAIUpstream` talks over loopback to a
 ``veracity mock-upstream`` subprocess, so the aiohttp client's cost is included (the mock's
 own CPU is not: it is another process). ``--profile SCENARIO`` prints a cProfile of that
 scenario measured with a CPU clock (``time.process_time``; wall-clock profiles charge the
@@ -194,7 +194,7 @@ async def scenario(name: str, n: int, repeat: int, mock_url: str | None, profile
     fast = app_mod.create_app(cfg)
     state = fast.app.state.gw
     if mock_url:
-        from proxy.upstreams.clients import Upstreams
+        from proxy.upstreams import Upstreams
 
         state.upstreams = await Upstreams.start(cfg)
     else:

@@ -12,7 +12,7 @@ repeats the oversized cases, sampling the gateway's RSS (``/proc/PID/status`` ``
 * ``sse-open``: one unterminated SSE event (``data: aaaa...`` with no blank line) past the limit;
 
 each on the routes that read upstream bodies: ``chat`` (non-stream: :mod:`proxy.upstreams.http1`),
-``stream`` (``stream: true``: aiohttp + :class:`proxy.upstreams.clients.SSERelay`) and ``embeddings`` (a
+``stream`` (``stream: true``: aiohttp + :class:`proxy.wire.relay.SSERelay`) and ``embeddings`` (a
 pass-through route: aiohttp, the body relayed as it arrives). Phases: warm-up with normal
 answers, then the baseline RSS; every case/route ``--repeat`` times sequentially; then
 ``--concurrency`` requests at once per case/route; after each phase 2 s idle and the RSS again.

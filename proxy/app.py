@@ -61,18 +61,16 @@ from proxy.auth import Authenticator, Principal, client_authorization, client_au
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.wire.errors import GatewayError, UpstreamError, error_body
 from proxy.observability.log import add_secrets, get_logger, info_enabled, scrub_secrets
-from proxy.upstreams.clients import (
+from proxy.upstreams import (
     ERROR_BODY_LIMIT,
     BoundUpstream,
-    OpenAIUpstream,
+    HttpUpstream,
     Timing,
     Upstreams,
-    deeper_than,
-    dumps,
-    loads,
-    loads_strict,
+    is_http_upstream,
     tenant_headers,
 )
+from proxy.wire.json import deeper_than, dumps, loads, loads_strict
 
 log = get_logger("veracity")
 
@@ -527,7 +525,7 @@ async def list_models(request: Request) -> Response:
         return _error_response(exc, rid)
     assert state.upstreams is not None
     ups = state.upstreams
-    http_ups = [u for u in ups.all if isinstance(u, OpenAIUpstream)]
+    http_ups = [u for u in ups.all if is_http_upstream(u)]
     results = await asyncio.gather(*(u.list_models(auth=principal.upstream_auth) for u in http_ups),
                                    return_exceptions=True)
     data: list[dict[str, Any]] = []
@@ -546,7 +544,7 @@ async def list_models(request: Request) -> Response:
                 seen.add(mid)
                 data.append(m)
     for u in ups.all:
-        if isinstance(u, OpenAIUpstream):
+        if is_http_upstream(u):
             continue
         for p in u.config.models:
             if not any(c in p for c in "*?[") and p not in seen and ups.route(p) is u:
@@ -605,7 +603,7 @@ async def passthrough(request: Request) -> Response:
         else:
             up = state.upstreams.default()
         rec.upstream = up.name if up is not None else None
-        if not isinstance(up, OpenAIUpstream):  # litellm upstreams serve chat completions only
+        if not is_http_upstream(up):  # litellm upstreams serve chat completions only
             raise GatewayError(404, f"Unknown request URL: {request.method} {path[:200]}: no OpenAI-compatible "
                                "upstream serves it for this model.", code="unknown_url")
         resp = await up.request(request.method, path[len("/v1"):], query=request.url.query, body=raw,
@@ -1191,11 +1189,11 @@ class LeanLane:
         self.state = state
         self.enabled = not state.log_content
         #: (credential bytes or None, model) -> (principal, upstream)
-        self._routes: dict[tuple[bytes | None, str], tuple[Principal, OpenAIUpstream]] = {}
+        self._routes: dict[tuple[bytes | None, str], tuple[Principal, HttpUpstream]] = {}
         #: id(policy) -> (policy, forwards only?, its report dict)
         self._policies: dict[int, tuple[Any, bool, dict[str, Any]]] = {}
 
-    def _route(self, auth: bytes | None, model: str) -> tuple[Principal, OpenAIUpstream] | None:
+    def _route(self, auth: bytes | None, model: str) -> tuple[Principal, HttpUpstream] | None:
         """Authenticate + route once per ``(auth, model)``; None: not for this lane (an error
         the normal path reports, or a non-OpenAI upstream). Only successes are cached."""
         key = (auth, model)
@@ -1210,7 +1208,7 @@ class LeanLane:
             up = _route(state, principal, model)
         except GatewayError:
             return None
-        if not isinstance(up, OpenAIUpstream):
+        if not is_http_upstream(up):
             return None
         hit = (principal, up)
         if len(self._routes) < self.MAX_CACHED:
@@ -1287,7 +1285,7 @@ class LeanLane:
             await self._forward(watch, send, timing, body, model, principal, up, pol, rid)
 
     async def _forward(self, watch: "_DisconnectWatch", send: Any, timing: Timing, body: dict[str, Any],
-                       model: str, principal: Principal, up: OpenAIUpstream, pol: tuple[Any, bool, dict[str, Any]],
+                       model: str, principal: Principal, up: HttpUpstream, pol: tuple[Any, bool, dict[str, Any]],
                        rid: str) -> None:
         """The lane's work once taken: what :func:`_chat` + :func:`proxy.pipeline.sequence.chat_completion`
         do for a checks-off policy, then the two ASGI messages."""

@@ -62,7 +62,7 @@ DEFAULT_MAX_BODY_BYTES = 10 * 1024 * 1024
 #: far above any chat completion (128k output tokens of text is ~0.5 MiB; with logprobs and
 #: n > 1, a few MiB) yet bounded, so a broken or hostile upstream cannot exhaust memory.
 DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
-#: Largest SSE event the stream relay holds while waiting for its end (bytes; proxy.upstreams.clients.SSERelay):
+#: Largest SSE event the stream relay holds while waiting for its end (bytes; proxy.wire.relay.SSERelay):
 #: an OpenAI chunk is a few hundred bytes; 4 MiB is about a million tokens of text in one event. An
 #: event still unterminated past this is refused as it arrives, instead of being buffered up to
 #: max_response_bytes (issue 14: an unterminated 64 MiB event took 9 s and stalled the event loop).

@@ -7,7 +7,7 @@ from 181 MiB to 1.35 GB over repeats and stayed there. Two causes, measured with
 
 * references that outlived the refusal (the non-stream client kept the refused body's reads on
   its connection object, which the exception's traceback kept alive in a reference cycle):
-  fixed where they were held (:mod:`proxy.upstreams.http1`, :class:`proxy.upstreams.clients.SSERelay`);
+  fixed where they were held (:mod:`proxy.upstreams.http1`, :class:`proxy.wire.relay.SSERelay`);
 * glibc's allocator keeps freed memory in its heaps: socket reads of tens of KiB are served
   from the heap once the dynamic mmap threshold has grown (``mallopt(3)``, "M_MMAP_THRESHOLD":
   freeing an mmapped block raises the threshold up to 32 MiB), and a heap only shrinks from its

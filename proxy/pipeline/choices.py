@@ -23,6 +23,8 @@ from typing import Any
 
 from verifiers._types import Report
 
+from proxy.wire.messages import choice_list
+
 __all__ = ["ChoicesReport", "choice_list", "split", "put_back", "combine", "withhold", "unverified_message",
            "STATUS_ORDER"]
 
@@ -49,16 +51,10 @@ class ChoicesReport(Report):
         return d
 
 
-def choice_list(completion: Any) -> list[dict[str, Any]]:
-    """The well-formed (dict) entries of ``completion["choices"]``; ``[]`` for anything else."""
-    choices = completion.get("choices") if isinstance(completion, dict) else None
-    return [c for c in choices if isinstance(c, dict)] if isinstance(choices, list) else []
-
-
 def split(completion: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
     """Every choice of ``completion`` as ``(index, one-choice completion)``: a shallow copy of
     the completion (same ``id``, ``model``, ``usage``...) whose only choice is that one, with
-    ``index`` 0, the shape the correction loop and :func:`proxy.pipeline.correction.completion_text`
+    ``index`` 0, the shape the correction loop and :func:`proxy.wire.messages.completion_text`
     read. ``index`` is the choice's own ``index`` (its position when missing or not an int)."""
     out = []
     for pos, choice in enumerate(choice_list(completion)):

@@ -39,9 +39,10 @@ from verifiers._types import Check, Report, decided_pass
 
 from proxy.pipeline import divergence
 from proxy.stores.budget import RequestBudget, usage_tokens
+from proxy.wire.messages import completion_text
 
 __all__ = ["State", "CorrectionResult", "correct", "evidence_prompt", "failure_signature",
-           "completion_text", "choice_text", "reask_sources", "walked_states"]
+           "reask_sources", "walked_states"]
 
 Complete = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 Verify = Callable[[str], Awaitable[Report]]
@@ -79,30 +80,6 @@ class CorrectionResult:
     state: State
     stop_reason: str
     history: list[State] = field(default_factory=list)
-
-
-def completion_text(completion: Any) -> str | None:
-    """``choices[0].message.content`` as text, or None when there is none (tool calls only,
-    refusal, malformed). Other choices (``n > 1``): :func:`choice_text` on each."""
-    try:
-        return choice_text(completion["choices"][0])
-    except (KeyError, IndexError, TypeError):
-        return None
-
-
-def choice_text(choice: Any) -> str | None:
-    """One choice's ``message.content`` as text (a string, or the ``text`` parts of a content
-    list joined by newlines), or None when there is none (tool calls only, refusal, malformed)."""
-    try:
-        content = choice["message"].get("content")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return None
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        return "\n".join(parts) if parts else None
-    return None
 
 
 def failure_signature(report: Report) -> frozenset[tuple[str, str, str]]:

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from proxy.stores.budget import RequestBudget, usage_tokens
+from proxy.wire.messages import first_message
 from proxy.wire.sse import encode_chunk
 from verifiers._types import Check
 
@@ -281,7 +282,7 @@ def _data_of(frame: bytes) -> tuple[bytes, bytes | None, bool]:
 
 class DeltaFilter:
     """A stateful filter of relayed SSE bytes (``data: {chunk}\n\n`` events, as
-    :class:`proxy.upstreams.clients.SSERelay` yields them) that drops ``verify_result`` tool calls, deciding
+    :class:`proxy.wire.relay.SSERelay` yields them) that drops ``verify_result`` tool calls, deciding
     on the decoded JSON of each chunk, never on its bytes: a name written with escapes
     (``verify\\u005fresult``), split over several deltas or frames, calls interleaved by ``index``,
     deltas without ``index``, and an ``id`` reused by two calls are all read as the ``openai``
@@ -481,14 +482,6 @@ def _choice_is_ours(tc: Any) -> bool:
     return isinstance(tc, dict) and isinstance(tc.get("function"), dict) and tc["function"].get("name") == TOOL_NAME
 
 
-def _message(completion: Any) -> dict[str, Any]:
-    try:
-        m = completion["choices"][0]["message"]
-        return m if isinstance(m, dict) else {}
-    except (KeyError, IndexError, TypeError):
-        return {}
-
-
 def _split_calls(msg: dict[str, Any]) -> tuple[list[dict], list[dict]]:
     ours, theirs = [], []
     calls = msg.get("tool_calls")
@@ -666,7 +659,7 @@ async def settle(body: dict[str, Any], draft: dict[str, Any], complete: Complete
     limit = min(max_rounds, MAX_CONSECUTIVE)
     last: list[dict[str, Any]] = []  # the model's latest verdict (the args of its latest turn's calls)
     while True:
-        msg = _message(current)
+        msg = first_message(current)
         ours, theirs = _split_calls(msg)
         if not ours:
             if mode == "forced" and not info["called"] and info["rounds"] == 0 and not theirs:
@@ -706,12 +699,12 @@ async def settle(body: dict[str, Any], draft: dict[str, Any], complete: Complete
 async def _forced(req_base: dict[str, Any], conv: list[dict[str, Any]], draft: dict[str, Any],
                   info: dict[str, Any], extra) -> SettleResult:
     """Forced mode: the model answered without ``verify_result``; make it check the draft."""
-    draft_msg = {"role": "assistant", "content": _message(draft).get("content") or ""}
+    draft_msg = {"role": "assistant", "content": first_message(draft).get("content") or ""}
     req = dict(req_base, messages=conv + [draft_msg], tool_choice=_forced_choice())
     forced = await extra(req)
     if forced is None:
         return SettleResult(strip_sentinel(draft), info)
-    ours, _ = _split_calls(_message(forced))
+    ours, _ = _split_calls(first_message(forced))
     if not ours:  # the upstream ignored tool_choice: keep the draft
         info["result"] = "not_called"
         return SettleResult(strip_sentinel(draft), info)

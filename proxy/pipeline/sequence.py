@@ -76,17 +76,19 @@ from proxy.auth import Principal
 from proxy.stores.budget import RequestBudget, is_token_count
 
 from proxy.config import GatewayConfig
-from proxy.pipeline.correction import choice_text, completion_text, correct, walked_states
+from proxy.pipeline.correction import correct, walked_states
 from proxy.wire.errors import GatewayError, UpstreamError, error_body, sse_error_event
 from proxy.policy import KeyGrant, Policy, PolicyError, resolve
+from proxy.wire import sse
+from proxy.wire.messages import answer_text, choice_text, completion_text, content_text, has_text, last_user_text
 from proxy.wire.sse import IncompleteStream, assemble, parse_stream
 from proxy.pipeline.streaming import (DONE_FRAME, completion_frames, has_finish, hold, include_usage, report_frame,
                              report_on_last_chunk, with_report, without_upstream_report)
-from proxy.upstreams.clients import BoundUpstream, Timing, UpstreamStream
+from proxy.upstreams import BoundUpstream, Timing, UpstreamStream
 from proxy.pipeline.verifier_model import GatewayChatModel
 from verifiers import risk as risk_mod
 from verifiers._types import Check, Report
-from verifiers.run import content_text, last_user_text, run as run_verifiers, status_of
+from verifiers.run import run as run_verifiers, status_of
 
 
 runtime.start_warm_up()  # import the verifiers while the server starts, not on the first risky answer
@@ -98,7 +100,7 @@ class RequestContext:
 
     ``request_id``: the ``x-request-id`` echoed to the client and logged.
     ``model``: the requested model name; ``upstream``: the upstream serving it, bound to this
-    request (see :class:`proxy.upstreams.clients.BoundUpstream`). ``principal``: who called (team,
+    request (see :class:`proxy.upstreams.BoundUpstream`). ``principal``: who called (team,
     virtual key name, policy name). ``policy``: the policy *name* chosen for this request
     (the key's, or ``x-veracity-policy`` when the key allows it). ``headers``: the client's
     request headers (lower-case names). ``timing``: the request clock. ``log``: extra fields
@@ -789,14 +791,14 @@ async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], 
     if rt.audit is not None and plan.policy.audit.enabled and verified:
         rt.audit.write(make_record(request_id=ctx.request_id, team=ctx.team, key=ctx.principal.key_name,
                                    model=ctx.model, policy=plan.policy.name, report=report.to_dict(),
-                                   prompt=plan.body.get("messages"), answer=_answer_text(completion),
+                                   prompt=plan.body.get("messages"), answer=answer_text(completion),
                                    include_text=plan.policy.audit.include_text))
     reason = review.review_reason(report, plan.policy)
     if reason is not None:  # unsettled answers go to people (proxy/stores/review.py)
         rid = await review.submit(ctx.config, review.make_review(
             request_id=ctx.request_id, model=ctx.model, team=ctx.team, key=ctx.principal.key_name,
             policy=plan.policy.name, reason=reason, report=report.to_dict(), question=plan.question,
-            drafts=plan.drafts, answer=_answer_text(completion), include_text=plan.policy.review.include_text,
+            drafts=plan.drafts, answer=answer_text(completion), include_text=plan.policy.review.include_text,
             blocked=blocked))
         ctx.log["review_id"] = rid
 
@@ -889,7 +891,7 @@ async def _observe_in_background(ctx: RequestContext, plan: _Plan, draft: dict[s
     report = Report(status="skipped", reason="observe: verified in the background for metrics and audit")
     report.extra["policy"] = plan.policy.name
     report.extra["states"] = walked_states(report)
-    if _has_text(draft) and not plan.skip_reason:
+    if has_text(draft) and not plan.skip_reason:
         await _publish(ctx, _PENDING_OBSERVE, pending=True)  # written before the job can write its own
         if runtime.get(ctx.config).spawn(_observe_job(ctx, plan, draft)) is not None:
             return report
@@ -953,7 +955,7 @@ async def _collect(stream: UpstreamStream) -> tuple[dict[str, Any] | None, bytes
         return None, exc.sse_event()
     parsed = parse_stream(b"".join(parts))
     if parsed.errors:
-        return None, b"data: " + json.dumps(parsed.errors[0]).encode() + b"\n\n"
+        return None, sse.frame(json.dumps(parsed.errors[0]).encode())
     try:
         return assemble(parsed.chunks, done=parsed.done, strict=True), None
     except IncompleteStream as exc:
@@ -1001,7 +1003,7 @@ async def _buffer_stream(ctx: RequestContext, plan: _Plan, request: dict[str, An
         await _publish(ctx, report)  # before the client can see the end of the stream
         if blocked:
             vmetrics.observe_blocked(ctx.model, ctx.team, plan.policy.name)
-            return [b"data: " + json.dumps(_blocked_body(final), default=str).encode() + b"\n\n"]
+            return [sse.frame(json.dumps(_blocked_body(final), default=str).encode())]
         return _answer_frames(ctx, plan, completion, final)
 
     stats: dict[str, Any] = {}
@@ -1099,7 +1101,7 @@ async def _passthrough_stream(ctx: RequestContext, plan: _Plan, stream: Upstream
             yield frame
         chunk = json.loads(usage_frame[usage_frame.index(b"{"):])
         chunk["veracity"] = final.to_dict()
-        yield b"data: " + json.dumps(chunk, separators=(",", ":"), default=str).encode() + b"\n\n"
+        yield sse.frame(json.dumps(chunk, separators=(",", ":"), default=str).encode())
     else:
         for frame in _with_report_frames(plan, held, completion, final.to_dict(), ctx.model):
             yield frame
@@ -1212,7 +1214,7 @@ async def _observe_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStre
         parsed = parse_stream(b"".join(parts))
         if parsed.done and parsed.chunks:
             completion = assemble(parsed.chunks, done=True, strict=False)
-            if _has_text(completion):
+            if has_text(completion):
                 later = runtime.get(ctx.config).spawn(_observe_job(ctx, plan, completion)) is not None
     finally:
         if not later:

@@ -24,12 +24,11 @@ import time
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
 
-from proxy.wire.sse import DONE, encode_chunk, to_chunks
+from proxy.wire.sse import DONE_FRAME, encode_chunk, encode_chunk_lenient, to_chunks
 
 __all__ = ["hold", "completion_frames", "report_frame", "with_report", "has_finish", "report_on_last_chunk",
            "DONE_FRAME", "KEEPALIVE", "include_usage", "without_upstream_report"]
 
-DONE_FRAME = encode_chunk(DONE)
 KEEPALIVE = b": keep-alive\n\n"
 
 
@@ -69,7 +68,7 @@ def with_report(frame: bytes, report: dict[str, Any]) -> bytes | None:
     if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
         return None
     chunk["veracity"] = report
-    return _frame(chunk)
+    return encode_chunk_lenient(chunk)
 
 
 def without_upstream_report(blob: bytes) -> bytes:
@@ -92,19 +91,10 @@ def without_upstream_report(blob: bytes) -> bytes:
                 chunk = None
             if isinstance(chunk, dict) and "veracity" in chunk:
                 del chunk["veracity"]
-                out.append(_frame(chunk)[: -2])
+                out.append(encode_chunk_lenient(chunk)[: -2])
                 continue
         out.append(frame)
     return b"\n\n".join(out)
-
-
-def _frame(chunk: dict[str, Any]) -> bytes:
-    text = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False, default=str)
-    try:
-        data = text.encode()
-    except UnicodeEncodeError:  # a lone surrogate quoted from model text: ASCII escapes instead
-        data = json.dumps(chunk, separators=(",", ":"), default=str).encode()
-    return b"data: " + data + b"\n\n"
 
 
 async def hold(work: Awaitable[list[bytes]], keepalive_s: float, *, first: bytes = KEEPALIVE,
@@ -155,4 +145,4 @@ def report_frame(completion: dict[str, Any] | None, report: dict[str, Any], mode
         "choices": [],
         "veracity": report,
     }
-    return _frame(chunk)
+    return encode_chunk_lenient(chunk)

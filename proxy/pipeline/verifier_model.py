@@ -29,6 +29,7 @@ from prometheus_client import Counter
 
 from proxy.stores.budget import RequestBudget, is_token_count, usage_tokens
 from proxy.wire.errors import UpstreamError
+from proxy.wire.messages import model_reply_text
 from verifiers.model import ModelCall, ModelError, ModelReply, ModelUnavailable
 
 __all__ = ["GatewayChatModel", "OpenAIChatModel", "request_body", "MODEL_CALLS", "MODEL_TOKENS", "PURPOSES"]
@@ -99,18 +100,6 @@ def _refuses_response_format(exc: UpstreamError) -> bool:
         return False
     text = (exc.body or b"").decode("utf-8", "replace").lower() + " " + exc.message.lower()
     return "response_format" in text or "json_schema" in text or "structured output" in text
-
-
-def _text_of(completion: Any) -> str | None:
-    try:
-        content = completion["choices"][0]["message"].get("content")
-    except (KeyError, IndexError, TypeError, AttributeError):
-        return None
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return None
 
 
 def _usage(completion: Any) -> dict[str, int]:
@@ -203,7 +192,7 @@ class GatewayChatModel:
             b.charge(tokens, calls=0)
         if self.on_usage is not None:
             self.on_usage(usage)
-        text = _text_of(out)
+        text = model_reply_text(out)
         if text is None:
             self._record(purpose, chars, tokens, t0, "error")
             raise ModelError("verifier model answered without text")

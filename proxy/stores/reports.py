@@ -55,7 +55,7 @@ from typing import Any
 
 from proxy import redaction
 from proxy.observability.log import get_logger
-from proxy.upstreams.clients import dumps
+from proxy.wire.json import dumps
 
 __all__ = ["REPORT_ROUTE", "ReportStore", "owner_of", "owner_of_key", "record_body", "list_body", "summary_header",
            "report_headers", "store_for", "publish", "publish_soon", "lookup", "MAX_LISTED"]

@@ -83,7 +83,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from proxy.upstreams.mock_structured import SchemaTooLarge, structured_reply
 from proxy.wire.sse import DONE, encode_chunk, to_chunks
-from proxy.upstreams.clients import has_long_digit_run
+from proxy.wire.json import has_long_digit_run
+from proxy.wire.messages import last_user_message_text, message_text
 
 __all__ = [
     "Match",
@@ -395,27 +396,6 @@ def load_script(source: Script | dict[str, Any] | str | os.PathLike[str] | None)
 
 
 # --------------------------------------------------------------------------- request helpers
-
-
-def message_text(message: dict[str, Any]) -> str:
-    """The text of a chat message: ``content`` if a string, else its ``text`` parts joined by
-    newlines (image/audio parts ignored); tool-call arguments of assistant messages appended."""
-    content = message.get("content")
-    if isinstance(content, str):
-        text = content
-    elif isinstance(content, list):
-        text = "\n".join(
-            p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
-        )
-    else:
-        text = ""
-    calls = message.get("tool_calls")
-    if isinstance(calls, list):
-        for call in calls:
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict):
-                text += f"\n{fn.get('name', '')}({fn.get('arguments', '')})"
-    return text
 
 
 def _tool_names(tools: Any) -> set[str]:
@@ -787,15 +767,6 @@ def _usage(prompt: int, completion: int) -> dict[str, Any]:
     }
 
 
-def _last_user_text(body: dict[str, Any]) -> str:
-    messages = body.get("messages")
-    if isinstance(messages, list):
-        for m in reversed(messages):
-            if isinstance(m, dict) and m.get("role") == "user":
-                return message_text(m)
-    return ""
-
-
 def build_completion(body: dict[str, Any], reply: Reply, n_req: int = 0) -> dict[str, Any]:
     """The ``chat.completion`` object a reply gives for a request (also the stream's content).
 
@@ -813,7 +784,7 @@ def build_completion(body: dict[str, Any], reply: Reply, n_req: int = 0) -> dict
         spec: ChoiceSpec = reply.choices[min(i, len(reply.choices) - 1)] if reply.choices else reply
         content = spec.content
         if reply is _ECHO:
-            content = f"Mock reply to: {_last_user_text(body)[:500]}"
+            content = f"Mock reply to: {last_user_message_text(body.get('messages'))[:500]}"
         message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": spec.refusal}
         if spec.tool_calls:
             calls = []

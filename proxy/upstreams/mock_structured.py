@@ -36,6 +36,8 @@ import json
 import math
 from typing import Any
 
+from proxy.wire.messages import last_user_content_text
+
 __all__ = ["minimal_instance", "structured_reply", "SchemaTooLarge", "MAX_VALUES", "MAX_STRING_CHARS"]
 
 #: deepest nesting followed (a recursive ``$ref`` stops here with the smallest value of its type)
@@ -240,17 +242,6 @@ def _smallest(schema: dict[str, Any], budget: _Budget) -> Any:
     return {"null": None, "boolean": False, "array": []}.get(kind or "", {})
 
 
-def _last_user_text(body: dict[str, Any]) -> str:
-    for m in reversed(body.get("messages") or []):
-        if isinstance(m, dict) and m.get("role") == "user":
-            c = m.get("content")
-            if isinstance(c, str):
-                return c
-            if isinstance(c, list):
-                return " ".join(p.get("text", "") for p in c if isinstance(p, dict))
-    return ""
-
-
 def _forced_tool(body: dict[str, Any]) -> dict[str, Any] | None:
     """The function tool a request forces (``tool_choice`` naming it, or ``"required"``: the
     first function tool), or None."""
@@ -282,7 +273,8 @@ def structured_reply(body: dict[str, Any]) -> dict[str, Any] | None:
         schema = fmt.get("schema") if isinstance(fmt.get("schema"), dict) else _schema_in_messages(body)
         if schema is not None:
             return {"content": json.dumps(minimal_instance(schema))}
-        return {"content": json.dumps({"answer": f"Mock reply to: {_last_user_text(body)[:500]}"})}
+        echo = last_user_content_text(body.get("messages"))[:500]
+        return {"content": json.dumps({"answer": f"Mock reply to: {echo}"})}
     return None
 
 

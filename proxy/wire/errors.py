@@ -33,6 +33,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from proxy.wire.sse import frame
+
 
 class GatewayError(Exception):
     """A failure with a client-facing OpenAI-shaped error. ``status`` is the HTTP status;
@@ -55,7 +57,7 @@ class GatewayError(Exception):
 
 
 class UpstreamError(Exception):
-    """An upstream call failed. Raised by :mod:`proxy.upstreams.clients` (``complete``, ``open_stream``,
+    """An upstream call failed. Raised by :mod:`proxy.upstreams` (``complete``, ``open_stream``,
     stream iteration).
 
     Attributes:
@@ -116,4 +118,4 @@ def error_body(message: str, *, type: str = "invalid_request_error", code: str |
 
 def sse_error_event(message: str, *, type: str = "upstream_error", code: str | None = None) -> bytes:
     """One SSE event carrying an error, which the ``openai`` SDK raises as ``APIError``."""
-    return b"data: " + json.dumps(error_body(message, type=type, code=code)).encode() + b"\n\n"
+    return frame(json.dumps(error_body(message, type=type, code=code)).encode())

@@ -14,6 +14,9 @@ Three pieces, used by the mock upstream today and by the buffered-verification m
   on an ``index`` already in use starts a new call, and a delta without ``index`` continues
   the last call unless it brings a new ``id``.  An incomplete stream (a choice without
   ``finish_reason``, no ``data: [DONE]``) is reported, never dressed up as a normal stop.
+* :func:`frame`, :data:`DONE_FRAME`, :func:`encode_chunk`, :func:`encode_chunk_lenient` -- the
+  gateway's one way of writing an event: ``data: <payload>\n\n`` (the relay of an upstream's
+  stream, :class:`proxy.wire.relay.SSERelay`, re-frames to the same shape).
 * :func:`to_chunks` / :func:`encode_chunks` -- the inverse: a ``chat.completion`` dict -> a
   valid chunk sequence (role first, content deltas, tool-call deltas with ``index`` and the
   ``id`` only on a call's first delta, a ``finish_reason`` chunk, the usage chunk with
@@ -40,6 +43,7 @@ except ImportError:  # pragma: no cover
 
 __all__ = [
     "DONE",
+    "DONE_FRAME",
     "IncompleteStream",
     "ServerSentEvent",
     "SSEDecoder",
@@ -47,12 +51,16 @@ __all__ = [
     "parse_stream",
     "assemble",
     "to_chunks",
+    "frame",
     "encode_chunk",
+    "encode_chunk_lenient",
     "encode_chunks",
 ]
 
 #: The data line that ends an OpenAI stream.
 DONE = "[DONE]"
+#: The whole event that ends an OpenAI stream.
+DONE_FRAME = b"data: [DONE]\n\n"
 
 # Fields of a chunk that describe the stream, not the completion; dropped on assembly.
 # `obfuscation`: random padding OpenAI adds per chunk (stream_options.include_obfuscation).
@@ -574,17 +582,36 @@ def _choice_deltas(choice: dict[str, Any], size: int) -> list[dict[str, Any]]:
     return out
 
 
+def frame(payload: bytes) -> bytes:
+    """One SSE event carrying ``payload`` (one line: compact JSON, or ``[DONE]``):
+    ``data: <payload>\\n\\n``. Every event the gateway writes goes through here."""
+    return b"data: " + payload + b"\n\n"
+
+
 def encode_chunk(chunk: dict[str, Any] | str) -> bytes:
     """One SSE frame: ``data: <compact JSON>\\n\\n`` (a ``str`` is sent verbatim, e.g. ``[DONE]``)."""
     if isinstance(chunk, str):
-        return b"data: " + chunk.encode("utf-8") + b"\n\n"
+        return frame(chunk.encode("utf-8"))
     if orjson is not None:
         try:
-            return b"data: " + orjson.dumps(chunk) + b"\n\n"
+            return frame(orjson.dumps(chunk))
         except TypeError:  # an integer beyond 64 bits, a lone surrogate: fall back to the stdlib
             pass
     # ASCII escapes keep any str (even a lone surrogate from a \ud800 escape) encodable
-    return b"data: " + json.dumps(chunk, separators=(",", ":")).encode("ascii") + b"\n\n"
+    return frame(json.dumps(chunk, separators=(",", ":")).encode("ascii"))
+
+
+def encode_chunk_lenient(chunk: dict[str, Any]) -> bytes:
+    """One SSE frame for a chunk the gateway built or edited (the ``veracity`` report rides on
+    it): the stdlib's compact JSON, non-ASCII written as UTF-8, a value JSON has no type for
+    written as its ``str()``; a lone surrogate quoted from model text makes it fall back to
+    ASCII escapes."""
+    text = json.dumps(chunk, separators=(",", ":"), ensure_ascii=False, default=str)
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # a lone surrogate quoted from model text: ASCII escapes instead
+        data = json.dumps(chunk, separators=(",", ":"), default=str).encode()
+    return frame(data)
 
 
 def encode_chunks(chunks: Iterable[dict[str, Any]], *, done: bool = True) -> bytes:

@@ -785,7 +785,7 @@ def test_expect_100_continue_is_answered(gw: Any) -> None:
 def test_relay_reads_cr_and_crlf_line_ends_across_any_read_boundary() -> None:
     """The relay behind the CR cases above: CR, CRLF and LF streams give the same events,
     whatever the read boundaries (a CRLF cut between reads is one line end, not two)."""
-    from proxy.upstreams.clients import SSERelay
+    from proxy.wire.relay import SSERelay
 
     def relay(body: bytes, size: int) -> tuple[bytes, bool]:
         r = SSERelay()

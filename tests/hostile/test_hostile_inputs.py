@@ -599,7 +599,7 @@ def test_model_label_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_upstream_json_codec_round_trips_what_orjson_refuses() -> None:
-    from proxy.upstreams.clients import dumps, loads
+    from proxy.wire.json import dumps, loads
 
     assert loads(b'{"a": "\\ud800x"}') == {"a": "\ud800x"}
     assert json.loads(dumps({"a": "\ud800x", "n": 10**30})) == {"a": "\ud800x", "n": 10**30}

@@ -23,7 +23,7 @@ from proxy import app as app_mod
 from proxy.config import (DEFAULT_CORS_ALLOW_HEADERS, ConfigError, GatewayConfig, UpstreamConfig, hash_key,
                           parse_config)
 from proxy.upstreams.mock import MockUpstream
-from proxy.upstreams.clients import Upstreams
+from proxy.upstreams import Upstreams
 
 ORIGIN = "https://app.example.com"
 OTHER_ORIGIN = "https://evil.example.net"

@@ -22,7 +22,7 @@ from prometheus_client import REGISTRY
 from proxy import app as app_mod
 from proxy.config import GatewayConfig, UpstreamConfig
 from proxy.upstreams.mock import MockUpstream
-from proxy.upstreams.clients import Upstreams
+from proxy.upstreams import Upstreams
 from tests.fixtures.polling import wait_for
 
 SCRIPT: dict[str, Any] = {

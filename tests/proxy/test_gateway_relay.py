@@ -10,7 +10,8 @@ import pytest
 from proxy.upstreams import http1
 from proxy.config import UpstreamConfig
 from proxy.wire.errors import UpstreamError
-from proxy.upstreams.clients import OpenAIUpstream, SSERelay, Timing
+from proxy.upstreams import OpenAIUpstream, Timing
+from proxy.wire.relay import SSERelay
 
 
 def _chunk(content: str | None = None, finish: str | None = None, **extra: Any) -> bytes:
@@ -73,7 +74,7 @@ def test_an_event_growing_past_max_event_is_refused_as_it_arrives() -> None:
     """Issue 14 section 3: an unterminated event is refused once it holds more than
     ``max_event`` bytes -- not buffered up to the whole answer's limit; what is held never
     exceeds the limit (plus nothing: the read that crosses it is dropped with the event)."""
-    from proxy.upstreams.clients import EventTooLarge
+    from proxy.wire.relay import EventTooLarge
 
     r = SSERelay(max_event=1 << 20)
     assert r.feed(_chunk("ok")) == _chunk("ok")  # complete events pass as before

@@ -24,7 +24,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from proxy.pipeline.sentinel import TOOL_NAME, DeltaFilter
 from proxy.wire.sse import parse_stream
-from proxy.upstreams.clients import SSERelay
+from proxy.wire.relay import SSERelay
 
 CLIENT_NAMES = ["get_weather", "verify", "verify_resul", "verify_result_v2", "lookup"]
 ID_POOL = ["call_1", "call_2", "call_3"]
@@ -113,7 +113,7 @@ def streams(draw: Any) -> dict[str, Any]:
         i += k
     chunks.append(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": finish}]))
     p = draw(st.sampled_from([0.0, 0.1, 1.0]))
-    # escaped keys too: proxy.upstreams.clients.SSERelay spots finish_reason by its bytes, so a stream
+    # escaped keys too: proxy.wire.relay.SSERelay spots finish_reason by its bytes, so a stream
     # with that key escaped goes to the filter straight, the others through the relay first
     keys = draw(st.booleans())
     keep = frozenset() if keys else frozenset({"finish_reason"})
