@@ -298,7 +298,7 @@ def test_openai_stream_helper_gets_the_report(gw: Any) -> None:
         for _ in stream:
             pass
         final = stream.get_final_completion()
-    assert "veracity" not in (final.model_extra or {})                  # what issue 13 found
+    assert "veracity" not in (final.model_extra or {})                  # what a newcomer found
     report = client.get(f"/veracity/reports/{request_id}", cast_to=object)
     assert report["status"] == "complete" and report["veracity"]["status"] == "failed"
     assert any(c["verifier"] == "arithmetic" and c["outcome"] == "fail" for c in report["veracity"]["checks"])
