@@ -1,6 +1,6 @@
 """Hostile and malformed input, kept as regression tests (the "breaker" pass).
 
-Rule under test (README "Errors", COORD.md): bad input gets a clear error in OpenAI's shape
+Rule under test (docs/errors.md): bad input gets a clear error in OpenAI's shape
 (``{"error": {"message", "type", "param", "code"}}``) with a sensible status, never a stack
 trace or a 500 for a client mistake; an odd upstream answer still reaches the user (a failing
 verifier degrades to an ``unknown``/``error`` check); secrets never leak; the gateway keeps

@@ -691,7 +691,7 @@ def _openai_400(answer: bytes) -> dict[str, Any]:
 @pytest.mark.parametrize("case", sorted(BAD_FRAMING))
 def test_malformed_framing_is_refused_in_openai_error_shape(gw: Any, case: str) -> None:
     """The server layer (llhttp under uvicorn) refuses these before the app sees them; the
-    refusal is OpenAI's error JSON (the README promises 400 ``invalid_request``), the
+    refusal is OpenAI's error JSON (docs/errors.md promises 400 ``invalid_request``), the
     connection closed, and the reason named."""
     answer = _raw_answer(gw, b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
                          + BAD_FRAMING[case] + b"\r\n{}")
