@@ -1,11 +1,11 @@
-"""Real-data benchmark of the arithmetic verifier (issue 3).
+"""Real-data benchmark of the arithmetic verifier (floors in bench/RESULTS.md).
 
 Data: ``$VERACITY_CASES/math`` (default ``<repo>/../shared/cases/math``; see its SOURCE.md):
 GSM8K ``test.jsonl`` (1319 correct reference solutions), ``example_model_solutions.jsonl``
 (4 GPT-3 solutions per question, with ``<<expr=value>>`` calculator notes) and ProcessBench
 ``processbench_gsm8k.json`` (step-labelled solutions).
 
-Measures, against the floors of issue 3:
+Measures, against the arithmetic floors of bench/RESULTS.md:
   1. false alarms on the GSM8K reference solutions, notes kept and stripped (floor: <= 1
      answer flagged per mode; a flag on a line that is false as written is listed separately);
   2. calculator notes that disagree with their own expression: ground truth computed here,

@@ -1,4 +1,4 @@
-"""Fit the citation statuses' published confidences from the labelled citation cases (issue 13 §2).
+"""Fit the citation statuses' published confidences from the labelled citation cases (docs/eval.md).
 
     python bench/citation_confidence_fit.py [--cases ../shared/cases] [--styles apa,ieee,mla,harvard,bibtex]
 

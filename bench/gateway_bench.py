@@ -11,7 +11,7 @@ request recording off), three targets measured one after the other with the same
   verification of a risky answer adds;
 * ``veracity_default_low`` (optional) -- the same server setup as ``veracity_default`` (shipped
   policies/) asked a low-risk question ("Say hello ..."), answered with a greeting (risk below
-  the threshold, nothing verified): issue 6's "added latency when the risk score is low" row,
+  the threshold, nothing verified): the "low-risk added latency" floor's row (bench/RESULTS.md),
   to compare with ``veracity`` (checks off);
 * ``floor`` (reference) -- bench/floor_proxy.py, a ~60-line raw-ASGI uvicorn + aiohttp
   pass-through without any gateway feature: the cost of one more Python hop on this stack;
@@ -26,7 +26,7 @@ Load: wrk (``-t1``, keep-alive, POST via bench/wrk_post.lua) at 1 and 32 connect
 ``--duration`` seconds each after a warm-up; a non-stream chat completion whose answer is
 ~1 kB of JSON. Reported: p50/p99 latency, added p50/p99 (target minus direct at the same
 connection count), requests/s, and each gateway's RSS after the runs (>= 10k requests; the
-script tops up with extra load if fewer were sent). Floors from issue 2: added p50 <= 0.5 ms at
+script tops up with extra load if fewer were sent). Floors (bench/RESULTS.md): added p50 <= 0.5 ms at
 1 connection, req/s >= 10x LiteLLM at 32 connections, RSS <= 120 MB.
 
 Repeats: ``--repeat`` interleaved rounds per point (every target once per round, so a burst of
@@ -453,7 +453,7 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
         lines.append(f"| {name} | {mb:.1f} | {n:,} |")
     for name, why in skipped.items():
         lines.append(f"\n**{name} not measured**: {why}")
-    lines += ["", "## Floors (issue 2)", ""]
+    lines += ["", "## Floors (gateway, bench/RESULTS.md)", ""]
     v1, d1 = by.get(("veracity", 1)), by.get(("direct", 1))
     v32, l32 = by.get(("veracity", 32)), by.get(("litellm", 32))
     if v1 and d1 and v1.added_p50:
@@ -479,7 +479,7 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
         lines.append(f"- LiteLLM proxy RSS for comparison: {rss['litellm'][0]:.1f} MiB")
     low1, risky1 = by.get(("veracity_default_low", 1)), by.get(("veracity_default", 1))
     if low1 and v1:
-        lines += ["", "## Floor (issue 6): added latency when the risk score is low", ""]
+        lines += ["", "## Floor (pipeline, bench/RESULTS.md): added latency when the risk score is low", ""]
         d = low1.p50_ms - v1.p50_ms
         lines.append(f"- default policy, low-risk answer vs checks off, 1 connection: p50 {low1.p50_ms:.3f} vs "
                      f"{v1.p50_ms:.3f} ms ({d:+.3f} ms; floor 0.1 ms: {'met' if d <= 0.1 else 'MISSED'} in this "

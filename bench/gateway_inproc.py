@@ -15,7 +15,7 @@ affected by other load on a shared machine), best of ``--repeat`` x N requests, 
 * ``floor`` (``--mock`` only): bench/floor_proxy.py's ASGI app (bare relay, no feature) against
   the same mock: the reference Veracity's lean lane is measured against;
 * ``default_low``: the shipped default policy, a low-risk answer ("Mock reply to: ..."): what
-  issue 6's "added latency when the risk score is low" floor is about;
+  the "low-risk added latency" floor of bench/RESULTS.md is about;
 * ``default_risky``: the shipped default policy, the benchmark's worked multiplication: the
   arithmetic verifier runs (in a worker thread) and passes;
 * ``fastapi`` (``--fastapi``): ``default_low`` through the full FastAPI/Starlette stack.

@@ -1,6 +1,6 @@
 """Memory benchmark: does the gateway give memory back after refusing oversized upstream answers?
 
-Issue 14 section 3: repeated oversized answers were each refused with a correct 502 but the
+Before the fix, repeated oversized answers were each refused with a correct 502 but the
 gateway's RSS climbed from 181 MiB to 1.35 GB (1.7 GB with 20 concurrent) and stayed there; an
 unterminated 64 MiB SSE event took 9 s to refuse and stalled the event loop. This bench starts a
 real gateway (``python -m proxy serve``, one process) against a scripted raw-socket upstream and
@@ -348,7 +348,7 @@ def _mib(n: int) -> str:
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace, started: str, load: tuple[str, str]) -> str:
     lines = [
-        "# Memory after oversized upstream answers (issue 14 section 3)",
+        "# Memory after oversized upstream answers (a refused answer's memory is released at once)",
         "",
         f"Run {started} UTC by `bench/memory_bench.py --repeat {args.repeat} --concurrency {args.concurrency} "
         f"--limit-mib {args.limit_mib}` on {os.cpu_count()} cores, Python {platform.python_version()}; "

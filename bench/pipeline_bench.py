@@ -1,4 +1,4 @@
-"""Verification pipeline benchmark (issue 6 "Benchmark"). Everything in one run, ratios
+"""Verification pipeline benchmark (floors in bench/RESULTS.md). Everything in one run, ratios
 against a baseline measured in the same run:
 
 1. Risk scoring cost on real answers (GSM8K solutions, HumanEval solutions in a fenced block,
@@ -19,7 +19,7 @@ against a baseline measured in the same run:
 
 ``--risk-only`` runs section 1 alone, adds per-call percentiles and factual prose (SummEdits
 documents cut to 2 kB, HaluEval answers), and measures how often the ``facts`` and ``planner``
-risk families fire on the labelled real data (issues 10 and 11).
+risk families fire on the labelled real data (docs/verifier-model.md, docs/facts.md).
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ def risk_only(d: Path, out_path: str | None, baseline: str | None = None) -> int
               "names (\"Delhi\"), so alone they carry no visible claim; with their question the `factoid` "
               "signal makes them checkable. The `planner` family fires when a stated task is answered with a "
               "bare value (GSM8K's final number alone) and not on worked solutions, which the arithmetic "
-              "verifier already checks step by step. The held-back ChatGPT answers of issue 11 are not on "
+              "verifier already checks step by step. The held-back ChatGPT factual answers are not on "
               "this machine; these sets stand in for them."]
     text = "\n".join(lines) + "\n"
     print(text)

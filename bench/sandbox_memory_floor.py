@@ -1,4 +1,4 @@
-"""Measure the RLIMIT_AS floor of the sandbox runtime's scientific stack (issue 15).
+"""Measure the RLIMIT_AS floor of the sandbox runtime's scientific stack (docs/code.md, the sandbox runtime).
 
 For each address-space limit (MiB, decreasing) it runs, in the bwrap sandbox with the given
 runtime, (a) a plain program -- ``import numpy, pandas, sympy``, a small DataFrame filter and two BLAS/LAPACK

@@ -65,7 +65,7 @@ DEFAULT_MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 #: Largest SSE event the stream relay holds while waiting for its end (bytes; proxy.wire.relay.SSERelay):
 #: an OpenAI chunk is a few hundred bytes; 4 MiB is about a million tokens of text in one event. An
 #: event still unterminated past this is refused as it arrives, instead of being buffered up to
-#: max_response_bytes (issue 14: an unterminated 64 MiB event took 9 s and stalled the event loop).
+#: max_response_bytes (an unterminated 64 MiB event took 9 s and stalled the event loop).
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 

@@ -96,7 +96,7 @@ class CodeVerifier(VerifierToggle):
 
 
 class CitationRelevance(_Strict):
-    """Content relevance (issue 11; ``verifiers.citations.relevance``): ``enabled`` compares the
+    """Content relevance (``verifiers.citations.relevance``; docs/citations.md): ``enabled`` compares the
     sentence that cites each resolved reference with the work's abstract (supported /
     unsupported / abstract_unavailable, recorded in the check's ``evidence["relevance"]``);
     ``fail_unsupported`` makes an unsupported reference a failed check."""
@@ -130,7 +130,7 @@ class ArithmeticVerifier(VerifierToggle):
 
 
 class PlannerVerifier(VerifierToggle):
-    """The AMTFV planner (``verifiers.planner``; issue 10, design §3.2, §6.1). Off unless a
+    """The AMTFV planner (``verifiers.planner``; docs/verifier-model.md, design §3.2, §6.1). Off unless a
     policy turns it on. ``templates``: run template plans (no model call) for the common
     shapes (a named formula with its inputs in the question; an expression in the question and
     its value in the answer). ``when``: when the verifier model writes a plan -- ``never``,
@@ -146,7 +146,7 @@ class PlannerVerifier(VerifierToggle):
 
 
 class FactsVerifier(VerifierToggle):
-    """Fact checking and grounding (``verifiers.facts``; issue 11): claims split, searched over
+    """Fact checking and grounding (``verifiers.facts``; docs/facts.md): claims split, searched over
     ``backends`` (``{"use": [context, local, wikipedia, searxng, brave], <name>: {...}}``, see
     ``verifiers.facts.backends``), judged (deterministic tier first, then the verifier model when
     ``use_model``), looped up to ``max_rounds``. ``max_claims`` per answer, ``k`` passages per
@@ -302,7 +302,7 @@ class ReviewPolicy(_Strict):
     """Which answers go to the human review queue (:mod:`proxy.stores.review`). ``when``: any of
     ``max_retry_exceeded`` (the correction loop gave up), ``divergence`` (a correction dropped
     or reversed the claim), ``failed``, ``unverified``, ``error`` (the report's status); the
-    default is the two the correction loop cannot settle (issue 10 "Human review").
+    default is the two the correction loop cannot settle (docs/review.md).
     ``include_text`` (default true): the review keeps the question, drafts and answer, masked
     by :mod:`proxy.redaction`; false keeps only the report (checks and evidence)."""
 
@@ -342,7 +342,7 @@ class Policy(_Strict):
     correction loop, then annotate), ``block`` (correction loop, then an OpenAI-shaped error
     carrying the report if checks still fail), ``observe`` (answer at once; verify in the
     background for metrics and audit only). ``on_unverified``: what happens to an answer whose
-    report is ``unverified`` (checks attempted, none passed, none failed; issue 14 §8):
+    report is ``unverified`` (checks attempted, none passed, none failed; DESIGN.md):
     ``annotate`` (the default: the answer with the report) or ``block`` (the same OpenAI-shaped
     422 as ``on_failure: block``, error code ``verification_unverified``; with ``n > 1`` only
     those choices are withheld). Under ``on_failure: observe`` nothing is ever blocked."""

@@ -1,5 +1,5 @@
 """Reading limits made visible: the ``unknown`` check a verifier adds when an answer is longer
-than what it reads (issue 14 §5, "Nothing is silently unverified").
+than what it reads ("nothing is silently unverified": what was not read is reported).
 
 Every verifier bounds its work on untrusted text (the arithmetic verifier reads the first
 ``MAX_CHARS`` characters, the citation extractor ``MAX_TEXT``, the risk scan ``MAX_SCAN_CHARS``,

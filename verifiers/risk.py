@@ -15,8 +15,8 @@ Signals (each counted, capped at :data:`_CAP`):
   ``et_al``, ``reference_list`` (a "References"/"Bibliography" heading), ``author_year``
   (``(Smith, 2019)``), ``bibtex`` (a BibTeX entry ``@article{``, ``@inproceedings{``...: two
   marks each, a whole reference on its own; before it 900 of the 1,460 BibTeX renderings of the
-  labelled citation cases went to ``code`` only, ``veracity eval``, issue 13).
-- ``facts`` family (issue 11 "Risk") — world claims: ``date`` (a year 1500-2099, "2023年",
+  labelled citation cases went to ``code`` only, ``veracity eval``, docs/eval.md).
+- ``facts`` family (docs/facts.md) — world claims: ``date`` (a year 1500-2099, "2023年",
   "3月5日"), ``quantity`` ("484,507", "3.2 million", "330 metres", "5万"), ``statistic``
   ("20%", "5 percent", "百分之"), ``superlative`` (objective ones: "largest", "most populous",
   "最大"; not "best"/"greatest"), ``attribution`` ("according to", "data show", "据报道"),
@@ -27,7 +27,7 @@ Signals (each counted, capped at :data:`_CAP`):
 - ``sentinel`` family (question only) — ``enumeration`` (numbered or bulleted lines),
   ``also`` ("and also", "as well as", "additionally", "顺便", "另外", "并且"),
   ``questions`` (question marks beyond the first).
-- ``computation`` family (question + answer; issue 10's template shapes) — the question
+- ``computation`` family (question + answer; the planner's templates) — the question
   states an expression (``stated_expression``: "97/117/0.65", "1/1! + 1/2!") or two numbers
   (not years) and a computing word (``numeric_task``: "how much", "product", "复利"), and
   the answer states a number with no operation or equation shown and no code
@@ -289,7 +289,7 @@ _FACTOID_MAX_Q = 400
 
 # -- computation family (question + answer) -> planner ----------------------------------------
 # A question that states numbers and asks for a computed value, answered with a value and no
-# visible working: the template plans of the planner (issue 10, design §6.1) check exactly
+# visible working: the template plans of the planner (docs/verifier-model.md, design §6.1) check exactly
 # this shape ("What is the product of 97/117/...?" -> "approximately 0.000191").
 # On the digit-mapped bytes of the question, like _NUM0.
 _Q_EXPRESSION = re.compile(rb"0(?: ?(?:[-+*/^]|\*\*|" + _U("×|÷") + rb") ?\(?0|!| x 0)")
@@ -331,7 +331,7 @@ class RiskScore:
 
     def unread_checks(self, enabled: Iterable[str] | None = None) -> list[Check]:
         """The ``unknown`` ``risk`` checks (:func:`verifiers._limits.unread_check`) saying the
-        scan stopped before the answer's end (issue 14 §5): one for :data:`MAX_SCAN_CHARS` (no
+        scan stopped before the answer's end (a limit is never silent): one for :data:`MAX_SCAN_CHARS` (no
         signal of any family was looked for past it), and one for :data:`FACTS_SCAN_CHARS` when
         ``facts`` is in ``enabled`` (None: every verifier) and was not triggered (the facts
         verifier reports its own limit when it runs). ``[]`` for an answer scanned whole."""

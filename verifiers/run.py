@@ -157,7 +157,7 @@ async def _planner(answer: str, question: str | None, options: Mapping[str, Any]
                                deadline_s=max(0.05, _timeout_of(options) * 0.9),
                                templates=bool(options.get("templates", True)))
     checks = list(outcome.checks)
-    if len(answer) > mod.MAX_TEXT_CHARS:  # plans read a prefix: say the rest went unplanned (issue 14 §5)
+    if len(answer) > mod.MAX_TEXT_CHARS:  # plans read a prefix: say the rest went unplanned
         checks.append(unread_check("planner", limit="MAX_TEXT_CHARS", limit_value=mod.MAX_TEXT_CHARS,
                                    checked=mod.MAX_TEXT_CHARS, total=len(answer)))
     if outcome.error:
@@ -396,7 +396,7 @@ async def averify(text: str, context: Mapping[str, Any] | None = None) -> Report
     if not names:
         report.status = "skipped"
         report.reason = "risk below threshold" if r.score < threshold else "no verifier triggered"
-    unread = r.unread_checks(wanted)  # an answer longer than the risk scan: say so (issue 14 §5)
+    unread = r.unread_checks(wanted)  # an answer longer than the risk scan: say so
     if unread:
         report.checks.extend(unread)
         report.status = status_of(report.checks, trust_model_passes=report.trust_model_passes)  # type: ignore[assignment]

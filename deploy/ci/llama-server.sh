@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real OpenAI-compatible model server for the upstream tests (issue 13 §5): llama-cpp-python's
+# A real OpenAI-compatible model server for the upstream tests (docs/testing.md): llama-cpp-python's
 # server (`python -m llama_cpp.server`) serving Gemma 3 270M (Q4_K_M GGUF) on 127.0.0.1.
 #
 #   deploy/ci/llama-server.sh start   # prints `export VERACITY_TEST_LLAMA_URL=http://127.0.0.1:P/v1`

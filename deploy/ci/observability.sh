@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the real components of the dashboard and replica tests (issue 13 §3, §4):
+# Install the real components of the dashboard and replica tests (dashboards proven on a live Prometheus,
+# docs/metrics.md; several replicas, docs/deploying.md):
 # Prometheus (+ promtool) and HAProxy from Debian packages. The tests start their own servers
 # on free ports with temp configs (tests/fixtures/prometheus.py, tests/test_replicas.py) and stop
 # them, so nothing is left running for `.ci/run`'s cleanup; the services the packages start at

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the bwrap sandbox runtime (issue 15) the way a user would: `veracity sandbox setup`
+# Build the bwrap sandbox runtime (docs/code.md) the way a user would: `veracity sandbox setup`
 # (a virtualenv + numpy, pandas, sympy wheels from PyPI; no root needed, no container registry),
 # run with the interpreter that will build the gateway's venv, before `make venv` exists.
 #

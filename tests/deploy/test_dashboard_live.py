@@ -1,5 +1,5 @@
 """The Grafana dashboard, the recording rules and the alert rules against a real Prometheus
-(issue 13 §3): a gateway (``veracity serve``) in front of the scripted upstream gets scripted
+(docs/metrics.md): a gateway (``veracity serve``) in front of the scripted upstream gets scripted
 traffic through the real ``openai`` SDK -- passed, corrected, failed, blocked (a 422 and a held
 stream's error event), unverified, verifier errors, skipped, an upstream error; two models (named in litellm's price table, so verification has a cost in dollars), two
 teams (virtual keys) -- while a real
@@ -61,7 +61,7 @@ CITE = ("Two references:\n\nReferences\n1. Smith, J., & Lee, K. (2019). Quantum 
         "Folding Dynamics. Journal of Machine Learning Research, 20(4), 1-25.\n")
 CODE = "Run this:\n```python\nprint(sum(range(10)))\n```\n"
 #: a right answer followed by more prose than the arithmetic verifier reads (60,000 characters):
-#: its report carries an `unknown` truncation check beside the pass (issue 14 section 5)
+#: its report carries an `unknown` truncation check beside the pass (nothing is silently unverified)
 LONG = answer(RIGHT_TXT) + " " + "This sentence carries no figures at all. " * 1600
 
 

@@ -1,4 +1,4 @@
-"""Three gateway replicas behind a real load balancer, sharing one Redis (issue 13 §4), the way
+"""Three gateway replicas behind a real load balancer, sharing one Redis (docs/deploying.md), the way
 an operator runs them: three ``veracity serve`` processes with the same config
 (``verification.redis_url``), HAProxy (Debian's ``haproxy``) in front balancing round robin, a
 real Prometheus scraping each replica, and the real ``openai`` SDK talking to HAProxy.

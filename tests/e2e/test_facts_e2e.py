@@ -1,4 +1,4 @@
-"""End to end, facts and grounding (issue 11): the real ``openai`` SDK -> Veracity (``veracity
+"""End to end, facts and grounding (docs/facts.md): the real ``openai`` SDK -> Veracity (``veracity
 serve`` subprocess) -> the scripted mock upstream (the client's model and, by the JSON schema
 names ``ClaimList`` / ``QueryList`` / ``VerdictAnswer``, the verifier model), with a scripted
 SearXNG on 127.0.0.1 for the web backend.

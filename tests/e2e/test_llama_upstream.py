@@ -1,4 +1,4 @@
-"""A real model server nobody here wrote as the upstream (issue 13 §5): llama-cpp-python's
+"""A real model server nobody here wrote as the upstream (docs/testing.md): llama-cpp-python's
 OpenAI-compatible server with Gemma 3 270M (a base model; ``deploy/ci/llama-server.sh`` builds,
 installs and starts it, ``.ci/run`` exports ``VERACITY_TEST_LLAMA_URL``). The gateway in front of
 it is driven with the ``openai`` SDK, stream and not: its wire format passes through (ids, model,

@@ -3,8 +3,9 @@ subprocess) -> the scripted mock upstream, which plays both the client's model a
 verifier model. Verifier-model calls are recognised by their structure (the JSON schema name
 the gateway asks for: ``Plan`` for the planner), never by a test-only header.
 
-Covers issue 10 (template and model plans, the design's cases, malformed / hostile plans,
-timeouts and budgets, a verifier model on another upstream) and issue 11 (grounding in the
+Covers the planner (docs/verifier-model.md: template and model plans, the design's cases,
+malformed / hostile plans, timeouts and budgets, a verifier model on another upstream) and the
+facts verifier (docs/facts.md: grounding in the
 request's own documents, [n] sources in the correction, the unconfirmed note, search backends
 that fail, no URL from model text fetched).
 """
@@ -23,7 +24,7 @@ from tests.fixtures.sandboxes import missing, sandbox_with_pandas
 
 EVIDENCE = "Automatic verification found"      # start of proxy.pipeline.correction.evidence_prompt()
 
-# --- issue 10, the design's compound-interest case as its model wrote it
+# --- the design's compound-interest case as its model wrote it
 CI_Q = "本金10000元，年利率5%，按季度复利，存3年，最终本息和是多少？"
 CI_BAD = "根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。"
 CI_RIGHT = 10000 * (1 + 0.05 / 4) ** 12                    # 11607.545...
@@ -187,7 +188,7 @@ def planner_checks(report: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in report["checks"] if c["verifier"] == "planner"]
 
 
-# ------------------------------------------------------------------ issue 10: template plans
+# ------------------------------------------------------------------ planner: template plans
 
 
 def test_compound_interest_case_detected_by_template_and_corrected_without_a_planner_call(env):
@@ -215,7 +216,7 @@ def test_product_of_a_division_chain_detected_and_corrected(env):
     assert not rules_hit(env["mock"], "plan")
 
 
-# ------------------------------------------------------------------ issue 10: model plans
+# ------------------------------------------------------------------ planner: model plans
 
 
 def test_model_plan_executed_with_the_tool_and_passes(env):
@@ -313,7 +314,7 @@ def test_data_cleaning_case_model_builds_a_harness_with_constructed_data(env):
     resp, rep = ask(env, "plans-unexplained", PANDAS_Q)
     # the failing draft is corrected, but the corrected code's own checks are all `unknown` (a
     # run_python harness is never a pass: it reports from inside the checked process): the
-    # answer is `unverified`, not `corrected` (issue 14 §8), with what was wrong still listed
+    # answer is `unverified`, not `corrected` (DESIGN.md), with what was wrong still listed
     assert rep["status"] == "unverified", rep
     assert rep["correction"]["stop_reason"] == "unverified" and rep["corrected_checks"]
     assert not [c for c in rep["checks"] if c["outcome"] in ("pass", "fail")]

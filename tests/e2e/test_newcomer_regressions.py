@@ -232,17 +232,18 @@ def test_report_ms_fields_rounded_to_a_tenth() -> None:
     assert rep.cost.ms == 53.963606000252184  # the record keeps full precision (metrics)
 
 
-def _readme_block_after(marker: str) -> str:
-    readme = (ROOT / "README.md").read_text()
+def _readme_block_after(marker: str, page: str = "docs/mock-upstream.md") -> str:
+    readme = (ROOT / page).read_text()
     i = readme.index(marker)
     start = readme.index("```yaml\n", i) + len("```yaml\n")
     return readme[start:readme.index("```", start)]
 
 
 def test_readme_verifier_model_script_drives_the_planner_and_facts(gateway_factory):
-    # README "Scripting the verifier model": before it, nothing said how the mock upstream answers
-    # the planner / facts calls (the `schema` match was undocumented), and demo mode answers them
-    # with plain text (an `error` check). The README's own script must plan and judge for real.
+    # docs/mock-upstream.md "Scripting the verifier model" (was in the README): before it, nothing
+    # said how the mock upstream answers the planner / facts calls (the `schema` match was
+    # undocumented), and demo mode answers them with plain text (an `error` check). The page's own
+    # script must plan and judge for real.
     import openai
     import yaml
 
@@ -306,10 +307,10 @@ def test_eval_without_matplotlib_names_an_install_that_works_from_a_checkout(mon
 
 def test_every_route_label_the_gateway_exports_is_named_in_the_readme(gateway_factory):
     # /metrics showed route="/v1/veracity/reports/{request_id}" (and the review routes), which the
-    # README's list of `route` values did not name
+    # list of `route` values (README then, docs/metrics.md now) did not name
     import httpx
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "metrics.md").read_text()
     start = readme.index("`route` values are route templates")
     listed = readme[start:readme.index("\n\n", start)]
     gw = gateway_factory(None)                                 # demo mode: pass-through auth
@@ -328,7 +329,7 @@ def test_every_route_label_the_gateway_exports_is_named_in_the_readme(gateway_fa
               for line in gw.metrics().splitlines() if line.startswith("veracity_requests_total{")}
     assert len(routes) >= 9, routes
     missing = sorted(r for r in routes if f"`{r}`" not in listed)
-    assert not missing, f"route labels not named in README: {missing}"
+    assert not missing, f"route labels not named in docs/metrics.md: {missing}"
 
 
 def test_the_image_lets_its_user_create_what_the_example_config_names(tmp_path):

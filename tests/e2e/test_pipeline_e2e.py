@@ -220,7 +220,7 @@ def test_sentinel_catches_forgotten_subtask(env):
     # measured at start-up: the first sentinel request of a gateway said null before
     from proxy.pipeline.sentinel import overhead_tokens
     assert s["schema_tokens"] == overhead_tokens()[0]
-    assert "reason" not in s  # only a sentinel that was not injected says why (README)
+    assert "reason" not in s  # only a sentinel that was not injected says why (docs/report.md, `sentinel`)
     first = mock_bodies(env, "sentinel-check")[0]
     names = [t["function"]["name"] for t in first["tools"]]
     assert names.index("verify_result") != len(names) - 1  # never last

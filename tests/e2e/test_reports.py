@@ -221,7 +221,7 @@ def test_non_stream_report_headers_and_access(gw: Any) -> None:
     assert body["status"] == "complete" and abs(body["created"] - time.time()) < 60
     assert body["veracity"] == completion.model_extra["veracity"]     # the very report the response carried
     assert body["veracity"]["checks"][0]["expected"]                   # the evidence, not only a status
-    # the openai SDK's own low-level call reads it too (the README's line)
+    # the openai SDK's own low-level call reads it too (docs/report.md's line)
     assert client.get(f"/veracity/reports/{rid}", cast_to=object)["veracity"]["status"] == "failed"
     # an admin key may read any report; another key, an unknown id and a wrong key may not
     assert _get(gw, rid, ADMIN).json() == body
@@ -289,7 +289,7 @@ def test_dot_request_id_gets_a_report_url_that_resolves(gw: Any) -> None:
 
 def test_openai_stream_helper_gets_the_report(gw: Any) -> None:
     """``client.chat.completions.stream()``: ``get_final_completion()`` has no ``veracity`` and the
-    helper exposes no response headers; the README's lines choose the request id
+    helper exposes no response headers; docs/report.md's lines choose the request id
     (``x-request-id``, which the gateway keeps) and fetch the report by it."""
     client = openai.OpenAI(base_url=gw.base_url, api_key=KEY_A, max_retries=0)
     request_id = f"req-{uuid.uuid4().hex}"
@@ -298,7 +298,7 @@ def test_openai_stream_helper_gets_the_report(gw: Any) -> None:
         for _ in stream:
             pass
         final = stream.get_final_completion()
-    assert "veracity" not in (final.model_extra or {})                  # what issue 13 found
+    assert "veracity" not in (final.model_extra or {})                  # what a newcomer found
     report = client.get(f"/veracity/reports/{request_id}", cast_to=object)
     assert report["status"] == "complete" and report["veracity"]["status"] == "failed"
     assert any(c["verifier"] == "arithmetic" and c["outcome"] == "fail" for c in report["veracity"]["checks"])
@@ -427,13 +427,13 @@ def test_redis_down_never_fails_a_request(mock: Any, gateway_factory: Any, tmp_p
 def _readme_python_after(marker: str) -> str:
     from tests.conftest import ROOT
 
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "report.md").read_text()
     start = readme.index("```python\n", readme.index(marker)) + len("```python\n")
     return readme[start:readme.index("```", start)]
 
 
 def test_readme_snippets_run_as_written(gw: Any) -> None:
-    """The README's LangChain and openai ``.stream()`` lines, run as written (only the gateway's
+    """docs/report.md's LangChain and openai ``.stream()`` lines, run as written (only the gateway's
     address and the key filled in) against the real gateway."""
     pytest.importorskip("langchain_openai")
     for marker in ("LangChain (`langchain-openai` and `openai`:", "openai-python's `.stream()` helper"):
@@ -441,7 +441,7 @@ def test_readme_snippets_run_as_written(gw: Any) -> None:
         assert 'KEY = "vk-..."' in code          # the block defines the key it uses: it runs as pasted
         code = code.replace('KEY = "vk-..."', f"KEY = {KEY_A!r}")
         scope: dict[str, Any] = {}
-        exec(compile(code, f"README {marker}", "exec"), scope)          # noqa: S102 - our own README
+        exec(compile(code, f"docs/report.md {marker}", "exec"), scope)          # noqa: S102 - our own docs
         assert scope["report"]["status"] in ("failed", "corrected"), scope["report"]
         assert any(c["verifier"] == "arithmetic" for c in scope["report"]["checks"])
 
@@ -486,14 +486,14 @@ def test_report_ttl_past_what_redis_takes_is_a_config_error(ttl: str) -> None:
 
 
 def test_readme_litellm_recipe_runs_as_written(gw: Any) -> None:
-    """The README's litellm SDK block, run as written (the gateway's address and the key filled
+    """docs/report.md's litellm SDK block, run as written (the gateway's address and the key filled
     in): litellm keeps ``veracity`` as an attribute of the response and of the stream's report
     chunk, and the headers under ``_hidden_params["additional_headers"]``."""
     pytest.importorskip("litellm")
     code = _readme_python_after("The litellm SDK (`litellm`").replace("http://localhost:8080", gw.url)
     assert 'KEY = "vk-..."' in code
     scope: dict[str, Any] = {}
-    exec(compile(code.replace('KEY = "vk-..."', f"KEY = {KEY_A!r}"), "README litellm", "exec"), scope)  # noqa: S102
+    exec(compile(code.replace('KEY = "vk-..."', f"KEY = {KEY_A!r}"), "docs/report.md litellm", "exec"), scope)  # noqa: S102
     for report in (scope["report"], scope["stream_report"]):
         assert report["status"] in ("failed", "corrected")
         assert any(c["verifier"] == "arithmetic" for c in report["checks"])
@@ -501,7 +501,7 @@ def test_readme_litellm_recipe_runs_as_written(gw: Any) -> None:
 
 
 def test_readme_agents_sdk_hook_catches_every_report_url(gw: Any) -> None:
-    """The README's Agents SDK recipe rests on an httpx response hook on the ``AsyncOpenAI``
+    """docs/report.md's Agents SDK recipe rests on an httpx response hook on the ``AsyncOpenAI``
     client it hands to ``OpenAIChatCompletionsModel`` (openai-agents itself is not installed
     here): the hook as written there, on a non-stream and a stream call, gives both reports."""
     code = _readme_python_after("The OpenAI Agents SDK in chat-completions mode")
@@ -509,7 +509,7 @@ def test_readme_agents_sdk_hook_catches_every_report_url(gw: Any) -> None:
     hook = hook.replace("http://localhost:8080", gw.url).replace("api_key=KEY", f"api_key={KEY_A!r}")
     scope: dict[str, Any] = {}
     exec(compile("import httpx\nfrom openai import AsyncOpenAI, DefaultAsyncHttpxClient\n" + hook,  # noqa: S102
-                 "README agents hook", "exec"), scope)
+                 "docs/report.md agents hook", "exec"), scope)
     client = scope["client"]
 
     async def calls() -> None:

@@ -1,4 +1,4 @@
-"""The sentinel on streams (issue 10 "Agents stream"): a ``stream: true`` request under a policy
+"""The sentinel on streams (docs/sentinel.md, streams): a ``stream: true`` request under a policy
 that offers ``verify_result`` (the shipped ``agent`` policy, passthrough streaming) gets the tool;
 its calls are intercepted (never relayed), its rounds run, and the final turn is relayed -- one
 valid SSE stream with the report. The real gateway, the real ``openai`` SDK streaming client and

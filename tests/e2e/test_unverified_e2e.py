@@ -1,6 +1,6 @@
 """End to end (real ``openai`` SDK -> ``veracity serve`` -> scripted upstream and scripted,
-*offline* bibliographic APIs): ``passed`` means something was verified (issue 14 §8), and an
-answer longer than what the verifiers read says so (§5).
+*offline* bibliographic APIs): ``passed`` means something was verified (DESIGN.md), and an
+answer longer than what the verifiers read says so (nothing is silently unverified).
 
 Every bibliographic source (Crossref, OpenAlex, arXiv, Semantic Scholar, DBLP) and Wikipedia
 answer 503 from one loopback :class:`~tests.fixtures.citations.fakes.FakeAPI`, so every
@@ -116,7 +116,7 @@ def _metric(text: str, name: str, **labels: str) -> float:
     return total
 
 
-# ----------------------------------------------------------------------------------- §8
+# ------------------------------------------------------- `passed` means something was verified
 
 
 def test_research_blocks_an_invented_reference_when_every_source_is_offline(env):
@@ -204,7 +204,7 @@ def test_reports_total_counts_unverified_by_status(env):
         re.search(r'veracity_reports_total\{[^}]*status="unverified"', text)
 
 
-# ----------------------------------------------------------------------------------- §5
+# ----------------------------------------------------------- nothing is silently unverified
 
 
 def test_wrong_claim_past_the_arithmetic_limit_is_unverified_not_skipped(env):

@@ -1,6 +1,6 @@
 """Hostile and malformed input, kept as regression tests (the "breaker" pass).
 
-Rule under test (README "Errors", COORD.md): bad input gets a clear error in OpenAI's shape
+Rule under test (docs/errors.md): bad input gets a clear error in OpenAI's shape
 (``{"error": {"message", "type", "param", "code"}}``) with a sensible status, never a stack
 trace or a 500 for a client mistake; an odd upstream answer still reaches the user (a failing
 verifier degrades to an ``unknown``/``error`` check); secrets never leak; the gateway keeps
@@ -808,7 +808,7 @@ def test_risk_scoring_of_a_huge_answer_scans_a_bounded_prefix() -> None:
 
 @pytest.mark.parametrize("case", ["code_after_200k", "claim_after_60k", "hyphen_before_claim"])
 def test_what_lies_past_a_limit_or_behind_a_hyphen_is_never_silently_skipped(case: str) -> None:
-    """Issue 14 §5: a code block ending after 200,000 characters and a wrong claim after 60,000
+    """Never silently skipped: a code block ending after 200,000 characters and a wrong claim after 60,000
     came out ``skipped`` / "no checkable claims" with ``checks: []``; "Version 2-beta and 3 * 4 =
     13." was ``skipped`` while "Version 2-beta. 3 * 4 = 13." was ``failed``. A limit is fine,
     silence is not: an ``unknown`` check names it (tests/proxy/test_silent_limits.py has each limit)."""
@@ -1114,7 +1114,7 @@ def test_verify_cli_with_binary_and_deeply_nested_files(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr, r.stderr[-2000:]
     report = json.loads(r.stdout.splitlines()[0])["veracity"]
     # 100,000 characters: longer than the arithmetic verifier reads, which the report says
-    # (issue 14 §5), so never a silent `skipped`
+    # (nothing is silently unverified), so never a silent `skipped`
     assert r.returncode in (0, 1) and report["status"] in ("unverified", "passed", "failed")
     assert any(c["evidence"].get("kind") == "truncated" for c in report["checks"])
 
@@ -1147,7 +1147,8 @@ def test_openai_sdk_with_the_bare_host_as_base_url(gw: Any) -> None:
 
 
 # ------------------------------------------------------------------------------ verdict forging
-# Issue 14 §1: the checked code ran in the same interpreter as the harness that judged it, so a
+# A verdict rests on what the checked code cannot write (DESIGN.md). Before the fix, the
+# checked code ran in the same interpreter as the harness that judged it, so a
 # prelude could rewrite the harness's comparison/reporting, its builtins or stdout, or print
 # the harness's own result lines (its nonce sat in /proc/self/cmdline) -- and a wrong answer
 # came back `passed`. Each case below did that on the code before the fix; now every one stays
@@ -1391,7 +1392,8 @@ def test_forged_verdicts_through_the_chat_route(code_gw: Any, http: httpx.Client
 
 
 def test_abandoned_requests_release_their_sandboxes(code_gw: Any, http: httpx.Client) -> None:
-    """Issue 14 §2: clients that leave while their code sleeps (`time.sleep(10**6)`, more of
+    """When the client leaves, the run is killed (DESIGN.md): clients that leave while their
+    code sleeps (`time.sleep(10**6)`, more of
     them than there are sandbox slots) take their sandbox runs with them: no sandbox process
     remains (process table, container list) and the next request gets a slot at once instead
     of after the 120 s wall limit."""

@@ -1,4 +1,5 @@
-"""Hostile and unlucky input against the model-in-the-loop parts (issues 10 and 11): the facts
+"""Hostile and unlucky input against the model-in-the-loop parts (docs/verifier-model.md,
+docs/facts.md): the facts
 verifier's deterministic tier, the unconfirmed note, the planner and its tools, the verifier
 model plumbing and the correction loop. Each test is a regression for a fault found by trying
 to break these parts; the trust rules under test are "no checked content may write its own

@@ -437,7 +437,7 @@ def test_oversized_heads_and_trailers_are_refused(client: openai.OpenAI, gw: Any
 
 def test_an_endless_sse_event_is_refused_after_max_event_bytes(client: openai.OpenAI, gw: Any, raw: RawUpstream,
                                                                log_start: int) -> None:
-    """Issue 14 section 3: an unterminated event is refused once it passes
+    """Memory comes back: an unterminated event is refused once it passes
     ``limits.max_event_bytes`` (4 MiB) -- an OpenAI-shaped 502, the upstream connection closed
     long before the 64 MiB the whole answer may have (it was buffered to 64 MiB, in 9 s)."""
     with pytest.raises(openai.APIStatusError) as info:
@@ -456,7 +456,7 @@ def test_an_endless_sse_event_is_refused_after_max_event_bytes(client: openai.Op
 
 
 def test_a_header_echoing_the_upstream_key_is_never_relayed(gw: Any, log_start: int) -> None:
-    """Issue 14 section 4: pass-through routes relayed every upstream header verbatim (the chat
+    """Secrets never leave (DESIGN.md): pass-through routes relayed every upstream header verbatim (the chat
     route relays a few, ``openai-*`` among them): values are now scrubbed of the key."""
     import httpx
 
@@ -475,7 +475,7 @@ def test_a_header_echoing_the_upstream_key_is_never_relayed(gw: Any, log_start: 
 
 @pytest.mark.parametrize("route", ["chat", "embeddings", "stream"])
 def test_an_error_body_with_the_key_in_any_usual_encoding_is_scrubbed(client: openai.OpenAI, route: str) -> None:
-    """Issue 14 section 4: a 500 carrying the key URL-encoded (``sk%2D...``, every byte
+    """Secrets never leave (DESIGN.md): a 500 carrying the key URL-encoded (``sk%2D...``, every byte
     encoded, doubly encoded) or JSON-escaped (``sk\\u002d...``) was relayed as sent."""
     with pytest.raises(openai.APIStatusError) as info:
         if route == "embeddings":
@@ -495,7 +495,7 @@ def test_an_error_body_with_the_key_in_any_usual_encoding_is_scrubbed(client: op
 
 def test_an_upstream_closing_after_every_answer_serves_every_re_ask(client: openai.OpenAI, gw: Any,
                                                                      raw: RawUpstream, log_start: int) -> None:
-    """Issue 14 section 6: correction re-asks to an upstream that closes after each answer
+    """Correction re-asks to an upstream that closes after each answer
     (no ``Connection: close``) failed with ``upstream_error`` when they reused the closed
     connection (6 of 50). Every call is answered, and each upstream request arrived once."""
     before = raw.seen.get("close-after-each", 0)
@@ -646,7 +646,7 @@ def test_a_request_head_over_16_kib_is_refused_not_buffered(gw: Any, client: ope
     assert _ask(client, "ok").choices[0].message.content == ANSWER  # and the gateway serves on
 
 
-#: malformed framing (issue 14 section 7): each was "400 text/plain Invalid HTTP request received."
+#: malformed framing (it gets OpenAI's error shape): each was "400 text/plain Invalid HTTP request received."
 BAD_FRAMING = {
     "content-length-abc": b"Content-Length: abc\r\n",
     "content-length-negative": b"Content-Length: -1\r\n",
@@ -691,7 +691,7 @@ def _openai_400(answer: bytes) -> dict[str, Any]:
 @pytest.mark.parametrize("case", sorted(BAD_FRAMING))
 def test_malformed_framing_is_refused_in_openai_error_shape(gw: Any, case: str) -> None:
     """The server layer (llhttp under uvicorn) refuses these before the app sees them; the
-    refusal is OpenAI's error JSON (the README promises 400 ``invalid_request``), the
+    refusal is OpenAI's error JSON (docs/errors.md promises 400 ``invalid_request``), the
     connection closed, and the reason named."""
     answer = _raw_answer(gw, b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
                          + BAD_FRAMING[case] + b"\r\n{}")
@@ -801,7 +801,7 @@ def test_the_same_answers_to_a_stream_request(client: openai.OpenAI, gw: Any, lo
 
 
 def test_the_audit_row_is_masked_as_the_log_line_is(raw: RawUpstream, gateway_factory: Any, tmp_path: Any) -> None:
-    """Issue 14 section 4: with audit text on, an answer repeating the upstream key was stored
+    """Secrets never leave (DESIGN.md): with audit text on, an answer repeating the upstream key was stored
     unmasked in the SQLite audit row while the log line (``log_content``) showed
     ``[REDACTED]``. Logs, audit and review records now go through one redaction path."""
     import sqlite3

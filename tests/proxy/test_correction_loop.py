@@ -1,4 +1,4 @@
-"""The loop around verification (issue 10 "The loop around it"; design §4.2): the state sequence
+"""The loop around verification (design §4.2): the state sequence
 actually walked, the divergence stop, A/B/A oscillation, and divergence reaching the human review
 queue -- through the real gateway with the real ``openai`` SDK against the scripted mock upstream,
 plus the divergence rules on their own (:mod:`proxy.pipeline.divergence`).

@@ -71,7 +71,7 @@ def test_nothing_after_done_and_unterminated_last_event() -> None:
 
 
 def test_an_event_growing_past_max_event_is_refused_as_it_arrives() -> None:
-    """Issue 14 section 3: an unterminated event is refused once it holds more than
+    """A refused answer's memory is released: an unterminated event is refused once it holds more than
     ``max_event`` bytes -- not buffered up to the whole answer's limit; what is held never
     exceeds the limit (plus nothing: the read that crosses it is dropped with the event)."""
     from proxy.wire.relay import EventTooLarge
@@ -166,7 +166,7 @@ async def test_request_that_reached_upstream_is_not_retried(failure: BaseExcepti
 
 
 async def test_a_refusal_gives_memory_back_once_per_burst(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 14 section 3: refusing an oversized answer schedules one ``malloc_trim`` (after a
+    """Memory comes back: refusing an oversized answer schedules one ``malloc_trim`` (after a
     GC pass) shortly after; a storm of refusals is coalesced into one trim."""
     import asyncio
 

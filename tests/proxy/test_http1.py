@@ -197,7 +197,7 @@ def _closes_after_each_answer(srv: Server, *, half: bool, delay: float = 0.0) ->
 
 @pytest.mark.parametrize("half", [False, True], ids=["closed", "half-closed"])
 async def test_a_connection_closed_after_its_answer_is_never_reused(half: bool) -> None:
-    """Issue 14 section 6: an upstream that closes (or half-closes) after every answer without
+    """An upstream that closes (or half-closes) after every answer without
     ``Connection: close``. When its FIN is in the kernel but the event loop has not read it yet
     (the loop was busy: ``time.sleep`` stands for CPU-bound work), the connection is not
     reused: the next request goes on a new connection, and reaches the upstream once."""
@@ -306,7 +306,7 @@ async def test_answers_over_max_body_are_refused(answer: bytes) -> None:
 
 @pytest.mark.parametrize("coding", ["identity", "gzip"])
 async def test_a_refused_answer_is_let_go_at_once(coding: str) -> None:
-    """Issue 14 section 3: what a refused answer sent is freed when it is refused -- not kept
+    """Memory comes back: what a refused answer sent is freed when it is refused -- not kept
     by the connection object, which the exception's traceback keeps alive in a cycle only the
     cyclic GC frees (RSS grew by the limit on every refusal). The caller keeps the exception,
     as a log or an error handler may; the GC is off: only what is still referenced counts."""

@@ -1,4 +1,4 @@
-"""Nothing is silently unverified (issue 14 §5): every length limit of a verifier or of the risk
+"""Nothing is silently unverified: every length limit of a verifier or of the risk
 scan, when an answer exceeds it, shows in the report as one ``unknown`` check naming the
 verifier, the limit and how much was read (``evidence.kind == "truncated"``), so the status is
 ``unverified`` (or what the other checks say), never ``skipped`` with ``checks: []``; and it is

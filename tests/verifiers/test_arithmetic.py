@@ -1,4 +1,4 @@
-"""Unit tests of the arithmetic verifier (issue 3): every claim form with a right and a wrong
+"""Unit tests of the arithmetic verifier (docs/arithmetic.md): every claim form with a right and a wrong
 value, the tolerance rules, precision on prose numbers, hostile input, formula equivalence."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Real-data floors of the arithmetic verifier (issue 3), on ``$VERACITY_CASES/math``.
+"""Real-data floors of the arithmetic verifier (bench/RESULTS.md), on ``$VERACITY_CASES/math``.
 
 Fails when a floor is broken; skips when the case files are absent. The numbers themselves
 are printed by ``bench/arithmetic_bench.py`` (and kept in ``bench/results/arithmetic.md``);

@@ -1,4 +1,4 @@
-"""Competition-style LaTeX solutions (issue 12): each kind of false alarm seen on correct
+"""Competition-style LaTeX solutions (Omni-MATH; docs/arithmetic.md): each kind of false alarm seen on correct
 solutions, with made-up examples of the same shape, right (no ``fail``) and wrong (a wrong
 value of the same shape is still a ``fail``)."""
 

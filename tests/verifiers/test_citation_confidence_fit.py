@@ -1,4 +1,4 @@
-"""The citation statuses' published confidences are the committed fit (issue 13 §2):
+"""The citation statuses' published confidences are the committed fit (docs/eval.md):
 verifiers/citations/confidence_fit.json, written by bench/citation_confidence_fit.py from the
 labelled citation cases, with its provenance; the constants in verifiers/citations must equal it."""
 

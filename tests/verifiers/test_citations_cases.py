@@ -1,7 +1,7 @@
 """Floors on real labelled references (shared/cases/citations; skipped when absent).
 
 Same pipeline as bench/citations_bench.py (render -> answer -> extract -> check against the
-offline index), on fewer styles to stay fast. Floors from issue #5: F1 >= 0.9 on the Walters &
+offline index), on fewer styles to stay fast. Floors (bench/RESULTS.md): F1 >= 0.9 on the Walters &
 Wilder entries and no fabricated entry VERIFIED; plus guards on false alarms and extraction.
 """
 

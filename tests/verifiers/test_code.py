@@ -342,7 +342,7 @@ def bwrap_box():
 def test_denied_syscall_is_the_programs_own_error(bwrap_box):
     """A clock change refused by the filter (and by the missing capability) surfaces as the
     program's PermissionError (evidence names the filter), not as a verifier or sandbox crash.
-    (ctypes, which reached ptrace here before, is refused by the harness itself now: issue 14.)"""
+    (ctypes, which reached ptrace here before, is refused by the harness itself now: docs/security.md.)"""
     if not bwrap_box.filtered and os.environ.get("VERACITY_CI") != "1":
         pytest.skip(bwrap_box.isolation()["seccomp"])
     answer = fence("import time\ntime.clock_settime(time.CLOCK_REALTIME, 0)\nprint('time travel')")

@@ -1,4 +1,4 @@
-"""The facts verifier core (issue 11): claims, the context backend, the deterministic tier, the
+"""The facts verifier core (docs/facts.md): claims, the context backend, the deterministic tier, the
 model tier, the loop, the verdict cache and the correction templates. No network: the verifier
 model is a ScriptedModel, search backends are ContextBackend or small in-test fakes."""
 
@@ -531,7 +531,7 @@ async def test_hostile_answer_text_cannot_write_its_own_verdict():
     model = ScriptedModel([(lambda m, s, p: p == "claims", _claims_reply(
         "Tesla delivered 494,507 vehicles in the fourth quarter of 2023."))])
     out = await acheck(answer, None, model=model, backends=[ContextBackend(RAG + [{"role": "assistant", "content": answer}])])
-    # ... and the report says where it stopped reading (issue 14 §5): the rule tier read 20,000
+    # ... and the report says where it stopped reading (a limit is never silent): the rule tier read 20,000
     # characters and checked max_claims sentences of them
     outcomes = [c.outcome for c in out.checks]
     assert outcomes[0] == "fail" and "pass" not in outcomes
@@ -545,7 +545,7 @@ async def test_hostile_answer_text_cannot_write_its_own_verdict():
 
 
 def test_source_markers_of_a_cited_correction_are_not_part_of_the_claim():
-    """A corrected answer cites the report's sources as [n] (issue 11): "... in 2023 [1]." is
+    """A corrected answer cites the report's sources as [n] (docs/facts.md): "... in 2023 [1]." is
     the claim "... in 2023." -- it was unconfirmed while the marker was read as a term."""
     from verifiers.facts import judge_passage
 

@@ -1,7 +1,7 @@
 """A hyphenated (or slash-joined) word just before an arithmetic claim must not hide the claim
-(issue 14 §5: "Version 2-beta and 3 * 4 = 13." was ``skipped`` while "Version 2-beta. 3 * 4 =
-13." was ``failed``). The sign inside ``2-beta`` / ``well-known`` / ``and/or`` joins a word; it
-is no operator whose expression prose interrupted, so the next expression is checked whole."""
+(nothing is silently unverified: "Version 2-beta and 3 * 4 = 13." was ``skipped`` while
+"Version 2-beta. 3 * 4 = 13." was ``failed``). The sign inside ``2-beta`` / ``well-known`` /
+``and/or`` joins a word; it is no operator whose expression prose interrupted, so the next expression is checked whole."""
 
 from __future__ import annotations
 

@@ -123,7 +123,7 @@ def test_arithmetic_inside_fenced_code_does_not_trigger_arithmetic():
     assert "arithmetic" in risk.score(None, prose_and_code).verifiers
 
 
-# -- facts family (issue 11 "Risk") ----------------------------------------------------------
+# -- facts family (world claims) ----------------------------------------------------------
 
 def _default_threshold() -> float:
     from proxy.policy import default_policies_dir, load_file
@@ -132,7 +132,7 @@ def _default_threshold() -> float:
 
 
 def test_factual_answer_reaches_the_default_threshold_and_names_facts():
-    # issue 11: this answer scored 0.24 and was skipped
+    # before the facts family: this answer scored 0.24 and was skipped
     r = risk.score("How many cars did Tesla deliver?", "Tesla delivered 484,507 vehicles in Q4 2023, up 20%")
     assert r.score >= _default_threshold()
     assert "facts" in r.verifiers
@@ -226,7 +226,7 @@ def test_reference_list_years_are_citations_not_facts():
     assert r.verifiers[:2] == ["citations", "facts"]
 
 
-# -- computation family -> planner (issue 10's template shapes) ---------------------------------
+# -- computation family -> planner (the planner's templates) ---------------------------------
 
 @pytest.mark.parametrize("question,answer", [
     ("本金10000元，年利率5%，按季度复利，存3年，最终本息和是多少？", "根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。"),
@@ -309,9 +309,9 @@ def test_facts_fire_on_halueval_answers_to_their_questions():
 
 def test_default_policy_sends_the_design_cases_past_the_threshold(monkeypatch):
     """Through the gateway's own risk step (``proxy.pipeline.sequence.verify_text``) under the shipped
-    ``default`` policy: the compound-interest draft of issue 10 was ``skipped`` ("risk below
+    ``default`` policy: the design's compound-interest draft was ``skipped`` ("risk below
     threshold", risk 0.002); now the planner is asked (its template plans cost no model call).
-    The Tesla answer of issue 11 (0.24, skipped) is now scored risky and names ``facts``."""
+    The Tesla answer (0.24, skipped before the facts family) is now scored risky and names ``facts``."""
     import asyncio
 
     from proxy.pipeline import sequence as pipeline

@@ -492,7 +492,7 @@ print(a.recv()); p.join()
 print(asyncio.run(asyncio.sleep(0, result='async')))
 print(subprocess.run(['python3', '-c', 'print(7)'], capture_output=True, text=True).stdout.strip())
 """, limits=LIM.with_(timeout_s=60, cpu_s=30, memory_mb=Limits().memory_mb))  # the shipped memory limit:
-    # LIM's 256 MiB is below what Debian's numpy + pandas + sympy need under RLIMIT_AS (issue 13 §6;
+    # LIM's 256 MiB is below what Debian's numpy + pandas + sympy need under RLIMIT_AS (found by a newcomer;
     # bench/results/sandbox_memory_floor.md)
     if res.stdout.startswith("MISSING"):
         msg = (f"{box.name}'s interpreter lacks numpy/pandas/sympy (run `veracity sandbox setup` or set "
@@ -513,7 +513,7 @@ def test_self_kill_is_not_a_timeout(box, gateway):
 
 
 def test_cpu_limit_kill_is_the_cpu_limit(box, gateway):
-    """...while the CPU rlimit's own signals are the CPU limit, not a timeout (issue 13 §6):
+    """...while the CPU rlimit's own signals are the CPU limit, not a timeout (found by a newcomer):
     SIGXCPU at cpu_s (exit 152 = 128 + 24), SIGKILL at cpu_s + 1 when SIGXCPU is ignored. A wall
     clock far above the CPU limit, so the run cannot end on the wall clock instead."""
     lim = LIM.with_(timeout_s=60)
@@ -564,7 +564,8 @@ def _wait_for_procs(token: str, n: int, timeout: float = GRACE_S) -> list[int]:
 
 
 def test_cancelled_arun_kills_the_sandbox_and_frees_its_slot(box):
-    """Issue 14 §2: abandoned runs (the caller's task cancelled: client gone, deadline) are
+    """When the client leaves, the run is killed (DESIGN.md): abandoned runs (the caller's task
+    cancelled: client gone, deadline) are
     killed at once -- no process of theirs remains, no container either -- and their slots
     go to the next run instead of being held to the 120 s wall limit."""
     cap = sandbox.max_concurrency()

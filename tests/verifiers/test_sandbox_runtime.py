@@ -1,6 +1,6 @@
-"""The bwrap sandbox runtime (issue 15): `veracity sandbox setup` / `info`, the runtime bound
+"""The bwrap sandbox runtime (docs/code.md): `veracity sandbox setup` / `info`, the runtime bound
 read-only, the design's pandas case caught with it and `unknown` (naming the setup command)
-without it, the CPU limit named as such (issue 13 §6).
+without it, the CPU limit named as such (found by a newcomer).
 
 The runtime built from PyPI comes from CI (`deploy/ci/sandbox-runtime.sh`, which runs
 `veracity sandbox setup` before `make test` and exports VERACITY_TEST_SANDBOX_RUNTIME); locally
@@ -118,7 +118,7 @@ def test_missing_package_hint_names_the_package_and_the_command():
 
 def test_sigxcpu_is_the_cpu_limit_not_a_timeout():
     """Exit 152 (128 + SIGXCPU) after the CPU limit's worth of time: `cpu`, and the signal's
-    name is SIGXCPU (issue 13 §6: it was reported as `timeout`)."""
+    name is SIGXCPU (found by a newcomer: it was reported as `timeout`)."""
     assert signal.SIGXCPU == 24 and cpu_signal(152) == "SIGXCPU" and cpu_signal(-24) == "SIGXCPU"
     assert cpu_signal(137) == "SIGKILL" and cpu_signal(1) == ""
     assert classify(152, "", timed_out=False, output=False, oom=False, cpu_s_max=20.0, cpu_s=10) == "cpu"
@@ -373,7 +373,7 @@ def test_runtime_at_the_default_location_needs_no_configuration(built_runtime, m
 @pytest.mark.bwrap
 def test_gateway_catches_the_design_pandas_case_with_the_runtime(gateway_factory, built_runtime, tmp_path):
     """The real openai SDK -> `veracity serve` -> scripted upstream answering with the design's
-    pandas case: the report fails the code check with pandas' own error (issue 15, "Done when")."""
+    pandas case: the report fails the code check with pandas' own error."""
     _need_bwrap()
     import openai
     import yaml

@@ -148,7 +148,7 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
                       evidence={"error": type(exc).__name__}, note=f"arithmetic verifier failed: {exc}")]
     checks += _consistency.check(text, question)  # design 000 §2.2.3: defined with one value, used with another
     checks += _unchecked_results(text, question, checks)
-    if len(answer) > MAX_CHARS:  # say the rest was not read (issue 14 §5), never a silent `skipped`
+    if len(answer) > MAX_CHARS:  # say the rest was not read, never a silent `skipped`
         return checks[:MAX_CLAIMS - 1] + [unread_check(VERIFIER, limit="MAX_CHARS", limit_value=MAX_CHARS,
                                                        checked=MAX_CHARS, total=len(answer))]
     return checks[:MAX_CLAIMS]

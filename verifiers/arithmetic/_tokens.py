@@ -383,7 +383,7 @@ def _joins_word(toks: list[Token], k: int) -> bool:
     """True when the operator ``toks[k]`` is a ``-`` or ``/`` written inside one word
     (``2-beta``, ``well-known``, ``and/or``): no blank on either side and a word right after
     it. Such a sign joins a compound word; it is no operator that prose interrupts, so it
-    must not make the next expression the tail of one (issue 14 §5)."""
+    must not make the next expression the tail of one (nothing is silently unverified)."""
     op = toks[k]
     return (op.text in ("-", "/") and 0 < k < len(toks) - 1 and toks[k + 1].kind == "WORD"
             and toks[k - 1].end == op.start and op.end == toks[k + 1].start)

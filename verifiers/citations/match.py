@@ -1,8 +1,8 @@
 """Field-by-field comparison of a claimed reference with a source record, and the verdict.
 
 The statuses and their confidences live here and nowhere else (:data:`STATUS_AUTHENTICITY`).
-The rules are adapted from the "Source or It Didn't Happen" citation-verification framework
-(issue #5): all of title, authors and venue match -> ``VERIFIED``; title highly similar, first
+The rules are adapted from the "Source or It Didn't Happen" citation-verification framework:
+all of title, authors and venue match -> ``VERIFIED``; title highly similar, first
 author and venue match -> ``PARTIALLY_VERIFIED``; title matches but authors or venue do not ->
 ``LIKELY_HALLUCINATION``; no candidate anywhere -> ``NOT_FOUND``; an identifier
 (DOI / arXiv ID) whose record disagrees with the stated fields -> ``CONFLICT``.
@@ -48,7 +48,7 @@ STATUSES = (VERIFIED, PARTIALLY_VERIFIED, LIKELY_HALLUCINATION, NOT_FOUND, CONFL
 #: in ``verifiers/citations/confidence_fit.json`` (tests/verifiers/test_citation_confidence_fit.py keeps the two
 #: equal). Measured with a library that holds the real works (the ``full`` index): an incomplete
 #: library makes NOT_FOUND wrong far more often (64.7% right, bench/results/citations.md held_out).
-#: The statuses' names follow the "Source or It Didn't Happen" framework quoted in issue #5, whose
+#: The statuses' names follow the "Source or It Didn't Happen" framework, whose
 #: 0.95 / 0.8 / 0.3 these numbers replace.
 STATUS_AUTHENTICITY: dict[str, float] = {
     VERIFIED: 0.997,            # 3,402 of 3,410 VALID

@@ -528,7 +528,7 @@ async def acheck(answer: str, question: str | None = None, *, sources: Sources |
     found = extract(answer) if len(answer) < 20_000 else await asyncio.to_thread(extract, answer)
     claims = [c for c in found if c.kind in CHECKED_KINDS]
     unread = ([unread_check("citations", limit="MAX_TEXT", limit_value=MAX_TEXT, checked=MAX_TEXT, total=len(answer))]
-              if len(answer) > MAX_TEXT else [])  # references past the extractor's limit: say so (issue 14 §5)
+              if len(answer) > MAX_TEXT else [])  # references past the extractor's limit: say so
     if not claims:
         return unread
     claims, rest = claims[:MAX_CLAIMS], claims[MAX_CLAIMS:]

@@ -9,7 +9,7 @@
 ``acheck`` is the same for an event loop: the sandbox runs in the sandbox's own thread pool,
 so the loop never blocks. Both return ``list[Check]`` with ``verifier == "code"``.
 
-Claims and tiers (issue #4):
+Claims and tiers (docs/code.md):
 
 - every fenced block: ```python / ```py / ``>>>`` sessions / unlabeled blocks that parse as
   Python (and are not just an output like ``6``). Blocks in other languages give one
@@ -35,7 +35,8 @@ Claims and tiers (issue #4):
   credentials or an uninstalled package is ``unknown``, never ``fail``; so are timeouts and
   outputs of code that uses randomness or the clock.
 
-What a tier-3 ``pass`` rests on (issue 14 §1): comparisons happen here, in the gateway, on the
+What a tier-3 ``pass`` rests on (DESIGN.md: a verdict rests on what the checked code cannot
+write): comparisons happen here, in the gateway, on the
 bytes the sandbox captured; the harness in the sandbox only frames the run, on a channel the
 answer's code cannot learn to write; a run where the code tried to reach the harness, ended
 itself early or did not end normally can show failures but no pass (``evidence["untrusted"]``
@@ -478,7 +479,8 @@ _RAW_MEMORY = re.compile(r"\b(__array_interface__|__array_struct__|as_strided|ct
 
 
 def _distrust(p: _Plan, res: Result | None, obs: Any) -> str | None:
-    """Why no tier-3 pass of this run may stand (issue 14 §1), or None: the harness's framing
+    """Why no tier-3 pass of this run may stand (DESIGN.md: a verdict rests on what the checked
+    code cannot write), or None: the harness's framing
     is missing/forged, the code tried to reach the checker, the run ended early (``sys.exit``,
     ``os._exit``, a signal, a limit) or the code names what the harness cannot watch."""
     if res is None or obs is None:

@@ -1,6 +1,6 @@
 """The program the code verifier runs inside the sandbox, and how the gateway reads what it did.
 
-What the verdict's integrity rests on (issue 14 §1)
+What the verdict's integrity rests on (DESIGN.md: a verdict rests on what the checked code cannot write)
 ---------------------------------------------------
 
 The answer's code is untrusted and runs in the same interpreter as this harness. Python cannot

@@ -1,4 +1,4 @@
-"""The facts verifier: Self-Ask with loop verification and grounding (issue 11).
+"""The facts verifier: Self-Ask with loop verification and grounding (docs/facts.md; design §2.2).
 
 A draft's fact claims are split out (:func:`find_claims` deterministically, or by the verifier
 model), searched over the configured backends -- the request's own messages

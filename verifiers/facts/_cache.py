@@ -1,4 +1,4 @@
-"""Verdict cache of the facts verifier (issue 11, step 7): SQLite by default, Redis when a URL
+"""Verdict cache of the facts verifier (docs/facts.md): SQLite by default, Redis when a URL
 is given, each with a TTL. Keyed by the normalised claim, the backends consulted (each
 backend's ``cache_key`` when it has one -- the ``context`` backend's includes a digest of the
 request's text -- else its name and where it searches) and the settings the verdict depends on

@@ -1,4 +1,4 @@
-"""Claims of an answer (issue 11, step 1): atomic, self-contained, check-worthy statements, each
+"""Claims of an answer (docs/facts.md, step 1): atomic, self-contained, check-worthy statements, each
 with its span in the answer.
 
 Two ways:

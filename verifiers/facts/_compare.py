@@ -1,5 +1,5 @@
 """The deterministic tier: numbers, dates, named entities and negation of a claim against the
-passages about the same subject (issue 11, step 5), before any model call.
+passages about the same subject (docs/facts.md, step 4, the deterministic tier), before any model call.
 
 High precision over recall (DESIGN.md: false alarms cost more than misses): each rule fires only
 when the passage is clearly about the same thing and clearly says something else; everything in

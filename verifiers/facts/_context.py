@@ -1,4 +1,4 @@
-"""The ``context`` search backend: grounding in the request's own messages (issue 11, step 3).
+"""The ``context`` search backend: grounding in the request's own messages (docs/facts.md, step 2).
 
 A RAG app puts its retrieved documents in the system or user message, an agent gets tool
 results back as ``tool`` messages: that text is the evidence the answer should rest on, and it

@@ -1,5 +1,5 @@
 """The facts loop: claims -> queries -> retrieval -> credibility -> verdict, up to ``max_rounds``
-(issue 11; design §2.2 Self-Ask with loop verification, §4.3 stopping, §5.2 changing queries).
+(docs/facts.md; design §2.2 Self-Ask with loop verification, §4.3 stopping, §5.2 changing queries).
 
 Per claim, concurrently (:func:`acheck`):
 
@@ -576,7 +576,7 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
         have = {norm_claim(c.text) for c in claims}
         claims += [c for c in got if norm_claim(c.text) not in have]
     # the claims came from the first ANSWER_CHARS characters only, at most max_claims of them (one
-    # more is asked for to know): say so (issue 14 §5)
+    # more is asked for to know): say so (nothing is silently unverified)
     unread = [unread_check("facts", limit="ANSWER_CHARS", limit_value=ANSWER_CHARS, checked=ANSWER_CHARS,
                            total=len(answer))] if len(answer) > ANSWER_CHARS else []
     if len(claims) > max_claims:

@@ -1,4 +1,4 @@
-"""The model steps of the facts loop: search queries and verdicts (issue 11, steps 2 and 5).
+"""The model steps of the facts loop: search queries and verdicts (docs/facts.md, steps 2 and 4).
 
 Each step is one small prompt with a parsed answer (SAFE's shape), through
 :func:`verifiers.model.ask_json` with a pydantic schema, one repair, then error. The model

@@ -1,4 +1,4 @@
-"""Correction and synthesis text of the facts verifier (issue 11; design §2.3, §3.4, §5.3).
+"""Correction and synthesis text of the facts verifier (docs/facts.md; design §2.3, §3.4, §5.3).
 
 Both are templates, not generated: the design says to template the honest "could not be
 confirmed" part, and the re-ask quotes the sources verbatim with their ``[n]`` numbers so the

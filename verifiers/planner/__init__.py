@@ -1,4 +1,4 @@
-"""The AMTFV planner: a verification plan of tool calls, executed by the gateway (issue 10;
+"""The AMTFV planner: a verification plan of tool calls, executed by the gateway (docs/verifier-model.md;
 design §3.2 planner and executor, §6.1 simplified planning, §6.2 verification hallucination).
 
     from verifiers import planner

@@ -542,7 +542,7 @@ class Executor:
                                confidence=self._conf(step, 0.75))
         if any(a["status"] != "pass" for a in results) or len(results) < len(inp.assertions):
             return self._check(step, "unknown", "an assertion could not be evaluated", span=span, output=d)
-        # A pass only from a run the checked code could not have written (issue 14 §1): the
+        # A pass only from a run the checked code could not have written (DESIGN.md): the
         # harness's framing intact, no tampering, no early end -- the assertions' values are
         # compared in the gateway on what the sandbox captured. A run without assertions, or
         # one the code could have forged, verified nothing.

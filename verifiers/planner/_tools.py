@@ -26,7 +26,7 @@ Tools (only those the :class:`Toolbox` can run are offered to the planner):
     the citation verifier (:func:`verifiers.citations.acheck`) on one reference line. Offered
     only when citation sources are configured.
 ``search_facts`` {claim}
-    the fact-search callable the gateway injects (issue 11). Offered only when set.
+    the fact-search callable the gateway injects (docs/facts.md). Offered only when set.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ class Toolbox:
     ``sandbox``: a :class:`verifiers.sandbox.Sandbox` (``run_python`` is offered when it is
     available); ``citation_sources``: a :class:`verifiers.citations.Sources` or its dict
     (``check_citation`` offered when given; None would mean the public APIs, so it is never
-    implied); ``search_facts``: ``async (claim: str) -> dict`` (issue 11; expected keys
+    implied); ``search_facts``: ``async (claim: str) -> dict`` (docs/facts.md; expected keys
     ``outcome`` pass|fail|unknown or ``verdict`` supported|refuted|..., plus evidence).
     ``python_timeout_s`` caps one ``run_python`` run.
     """
@@ -233,7 +233,7 @@ class Toolbox:
         obs = observe(res.stdout, nonce)
         recs = legacy_records(obs, {}, {})
         data: dict[str, Any] = {"backend": res.backend, "killed_by": res.killed_by, "exit_code": res.exit_code}
-        # what the verdict rests on (issue 14 §1, verifiers/code/_harness.py): a run whose framing
+        # what the verdict rests on (DESIGN.md; verifiers/code/_harness.py): a run whose framing
         # is missing or forged, where the code tried to reach the harness, that ended early or not
         # by itself, can show a failure but never a pass
         untrusted = obs.untrusted()

@@ -33,7 +33,8 @@ A process-wide cap bounds how many sandboxes run at once (env ``VERACITY_SANDBOX
 default 4), shared by every backend and by both :meth:`Sandbox.run` and :meth:`Sandbox.arun`:
 fifty simultaneous requests queue for slots instead of starting fifty containers.
 
-Cancellation reaches the sandbox (issue 14 §2): cancelling the task awaiting :meth:`Sandbox.arun`
+Cancellation reaches the sandbox (DESIGN.md: when the client leaves, the run is killed):
+cancelling the task awaiting :meth:`Sandbox.arun`
 (the client went away, a deadline fired), or setting the ``cancel`` event of :meth:`Sandbox.run`,
 keeps a queued run from starting and kills a running one (bwrap: its process group; docker: the
 container is removed) within ``CANCEL_POLL_S``, so abandoned runs never hold a slot to their limit.
@@ -66,7 +67,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Resource limits of one sandbox run. Defaults follow the code-verification issue (#4).
+    """Resource limits of one sandbox run (policy ``verifiers.code.sandbox.limits``; docs/code.md).
 
     Attributes:
         timeout_s: wall-clock limit in seconds (default 10). On expiry the whole sandbox
@@ -237,7 +238,7 @@ class Sandbox(abc.ABC):
 
         Cancelling the awaiting task (the client went away, a deadline fired) reaches the
         sandbox: a run still queued for a slot never starts, a running one is killed and its
-        slot freed at once, instead of running on to its wall-clock limit (issue 14 §2).
+        slot freed at once, instead of running on to its wall-clock limit (DESIGN.md).
         """
         loop = asyncio.get_running_loop()
         cancel = threading.Event()

@@ -217,7 +217,7 @@ class BwrapSandbox(Sandbox):
                 if left <= 0:
                     timed_out = True
                     break
-                if cancel is not None and cancel.is_set():  # the caller went away (issue 14 §2)
+                if cancel is not None and cancel.is_set():  # the caller went away: kill the run (DESIGN.md)
                     cancelled = True
                     break
                 for key, _ in sel.select(timeout=min(left, CANCEL_POLL_S)):

@@ -7,8 +7,8 @@ Container settings (``docker run`` equivalents):
     --user 65534:65534 --init --ipc none --log-opt max-size=1m
     (+ rlimits CPU, FSIZE, NOFILE, CORE set by the bootstrap inside)
 
-``--init`` matters: without an init as PID 1, Python as PID 1 ignores SIGTERM (issue #4
-measured a ``while True`` container outliving its timeout by minutes). On timeout or output
+``--init`` matters: without an init as PID 1, Python as PID 1 ignores SIGTERM (a ``while True``
+container was measured outliving its timeout by minutes). On timeout or output
 overflow the container is removed with force (SIGKILL to every process in it), and it is
 always removed at the end of the run, so nothing outlives a run. Containers carry the label
 ``veracity.sandbox=1`` so operators (and ``deploy/ci/dockerd.sh stop``) can find strays.

@@ -1,0 +1,114 @@
+"""README.md, ``docs/`` and ``bench/RESULTS.md`` as a newcomer follows them on a fresh clone.
+
+* every Markdown link resolves: the file exists and, for a ``#fragment``, the page has that heading
+  (GitHub's anchor rule: lower case, punctuation dropped, spaces to hyphens);
+* every repository path the pages name (``proxy/...``, ``verifiers/...``, ``docs/...``, ``bench/...``,
+  ``deploy/...``, ``policies/...``, ``tests/...``) exists, apart from the few files the pages tell
+  the reader to create;
+* the README stays a front page (at most 300 lines), its map names every page of ``docs/`` and
+  every ``make`` target it names is in the Makefile;
+* the README's one example, run as written against a gateway in demo mode, prints what its
+  comments say.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ROOT
+
+PAGES = [ROOT / "README.md", ROOT / "bench" / "RESULTS.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+# paths the pages tell the reader to create (or show in an example message); not in the tree
+TO_CREATE = {
+    "bench/.venv-litellm", "bench/.venv-litellm/bin/pip",   # docs/benchmarks.md: the LiteLLM venv
+    "deploy/veracity.yaml",                                  # docs/deploying.md: cp the example
+    "policies/team.yaml",                                    # docs/configuration.md: an error message
+}
+
+# `make test-fast` is being added to the Makefile with the tests' new layout (in-process tests in
+# under a minute); the README names it already
+NOT_YET_IN_MAKEFILE = {"test-fast"}
+
+
+def _slug(heading: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation other than ``-``/``_`` dropped, spaces to ``-``."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _prose(text: str) -> list[str]:
+    """The lines of a Markdown page outside fenced code blocks."""
+    out, fenced = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            out.append(line)
+    return out
+
+
+def _anchors(page: Path) -> set[str]:
+    return {_slug(ln.lstrip("#")) for ln in _prose(page.read_text()) if ln.startswith("#")}
+
+
+def test_docs_exist_and_readme_is_a_front_page() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert len(pages) >= 15, pages
+    unmapped = [p for p in pages if f"](docs/{p})" not in readme]
+    assert not unmapped, f"docs pages the README's map does not name: {unmapped}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_resolves(page: Path) -> None:
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        path, _, fragment = target.partition("#")
+        dest = (page.parent / path) if path else page
+        if not dest.exists():
+            broken.append(target)
+        elif fragment and dest.suffix == ".md" and fragment not in _anchors(dest):
+            broken.append(target)
+    assert not broken, broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_repository_path_named_exists(page: Path) -> None:
+    named = re.findall(r"(?<![\w./-])((?:proxy|verifiers|bench|deploy|policies|tests|docs)/[\w./-]*\w)",
+                       page.read_text())
+    missing = sorted({p for p in named if not (ROOT / p).exists() and p not in TO_CREATE})
+    assert not missing, missing
+
+
+def test_every_make_target_the_readme_names_exists() -> None:
+    readme = (ROOT / "README.md").read_text()
+    named = set(re.findall(r"`make ([a-z][\w-]*)", readme)) | set(re.findall(r"^make ([a-z][\w-]*)", readme, re.M))
+    assert {"run", "test"} <= named
+    targets = set(re.findall(r"^([a-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+    assert named - targets - NOT_YET_IN_MAKEFILE == set()
+
+
+def test_readme_example_prints_what_its_comments_say(gateway_factory: Any) -> None:
+    pytest.importorskip("openai")
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```python\n") + len("```python\n")
+    code = readme[start:readme.index("```", start)]
+    assert 'base_url="http://127.0.0.1:8080/v1"' in code
+    gw = gateway_factory(None)                  # no config file, no OPENAI_API_KEY: demo mode
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code.replace("http://127.0.0.1:8080/v1", gw.base_url), "README example", "exec"), {})  # noqa: S102
+    printed = out.getvalue().splitlines()
+    comments = [ln.split("# ", 1)[1] for ln in code.splitlines() if ln.startswith("# ")]
+    assert printed[0] == "1234 × 5678 = 7,006,652.", printed
+    assert printed[1] == comments[0], (printed, comments)          # corrected [('arithmetic', 'pass', ...)]
+    assert printed[2] == "1", printed                             # one correction round
