@@ -1,6 +1,6 @@
 """Every parse of Python source in :mod:`verifiers` is serialised (CPython 3.11's AST constructor
 is not thread-safe: python/cpython#106905 failed a HumanEval answer's check under the thread
-pool of tests/test_code_cases.py with "SystemError: AST constructor recursion depth mismatch")."""
+pool of tests/verifiers/test_code_cases.py with "SystemError: AST constructor recursion depth mismatch")."""
 
 from __future__ import annotations
 
