@@ -210,13 +210,13 @@ def test_probes_and_scrapes_are_not_logged_or_counted(gw: Any) -> None:
 
 def _emitted_codes() -> set[str]:
     """Every ``error.code`` the gateway's own code can put in an answer: the literal
-    ``code="..."`` arguments of every gateway module (new ones included) and
-    :class:`UpstreamError`'s codes."""
+    ``code="..."`` arguments of every gateway module, in every folder of ``proxy/`` (new ones
+    included), and :class:`UpstreamError`'s codes."""
     from proxy.wire.errors import UpstreamError
 
     codes: set[str] = set()
-    for f in sorted((ROOT / "proxy").glob("*.py")):
-        if f.name != "mock_upstream.py":  # the scripted upstream's codes are the upstream's
+    for f in sorted((ROOT / "proxy").rglob("*.py")):
+        if f != ROOT / "proxy" / "upstreams" / "mock.py":  # the scripted upstream's codes are the upstream's
             codes |= set(re.findall(r'\bcode="([a-z_]+)"', f.read_text()))
     for reason in ("connect", "timeout", "disconnect", "bad_response", "truncated", "too_large", "http_500"):
         codes.add(UpstreamError(502, "x", reason=reason).code)

@@ -58,6 +58,8 @@ class FastPath:
         self.lean = LeanLane(state)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Serve one ASGI connection scope: chat straight to the handler, the rest (path-mapped
+        where needed) to the FastAPI app, logged unless a probe or scrape."""
         if scope["type"] == "http" and scope["path"] in CHAT_PATHS and scope["method"] == "POST":
             await self._chat(scope, receive, send, None)
             return
