@@ -9,7 +9,7 @@ affected by other load on a shared machine), best of ``--repeat`` x N requests, 
   + ``skipped`` report: the gateway core alone, without policy resolution or verification;
 * ``off``: FastPath (what ``veracity serve`` runs) with bench/policies_off (every check off),
   the answer of bench/gateway_bench.py (a worked multiplication, risk 0.70); with ``--mock``
-  this takes :class:`proxy._asgi.lean.LeanLane` (the fake upstream is not an ``OpenAIUpstream``, so
+  this takes :class:`proxy._asgi.fastpath.LeanLane` (the fake upstream is not an ``OpenAIUpstream``, so
   without ``--mock`` it does not);
 * ``off_normal``: the same with the lean lane switched off (the normal path, for A/B);
 * ``floor`` (``--mock`` only): bench/floor_proxy.py's ASGI app (bare relay, no feature) against

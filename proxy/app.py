@@ -2,9 +2,9 @@
 
 A request's way through, by folder:
 
-* :mod:`proxy._asgi` (private, the speed layer): :class:`~proxy._asgi.fastpath.FastPath` is
-  the app the server runs; chat completions go straight to the lean lane
-  (:mod:`proxy._asgi.lean`) or the normal path, everything else through FastAPI's routing.
+* :mod:`proxy._asgi` (private, the speed layer): :mod:`proxy._asgi.fastpath` holds the app
+  the server runs (``FastPath``) and the lean lane (``LeanLane``): chat completions go
+  straight to the lean lane or the normal path, everything else through FastAPI's routing.
   Request ids, body reading and disconnect watching live beside it.
 * :mod:`proxy.routes`: what each route means, one module per concern: ``chat`` (the normal
   path into :mod:`proxy.pipeline`), ``models``, ``passthrough`` (every other ``/v1/*``

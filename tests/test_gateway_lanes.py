@@ -1,7 +1,7 @@
 """The three ways into ``POST /v1/chat/completions`` answer alike for the same upstream outcome.
 
 A chat completion reaches the gateway's handler by one of three entry points: the lean lane
-(:class:`proxy._asgi.lean.LeanLane`, a checks-off policy), the normal path under the fast path
+(:class:`proxy._asgi.fastpath.LeanLane`, a checks-off policy), the normal path under the fast path
 (:class:`proxy._asgi.fastpath.FastPath` -> :func:`proxy.routes.chat.chat_asgi`), and the FastAPI
 route table's endpoint (:func:`proxy.routes.chat.chat_completions`, a Starlette ``Response``).
 All three answer through :mod:`proxy.routes._respond`; for one scripted upstream outcome (a

@@ -1,4 +1,4 @@
-"""The lean lane of ``POST /v1/chat/completions`` (:class:`proxy._asgi.lean.LeanLane`).
+"""The lean lane of ``POST /v1/chat/completions`` (:class:`proxy._asgi.fastpath.LeanLane`).
 
 The same request, with the same scripted upstream answer, is sent through the app with the
 lane on and with it off (the normal path, :func:`proxy.routes.chat._chat` + the pipeline). What the

@@ -101,8 +101,8 @@ class RequestContext:
     request (see :class:`proxy.upstreams.clients.BoundUpstream`). ``principal``: who called (team,
     virtual key name, policy name; the policy itself is resolved once, by the plan step,
     :func:`_plan`). ``headers``: the client's request headers (lower-case names). ``timing``:
-    the request clock. ``log``: extra fields for the request's log line (steps may add to it; never put secrets or, unless
-    ``config.logging.log_content``, prompt/answer text in it).
+    the request clock. ``log``: extra fields for the request's log line (steps may add to it;
+    never put secrets or, unless ``config.logging.log_content``, prompt/answer text in it).
     """
 
     request_id: str
@@ -362,7 +362,7 @@ def forwards_only(policy: Policy) -> bool:
     sentinel off): a non-stream answer is then forwarded with the ``skipped`` report
     :func:`checks_off_report` and nothing else happens (no risk score, sentinel, correction,
     budget check or charge, audit record; see :func:`chat_completion`). Cached per policy
-    object by the app's lean lane (:class:`proxy._asgi.lean.LeanLane`)."""
+    object by the app's lean lane (:class:`proxy._asgi.fastpath.LeanLane`)."""
     return policy.sentinel.mode == "off" and not policy.verifiers.enabled()
 
 

@@ -1,7 +1,7 @@
 """Who is calling and which upstream serves them: the request's credential and the model's route.
 
 Shared by every route that authenticates (:class:`proxy.auth.Authenticator` does the checking)
-and by the lean lane (:mod:`proxy._asgi.lean`), so a key's model allow-list and the 404
+and by the lean lane (:class:`proxy._asgi.fastpath.LeanLane`), so a key's model allow-list and the 404
 ``model_not_found`` read the same on every path.
 """
 

@@ -1,8 +1,8 @@
 """What every answer of the gateway shares: the reply object, error mapping, headers, the log line.
 
 One home for the client-visible shape of an answer, used by every route and by both chat
-lanes (the normal path, :mod:`proxy.routes.chat`, and the lean lane, :mod:`proxy._asgi.lean`),
-so the lanes cannot drift apart:
+lanes (the normal path, :mod:`proxy.routes.chat`, and the lean lane,
+:class:`proxy._asgi.fastpath.LeanLane`), so the lanes cannot drift apart:
 
 * :class:`Reply`: a complete JSON answer as its ASGI header list and body, sent as two ASGI
   messages or turned into a Starlette ``Response`` with the same header list.

@@ -11,7 +11,7 @@ there is no body model: a dict in, a dict out.
 Three ways in, one handler (:func:`_chat`): :func:`chat_asgi` (what
 :class:`proxy._asgi.fastpath.FastPath` calls, with the client's disconnect watched), the
 Starlette endpoint :func:`chat_completions` (the route table's entry, used when the app runs
-without ``FastPath``), and the lean lane (:mod:`proxy._asgi.lean`), which answers a checks-off
+without ``FastPath``), and the lean lane (:class:`proxy._asgi.fastpath.LeanLane`), which answers a checks-off
 request itself with the same shared helpers and hands every other one to :func:`chat_asgi`.
 The policy is resolved once, by the pipeline's plan step.
 """
