@@ -1,6 +1,6 @@
 """A/B of the Azure OpenAI request shape against the plain ``/v1`` one, in-process.
 
-One gateway app (:class:`proxy.app.FastPath`, bench/policies_off: every check off, so the
+One gateway app (:class:`proxy._asgi.fastpath.FastPath`, bench/policies_off: every check off, so the
 lean lane answers), real :class:`proxy.upstreams.OpenAIUpstream` calls over loopback to a
 ``veracity mock-upstream`` subprocess, and the same request sent alternately as
 
@@ -68,18 +68,18 @@ async def run(url: str, n: int, rounds: int) -> dict[str, list[float]]:
     state = fast.app.state.gw
     state.upstreams = await Upstreams.start(cfg)
     out: dict[str, list[float]] = {"v1": [], "azure": []}
-    real = g.app_mod.pipeline.chat_completion
+    real = g.sequence.chat_completion
 
     async def normal_path(ctx, body):  # noqa: ANN001, ANN202 - the lane must answer both shapes
         raise SystemExit("a request left the lean lane: the A/B would compare different paths")
 
-    g.app_mod.pipeline.chat_completion = normal_path
+    g.sequence.chat_completion = normal_path
     try:
         for _ in range(rounds):
             out["v1"].append(await drive(fast, n, g.SCOPE))
             out["azure"].append(await drive(fast, n, AZURE_SCOPE))
     finally:
-        g.app_mod.pipeline.chat_completion = real
+        g.sequence.chat_completion = real
         await state.upstreams.close()
     return out
 

@@ -58,9 +58,13 @@ sys.path.insert(0, sys.argv[2]); sys.path.insert(0, os.path.join(sys.argv[2], "b
 os.environ["VERACITY_CONFIG"] = sys.argv[1]
 import uvicorn
 from proxy import app as app_mod
+try:
+    from proxy.pipeline import sequence
+except ImportError:  # a tree before proxy/ was split by concern: proxy/pipeline.py
+    sequence = app_mod.pipeline
 if sys.argv[3] == "core":
     import gateway_inproc
-    app_mod.pipeline.chat_completion = gateway_inproc._bare_pipeline
+    sequence.chat_completion = gateway_inproc._bare_pipeline
 app = app_mod.app_from_env()
 uvicorn.run(app, host="127.0.0.1", port=0, loop="uvloop", http="httptools", access_log=False,
             log_config=None, log_level="info", proxy_headers=False)

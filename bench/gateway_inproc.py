@@ -5,11 +5,11 @@ completion: auth, body parse, routing, pipeline, response serialisation, metrics
 log line (to /dev/null). Reports CPU microseconds per request (``time.process_time``; least
 affected by other load on a shared machine), best of ``--repeat`` x N requests, for:
 
-* ``core``: :class:`proxy.app.FastPath` with :mod:`proxy.pipeline.sequence` replaced by a bare forward
+* ``core``: :class:`proxy._asgi.fastpath.FastPath` with :mod:`proxy.pipeline.sequence` replaced by a bare forward
   + ``skipped`` report: the gateway core alone, without policy resolution or verification;
 * ``off``: FastPath (what ``veracity serve`` runs) with bench/policies_off (every check off),
   the answer of bench/gateway_bench.py (a worked multiplication, risk 0.70); with ``--mock``
-  this takes :class:`proxy.app.LeanLane` (the fake upstream is not an ``OpenAIUpstream``, so
+  this takes :class:`proxy._asgi.fastpath.LeanLane` (the fake upstream is not an ``OpenAIUpstream``, so
   without ``--mock`` it does not);
 * ``off_normal``: the same with the lean lane switched off (the normal path, for A/B);
 * ``floor`` (``--mock`` only): bench/floor_proxy.py's ASGI app (bare relay, no feature) against
@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from proxy import app as app_mod  # noqa: E402
+from proxy.pipeline import sequence  # noqa: E402
 from proxy.config import GatewayConfig, UpstreamConfig  # noqa: E402
 
 LOW = "Mock reply to: hello there"
@@ -119,7 +120,7 @@ async def drive(asgi, n: int) -> float:  # noqa: ANN001
     return (time.process_time() - t0) / n * 1e6
 
 
-_real_pipeline = app_mod.pipeline.chat_completion
+_real_pipeline = sequence.chat_completion
 
 
 async def _bare_pipeline(ctx, body):  # noqa: ANN001, ANN202
@@ -128,7 +129,7 @@ async def _bare_pipeline(ctx, body):  # noqa: ANN001, ANN202
     draft = await ctx.upstream.complete(body)
     report = Report(status="skipped", reason="no verification configured")
     draft["veracity"] = report.to_dict()
-    return app_mod.pipeline.PipelineResult(response=draft, report=report, headers=ctx.upstream.headers)
+    return sequence.PipelineResult(response=draft, report=report, headers=ctx.upstream.headers)
 
 
 def start_mock(content: str, workdir: Path) -> tuple[subprocess.Popen, str]:
@@ -199,7 +200,7 @@ async def scenario(name: str, n: int, repeat: int, mock_url: str | None, profile
         state.upstreams = await Upstreams.start(cfg)
     else:
         state.upstreams = FakeUpstreams(FakeUpstream(cfg.upstreams[0], content))
-    app_mod.pipeline.chat_completion = _bare_pipeline if name == "core" else _real_pipeline
+    sequence.chat_completion = _bare_pipeline if name == "core" else _real_pipeline
     fast.lean.enabled = name not in ("core", "off_normal")  # core: the normal path, bare pipeline
     asgi = fast.app if name == "fastapi" else fast
     try:
@@ -216,7 +217,7 @@ async def scenario(name: str, n: int, repeat: int, mock_url: str | None, profile
             sys.__stderr__.write(out.getvalue())
     finally:
         await state.upstreams.close()
-        app_mod.pipeline.chat_completion = _real_pipeline
+        sequence.chat_completion = _real_pipeline
     return best
 
 

@@ -332,6 +332,7 @@ def _answer(content: str) -> dict:
 
 def overhead_bench(n: int) -> dict[str, float]:
     from proxy import app as app_mod
+    from proxy.pipeline import sequence
     from proxy import runtime
     from proxy.config import GatewayConfig, UpstreamConfig
     from proxy.observability.log import configure
@@ -352,7 +353,7 @@ def overhead_bench(n: int) -> dict[str, float]:
         def route(self, model: str) -> Up:
             return self.u
 
-    real = app_mod.pipeline.chat_completion
+    real = sequence.chat_completion
 
     from gateway_inproc import _bare_pipeline as bare  # the gateway core with no verification
 
@@ -397,11 +398,11 @@ def overhead_bench(n: int) -> dict[str, float]:
                                              ("default policy, low risk", real, LOW, b"default"),
                                              ("bare forward (risky answer)", bare, RISKY, b"observe"),
                                              ("observe policy, risky answer", real, RISKY, b"observe")):
-                app_mod.pipeline.chat_completion = pipe
+                sequence.chat_completion = pipe
                 content["text"] = text
                 res.setdefault(name, []).append(asyncio.run(drive(asgi, policy, n)))
     finally:
-        app_mod.pipeline.chat_completion = real
+        sequence.chat_completion = real
         sys.stdout = stdout
     del gw
     return {k: min(v) for k, v in res.items()}

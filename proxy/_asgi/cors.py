@@ -2,7 +2,7 @@
 
 Only when the config has a ``cors:`` section (:class:`proxy.config.CORSConfig`); without one
 the app is returned unwrapped, so responses carry no CORS headers and the chat fast path
-(:class:`proxy.app.FastPath`) pays nothing. Wrapped outside ``FastPath``, the middleware sees
+(:class:`proxy._asgi.fastpath.FastPath`) pays nothing. Wrapped outside ``FastPath``, the middleware sees
 every request: it answers preflights (``OPTIONS`` with ``Origin`` and
 ``Access-Control-Request-Method``) itself, on any path, and adds the CORS response headers to
 every other response, whichever layer sent it (the lean lane, streams, errors of the gateway,
@@ -25,7 +25,7 @@ from proxy.wire.errors import error_body
 
 class CORS(CORSMiddleware):
     """``CORSMiddleware`` whose attribute access falls through to the wrapped app (as
-    :class:`proxy.app.FastPath` does to FastAPI's): ``create_app(cfg).state`` (the
+    :class:`proxy._asgi.fastpath.FastPath` does to FastAPI's): ``create_app(cfg).state`` (the
     ``GatewayState``), ``.lean``, ``.router`` work with or without CORS; ``.app`` is the
     wrapped ``FastPath`` here.
 

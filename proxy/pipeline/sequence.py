@@ -1,6 +1,6 @@
 """The chat-completion pipeline: what happens to one request between auth and response.
 
-``proxy/app.py`` turns HTTP into a :class:`RequestContext` + the request body (a dict the
+``proxy/routes/chat.py`` turns HTTP into a :class:`RequestContext` + the request body (a dict the
 gateway does not own: every field is forwarded unchanged unless a step here changes it on
 purpose), calls :func:`chat_completion` or :func:`chat_completion_stream`, and turns the result
 back into HTTP (status, headers ``x-veracity-status`` / ``x-veracity-overhead-ms`` /
@@ -101,18 +101,16 @@ class RequestContext:
     ``request_id``: the ``x-request-id`` echoed to the client and logged.
     ``model``: the requested model name; ``upstream``: the upstream serving it, bound to this
     request (see :class:`proxy.upstreams.BoundUpstream`). ``principal``: who called (team,
-    virtual key name, policy name). ``policy``: the policy *name* chosen for this request
-    (the key's, or ``x-veracity-policy`` when the key allows it). ``headers``: the client's
-    request headers (lower-case names). ``timing``: the request clock. ``log``: extra fields
-    for the request's log line (steps may add to it; never put secrets or, unless
-    ``config.logging.log_content``, prompt/answer text in it).
+    virtual key name, policy name; the policy itself is resolved once, by the plan step,
+    :func:`_plan`). ``headers``: the client's request headers (lower-case names). ``timing``:
+    the request clock. ``log``: extra fields for the request's log line (steps may add to it;
+    never put secrets or, unless ``config.logging.log_content``, prompt/answer text in it).
     """
 
     request_id: str
     model: str
     upstream: BoundUpstream
     principal: Principal
-    policy: str
     headers: Mapping[str, str]
     timing: Timing
     config: GatewayConfig
@@ -366,7 +364,7 @@ def forwards_only(policy: Policy) -> bool:
     sentinel off): a non-stream answer is then forwarded with the ``skipped`` report
     :func:`checks_off_report` and nothing else happens (no risk score, sentinel, correction,
     budget check or charge, audit record; see :func:`chat_completion`). Cached per policy
-    object by the app's lean lane (:class:`proxy.app.LeanLane`)."""
+    object by the app's lean lane (:class:`proxy._asgi.fastpath.LeanLane`)."""
     return policy.sentinel.mode == "off" and not policy.verifiers.enabled()
 
 

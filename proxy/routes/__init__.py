@@ -1,1 +1,2 @@
-"""HTTP routes of the gateway, one module per concern (the route table itself is in :mod:`proxy.app`)."""
+"""HTTP routes of the gateway, one module per concern: what a request means (the route table
+itself is in :mod:`proxy.app`; the ASGI speed layer under it in :mod:`proxy._asgi`)."""

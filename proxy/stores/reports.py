@@ -155,7 +155,7 @@ def summary_header(report: Any) -> str:
 
 
 def report_url(request_id: str) -> str:
-    """``/v1/veracity/reports/<id>`` (request ids are URL-safe tokens: ``proxy.app._RID_RE``)."""
+    """``/v1/veracity/reports/<id>`` (request ids are URL-safe tokens: ``proxy._asgi.request_ids.RID_RE``)."""
     return "/v1/veracity/reports/" + request_id
 
 

@@ -210,8 +210,8 @@ def test_probes_and_scrapes_are_not_logged_or_counted(gw: Any) -> None:
 
 def _emitted_codes() -> set[str]:
     """Every ``error.code`` the gateway's own code can put in an answer: the literal
-    ``code="..."`` arguments of every gateway module (new ones included) and
-    :class:`UpstreamError`'s codes."""
+    ``code="..."`` arguments of every gateway module, in every folder of ``proxy/`` (new ones
+    included), and :class:`UpstreamError`'s codes."""
     from proxy.wire.errors import UpstreamError
 
     codes: set[str] = set()

@@ -127,9 +127,9 @@ def test_gateway_request_ids_are_not_guessable_from_one_another() -> None:
     from their own id (hostile1: ids were a per-process prefix + a counter)."""
     import re
 
-    from proxy.app import _RequestIds
+    from proxy._asgi.request_ids import RequestIds
 
-    gen = _RequestIds()
+    gen = RequestIds()
     ids = [gen.next() for _ in range(500)]
     assert all(re.fullmatch(r"req_[0-9a-f]{24}", i) for i in ids) and len(set(ids)) == len(ids)
     # no shared prefix, no counter: consecutive ids of one process differ all along
@@ -144,9 +144,9 @@ def test_client_request_id_must_be_one_safe_url_path_segment(rid: str, kept: boo
     """``x-veracity-report-url`` is ``/v1/veracity/reports/<id>``: an id of ``..`` made a URL that
     clients resolve to ``/v1/veracity/`` (RFC 3986 dot segments), and ``$`` let a final newline
     through."""
-    from proxy.app import _request_id
+    from proxy._asgi.request_ids import request_id
 
-    assert (_request_id({"x-request-id": rid}) == rid) is kept
+    assert (request_id({"x-request-id": rid}) == rid) is kept
 
 
 async def test_store_bounds_the_bytes_it_keeps_not_only_the_count() -> None:

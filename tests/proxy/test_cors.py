@@ -20,6 +20,8 @@ import orjson
 import pytest
 
 from proxy import app as app_mod
+from proxy._asgi.fastpath import FastPath
+from proxy.pipeline import sequence
 from proxy.config import (DEFAULT_CORS_ALLOW_HEADERS, ConfigError, GatewayConfig, UpstreamConfig, hash_key,
                           parse_config)
 from proxy.upstreams.mock import MockUpstream
@@ -289,13 +291,13 @@ def test_lean_lane_is_taken_under_cors(mock: Any, tmp_path: Path, monkeypatch: p
     app = app_mod.create_app(_cfg(mock.base_url, tmp_path, parse_config(
         f"cors: {{allow_origins: ['{ORIGIN}']}}").cors))
     calls: list[int] = []
-    real = app_mod.pipeline.chat_completion
+    real = sequence.chat_completion
 
     async def spy(ctx: Any, b: dict[str, Any]) -> Any:
         calls.append(1)
         return await real(ctx, b)
 
-    monkeypatch.setattr(app_mod.pipeline, "chat_completion", spy)
+    monkeypatch.setattr(sequence, "chat_completion", spy)
     body = orjson.dumps({"model": "gpt-4o", "messages": _user("lean")})
 
     async def go() -> tuple[int, dict[bytes, bytes], bytes]:
@@ -316,7 +318,7 @@ def test_lean_lane_is_taken_under_cors(mock: Any, tmp_path: Path, monkeypatch: p
 
 
 def test_without_cors_section_the_app_is_not_wrapped(tmp_path: Path) -> None:
-    assert type(app_mod.create_app(_cfg("http://127.0.0.1:9/v1", tmp_path, None))) is app_mod.FastPath
+    assert type(app_mod.create_app(_cfg("http://127.0.0.1:9/v1", tmp_path, None))) is FastPath
 
 
 def test_wildcard_origin(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
-"""The lean lane of ``POST /v1/chat/completions`` (:class:`proxy.app.LeanLane`).
+"""The lean lane of ``POST /v1/chat/completions`` (:class:`proxy._asgi.fastpath.LeanLane`).
 
 The same request, with the same scripted upstream answer, is sent through the app with the
-lane on and with it off (the normal path, :func:`proxy.app._chat` + the pipeline). What the
+lane on and with it off (the normal path, :func:`proxy.routes.chat._chat` + the pipeline). What the
 client sees (status, headers in order, body bytes), the metrics and the request log line must
 be the same; only the measured durations differ. The lane must not be taken when the policy
 verifies something, for streams, or when the request names a policy.
@@ -20,6 +20,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from proxy import app as app_mod
+from proxy.pipeline import sequence
+from proxy.routes import _respond
 from proxy.config import GatewayConfig, UpstreamConfig
 from proxy.upstreams.mock import MockUpstream
 from proxy.upstreams import Upstreams
@@ -64,7 +66,7 @@ def mock() -> Any:
 
 
 class _LogRecorder:
-    """Stands in for proxy.app's logger: keeps the keyword arguments of every ``info`` line."""
+    """Stands in for the request log line's logger (proxy.routes._respond.log): keeps the keyword arguments of every ``info`` line."""
 
     def __init__(self) -> None:
         self.lines: list[tuple[str, dict[str, Any]]] = []
@@ -141,16 +143,16 @@ def _run(fast: Any, body: dict[str, Any], headers: list, status: int, monkeypatc
          lean: bool, path: str = "/v1/chat/completions", model: str | None = None) -> tuple[dict[str, Any], list, int]:
     """One request with the lane on or off: (result, log lines, pipeline calls)."""
     rec = _LogRecorder()
-    monkeypatch.setattr(app_mod, "log", rec)
-    monkeypatch.setattr(app_mod, "info_enabled", lambda: True)
+    monkeypatch.setattr(_respond, "log", rec)
+    monkeypatch.setattr(_respond, "info_enabled", lambda: True)
     calls: list[int] = []
-    real = app_mod.pipeline.chat_completion
+    real = sequence.chat_completion
 
     async def spy(ctx: Any, b: dict[str, Any]) -> Any:
         calls.append(1)
         return await real(ctx, b)
 
-    monkeypatch.setattr(app_mod.pipeline, "chat_completion", spy)
+    monkeypatch.setattr(sequence, "chat_completion", spy)
     fast.lean.enabled = lean
 
     async def go() -> dict[str, Any]:
