@@ -55,10 +55,10 @@ from proxy.stores import review
 
 from proxy.routes import review_page
 
-from proxy.pipeline import sentinel
 from proxy.observability import verification_metrics as vmetrics
 from proxy.auth import Authenticator, Principal, client_authorization, client_authorization_bytes
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
+from proxy.gateway import Gateway
 from proxy.wire.errors import GatewayError, UpstreamError, error_body
 from proxy.observability.log import add_secrets, get_logger, info_enabled, scrub_secrets
 from proxy.upstreams.clients import (
@@ -66,7 +66,6 @@ from proxy.upstreams.clients import (
     BoundUpstream,
     OpenAIUpstream,
     Timing,
-    Upstreams,
     deeper_than,
     dumps,
     loads,
@@ -112,15 +111,15 @@ _DROP_RESPONSE_HEADERS = frozenset({"content-length", "content-encoding", "trans
 _DROP_RESPONSE_PREFIXES = ("access-control-",)
 
 
-class GatewayState:
-    """Per-process state: config, authenticator, upstreams (opened at start-up)."""
+class GatewayState(Gateway):
+    """The :class:`proxy.gateway.Gateway` (config, upstreams, runtime, stores) with what the HTTP
+    layer adds: authenticator, body limit, content logging, disconnect sweeper."""
 
     def __init__(self, cfg: GatewayConfig) -> None:
-        self.cfg = cfg
+        super().__init__(cfg)
         self.auth = Authenticator(cfg.keys)
         self.max_body = cfg.limits.max_body_bytes
         self.log_content = cfg.logging.log_content
-        self.upstreams: Upstreams | None = None
         self.pid = os.getpid()
         self.sweeper = _WatchSweeper()
         #: reports kept for GET /v1/veracity/reports/{id} (``reports.enabled``)
@@ -426,7 +425,7 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: s
             request_id=rid, model=model,
             upstream=BoundUpstream(up, principal.upstream_auth, timing, tenant=tenant_headers(headers)),
             principal=principal, policy=policy, headers=headers, timing=timing,
-            config=state.cfg, log=fields, route=state.upstreams.route)
+            gateway=state, log=fields, route=state.upstreams.route)
         if state.log_content:
             fields["messages"] = body.get("messages")
         if body.get("stream") is True:
@@ -504,7 +503,7 @@ async def _finish_stream(state: GatewayState, events: AsyncIterator[bytes], *, t
         except Exception:  # noqa: BLE001
             pass
         if report.status == "pending":  # the stream ended before its verification did
-            reports.publish_soon(state.cfg, principal, rid, model, int(time.time() - timing.elapsed()),
+            reports.publish_soon(state.reports, principal, rid, model, int(time.time() - timing.elapsed()),
                                  {"status": "error", "reason": "the stream ended before its verification "
                                   "finished (the client disconnected or the stream failed)"})
         client_s = fields.pop("_client_s", 0.0)
@@ -679,7 +678,7 @@ async def veracity_verify(request: Request) -> Response:
     try:
         principal = rec.principal = state.auth.authenticate(_credential(request.headers))
         body = _parse_json_object(await _receive_body(request.receive, request.headers, state.max_body), request.headers.get("content-encoding"))
-        out = await pipeline.verify_request(state.cfg, principal, request.headers, body, rid)
+        out = await pipeline.verify_request(state, principal, request.headers, body, rid)
     except GatewayError as exc:
         rec.fields["error_code"] = exc.code
         return _error_response(exc, rid)
@@ -752,10 +751,10 @@ async def list_reviews(request: Request) -> Response:
             raise GatewayError(400, "limit must be an integer from 1 to 100.", code="invalid_request", param="limit")
         after = q.get("after") or None
         try:
-            data, more = await review.store_for(state.cfg).list(None if status == "all" else status, limit, after)
+            data, more = await state.review.list(None if status == "all" else status, limit, after)
         except review.ReviewNotFound:
             raise _review_not_found(after or "", "after") from None
-        total = await review.store_for(state.cfg).count(None if status == "all" else status)
+        total = await state.review.count(None if status == "all" else status)
         return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
                 "last_id": data[-1]["id"] if data else None, "has_more": more, "total": total}
 
@@ -771,7 +770,7 @@ async def get_review(request: Request) -> Response:
     async def work() -> dict[str, Any]:
         rec.principal = _admin(state, request.headers)
         try:
-            return await review.store_for(state.cfg).get(review_id)
+            return await state.review.get(review_id)
         except review.ReviewNotFound:
             raise _review_not_found(review_id) from None
 
@@ -799,7 +798,7 @@ async def resolve_review(request: Request) -> Response:
             raise GatewayError(400, f"note must be a string of at most {review.MAX_NOTE} characters.",
                                code="invalid_request", param="note")
         try:
-            return await review.store_for(state.cfg).resolve(review_id, verdict, note, principal.key_name)
+            return await state.review.resolve(review_id, verdict, note, principal.key_name)
         except review.ReviewNotFound:
             raise _review_not_found(review_id) from None
         except review.ReviewConflict:
@@ -825,7 +824,7 @@ async def get_report(request: Request) -> Response:
         principal = rec.principal = state.auth.authenticate(_credential(request.headers))
         try:
             owner = request.query_params.get("owner")   # an admin picks one of several records
-            hit = (await reports.lookup(state.cfg, principal, request_id, owner)
+            hit = (await reports.lookup(state.reports, state.cfg.keys, principal, request_id, owner)
                    if _RID_RE.match(request_id) else None)
         except Exception as exc:  # noqa: BLE001 - Redis unreachable and the record not in this process
             log.error("report_store_error", request_id=rec.rid, error=type(exc).__name__, message=str(exc)[:300])
@@ -869,8 +868,8 @@ async def readyz(request: Request) -> Response:
 
 async def metrics_endpoint(request: Request) -> Response:
     """Prometheus text exposition (aggregated over workers in multiprocess mode); the review
-    backlog gauge is read from the review store first (:func:`proxy.stores.review.backlog`)."""
-    vmetrics.set_review_backlog(await review.backlog(request.app.state.gw.cfg))
+    backlog gauge is read from the review store first (:meth:`proxy.gateway.Gateway.review_backlog`)."""
+    vmetrics.set_review_backlog(await request.app.state.gw.review_backlog())
     data, ctype = metrics.render()
     return Response(data, 200, media_type=ctype)
 
@@ -935,39 +934,6 @@ async def _unhandled(request: Request, exc: Exception) -> Response:
                                      code="internal_error")), 500, media_type=_JSON)
 
 
-async def _warm_up(cfg: GatewayConfig) -> None:
-    """Start-up work that would otherwise land on the first requests (~80-240 ms): load the
-    policies (verification runtime), finish importing the verifiers, build the arithmetic
-    verifier's unit registry, and run the risk scorer once. Runs before the server accepts
-    connections (uvicorn waits for the lifespan), in a thread so the loop stays free. A
-    verification runtime that cannot be built (an audit or budget file that cannot be opened:
-    what config validation cannot see) raises RuntimeError, so start-up fails (``veracity
-    serve`` exits with status 2) instead of a ready gateway answering every request with 500."""
-    def work() -> None:
-        try:
-            runtime = pipeline.runtime.get(cfg)
-        except Exception as exc:  # noqa: BLE001 - any failure here is a start-up failure
-            log.error("startup_failed", error=f"Veracity is misconfigured: {type(exc).__name__}: {exc}")
-            raise RuntimeError(f"Veracity is misconfigured: {exc}") from None
-        pipeline.runtime.wait_warm_up()
-        try:
-            from verifiers import arithmetic
-
-            arithmetic.warm_up()
-            pipeline.risk_mod.score("What is 2 + 2?", "2 + 2 = 4")
-        except Exception:  # noqa: BLE001 - a broken verifier shows up as an `error` check later
-            pass
-        # the sentinel's `schema_tokens` (loading the tiktoken encoding takes ~1 s and ~78 MiB
-        # of RSS, measured): here when a policy offers the sentinel, or its first reports of
-        # each process said null; otherwise on first use, off the request path
-        # (proxy.pipeline.sentinel.overhead_tokens_cached), so a gateway without it stays small
-        store = runtime.policies
-        if any(store.get(n).sentinel.mode != "off" for n in store.names()):
-            sentinel.overhead_tokens()
-
-    await asyncio.to_thread(work)
-
-
 def create_app(cfg: GatewayConfig) -> FastAPI:
     """The ASGI app for ``cfg``. Upstream clients open in the lifespan (inside the loop)."""
     state = GatewayState(cfg)
@@ -975,17 +941,8 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        try:
-            state.upstreams = await Upstreams.start(cfg)
-        except Exception as exc:  # e.g. a litellm upstream whose import fails: one line, then exit 2
-            log.error("startup_failed", error=f"cannot start the upstream clients: {type(exc).__name__}: {exc}")
-            raise RuntimeError(f"cannot start the upstream clients: {exc}") from None
         state.pid = os.getpid()
-        try:
-            await _warm_up(cfg)
-        except BaseException:  # start-up fails: close the upstream sessions opened above
-            await state.upstreams.close()
-            raise
+        await state.start()  # upstream clients, runtime, warm-up (RuntimeError: start-up fails)
         # the start-up heap (config, policies, verifier modules: most of the process's objects)
         # lives until exit: keep it out of the cyclic GC's scans from now on (gc.freeze docs)
         gc.collect()
@@ -994,7 +951,7 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
             yield
         finally:
             await state.sweeper.close()
-            await state.upstreams.close()
+            await state.aclose()
             metrics.mark_process_dead()
 
     app = FastAPI(title="Veracity", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
@@ -1221,7 +1178,7 @@ class LeanLane:
         """The key's policy (looked up per request: files reload on change) with its cached
         lane verdict; None when it cannot be resolved (the normal path reports why)."""
         try:
-            policy = pipeline.runtime.get(self.state.cfg).policies.get(principal.policy)
+            policy = self.state.runtime.policies.get(principal.policy)
         except Exception:  # noqa: BLE001 - misconfiguration / missing policy: _chat's error
             return None
         hit = self._policies.get(id(policy))
@@ -1303,7 +1260,7 @@ class LeanLane:
             out["veracity"] = pol[2]  # the report dict: serialised at once, never mutated
             payload = dumps(out)
             status, vstatus = 200, "skipped"
-            await reports.publish(state.cfg, principal, rid, model, int(time.time() - timing.elapsed()), pol[2])
+            await reports.publish(state.reports, principal, rid, model, int(time.time() - timing.elapsed()), pol[2])
             overhead = f"{timing.overhead() * 1000:.3f}"
         except UpstreamError as exc:
             status = exc.status
