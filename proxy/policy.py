@@ -118,7 +118,7 @@ class CitationVerifier(VerifierToggle):
     @classmethod
     def _valid_sources(cls, v: dict[str, Any]) -> dict[str, Any]:
         try:
-            from verifiers.citations.config import Sources
+            from verifiers.citations import Sources
         except ImportError:  # verifier not installed: validated when it runs
             return v
         Sources.from_dict(v)

@@ -24,7 +24,8 @@ from verifiers._limits import unread_check
 from verifiers._types import DEFAULT_BASIS, Check, Report, decided_pass
 from verifiers import risk as _risk
 
-__all__ = ["run", "verify", "averify", "status_of", "REGISTRY", "Adapter", "Sandboxes"]
+__all__ = ["run", "verify", "averify", "status_of", "REGISTRY", "Adapter", "Sandboxes", "content_text",
+           "last_user_text"]
 
 #: An adapter runs one verifier: ``(answer, question, options) -> list[Check]`` (awaitable).
 Adapter = Callable[[str, "str | None", Mapping[str, Any]], Awaitable[list[Check]]]

@@ -375,7 +375,7 @@ class Progress:
 
 def _source_urls(sources: dict[str, Any]) -> dict[str, str]:
     # where each enabled network citation source is looked up (its base_url), for the probe
-    from verifiers.citations.config import Sources
+    from verifiers.citations import Sources
 
     cfg = Sources.from_dict(sources)
     return {n: getattr(cfg, n).base_url for n in cfg.enabled if n != "local"}

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifiers._types import Report
+from verifiers import Report
 
 __all__ = ["ChoicesReport", "choice_list", "split", "put_back", "combine", "withhold", "unverified_message",
            "STATUS_ORDER"]

@@ -83,7 +83,7 @@ from proxy.pipeline.streaming import (DONE_FRAME, completion_frames, has_finish,
 from proxy.upstreams.clients import BoundUpstream, Timing, UpstreamStream
 from proxy.pipeline.verifier_model import GatewayChatModel
 from verifiers import risk as risk_mod
-from verifiers._types import Check, Report
+from verifiers import Check, Report
 from verifiers.run import content_text, last_user_text, run as run_verifiers, status_of
 
 

@@ -20,8 +20,10 @@ from verifiers.citations.extract import extract
 from verifiers.citations.match import STATUS_AUTHENTICITY, STATUSES
 from verifiers.citations.records import CitationClaim, Record
 from verifiers.citations.relevance import Relevance, judge_relevance
+from verifiers.citations.styles import STYLES, render
 from verifiers.citations.sources.local_index import LocalIndex, build_index
 from verifiers.citations.verify import acheck, aclose_all, check
 
 __all__ = ["extract", "check", "acheck", "aclose_all", "Sources", "SourceSettings", "CitationClaim", "Record",
-           "build_index", "LocalIndex", "STATUSES", "STATUS_AUTHENTICITY", "Relevance", "judge_relevance"]
+           "build_index", "LocalIndex", "STATUSES", "STATUS_AUTHENTICITY", "Relevance", "judge_relevance",
+           "render", "STYLES"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from verifiers.citations.records import parse_person, split_bibtex_authors
 
+#: the reference styles :func:`render` writes
 STYLES = ("apa", "ieee", "mla", "chicago", "harvard", "acm", "vancouver", "bibtex", "gbt7714")
 
 

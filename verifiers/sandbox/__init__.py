@@ -51,6 +51,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+#: why a run ended early (:attr:`Result.killed_by`); ``"none"``: it ran to its end
 KilledBy = Literal["timeout", "cpu", "memory", "output", "cancelled", "none"]
 
 __all__ = [
@@ -61,7 +62,26 @@ __all__ = [
     "get",
     "max_concurrency",
     "KilledBy",
+    "CANCEL_POLL_S",
+    "DockerSandbox",
+    "BwrapSandbox",
+    "NoSandbox",
+    "runtime",
 ]
+
+#: backend class -> its module, imported on first use (PEP 562): ``import verifiers.sandbox``
+#: stays cheap for callers that only name a backend through :func:`get`
+_BACKENDS = {"DockerSandbox": "verifiers.sandbox.docker", "BwrapSandbox": "verifiers.sandbox.bwrap",
+             "NoSandbox": "verifiers.sandbox.none"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _BACKENDS.get(name)
+    if home is None:
+        raise AttributeError(f"module 'verifiers.sandbox' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(home), name)
 
 
 @dataclass(frozen=True, slots=True)
