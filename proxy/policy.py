@@ -96,7 +96,7 @@ class CodeVerifier(VerifierToggle):
 
 
 class CitationRelevance(_Strict):
-    """Content relevance (issue 11; ``verifiers.citations.relevance``): ``enabled`` compares the
+    """Content relevance (issue 11; ``verifiers.citations._relevance``): ``enabled`` compares the
     sentence that cites each resolved reference with the work's abstract (supported /
     unsupported / abstract_unavailable, recorded in the check's ``evidence["relevance"]``);
     ``fail_unsupported`` makes an unsupported reference a failed check."""

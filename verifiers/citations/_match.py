@@ -30,7 +30,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from verifiers.citations.records import CitationClaim, Person, Record, fold, repository_doi
+from verifiers.citations._records import CitationClaim, Person, Record, fold, repository_doi
 
 # --------------------------------------------------------------------------- constants (one place)
 
