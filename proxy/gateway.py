@@ -100,7 +100,8 @@ class VerificationResources:
             caches, self._facts = list(self._facts.values()), {}
         for cache in caches:
             await cache.aclose()
-        await asyncio.to_thread(self.sandboxes.close)
+        if len(self.sandboxes):
+            await asyncio.to_thread(self.sandboxes.close)
 
 
 class Gateway:

@@ -117,6 +117,10 @@ class Sandboxes:
                 sb = self._made[key] = sandbox_mod.get(backend, lim)
         return sb
 
+    def __len__(self) -> int:
+        """How many sandboxes are open (made and not closed yet)."""
+        return len(self._made)
+
     def close(self) -> None:
         """Close every sandbox made (docker clients, warm containers). Blocking; idempotent."""
         with self._lock:
@@ -373,7 +377,7 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
                              registry=registry, trust_model_passes=trust_model_passes,
                              unchecked_facts=unchecked_facts, sandboxes=own)
         finally:
-            if own._made:  # closing may talk to the docker engine: off the event loop
+            if len(own):  # closing may talk to the docker engine: off the event loop
                 await asyncio.to_thread(own.close)
     registry = REGISTRY if registry is None else registry
     options = options or {}
