@@ -236,15 +236,16 @@ class Gateway:
         assert self._warming is not None
         self._warming.join(timeout)
 
-    async def aclose(self) -> None:
-        """Close everything this gateway opened: wait for (then cancel) background
-        verifications, close the daily budget store and the audit log, the upstream clients,
-        the report and review stores, the verdict caches and the sandboxes. Idempotent."""
+    async def aclose(self, timeout: float = 10.0) -> None:
+        """Close everything this gateway opened: wait up to ``timeout`` s for background
+        verifications (then cancel them), close the daily budget store and the audit log, the
+        upstream clients, the report and review stores, the verdict caches and the sandboxes.
+        Idempotent."""
         if self._closed:
             return
         self._closed = True
         if self._runtime is not None:
-            await self._runtime.aclose()
+            await self._runtime.aclose(timeout)
         if self.upstreams is not None:
             await self.upstreams.close()
         if self._reports not in (None, _UNSET):

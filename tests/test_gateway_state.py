@@ -75,7 +75,7 @@ def test_closing_a_gateway_closes_what_it_opened(tmp_path: Path) -> None:
         assert gw.runtime.spawn(background()) is not None
         await asyncio.sleep(0)
         audit, review = gw.runtime.audit, gw.review
-        await asyncio.wait_for(gw.aclose(), 30)  # the background task is cancelled, not awaited for ever
+        await asyncio.wait_for(gw.aclose(timeout=0.1), 30)  # the background task is cancelled, not awaited for ever
         assert ran == ["ended"] and not gw.runtime._tasks
         assert audit is not None and audit._fh is not None and audit._fh.closed
         with pytest.raises(Exception):  # the SQLite review store's connection is closed
