@@ -91,7 +91,7 @@ def main(argv=None) -> int:
                         "outcomes": s["outcomes"]}
     fit = {"what": "per citation status: how often the class it asserts is right on the labelled citation cases",
            "smoothing": "Laplace (rule of succession): (right + 1) / (n + 2); Wilson 95% interval recorded",
-           "confidence_rounding": "published authenticity = laplace (VALID statuses) or 1 - laplace (HALLUCINATED statuses), rounded to 3 decimals (verifiers/citations/match.py STATUS_AUTHENTICITY)",
+           "confidence_rounding": "published authenticity = laplace (VALID statuses) or 1 - laplace (HALLUCINATED statuses), rounded to 3 decimals (verifiers/citations/_match.py STATUS_AUTHENTICITY)",
            "statuses": statuses, "provenance": prov}
     Path(a.fit).write_text(json.dumps(fit, indent=2) + "\n")
     for st, s in statuses.items():

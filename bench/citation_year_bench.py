@@ -3,7 +3,7 @@
 A year off by one is how preprint and published versions differ (arXiv 2019, proceedings 2020) and
 also how models misremember or change years (HALLMARK's ``arxiv_version_mismatch``: "year
 shifted"; a held-back fabrication "a year off by one against an arXiv preprint" was VERIFIED).
-The rule (``verifiers/citations/match.py`` ``compare``): such a reference is never VERIFIED; it is
+The rule (``verifiers/citations/_match.py`` ``compare``): such a reference is never VERIFIED; it is
 a CONFLICT when the record is the very preprint cited and the stated year precedes it.
 
 Three sets, each rendered in the five styles of ``bench/citations_bench.py``, checked offline
@@ -45,7 +45,7 @@ from citations_bench import RECORD_FILES, STYLES, cases_dir  # noqa: E402
 from proxy.cli.cases import citation_answer  # noqa: E402
 from verifiers.citations import build_index  # noqa: E402
 from verifiers.citations.sources.local_index import read_records  # noqa: E402
-from verifiers.citations.verify import acheck  # noqa: E402
+from verifiers.citations._verify import acheck  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 

@@ -38,10 +38,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from verifiers.citations import Sources, acheck, aclose_all, build_index, extract  # noqa: E402
-from verifiers.citations.match import canonical_venue, title_similarity  # noqa: E402
-from verifiers.citations.records import parse_person, split_bibtex_authors  # noqa: E402
+from verifiers.citations._match import canonical_venue, title_similarity  # noqa: E402
+from verifiers.citations._records import parse_person, split_bibtex_authors  # noqa: E402
 from verifiers.citations.sources.local_index import _from_fields  # noqa: E402
-from verifiers.citations.styles import render  # noqa: E402
+from verifiers.citations._styles import render  # noqa: E402
 
 STYLES = ("apa", "ieee", "mla", "harvard", "bibtex")
 RECORD_FILES = ("valid_entries_dblp.jsonl", "raw_crossdomain_valid.jsonl", "journal_articles.jsonl")
@@ -103,8 +103,8 @@ def doi_leave_one_out(labelled: dict[str, list[dict]], index: str) -> tuple[int,
     """False-alarm check of the offline fabricated-DOI evidence (``LocalIndex.foreign_doi_prefix``):
     of the VALID entries carrying a non-repository DOI, how many would it flag if the library held
     their work without that DOI (their own record's prefix count taken out)? -> (fired, entries)."""
-    from verifiers.citations.match import PREPRINT_VENUES
-    from verifiers.citations.records import doi_prefix, repository_doi
+    from verifiers.citations._match import PREPRINT_VENUES
+    from verifiers.citations._records import doi_prefix, repository_doi
     from verifiers.citations.sources.local_index import MIN_VENUE_RECORDS, LocalIndex
 
     by_venue, _ = LocalIndex(index)._prefix_profile()
@@ -253,8 +253,8 @@ def refextract_accuracy(labelled: dict[str, list[dict]], styles=("apa", "ieee", 
         from refextract import extract_references_from_string
     except ImportError:
         return None
-    from verifiers.citations.extract import parse_author_list
-    from verifiers.citations.records import CitationClaim
+    from verifiers.citations._extract import parse_author_list
+    from verifiers.citations._records import CitationClaim
 
     acc = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for entries in labelled.values():
@@ -281,7 +281,7 @@ def valid_variants(labelled: dict[str, list[dict]]):
     year off by one (preprint vs proceedings), one typo in the title. A verifier that flags these
     raises false alarms on right answers.
     """
-    from verifiers.citations.match import VENUE_ALIASES
+    from verifiers.citations._match import VENUE_ALIASES
 
     for ds, entries in labelled.items():
         for e in entries:
@@ -443,7 +443,7 @@ def report(results: dict, ext: dict, refx: dict | None, styles, secs: float, var
                   "whose citations are all correct): how often each status is right, against its confidence "
                   "(authenticity for the passing statuses, 1 - authenticity for the failing ones).", "",
                   "| status | confidence | n | VALID | HALLUCINATED | right |", "|---|---|---|---|---|---|"]
-            from verifiers.citations.match import STATUS_AUTHENTICITY
+            from verifiers.citations._match import STATUS_AUTHENTICITY
             for st in ("VERIFIED", "PARTIALLY_VERIFIED", "LIKELY_HALLUCINATION", "CONFLICT", "NOT_FOUND"):
                 v, h = lab[(st, "VALID")], lab[(st, "HALLUCINATED")]
                 if not v + h:

@@ -230,7 +230,7 @@ print(json.dumps({"start_ms": start_ms, "getppid_ns": per_call(lambda _: os.getp
 def seccomp_overhead(n: int) -> str:
     """Markdown section: bwrap runs with vs without the seccomp filter, interleaved pairs in one
     process (same rootfs, same limits). Returns the section."""
-    from verifiers.sandbox import seccomp
+    from verifiers.sandbox import _seccomp as seccomp
 
     seccomp._reset_for_tests()
     t = time.perf_counter()

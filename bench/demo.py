@@ -85,7 +85,7 @@ def _code(d: Path, n: int, rng: random.Random) -> list[dict[str, Any]]:
 def _citations(d: Path, n: int, rng: random.Random, tmp: Path) -> tuple[list[dict[str, Any]], str]:
     from verifiers.citations import build_index
     from verifiers.citations.sources.local_index import _from_fields
-    from verifiers.citations.styles import render
+    from verifiers.citations._styles import render
 
     entries = [json.loads(x) for x in (d / "citations" / "supplement_chatgpt_citations.jsonl").open()]
     valid = [e for e in entries if e["label"] == "VALID"]

@@ -7,7 +7,7 @@ entry itself was put in the library. This script builds three offline indexes fr
 ``$VERACITY_CASES/citations`` (default ``../shared/cases``):
 
 * ``held_out``: the three record files minus every record of an evaluated work -- a record whose
-  normalised title (``verifiers.citations.match.normalize_title``) or DOI equals that of any entry
+  normalised title (``verifiers.citations._match.normalize_title``) or DOI equals that of any entry
   of ``supplement_chatgpt_citations.jsonl`` or ``dev_public.jsonl``, VALID or HALLUCINATED. It holds
   none of the evaluated works: what is measured is what the checks do when the library does not
   know the cited work (a right reference can then not be confirmed, only left ``unknown`` --
@@ -51,8 +51,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from citations_bench import RECORD_FILES, build_indexes, cases_dir, load_labelled  # noqa: E402
 
 from verifiers.citations import build_index  # noqa: E402
-from verifiers.citations.match import normalize_title  # noqa: E402
-from verifiers.citations.records import normalize_doi  # noqa: E402
+from verifiers.citations._match import normalize_title  # noqa: E402
+from verifiers.citations._records import normalize_doi  # noqa: E402
 from verifiers.citations.sources.local_index import read_records  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         "whole world. `--index-partial` (`local_index.authoritative: false`) leaves it `unknown` whether the title "
         "search returned nothing or only other works, and leaves a resemblance to another record "
         "(LIKELY_HALLUCINATION) `unknown` too: a partial library's silence is no evidence "
-        "(`verifiers/citations/verify.py` `expected_to_hold`, the absence rule). What a partial library that holds "
+        "(`verifiers/citations/_verify.py` `expected_to_hold`, the absence rule). What a partial library that holds "
         "none of the evaluated works can still catch is positive evidence only (an identifier that resolves to "
         "another work, a year before the cited preprint's first version); here it catches nothing, and says so "
         "with `unknown`. Before that rule (commit 931450a) row 1 failed 2,195 of 3,425 right answers, row 5 2,218 of "

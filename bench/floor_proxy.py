@@ -88,9 +88,9 @@ def load_veracity_heap() -> None:
 
     cfg = GatewayConfig(upstreams=[UpstreamConfig(name="m", base_url="http://127.0.0.1:9/v1", models=["*"])],
                         policies={"dir": str(root / "bench" / "policies_off")}, verification={})
-    _app.create_app(cfg)
-    pipeline.runtime.get(cfg)
-    pipeline.runtime.wait_warm_up()
+    state = _app.create_app(cfg).state  # FastPath's GatewayState: the app's proxy.gateway.Gateway
+    state.runtime  # noqa: B018 - builds the verification runtime (loads the policies)
+    state.wait_warm_up()
     arithmetic.warm_up()
     pipeline.risk_mod.score("What is 2 + 2?", "2 + 2 = 4")
     gc.collect()

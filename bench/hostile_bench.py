@@ -118,7 +118,7 @@ def main() -> int:
               "4,000 narrative author-year citations 2.5 s (extraction). Each was a per-item scan of "
               "everything seen before (quadratic); see tests/hostile/test_hostile_inputs.py for the cases.",
               "", "Second pass (11:40 UTC): the `refs + ...` rows. Before bounding `_SURNAME` and the arXiv "
-              "archive name in verifiers/citations/extract.py, the narrative in-text pattern alone took "
+              "archive name in verifiers/citations/_extract.py, the narrative in-text pattern alone took "
               "0.23 / 1.1 / 4.3 / 14.9 s on 1 / 2 / 4 / 8 kB of 'A-A-...' (quadratic), 'van van ...' 7.4 s "
               "and 'arXiv-arXiv-...' 14.6 s on 16 kB; a 100 kB answer sent to /v1/veracity/verify left the "
               "gateway unable to answer /healthz for over 5 minutes (re holds the GIL, so the verifier's "

@@ -333,7 +333,6 @@ def _answer(content: str) -> dict:
 def overhead_bench(n: int) -> dict[str, float]:
     from proxy import app as app_mod
     from proxy.pipeline import sequence
-    from proxy import runtime
     from proxy.config import GatewayConfig, UpstreamConfig
     from proxy.observability.log import configure
 
@@ -373,14 +372,14 @@ def overhead_bench(n: int) -> dict[str, float]:
 
         for _ in range(200):
             await asgi(dict(scope), receive, send)
-        await runtime.get(cfg).drain(60)
+        await state.runtime.drain(60)
         lat = []
         perf = time.perf_counter
         for _ in range(n):
             t0 = perf()
             await asgi(dict(scope), receive, send)
             lat.append(perf() - t0)
-        await runtime.get(cfg).drain(60)
+        await state.runtime.drain(60)
         return statistics.median(lat) * 1e6
 
     stdout = sys.stdout

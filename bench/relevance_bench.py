@@ -38,7 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from verifiers.citations.relevance import judge_deterministic, judge_relevance  # noqa: E402
+from verifiers.citations._relevance import judge_deterministic, judge_relevance  # noqa: E402
 from verifiers.model import ModelError, ModelReply  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "cases" / "relevance"

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 from verifiers import code  # noqa: E402
 from verifiers.sandbox import Limits  # noqa: E402
-from verifiers.sandbox.bwrap import BwrapSandbox  # noqa: E402
+from verifiers.sandbox._bwrap import BwrapSandbox  # noqa: E402
 
 PLAIN = """
 import numpy as np, pandas as pd, sympy as sp
@@ -86,7 +86,7 @@ def main() -> int:
         print(f"bwrap unavailable: {why}", file=sys.stderr)
         return 2
     if args.no_arena_max:
-        import verifiers.sandbox.bwrap as bw
+        import verifiers.sandbox._bwrap as bw
 
         bw.SANDBOX_ENV.pop("MALLOC_ARENA_MAX", None)
     rows = []

@@ -28,7 +28,6 @@ with every served method in ``Allow``. Every request but ``/healthz``, ``/readyz
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import os
 from collections.abc import AsyncIterator
@@ -37,7 +36,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from proxy import redaction, runtime
+from proxy import redaction
 from proxy._asgi import cors
 from proxy._asgi.disconnect import WatchSweeper
 from proxy._asgi.fastpath import FastPath
@@ -45,7 +44,6 @@ from proxy.auth import Authenticator
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.observability import metrics
 from proxy.observability.log import add_secrets, get_logger
-from proxy.pipeline import sentinel
 from proxy.routes import fallback, health, review_page
 from proxy.routes.chat import CHAT_ROUTE, chat_completions
 from proxy.routes.models import MODELS_ROUTE, list_models
@@ -54,7 +52,7 @@ from proxy.routes.reports import REPORT_ROUTE, get_report
 from proxy.routes.reviews import (REVIEW_PAGE_ROUTE, REVIEW_ROUTE, REVIEWS_ROUTE, get_review, list_reviews,
                                   page_endpoint, resolve_review)
 from proxy.routes.verify import VERIFY_ROUTE, veracity_verify
-from proxy.upstreams import Upstreams
+from proxy.gateway import Gateway
 
 __all__ = ["GatewayState", "create_app", "app_from_env"]
 
@@ -82,54 +80,21 @@ ROUTES = (
 )
 
 
-class GatewayState:
-    """Per-process state: config, authenticator, upstreams (opened at start-up by the lifespan
-    in :func:`create_app`), the disconnect watches' sweeper. Reached by handlers as
+class GatewayState(Gateway):
+    """The :class:`proxy.gateway.Gateway` (config, upstreams, runtime, stores; opened at start-up
+    by the lifespan in :func:`create_app`) with what the HTTP layer adds: authenticator, body
+    limit, content logging, the disconnect watches' sweeper. Reached by handlers as
     ``request.app.state.gw``."""
 
     def __init__(self, cfg: GatewayConfig) -> None:
-        self.cfg = cfg
+        super().__init__(cfg)
         self.auth = Authenticator(cfg.keys)
         self.max_body = cfg.limits.max_body_bytes
         self.log_content = cfg.logging.log_content
-        self.upstreams: Upstreams | None = None
         self.pid = os.getpid()
         self.sweeper = WatchSweeper()
         #: reports kept for GET /v1/veracity/reports/{id} (``reports.enabled``)
         self.reports_on = cfg.reports.enabled
-
-
-async def _warm_up(cfg: GatewayConfig) -> None:
-    """Start-up work that would otherwise land on the first requests (~80-240 ms): load the
-    policies (verification runtime), finish importing the verifiers, build the arithmetic
-    verifier's unit registry, and run the risk scorer once. Runs before the server accepts
-    connections (uvicorn waits for the lifespan), in a thread so the loop stays free. A
-    verification runtime that cannot be built (an audit or budget file that cannot be opened:
-    what config validation cannot see) raises RuntimeError, so start-up fails (``veracity
-    serve`` exits with status 2) instead of a ready gateway answering every request with 500."""
-    def work() -> None:
-        try:
-            rt = runtime.get(cfg)
-        except Exception as exc:  # noqa: BLE001 - any failure here is a start-up failure
-            log.error("startup_failed", error=f"Veracity is misconfigured: {type(exc).__name__}: {exc}")
-            raise RuntimeError(f"Veracity is misconfigured: {exc}") from None
-        runtime.wait_warm_up()
-        try:
-            from verifiers import arithmetic, risk
-
-            arithmetic.warm_up()
-            risk.score("What is 2 + 2?", "2 + 2 = 4")
-        except Exception:  # noqa: BLE001 - a broken verifier shows up as an `error` check later
-            pass
-        # the sentinel's `schema_tokens` (loading the tiktoken encoding takes ~1 s and ~78 MiB
-        # of RSS, measured): here when a policy offers the sentinel, or its first reports of
-        # each process said null; otherwise on first use, off the request path
-        # (proxy.pipeline.sentinel.overhead_tokens_cached), so a gateway without it stays small
-        store = rt.policies
-        if any(store.get(n).sentinel.mode != "off" for n in store.names()):
-            sentinel.overhead_tokens()
-
-    await asyncio.to_thread(work)
 
 
 def create_app(cfg: GatewayConfig) -> FastAPI:
@@ -141,17 +106,8 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        try:
-            state.upstreams = await Upstreams.start(cfg)
-        except Exception as exc:  # e.g. a litellm upstream whose import fails: one line, then exit 2
-            log.error("startup_failed", error=f"cannot start the upstream clients: {type(exc).__name__}: {exc}")
-            raise RuntimeError(f"cannot start the upstream clients: {exc}") from None
         state.pid = os.getpid()
-        try:
-            await _warm_up(cfg)
-        except BaseException:  # start-up fails: close the upstream sessions opened above
-            await state.upstreams.close()
-            raise
+        await state.start()  # upstream clients, runtime, warm-up (RuntimeError: start-up fails)
         # the start-up heap (config, policies, verifier modules: most of the process's objects)
         # lives until exit: keep it out of the cyclic GC's scans from now on (gc.freeze docs)
         gc.collect()
@@ -160,7 +116,7 @@ def create_app(cfg: GatewayConfig) -> FastAPI:
             yield
         finally:
             await state.sweeper.close()
-            await state.upstreams.close()
+            await state.aclose()
             metrics.mark_process_dead()
 
     app = FastAPI(title="Veracity", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)

@@ -96,7 +96,7 @@ class CodeVerifier(VerifierToggle):
 
 
 class CitationRelevance(_Strict):
-    """Content relevance (``verifiers.citations.relevance``; docs/citations.md): ``enabled`` compares the
+    """Content relevance (``verifiers.citations._relevance``; docs/citations.md): ``enabled`` compares the
     sentence that cites each resolved reference with the work's abstract (supported /
     unsupported / abstract_unavailable, recorded in the check's ``evidence["relevance"]``);
     ``fail_unsupported`` makes an unsupported reference a failed check."""
@@ -118,7 +118,7 @@ class CitationVerifier(VerifierToggle):
     @classmethod
     def _valid_sources(cls, v: dict[str, Any]) -> dict[str, Any]:
         try:
-            from verifiers.citations.config import Sources
+            from verifiers.citations import Sources
         except ImportError:  # verifier not installed: validated when it runs
             return v
         Sources.from_dict(v)

@@ -1,6 +1,7 @@
-"""Per-process verification state: policies, daily budgets, prices, audit log, background
-tasks. One :class:`VerificationRuntime` per gateway config, made on first use by
-:func:`get`.
+"""The verification part of a running gateway's state: policies, daily budgets, prices, audit
+log, background tasks. A :class:`proxy.gateway.Gateway` builds its :class:`VerificationRuntime`
+with :func:`build` (at start-up, or on first use) and closes it with itself; nothing here is
+kept at module level.
 
 Config sections it reads (:class:`proxy.config.PoliciesSettings` and
 :class:`proxy.config.VerificationSettings`, validated when the config is loaded; in a config
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,7 +32,8 @@ from proxy.stores.budget import DailyBudgets, PriceTable  # noqa: F401 (PriceTab
 from proxy.config import PoliciesSettings, VerificationSettings
 from proxy.policy import PolicyStore
 
-__all__ = ["VerificationRuntime", "get", "check_stores", "PoliciesSettings", "VerificationSettings"]
+__all__ = ["VerificationRuntime", "build", "check_stores", "redis_url", "PoliciesSettings", "VerificationSettings",
+           "MAX_BACKGROUND_TASKS"]
 
 
 #: Background verifications (observe mode) running at once per process. Past it a new one
@@ -49,17 +50,12 @@ class VerificationRuntime:
 
     def __init__(self, policies: PoliciesSettings, settings: VerificationSettings):
         self.policies = PolicyStore(policies.dir, check_interval_s=policies.check_interval_s)
-        redis_url = settings.redis_url or os.environ.get("VERACITY_REDIS_URL") or None
-        self.daily = DailyBudgets.from_settings(redis_url=redis_url, sqlite_path=settings.budget_db)
-        global _REDIS_URL
-        _REDIS_URL = redis_url  # the facts verdict cache's `redis` spec uses the same server
+        self.redis_url = settings.redis_url or os.environ.get("VERACITY_REDIS_URL") or None
+        self.daily = DailyBudgets.from_settings(redis_url=self.redis_url, sqlite_path=settings.budget_db)
         audit_path = settings.audit or os.environ.get("VERACITY_AUDIT") or None
         self.audit = AuditLog.open(audit_path) if audit_path else None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.dropped = 0
-        start_warm_up()
-        # the price table (~100 ms of JSON) loads off the request path too
-        threading.Thread(target=lambda: self.daily.prices, name="veracity-prices", daemon=True).start()
 
     @property
     def prices(self) -> PriceTable:
@@ -85,36 +81,18 @@ class VerificationRuntime:
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout)
 
-
-def _warm_up() -> None:
-    """Import the verifiers (SymPy, pint, pyflakes, the citation matcher take hundreds of ms)
-    off the request path, so the first risky answer does not pay for them."""
-    import importlib
-
-    for name in ("verifiers.arithmetic", "verifiers.code", "verifiers.citations", "verifiers.facts",
-                 "verifiers.facts.backends"):
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - a missing verifier shows up as an `error` check later
-            pass
-
-
-_WARMING: list[threading.Thread] = []
-
-
-def start_warm_up() -> None:
-    """Start :func:`_warm_up` once per process, in a daemon thread (``proxy.pipeline.sequence`` calls
-    this at import, i.e. when the gateway app is built, before the first request)."""
-    if not _WARMING:
-        t = threading.Thread(target=_warm_up, name="veracity-warm-up", daemon=True)
-        _WARMING.append(t)
-        t.start()
-
-
-def wait_warm_up(timeout: float = 30.0) -> None:
-    """Block until the :func:`start_warm_up` thread has finished (at most ``timeout`` s)."""
-    start_warm_up()
-    _WARMING[0].join(timeout)
+    async def aclose(self, timeout: float = 10.0) -> None:
+        """Shut down: wait up to ``timeout`` s for background verifications (their audit
+        records and budget charges), cancel what is left, then close the daily budget store
+        and the audit log. Idempotent."""
+        await self.drain(timeout)
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=1.0)
+        await self.daily.close()
+        if self.audit is not None:
+            self.audit.close()
 
 
 def check_stores(settings: VerificationSettings) -> None:
@@ -132,22 +110,17 @@ def check_stores(settings: VerificationSettings) -> None:
         AuditLog.open(audit_path).close()
 
 
-_RUNTIMES: dict[int, tuple[Any, VerificationRuntime]] = {}
-
-
 def _section(cfg: Any, name: str) -> Any:
     """``cfg.<name>``: a validated section of a :class:`proxy.config.GatewayConfig`, or the
-    plain dict / None of a config-like object (re-validated by :func:`get`)."""
+    plain dict / None of a config-like object (re-validated by :func:`build`)."""
     value = getattr(cfg, name, None)
     return {} if value is None else value
 
 
-def get(cfg: Any) -> VerificationRuntime:
-    """The runtime for gateway config ``cfg`` (created on first call). Raises ValueError with
-    the field path when the ``policies``/``verification`` sections do not validate."""
-    entry = _RUNTIMES.get(id(cfg))
-    if entry is not None and entry[0] is cfg:
-        return entry[1]
+def build(cfg: Any) -> VerificationRuntime:
+    """A new runtime for gateway config ``cfg`` (loads the policies, opens the budget store and
+    the audit log). Raises ValueError with the field path when the ``policies``/``verification``
+    sections do not validate; what opening raises (OSError, sqlite3.DatabaseError)."""
     parsed = []
     for name, model in (("policies", PoliciesSettings), ("verification", VerificationSettings)):
         try:
@@ -157,37 +130,13 @@ def get(cfg: Any) -> VerificationRuntime:
             err = exc.errors()[0]
             raise ValueError(f"config: {name}.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
     pol, ver = parsed
-    rt = VerificationRuntime(pol, ver)
-    _RUNTIMES[id(cfg)] = (cfg, rt)
-    return rt
+    return VerificationRuntime(pol, ver)
 
 
-_FACTS_CACHES: dict[str, Any] = {}
-#: ``verification.redis_url`` (or ``VERACITY_REDIS_URL``) of the running gateway, set by
-#: :class:`VerificationRuntime`; the facts verdict cache's ``redis`` spec uses it.
-_REDIS_URL: str | None = None
-
-
-def facts_cache(spec: str) -> Any:
-    """The facts verifier's verdict cache for a policy's ``verifiers.facts.cache`` value:
-    ``off`` -> None; ``memory`` -> one in-memory SQLite cache per process; ``redis`` -> Redis at
-    ``verification.redis_url`` (else ``VERACITY_REDIS_URL``; in memory without either); anything else is a SQLite file path. Made once per spec per process;
-    None when the facts verifier is not installed."""
-    if spec == "off":
-        return None
-    hit = _FACTS_CACHES.get(spec)
-    if hit is not None:
-        return hit
-    try:
-        from verifiers.facts import VerdictCache
-    except ImportError:
-        return None
-    if spec == "memory":
-        cache = VerdictCache(":memory:")
-    elif spec == "redis":
-        url = _REDIS_URL or os.environ.get("VERACITY_REDIS_URL")
-        cache = VerdictCache(url=url) if url else VerdictCache(":memory:")
-    else:
-        cache = VerdictCache(spec)
-    _FACTS_CACHES[spec] = cache
-    return cache
+def redis_url(cfg: Any) -> str | None:
+    """``verification.redis_url`` of gateway config ``cfg`` (a validated config or a config-like
+    object), else ``$VERACITY_REDIS_URL``, else None: the one Redis server budgets, reports,
+    reviews and the facts verdict cache share."""
+    ver = getattr(cfg, "verification", None)
+    url = ver.get("redis_url") if isinstance(ver, dict) else getattr(ver, "redis_url", None)
+    return url or os.environ.get("VERACITY_REDIS_URL") or None

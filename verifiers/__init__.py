@@ -4,7 +4,7 @@ Each verifier is one module with one public entry point returning ``list[Check]`
 ``verifiers.arithmetic.check``, ``verifiers.code.check``, ``verifiers.citations.check``.
 """
 
-from verifiers._types import OUTCOMES, Check, Cost, Report
+from verifiers._types import OUTCOMES, Check, Cost, Report, decided_pass
 from verifiers.run import averify, verify
 
-__all__ = ["Check", "Cost", "Report", "OUTCOMES", "verify", "averify"]
+__all__ = ["Check", "Cost", "Report", "OUTCOMES", "decided_pass", "verify", "averify"]

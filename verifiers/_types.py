@@ -13,6 +13,7 @@ from typing import Any, Literal
 Outcome = Literal["pass", "fail", "unknown", "error"]
 ReportStatus = Literal["passed", "unverified", "corrected", "failed", "skipped", "error"]
 
+#: the outcomes a :class:`Check` may have
 OUTCOMES: tuple[str, ...] = ("pass", "fail", "unknown", "error")
 
 #: What a check's verdict rests on (DESIGN.md "Asymmetric trust", vocabulary "basis"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
@@ -23,7 +24,8 @@ from verifiers._limits import unread_check
 from verifiers._types import DEFAULT_BASIS, Check, Report, decided_pass
 from verifiers import risk as _risk
 
-__all__ = ["run", "verify", "averify", "status_of", "REGISTRY", "Adapter"]
+__all__ = ["run", "verify", "averify", "status_of", "REGISTRY", "Adapter", "Sandboxes", "content_text",
+           "last_user_text"]
 
 #: An adapter runs one verifier: ``(answer, question, options) -> list[Check]`` (awaitable).
 Adapter = Callable[[str, "str | None", Mapping[str, Any]], Awaitable[list[Check]]]
@@ -89,25 +91,67 @@ async def _arithmetic(answer: str, question: str | None, options: Mapping[str, A
     return await asyncio.to_thread(mod.check, answer, question, **kw)
 
 
-_SANDBOXES: dict[tuple[str, str], Any] = {}
+class Sandboxes:
+    """The code sandboxes :func:`run` makes from ``sandbox`` option specs (``{"backend": "auto",
+    "limits": {...}}``, :class:`verifiers.sandbox.Limits` fields): one
+    :class:`verifiers.sandbox.Sandbox` per (backend, limits), made on first use and kept until
+    :meth:`close`. The caller owns it: the gateway keeps one for as long as it runs (probing
+    docker/bwrap and warm containers are paid once); :func:`run` without one makes one for the
+    call and closes it. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._made: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, spec: Mapping[str, Any] | None) -> Any:
+        """The sandbox for ``spec`` (None: ``{"backend": "auto"}``). Raises ValueError for an
+        unknown backend or limit name (as :func:`verifiers.sandbox.get` and ``Limits`` do)."""
+        spec = spec or {}
+        backend, limits = spec.get("backend", "auto"), spec.get("limits")
+        key = (backend, repr(sorted((limits or {}).items())))
+        with self._lock:
+            sb = self._made.get(key)
+            if sb is None:
+                sandbox_mod = importlib.import_module("verifiers.sandbox")
+                lim = sandbox_mod.Limits(**dict(limits)) if limits else None
+                sb = self._made[key] = sandbox_mod.get(backend, lim)
+        return sb
+
+    def __len__(self) -> int:
+        """How many sandboxes are open (made and not closed yet)."""
+        return len(self._made)
+
+    def close(self) -> None:
+        """Close every sandbox made (docker clients, warm containers). Blocking; idempotent."""
+        with self._lock:
+            made, self._made = list(self._made.values()), {}
+        for sb in made:
+            try:
+                sb.close()
+            except Exception:  # noqa: BLE001 - closing one must not keep the others open
+                pass
 
 
-def _sandbox(backend: str, limits: Mapping[str, Any] | None) -> Any:
-    key = (backend, repr(sorted((limits or {}).items())))
-    sb = _SANDBOXES.get(key)
-    if sb is None:
-        sandbox_mod = importlib.import_module("verifiers.sandbox")
-        lim = sandbox_mod.Limits(**dict(limits)) if limits else None
-        sb = _SANDBOXES[key] = sandbox_mod.get(backend, lim)
-    return sb
+def _with_sandboxes(adapter: Adapter, name: str, sandboxes: Sandboxes) -> Adapter:
+    """``adapter`` called with its ``sandbox`` spec (a mapping, or None for ``code``) replaced by
+    the sandbox from ``sandboxes`` (inside the call: a bad spec is that verifier's ``error`` check)."""
+    async def call(answer: str, question: str | None, opts: Mapping[str, Any]) -> Any:
+        spec = opts.get("sandbox")
+        if isinstance(spec, Mapping) or (spec is None and name == "code"):
+            opts = {**opts, "sandbox": sandboxes.get(spec)}
+        return await adapter(answer, question, opts)
+    return call
 
 
 async def _code(answer: str, question: str | None, options: Mapping[str, Any]) -> list[Check]:
     mod = importlib.import_module("verifiers.code")
     sandbox = options.get("sandbox")
-    if sandbox is None or isinstance(sandbox, Mapping):
-        spec = sandbox or {}
-        sandbox = _sandbox(spec.get("backend", "auto"), spec.get("limits"))
+    if sandbox is None or isinstance(sandbox, Mapping):  # called outside run(): a sandbox for this call
+        own = Sandboxes()
+        try:
+            return await _code(answer, question, {**options, "sandbox": own.get(sandbox)})
+        finally:
+            await asyncio.to_thread(own.close)
     fn = getattr(mod, "acheck", None)
     if fn is not None:
         kw = _call_kwargs(fn, options, _RESERVED)
@@ -140,6 +184,12 @@ async def _planner(answer: str, question: str | None, options: Mapping[str, Any]
     ``model`` is given; template plans always. When ``when`` asks for a model plan, no template
     applied and no ``model`` is given, one ``unknown`` planner check says so. Returns
     ``(checks, extra)``."""
+    if isinstance(options.get("sandbox"), Mapping):  # called outside run(): a sandbox for this call
+        own = Sandboxes()
+        try:
+            return await _planner(answer, question, {**options, "sandbox": own.get(options["sandbox"])})
+        finally:
+            await asyncio.to_thread(own.close)
     mod = importlib.import_module("verifiers.planner")
     rule_checks = list(options.get("rule_checks") or ())
     model = options.get("model")
@@ -150,7 +200,7 @@ async def _planner(answer: str, question: str | None, options: Mapping[str, Any]
     wanted = (when == "always" or (when in ("unexplained", "high_risk") and not explained)
               or (when == "high_risk" and risk_score >= float(options.get("high_risk", 0.7))))
     use_model = model is not None and wanted
-    tools = mod.Toolbox(sandbox=_code_sandbox(options.get("sandbox")) if options.get("sandbox") is not None else None,
+    tools = mod.Toolbox(sandbox=options.get("sandbox"),
                         citation_sources=options.get("citation_sources"), search_facts=options.get("search_facts"))
     outcome = await mod.acheck(answer, question, model=model if use_model else None, rule_checks=rule_checks,
                                use_model=use_model, tools=tools, max_steps=int(options.get("max_steps", 6)),
@@ -176,13 +226,6 @@ async def _planner(answer: str, question: str | None, options: Mapping[str, Any]
         if outcome.plan is not None:
             extra["plan"] = outcome.plan
     return checks, extra
-
-
-def _code_sandbox(spec: Any) -> Any:
-    if spec is None or isinstance(spec, Mapping):
-        spec = spec or {}
-        return _sandbox(spec.get("backend", "auto"), spec.get("limits"))
-    return spec
 
 
 async def _facts(answer: str, question: str | None, options: Mapping[str, Any]) -> Any:
@@ -294,7 +337,8 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
               options: Mapping[str, Mapping[str, Any]] | None = None,
               deadline_s: float | None = None,
               registry: Mapping[str, Adapter] | None = None,
-              trust_model_passes: bool = False, unchecked_facts: str | None = None) -> Report:
+              trust_model_passes: bool = False, unchecked_facts: str | None = None,
+              sandboxes: Sandboxes | None = None) -> Report:
     """Run the verifiers ``names`` on ``answer`` concurrently and merge their checks.
 
     Two phases: every verifier but those in :data:`SECOND_PHASE` runs at once; then the
@@ -318,11 +362,23 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
             enable the facts verifier"), an answer that would be ``passed`` is read for world
             claims no check decided (:func:`verifiers.facts._unchecked.unchecked_claims`); each
             is an ``unknown`` check, so such an answer is ``unverified``, not ``passed``.
+        sandboxes: where the ``sandbox`` specs of ``code``/``planner`` options come from
+            (:class:`Sandboxes`, kept by the caller across calls); default: one made for this
+            call and closed when it returns.
 
     Returns:
         A Report with ``status`` from :func:`status_of`, the checks in ``names`` order, and
         ``extra["durations_ms"]`` (verifier -> wall ms). Never raises for verifier failures.
     """
+    if sandboxes is None:
+        own = Sandboxes()
+        try:
+            return await run(answer, names, question=question, options=options, deadline_s=deadline_s,
+                             registry=registry, trust_model_passes=trust_model_passes,
+                             unchecked_facts=unchecked_facts, sandboxes=own)
+        finally:
+            if len(own):  # closing may talk to the docker engine: off the event loop
+                await asyncio.to_thread(own.close)
     registry = REGISTRY if registry is None else registry
     options = options or {}
     t0 = time.perf_counter()
@@ -336,6 +392,8 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
             adapter = registry.get(name)
             if adapter is None:
                 continue
+            if adapter is _code or adapter is _planner:  # the built-in ones take sandbox specs
+                adapter = _with_sandboxes(adapter, name, sandboxes)
             opts = options.get(name, {})
             if extra_opts:
                 opts = {**opts, **extra_opts}

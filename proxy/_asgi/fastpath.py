@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
-from proxy import runtime
 from proxy._asgi.body import MAX_JSON_DEPTH, replay, scope_headers
 from proxy._asgi.disconnect import DisconnectWatch
 from proxy._asgi.request_ids import RID_RE, request_id, request_ids
@@ -213,7 +212,7 @@ class LeanLane:
         """The key's policy (looked up per request: files reload on change) with its cached
         lane verdict; None when it cannot be resolved (the normal path reports why)."""
         try:
-            policy = runtime.get(self.state.cfg).policies.get(principal.policy)
+            policy = self.state.runtime.policies.get(principal.policy)
         except Exception:  # noqa: BLE001 - misconfiguration / missing policy: the normal path's error
             return None
         hit = self._policies.get(id(policy))
@@ -297,7 +296,7 @@ class LeanLane:
             out["veracity"] = pol[2]  # the report dict: serialised at once, never mutated
             payload = dumps(out)
             status, vstatus = 200, "skipped"
-            await reports.publish(state.cfg, principal, rid, model, int(time.time() - timing.elapsed()), pol[2])
+            await reports.publish(state.reports, principal, rid, model, int(time.time() - timing.elapsed()), pol[2])
             headers = answer_headers(relayed, rid, "skipped", f"{timing.overhead() * 1000:.3f}",
                                      reports.report_headers(rid, pol[2], state.reports_on), payload)
         except asyncio.CancelledError:  # the client went away (see DisconnectWatch)

@@ -83,7 +83,7 @@ def label_of(value: Any) -> bool | None:
 
 def citation_answer(fields: dict[str, Any], style: str) -> str:
     """One reference rendered in ``style`` inside an answer (a reference list, or a BibTeX block)."""
-    from verifiers.citations.styles import render
+    from verifiers.citations import render
 
     ref = render(fields, style)
     if style == "bibtex":

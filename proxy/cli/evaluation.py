@@ -231,26 +231,31 @@ def _timed_out(t: float) -> str:
 
 async def _inprocess(items: list[dict[str, Any]], policy: Any, model: Any, grounding_policy: Any,
                      answer_timeout: float | None, progress: Any) -> list[dict[str, Any]]:
+    from proxy.gateway import VerificationResources
     from proxy.stores.budget import RequestBudget
     from proxy.pipeline.sequence import verify_text
 
     out = []
-    for it in items:
-        pol = grounding_policy if it.get("context") and grounding_policy is not None else policy
-        t0 = time.perf_counter()
-        try:
-            rep = await asyncio.wait_for(
-                verify_text(pol, it.get("question"), it["answer"], RequestBudget.from_policy(pol.budgets.request),
-                            model=model, messages=messages_of(it)), answer_timeout)
-            r = {"report": rep.to_dict(), "wall_ms": (time.perf_counter() - t0) * 1000, "error": None}
-        except TimeoutError:
-            r = {"report": None, "wall_ms": (time.perf_counter() - t0) * 1000, "error": _timed_out(answer_timeout)}
-        except Exception as exc:  # noqa: BLE001 -- one broken item must not end the evaluation
-            r = {"report": None, "wall_ms": (time.perf_counter() - t0) * 1000,
-                 "error": f"{type(exc).__name__}: {exc}"[:300]}
-        out.append(r)
-        if progress is not None:
-            progress(r)
+    resources = VerificationResources()  # facts caches and sandboxes shared by the items of this run
+    try:
+        for it in items:
+            pol = grounding_policy if it.get("context") and grounding_policy is not None else policy
+            t0 = time.perf_counter()
+            try:
+                rep = await asyncio.wait_for(
+                    verify_text(pol, it.get("question"), it["answer"], RequestBudget.from_policy(pol.budgets.request),
+                                model=model, messages=messages_of(it), resources=resources), answer_timeout)
+                r = {"report": rep.to_dict(), "wall_ms": (time.perf_counter() - t0) * 1000, "error": None}
+            except TimeoutError:
+                r = {"report": None, "wall_ms": (time.perf_counter() - t0) * 1000, "error": _timed_out(answer_timeout)}
+            except Exception as exc:  # noqa: BLE001 -- one broken item must not end the evaluation
+                r = {"report": None, "wall_ms": (time.perf_counter() - t0) * 1000,
+                     "error": f"{type(exc).__name__}: {exc}"[:300]}
+            out.append(r)
+            if progress is not None:
+                progress(r)
+    finally:
+        await resources.aclose()
     return out
 
 
@@ -370,7 +375,7 @@ class Progress:
 
 def _source_urls(sources: dict[str, Any]) -> dict[str, str]:
     # where each enabled network citation source is looked up (its base_url), for the probe
-    from verifiers.citations.config import Sources
+    from verifiers.citations import Sources
 
     cfg = Sources.from_dict(sources)
     return {n: getattr(cfg, n).base_url for n in cfg.enabled if n != "local"}

@@ -352,7 +352,7 @@ def _sandbox_runtime_check(r) -> str | None:
     import json
 
     from verifiers.sandbox import Limits, runtime as rt
-    from verifiers.sandbox.bwrap import BwrapSandbox
+    from verifiers.sandbox import BwrapSandbox
 
     box = BwrapSandbox(Limits(timeout_s=60), runtime=r.path)
     why = box.unavailable_reason()

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifiers._types import Report
+from verifiers import Report
 
 from proxy.wire.messages import choice_list
 

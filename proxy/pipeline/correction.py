@@ -35,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifiers._types import Check, Report, decided_pass
+from verifiers import Check, Report, decided_pass
 
 from proxy.pipeline import divergence
 from proxy.stores.budget import RequestBudget, usage_tokens

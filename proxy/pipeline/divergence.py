@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from rapidfuzz import fuzz
 
-from verifiers._types import Check
+from verifiers import Check
 
 __all__ = ["Divergence", "diverged", "is_refusal", "numbers", "subject_key", "value_key", "REFUSAL"]
 

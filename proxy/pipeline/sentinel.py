@@ -54,7 +54,7 @@ from typing import Any
 from proxy.stores.budget import RequestBudget, usage_tokens
 from proxy.wire.messages import first_message
 from proxy.wire.sse import encode_chunk
-from verifiers._types import Check
+from verifiers import Check
 
 __all__ = ["TOOL_NAME", "TOOL", "RULE", "MAX_CONSECUTIVE", "EXHAUSTED_REASON", "should_inject", "inject",
            "settle", "SettleResult", "exhaustion_check", "exhaustion_reason", "exhaustion_verdict",

@@ -67,15 +67,13 @@ from proxy.stores import reports
 
 from proxy.stores import review
 
-from proxy import runtime
-
 from proxy.pipeline import sentinel
 from proxy.observability import verification_metrics as vmetrics
 from proxy.stores.audit import make_record
 from proxy.auth import Principal
 from proxy.stores.budget import RequestBudget, is_token_count
 
-from proxy.config import GatewayConfig
+from proxy.gateway import Gateway, VerificationResources
 from proxy.pipeline.correction import correct, walked_states
 from proxy.wire.errors import GatewayError, UpstreamError, error_body, sse_error_event
 from proxy.policy import KeyGrant, Policy, PolicyError, resolve
@@ -87,11 +85,8 @@ from proxy.pipeline.streaming import (DONE_FRAME, completion_frames, has_finish,
 from proxy.upstreams import BoundUpstream, Timing, UpstreamStream
 from proxy.pipeline.verifier_model import GatewayChatModel
 from verifiers import risk as risk_mod
-from verifiers._types import Check, Report
+from verifiers import Check, Report
 from verifiers.run import run as run_verifiers, status_of
-
-
-runtime.start_warm_up()  # import the verifiers while the server starts, not on the first risky answer
 
 
 @dataclass(slots=True)
@@ -105,6 +100,8 @@ class RequestContext:
     :func:`_plan`). ``headers``: the client's request headers (lower-case names). ``timing``:
     the request clock. ``log``: extra fields for the request's log line (steps may add to it;
     never put secrets or, unless ``config.logging.log_content``, prompt/answer text in it).
+    ``gateway``: the running :class:`proxy.gateway.Gateway` (config, runtime, stores) the request
+    reaches state through.
     """
 
     request_id: str
@@ -113,7 +110,7 @@ class RequestContext:
     principal: Principal
     headers: Mapping[str, str]
     timing: Timing
-    config: GatewayConfig
+    gateway: Gateway
     log: dict[str, Any] = field(default_factory=dict)
     #: ``(model name) -> upstream or None``: routes the policy's ``verification.model`` when it
     #: names another model than the client's (None: only the client's upstream is usable)
@@ -204,7 +201,7 @@ async def chat_completion_stream(ctx: RequestContext, body: dict[str, Any]) -> S
     return StreamResult(events=events, report=report, headers={**stream.headers, **_risk_header(None)})
 
 
-async def verify_request(config: GatewayConfig, principal: Principal, headers: Mapping[str, str],
+async def verify_request(gateway: Gateway, principal: Principal, headers: Mapping[str, str],
                          body: dict[str, Any], request_id: str = "") -> dict[str, Any]:
     """``POST /v1/veracity/verify``: check ``{"messages": [...], "answer": "..."}`` with the
     caller's policy, without calling an upstream (no correction). Returns ``{"veracity":
@@ -215,17 +212,17 @@ async def verify_request(config: GatewayConfig, principal: Principal, headers: M
     messages = body.get("messages")
     if messages is not None and not isinstance(messages, list):
         raise GatewayError(400, "'messages' must be a list", code="invalid_request", param="messages")
-    policy = _resolve_policy(config, principal, headers, body.get("veracity"))
+    policy = _resolve_policy(gateway, principal, headers, body.get("veracity"))
     question = body.get("question") if isinstance(body.get("question"), str) else last_user_text(messages)
     budget = RequestBudget.from_policy(policy.budgets.request)
     t0 = time.perf_counter()
-    report = await verify_text(policy, question, answer, budget, messages=messages)
+    report = await verify_text(policy, question, answer, budget, messages=messages, resources=gateway.verification)
     report.cost.ms = (time.perf_counter() - t0) * 1000.0
     report.extra["policy"] = policy.name
     report.extra["states"] = walked_states(report)
     model = "_offline"  # a fixed label: client-given names would make metric cardinality unbounded
     vmetrics.observe_report(report, model=model, team=principal.team)
-    rt = runtime.get(config)
+    rt = gateway.runtime
     if rt.audit is not None and policy.audit.enabled:
         rt.audit.write(make_record(request_id=request_id, team=principal.team, key=principal.key_name, model=model,
                                    policy=policy.name, report=report.to_dict(), prompt=messages, answer=answer,
@@ -251,6 +248,7 @@ class _Plan:
     model: GatewayChatModel | None = None   # the verifier model, bound on first use
     messages: Any = None                    # the client's messages (grounding context)
     drafts: list[str] = field(default_factory=list)  # the drafts the correction loop saw, in order (review queue)
+    resources: VerificationResources | None = None  # the gateway's facts caches and sandboxes
 
     def start_verification(self) -> None:
         """Start the request budget's clock: the deadline covers verification and correction,
@@ -276,10 +274,10 @@ def _key_id(principal: Principal) -> str:
     return "anonymous"
 
 
-def _resolve_policy(config: GatewayConfig, principal: Principal, headers: Mapping[str, str],
+def _resolve_policy(gateway: Gateway, principal: Principal, headers: Mapping[str, str],
                     overrides: Any) -> Policy:
     try:
-        rt = runtime.get(config)
+        rt = gateway.runtime
     except (ValueError, OSError) as exc:  # bad `policies`/`verification` section, unwritable audit path
         raise GatewayError(500, f"Veracity is misconfigured: {exc}", type="server_error",
                            code="veracity_config") from None
@@ -294,10 +292,10 @@ def _resolve_policy(config: GatewayConfig, principal: Principal, headers: Mappin
 
 
 async def _plan(ctx: RequestContext, body: dict[str, Any]) -> _Plan:
-    policy = _resolve_policy(ctx.config, ctx.principal, ctx.headers, body.get("veracity"))
+    policy = _resolve_policy(ctx.gateway, ctx.principal, ctx.headers, body.get("veracity"))
     forwarded = {k: v for k, v in body.items() if k != "veracity"} if "veracity" in body else body
     ctx.log["policy"] = policy.name
-    rt = runtime.get(ctx.config)
+    rt = ctx.gateway.runtime
     skip = None
     b = policy.budgets
     if forwards_only(policy):
@@ -316,7 +314,7 @@ async def _plan(ctx: RequestContext, body: dict[str, Any]) -> _Plan:
             vmetrics.BUDGET_EXHAUSTED.labels("key" if skip.startswith("key") else "team").inc()
     plan = _Plan(policy=policy, body=forwarded, question=last_user_text(forwarded.get("messages")),
                  budget=RequestBudget.from_policy(b.request), skip_reason=skip, t0=time.perf_counter(),
-                 messages=forwarded.get("messages"))
+                 messages=forwarded.get("messages"), resources=ctx.gateway.verification)
     if needs_model(policy):
         plan.model = verifier_model(ctx, plan)
     return plan
@@ -401,7 +399,8 @@ def _counting(ctx: RequestContext, plan: _Plan):
 
 
 async def verify_text(policy: Policy, question: str | None, text: str, budget: RequestBudget, *,
-                      model: GatewayChatModel | None = None, messages: Any = None) -> Report:
+                      model: GatewayChatModel | None = None, messages: Any = None,
+                      resources: VerificationResources | None = None) -> Report:
     """Risk-score ``text`` and run the verifiers the risk triggers and the policy enables,
     within the request budget's deadline. Low risk -> ``skipped``. With every verifier
     disabled nothing could run, so the answer is not even risk-scored (``skipped``, reason
@@ -409,7 +408,16 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
 
     ``model``: the request's verifier model (planner, facts, citation relevance); its calls
     made during this run are added to ``report.cost`` and ``report.extra["verifier_model"]``.
-    ``messages``: the client's messages, the grounding context of the ``facts`` verifier."""
+    ``messages``: the client's messages, the grounding context of the ``facts`` verifier.
+    ``resources``: the facts verdict caches and code sandboxes kept between answers (the
+    gateway's); without them, ones made for this call and closed when it returns."""
+    if resources is None:
+        resources = VerificationResources()
+        try:
+            return await verify_text(policy, question, text, budget, model=model, messages=messages,
+                                     resources=resources)
+        finally:
+            await resources.aclose()
     enabled = policy.verifiers.enabled()
     if not enabled:
         return Report(status="skipped", reason="no verifier enabled")
@@ -437,16 +445,17 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
             options["planner"].update(model=model, risk_score=r.score,
                                       sandbox=options["code"]["sandbox"] if v.code.enabled else None,
                                       citation_sources=options["citations"]["sources"] if v.citations.enabled else None,
-                                      search_facts=_search_facts_tool(policy, question, model, messages, budget)
+                                      search_facts=_search_facts_tool(policy, question, model, messages, budget,
+                                                                      resources)
                                       if v.facts.enabled else None)
         if "facts" in names:
             options["facts"].update(model=model if v.facts.use_model else None,
                                     context_messages=messages if isinstance(messages, list) else None,
-                                    cache=runtime.facts_cache(v.facts.cache))
+                                    cache=resources.facts_cache(v.facts.cache))
         if v.citations.relevance.enabled and "citations" in names:
             options["citations"]["model"] = model
         report = await run_verifiers(text, names, question=question, options=options,
-                                     deadline_s=budget.remaining_s(),
+                                     deadline_s=budget.remaining_s(), sandboxes=resources.sandboxes,
                                      trust_model_passes=policy.verification.trust_model_passes,
                                      unchecked_facts=None if v.facts.enabled
                                      else "the policy does not enable the facts verifier")
@@ -476,7 +485,7 @@ def _add_unread(report: Report, unread: list[Any]) -> None:
 
 
 def _search_facts_tool(policy: Policy, question: str | None, model: GatewayChatModel | None, messages: Any,
-                       budget: RequestBudget):
+                       budget: RequestBudget, resources: VerificationResources):
     """The planner's ``search_facts`` tool: ``await tool(claim) -> {"outcome", "verdict",
     "evidence", "note", "confidence", "sources", "basis"}`` -- one claim through the facts verifier with the
     policy's backends (``verifiers.facts.acheck``, ``max_claims=1``), inside the request deadline."""
@@ -490,7 +499,7 @@ def _search_facts_tool(policy: Policy, question: str | None, model: GatewayChatM
         try:
             out = await acheck(claim, question, model=model if f.use_model else None, backends=backends,
                                max_claims=1, max_rounds=f.max_rounds, k=f.k, weights=f.weights,
-                               cache=runtime.facts_cache(f.cache),
+                               cache=resources.facts_cache(f.cache),
                                deadline_s=max(0.05, min(f.timeout_ms / 1000.0, budget.remaining_s()) * 0.9))
         finally:
             await aclose_backends(backends)
@@ -636,7 +645,7 @@ def _verifier(ctx: RequestContext, plan: _Plan, draft: str = "first"):
     checks are counted in the metrics (each choice's, each round's) with that ``draft`` label."""
     async def verify(t: str) -> Report:
         rep = await verify_text(plan.policy, plan.question, t, plan.budget, model=plan.model,
-                                messages=plan.messages)
+                                messages=plan.messages, resources=plan.resources)
         vmetrics.observe_checks(rep, model=ctx.model, team=ctx.team, policy=plan.policy.name, draft=draft)
         return rep
     return verify
@@ -753,7 +762,7 @@ def _created(ctx: RequestContext) -> int:
 async def _publish(ctx: RequestContext, report: Report | dict[str, Any], *, pending: bool = False) -> None:
     """Store the request's report for ``GET /v1/veracity/reports/{request_id}`` (:mod:`proxy.stores.reports`);
     ``pending``: not final yet (a stream verifying, observe mode's background check)."""
-    await reports.publish(ctx.config, ctx.principal, ctx.request_id, ctx.model, _created(ctx),
+    await reports.publish(ctx.gateway.reports, ctx.principal, ctx.request_id, ctx.model, _created(ctx),
                           report.to_dict() if isinstance(report, Report) else report, pending=pending)
 
 
@@ -773,7 +782,7 @@ async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], 
     ``blocked``: the client gets an error instead of the answer, which the review says). Sets
     the report's ``states`` (:func:`proxy.pipeline.correction.walked_states`) first, so every verifying
     path (non-stream, buffer, passthrough, observe) reports the states actually walked."""
-    rt = runtime.get(ctx.config)
+    rt = ctx.gateway.runtime
     if "choices" not in report.extra:  # n > 1: each choice's entry carries its own states
         report.extra["states"] = walked_states(report)
     cost = rt.prices.cost(ctx.model, plan.usage["prompt"], plan.usage["completion"]) if report.cost.tokens else 0.0
@@ -793,7 +802,7 @@ async def _finish(ctx: RequestContext, plan: _Plan, completion: dict[str, Any], 
                                    include_text=plan.policy.audit.include_text))
     reason = review.review_reason(report, plan.policy)
     if reason is not None:  # unsettled answers go to people (proxy/stores/review.py)
-        rid = await review.submit(ctx.config, review.make_review(
+        rid = await review.submit(ctx.gateway.open_review, review.make_review(
             request_id=ctx.request_id, model=ctx.model, team=ctx.team, key=ctx.principal.key_name,
             policy=plan.policy.name, reason=reason, report=report.to_dict(), question=plan.question,
             drafts=plan.drafts, answer=answer_text(completion), include_text=plan.policy.review.include_text,
@@ -891,7 +900,7 @@ async def _observe_in_background(ctx: RequestContext, plan: _Plan, draft: dict[s
     report.extra["states"] = walked_states(report)
     if has_text(draft) and not plan.skip_reason:
         await _publish(ctx, _PENDING_OBSERVE, pending=True)  # written before the job can write its own
-        if runtime.get(ctx.config).spawn(_observe_job(ctx, plan, draft)) is not None:
+        if ctx.gateway.runtime.spawn(_observe_job(ctx, plan, draft)) is not None:
             return report
     await _publish(ctx, report)
     return report
@@ -909,7 +918,8 @@ async def _verify_only(plan: _Plan, completion: dict[str, Any]) -> Report:
     async def one(single: dict[str, Any]) -> Report:
         text = completion_text(single)
         return _skipped(plan, text) or await verify_text(plan.policy, plan.question, text or "", plan.budget,
-                                                         model=plan.model, messages=plan.messages)
+                                                         model=plan.model, messages=plan.messages,
+                                                         resources=plan.resources)
 
     parts = choices.split(completion)
     if len(parts) <= 1:
@@ -1213,10 +1223,10 @@ async def _observe_stream(ctx: RequestContext, plan: _Plan, stream: UpstreamStre
         if parsed.done and parsed.chunks:
             completion = assemble(parsed.chunks, done=True, strict=False)
             if has_text(completion):
-                later = runtime.get(ctx.config).spawn(_observe_job(ctx, plan, completion)) is not None
+                later = ctx.gateway.runtime.spawn(_observe_job(ctx, plan, completion)) is not None
     finally:
         if not later:
-            reports.publish_soon(ctx.config, ctx.principal, ctx.request_id, ctx.model, _created(ctx),
+            reports.publish_soon(ctx.gateway.reports, ctx.principal, ctx.request_id, ctx.model, _created(ctx),
                                  report.to_dict())
 
 
@@ -1279,8 +1289,13 @@ def verify_offline(path: str, *, policy: str = "default", policies_dir: str | No
 
     async def go() -> list[Report]:
         reports = []
-        for q, answer in items:
-            reports.append(await verify_text(pol, q, answer, RequestBudget.from_policy(pol.budgets.request)))
+        resources = VerificationResources()  # caches and sandboxes shared by the answers of this run
+        try:
+            for q, answer in items:
+                reports.append(await verify_text(pol, q, answer, RequestBudget.from_policy(pol.budgets.request),
+                                                 resources=resources))
+        finally:
+            await resources.aclose()
         return reports
 
     failed = False

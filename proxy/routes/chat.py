@@ -122,7 +122,7 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: s
             request_id=rid, model=model,
             upstream=BoundUpstream(up, principal.upstream_auth, timing, tenant=tenant_headers(headers)),
             principal=principal, headers=headers, timing=timing,
-            config=state.cfg, log=fields, route=state.upstreams.route)
+            gateway=state, log=fields, route=state.upstreams.route)
         if state.log_content:
             fields["messages"] = body.get("messages")
         if body.get("stream") is True:
@@ -186,7 +186,7 @@ async def _finish_stream(state: GatewayState, events: AsyncIterator[bytes], *, t
         except Exception:  # noqa: BLE001
             pass
         if report.status == "pending":  # the stream ended before its verification did
-            reports.publish_soon(state.cfg, principal, rid, model, int(time.time() - timing.elapsed()),
+            reports.publish_soon(state.reports, principal, rid, model, int(time.time() - timing.elapsed()),
                                  {"status": "error", "reason": "the stream ended before its verification "
                                   "finished (the client disconnected or the stream failed)"})
         client_s = fields.pop("_client_s", 0.0)

@@ -15,7 +15,6 @@ from starlette.responses import Response
 from proxy.observability import metrics
 from proxy.observability import verification_metrics as vmetrics
 from proxy.routes._respond import JSON
-from proxy.stores import review
 from proxy.wire.json import dumps
 
 if TYPE_CHECKING:
@@ -43,7 +42,7 @@ async def readyz(request: Request) -> Response:
 
 async def metrics_endpoint(request: Request) -> Response:
     """Prometheus text exposition (aggregated over workers in multiprocess mode); the review
-    backlog gauge is read from the review store first (:func:`proxy.stores.review.backlog`)."""
-    vmetrics.set_review_backlog(await review.backlog(request.app.state.gw.cfg))
+    backlog gauge is read from the review store first (:meth:`proxy.gateway.Gateway.review_backlog`)."""
+    vmetrics.set_review_backlog(await request.app.state.gw.review_backlog())
     data, ctype = metrics.render()
     return Response(data, 200, media_type=ctype)

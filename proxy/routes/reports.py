@@ -42,7 +42,7 @@ async def get_report(request: Request) -> Response:
         principal = rec.principal = state.auth.authenticate(credential(request.headers))
         try:
             owner = request.query_params.get("owner")   # an admin picks one of several records
-            hit = (await report_store.lookup(state.cfg, principal, request_id, owner)
+            hit = (await report_store.lookup(state.reports, state.cfg.keys, principal, request_id, owner)
                    if RID_RE.match(request_id) else None)
         except Exception as exc:  # noqa: BLE001 - Redis unreachable and the record not in this process
             log.error("report_store_error", request_id=rec.rid, error=type(exc).__name__, message=str(exc)[:300])

@@ -142,7 +142,7 @@ async def _session(state: Any, request: Request, rec: Any) -> Session | None:
     if not sid or len(sid) > 200:
         return None
     sid_hash = _sid_hash(sid)
-    data = await review.store_for(state.cfg).session_get(sid_hash)
+    data = await state.review.session_get(sid_hash)
     if not data:
         return None
     try:
@@ -214,7 +214,7 @@ async def page(state: Any, request: Request, rec: Any) -> Response:
         start = max(1, int(request.query_params.get("start", "1")))
     except ValueError:
         start = 1
-    store = review.store_for(state.cfg)
+    store = state.review
     wanted = None if status == "all" else status
     try:
         reviews, has_more = await store.list(wanted, PAGE_SIZE, after)
@@ -236,7 +236,7 @@ async def detail(state: Any, request: Request, rec: Any, review_id: str) -> Resp
     if session is None:
         return _render(401, login=True)
     try:
-        found = await review.store_for(state.cfg).get(review_id)
+        found = await state.review.get(review_id)
     except review.ReviewNotFound:
         return _render(404, reviews=[], status="all", message=f"No review {review_id}.", error=True, **_who(session))
     return _render(200, reviews=[found], status="all", single=True, **_who(session))
@@ -260,7 +260,7 @@ async def login(state: Any, request: Request, rec: Any) -> Response:
     if not principal.admin:
         return _render(403, login=True, message="This key is not an admin key (keys[].admin: true).")
     sid = secrets.token_urlsafe(32)
-    await review.store_for(state.cfg).session_put(_sid_hash(sid), {
+    await state.review.session_put(_sid_hash(sid), {
         "key_sha256": hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest(),
         "key_name": principal.key_name, "csrf": secrets.token_hex(32), "created": int(time.time())}, SESSION_S)
     resp = RedirectResponse("/veracity/review", 303, headers=dict(_HEADERS))
@@ -294,7 +294,7 @@ async def logout(state: Any, request: Request, rec: Any) -> Response:
         return checked
     session, _ = checked
     if session.sid_hash is not None:
-        await review.store_for(state.cfg).session_delete(session.sid_hash)
+        await state.review.session_delete(session.sid_hash)
     resp = RedirectResponse("/veracity/review", 303, headers=dict(_HEADERS))
     resp.delete_cookie(COOKIE, path=COOKIE_PATH, secure=_secure(request), httponly=True, samesite="strict")
     return resp
@@ -308,7 +308,7 @@ async def resolve(state: Any, request: Request, rec: Any, review_id: str) -> Res
         return checked
     session, form = checked
     try:
-        await review.store_for(state.cfg).resolve(review_id, form.get("verdict", ""), form.get("note"),
+        await state.review.resolve(review_id, form.get("verdict", ""), form.get("note"),
                                                    session.principal.key_name)
     except review.ReviewNotFound:
         msg, status = f"No review {review_id}.", 404

@@ -95,10 +95,10 @@ async def list_reviews(request: Request) -> Response:
             raise GatewayError(400, "limit must be an integer from 1 to 100.", code="invalid_request", param="limit")
         after = q.get("after") or None
         try:
-            data, more = await review.store_for(state.cfg).list(None if status == "all" else status, limit, after)
+            data, more = await state.review.list(None if status == "all" else status, limit, after)
         except review.ReviewNotFound:
             raise _review_not_found(after or "", "after") from None
-        total = await review.store_for(state.cfg).count(None if status == "all" else status)
+        total = await state.review.count(None if status == "all" else status)
         return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
                 "last_id": data[-1]["id"] if data else None, "has_more": more, "total": total}
 
@@ -114,7 +114,7 @@ async def get_review(request: Request) -> Response:
     async def work() -> dict[str, Any]:
         rec.principal = _admin(state, request.headers)
         try:
-            return await review.store_for(state.cfg).get(review_id)
+            return await state.review.get(review_id)
         except review.ReviewNotFound:
             raise _review_not_found(review_id) from None
 
@@ -142,7 +142,7 @@ async def resolve_review(request: Request) -> Response:
             raise GatewayError(400, f"note must be a string of at most {review.MAX_NOTE} characters.",
                                code="invalid_request", param="note")
         try:
-            return await review.store_for(state.cfg).resolve(review_id, verdict, note, principal.key_name)
+            return await state.review.resolve(review_id, verdict, note, principal.key_name)
         except review.ReviewNotFound:
             raise _review_not_found(review_id) from None
         except review.ReviewConflict:

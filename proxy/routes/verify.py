@@ -39,7 +39,7 @@ async def veracity_verify(request: Request) -> Response:
         principal = rec.principal = state.auth.authenticate(credential(request.headers))
         body = parse_json_object(await receive_body(request.receive, request.headers, state.max_body),
                                  request.headers.get("content-encoding"))
-        out = await pipeline.verify_request(state.cfg, principal, request.headers, body, rid)
+        out = await pipeline.verify_request(state, principal, request.headers, body, rid)
     except GatewayError as exc:
         rec.fields["error_code"] = exc.code
         return error_response(exc, rid)

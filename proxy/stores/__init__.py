@@ -1,1 +1,3 @@
 """What the gateway keeps: budgets, reports, the review queue, the audit log."""
+
+__all__ = ["audit", "budget", "reports", "review"]

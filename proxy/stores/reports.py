@@ -48,7 +48,6 @@ import hashlib
 import json
 import os
 import re
-import threading
 import time
 from collections import OrderedDict
 from typing import Any
@@ -58,7 +57,7 @@ from proxy.observability.log import get_logger
 from proxy.wire.json import dumps
 
 __all__ = ["REPORT_ROUTE", "ReportStore", "owner_of", "owner_of_key", "record_body", "list_body", "summary_header",
-           "report_headers", "store_for", "publish", "publish_soon", "lookup", "MAX_LISTED"]
+           "report_headers", "open_store", "publish", "publish_soon", "lookup", "MAX_LISTED"]
 
 log = get_logger("veracity")
 
@@ -187,6 +186,8 @@ class ReportStore:
         #: request id -> the owners of its records here, oldest write first (admin look-ups)
         self._owners: dict[str, list[str]] = {}
         self._redis: Any = None
+        #: Redis writes of :func:`publish_soon` still running (a reference each until done)
+        self._writes: set[Any] = set()
         if redis_url:
             import redis.asyncio as aioredis  # redis-py's asyncio client (as proxy.stores.budget.RedisStore)
 
@@ -301,42 +302,34 @@ class ReportStore:
         return out[:limit], len(out) > limit
 
     async def close(self) -> None:
-        """Close the Redis connection pool, if any (the in-process records stay)."""
+        """Wait for the Redis writes still running (at most ~1 s each: :data:`REDIS_TIMEOUTS`),
+        then close the Redis connection pool, if any (the in-process records stay)."""
+        if self._writes:
+            import asyncio
+
+            await asyncio.wait(list(self._writes), timeout=5.0)
         if self._redis is not None:
             await self._redis.aclose()
 
 
-_STORES: dict[int, tuple[Any, ReportStore | None]] = {}
-_LOCK = threading.Lock()
+def open_store(cfg: Any) -> ReportStore | None:
+    """A new report store for gateway config ``cfg`` (None when ``reports.enabled`` is false):
+    in this process, and in Redis too when ``verification.redis_url`` (or
+    ``$VERACITY_REDIS_URL``) is set. The gateway keeps one (:class:`proxy.gateway.Gateway`)."""
+    settings = getattr(cfg, "reports", None)
+    if settings is not None and not settings.enabled:
+        return None
+    ver = getattr(cfg, "verification", None)
+    url = getattr(ver, "redis_url", None) or os.environ.get("VERACITY_REDIS_URL") or None
+    return ReportStore(ttl_s=getattr(settings, "ttl_s", 3600.0),
+                       max_in_memory=getattr(settings, "max_in_memory", 10_000), redis_url=url,
+                       max_in_memory_bytes=getattr(settings, "max_in_memory_bytes", 256 * 1024 * 1024))
 
 
-def store_for(cfg: Any) -> ReportStore | None:
-    """The report store of gateway config ``cfg`` (None when ``reports.enabled`` is false),
-    made on first use and kept."""
-    entry = _STORES.get(id(cfg))
-    if entry is not None and entry[0] is cfg:
-        return entry[1]
-    with _LOCK:
-        entry = _STORES.get(id(cfg))
-        if entry is None or entry[0] is not cfg:
-            settings = getattr(cfg, "reports", None)
-            store = None
-            if settings is None or settings.enabled:
-                ver = getattr(cfg, "verification", None)
-                url = getattr(ver, "redis_url", None) or os.environ.get("VERACITY_REDIS_URL") or None
-                store = ReportStore(ttl_s=getattr(settings, "ttl_s", 3600.0),
-                                    max_in_memory=getattr(settings, "max_in_memory", 10_000), redis_url=url,
-                                    max_in_memory_bytes=getattr(settings, "max_in_memory_bytes", 256 * 1024 * 1024))
-            entry = (cfg, store)
-            _STORES[id(cfg)] = entry
-    return entry[1]
-
-
-def _put_local(cfg: Any, principal: Any, request_id: str, model: str, created: int,
+def _put_local(store: ReportStore | None, principal: Any, request_id: str, model: str, created: int,
                report: dict[str, Any], pending: bool) -> tuple[ReportStore, str, bytes] | None:
     """Store the record in this process; ``(store, owner, body)`` for the Redis write, or None
-    when reports are off or the store is not shared."""
-    store = store_for(cfg)
+    when reports are off (``store`` None) or the store is not shared."""
     if store is None:
         return None
     owner = owner_of(principal)
@@ -354,24 +347,24 @@ async def _put_shared(store: ReportStore, owner: str, request_id: str, body: byt
                     message=str(exc)[:300])
 
 
-async def publish(cfg: Any, principal: Any, request_id: str, model: str, created: int,
+async def publish(store: ReportStore | None, principal: Any, request_id: str, model: str, created: int,
                   report: dict[str, Any], *, pending: bool = False) -> None:
-    """Store a request's report (``pending``: not final yet). In this process at once, then in
-    Redis (awaited, so another replica finds it as soon as the client has the response); a
-    Redis failure is logged, never raised."""
-    staged = _put_local(cfg, principal, request_id, model, created, report, pending)
+    """Store a request's report in ``store`` (None: reports are off; ``pending``: not final
+    yet). In this process at once, then in Redis (awaited, so another replica finds it as soon
+    as the client has the response); a Redis failure is logged, never raised."""
+    staged = _put_local(store, principal, request_id, model, created, report, pending)
     if staged is not None:
         store, owner, body = staged
         await _put_shared(store, owner, request_id, body, pending)
 
 
-def publish_soon(cfg: Any, principal: Any, request_id: str, model: str, created: int,
+def publish_soon(store: ReportStore | None, principal: Any, request_id: str, model: str, created: int,
                  report: dict[str, Any], *, pending: bool = False) -> None:
     """:func:`publish` from code that cannot await (a generator being closed): in this process
     now, the Redis write as a background task (none without a running loop: this process keeps it)."""
     import asyncio
 
-    staged = _put_local(cfg, principal, request_id, model, created, report, pending)
+    staged = _put_local(store, principal, request_id, model, created, report, pending)
     if staged is None:
         return
     store, owner, body = staged
@@ -380,21 +373,19 @@ def publish_soon(cfg: Any, principal: Any, request_id: str, model: str, created:
     except RuntimeError:  # no running loop: this process keeps it
         return
     task = loop.create_task(_put_shared(store, owner, request_id, body, pending))
-    _PENDING_WRITES.add(task)
-    task.add_done_callback(_PENDING_WRITES.discard)
+    store._writes.add(task)
+    task.add_done_callback(store._writes.discard)
 
 
-_PENDING_WRITES: set[Any] = set()
-
-
-async def lookup(cfg: Any, principal: Any, request_id: str, owner: str | None = None) -> tuple[bytes, bool] | None:
-    """``(body, pending?)`` for the caller, or None (also when the store is off).
+async def lookup(store: ReportStore | None, keys: Any, principal: Any, request_id: str,
+                 owner: str | None = None) -> tuple[bytes, bool] | None:
+    """``(body, pending?)`` for the caller from ``store``, or None (also when the store is off:
+    ``store`` None). ``keys``: the config's ``keys`` (names for an admin's list).
 
     A key reads its own record only (``owner``, when given, must be its own). An admin key
     (``keys[].admin``) reads ``owner``'s record when given; else the id's record when one owner
     used the id, else every owner's as one :func:`list_body` (``pending`` when any is). Raises
     what redis-py raises when Redis is unreachable and this process does not have the record."""
-    store = store_for(cfg)
     if store is None:
         return None
     mine, admin = owner_of(principal), bool(getattr(principal, "admin", False))
@@ -407,5 +398,5 @@ async def lookup(cfg: Any, principal: Any, request_id: str, owner: str | None = 
         return None
     if len(records) == 1:
         return records[0][1], records[0][2]
-    names = {owner_of_key(k.hash): k.name for k in getattr(cfg, "keys", None) or ()}
+    names = {owner_of_key(k.hash): k.name for k in keys or ()}
     return list_body(request_id, records, names, has_more=more), any(p for _, _, p in records)

@@ -69,6 +69,7 @@ import sqlite3
 import threading
 import time
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -76,8 +77,8 @@ from proxy import redaction
 from proxy.observability.log import get_logger
 
 __all__ = ["REASONS", "DEFAULT_WHEN", "VERDICTS", "ReviewStore", "SQLiteReviewStore", "RedisReviewStore",
-           "ReviewNotFound", "ReviewConflict", "review_reason", "make_review", "open_store", "store_for",
-           "submit", "export_line", "review_db_path", "DEFAULT_REVIEW_DB", "terminal_safe", "terminal_json",
+           "ReviewNotFound", "ReviewConflict", "review_reason", "make_review", "open_store", "nothing_to_read",
+           "backlog", "submit", "export_line", "review_db_path", "DEFAULT_REVIEW_DB", "terminal_safe", "terminal_json",
            "fingerprint", "SESSION_TTL_S"]
 
 log = get_logger("veracity.review")
@@ -622,29 +623,12 @@ def open_store(cfg: Any) -> ReviewStore:
     return SQLiteReviewStore(review_db_path(cfg))
 
 
-_STORES: dict[int, tuple[Any, ReviewStore]] = {}
-_STORES_LOCK = threading.Lock()
-
-
-def store_for(cfg: Any) -> ReviewStore:
-    """The review store of gateway config ``cfg`` (opened on first use, then kept: a gateway
-    that never has an answer to review never creates the file)."""
-    entry = _STORES.get(id(cfg))
-    if entry is not None and entry[0] is cfg:
-        return entry[1]
-    with _STORES_LOCK:
-        entry = _STORES.get(id(cfg))
-        if entry is None or entry[0] is not cfg:
-            entry = (cfg, open_store(cfg))
-            _STORES[id(cfg)] = entry
-    return entry[1]
-
-
-async def submit(cfg: Any, review: dict[str, Any]) -> str | None:
-    """Add ``review`` to ``cfg``'s store; returns its id, or None when the store failed (the
-    failure is logged as ``review_store_error``: the answer still goes out)."""
+async def submit(store: ReviewStore | Callable[[], ReviewStore], review: dict[str, Any]) -> str | None:
+    """Add ``review`` to ``store`` (or to the store a callable opens: opening may fail too);
+    returns its id, or None when the store failed (the failure is logged as
+    ``review_store_error``: the answer still goes out)."""
     try:
-        return await store_for(cfg).add(review)
+        return await (store() if callable(store) else store).add(review)
     except Exception as exc:  # noqa: BLE001 - a store outage must not fail the request
         log.warning("review_store_error", request_id=review.get("request_id"), error=type(exc).__name__,
                     message=str(exc)[:300])
@@ -655,21 +639,28 @@ async def submit(cfg: Any, review: dict[str, Any]) -> str | None:
 BACKLOG_TIMEOUT_S = 1.0
 
 
-async def backlog(cfg: Any) -> dict[tuple[str, str], int] | None:
+def nothing_to_read(cfg: Any) -> bool:
+    """True when gateway config ``cfg``'s store cannot hold a review yet, so a scrape need not
+    open it: no Redis and no SQLite file (nothing ever went to review; opening would create it)."""
+    settings = getattr(cfg, "verification", None)
+    if getattr(settings, "redis_url", None) or os.environ.get("VERACITY_REDIS_URL"):
+        return False
+    path = review_db_path(cfg)
+    return path != ":memory:" and not Path(path).is_file()
+
+
+async def backlog(store: ReviewStore | Callable[[], ReviewStore] | None) -> dict[tuple[str, str], int] | None:
     """Open reviews per ``(model, team)`` for the ``veracity_review_open`` gauge, read at each
-    ``/metrics`` scrape; None when there is nothing to read (no SQLite file yet and no Redis:
-    nothing ever went to review) or the store did not answer within
-    :data:`BACKLOG_TIMEOUT_S` (logged as ``review_store_error``; a scrape must not hang or fail)."""
+    ``/metrics`` scrape from ``store`` (or the one a callable opens); None when there is
+    nothing to read (``store`` None: see :func:`nothing_to_read`) or the store did not answer
+    within :data:`BACKLOG_TIMEOUT_S` (logged as ``review_store_error``; a scrape must not hang
+    or fail)."""
     import asyncio
 
-    settings = getattr(cfg, "verification", None)
-    redis = getattr(settings, "redis_url", None) or os.environ.get("VERACITY_REDIS_URL")
-    if _STORES.get(id(cfg)) is None and not redis:
-        path = review_db_path(cfg)
-        if path != ":memory:" and not Path(path).is_file():
-            return None
+    if store is None:
+        return None
     try:
-        return await asyncio.wait_for(store_for(cfg).open_by(), BACKLOG_TIMEOUT_S)
+        return await asyncio.wait_for((store() if callable(store) else store).open_by(), BACKLOG_TIMEOUT_S)
     except Exception as exc:  # noqa: BLE001 - the store is down: the scrape still answers
         log.warning("review_store_error", error=type(exc).__name__, message=str(exc)[:300])
         return None

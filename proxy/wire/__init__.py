@@ -7,3 +7,5 @@
 * :mod:`~proxy.wire.errors` -- errors in OpenAI's error shape;
 * :mod:`~proxy.wire.azure` -- Azure OpenAI deployment paths.
 """
+
+__all__ = ["azure", "errors", "json", "messages", "relay", "sse"]

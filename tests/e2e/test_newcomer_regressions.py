@@ -120,12 +120,13 @@ def test_pipeline_maps_missing_key_policy_to_500_server_error(tmp_path: Path) ->
     from proxy.auth import Principal
     from proxy.config import GatewayConfig
     from proxy.wire.errors import GatewayError
+    from proxy.gateway import Gateway
     from proxy.pipeline.sequence import _resolve_policy
 
     cfg = GatewayConfig(policies={"dir": str(tmp_path), "check_interval_s": 0})
     principal = Principal(key_name="alice", team="t", policy="nosuchpolicy", allow_policy_header=False)
     with pytest.raises(GatewayError) as ei:
-        _resolve_policy(cfg, principal, {}, None)
+        _resolve_policy(Gateway(cfg), principal, {}, None)
     err = ei.value
     assert (err.status, err.type, err.code, err.param) == (500, "server_error", "veracity_config", None)
     assert "nosuchpolicy" in err.message

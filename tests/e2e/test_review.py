@@ -239,7 +239,7 @@ async def test_page_session_needs_a_configured_admin_key():
     from proxy.config import KeyConfig
 
     cfg = SimpleNamespace(verification=SimpleNamespace(review_db=":memory:", redis_url=None), source=None)
-    store = review.store_for(cfg)
+    store = review.open_store(cfg)
     sid = "s" * 43
     await store.session_put(review_page._sid_hash(sid), {
         "key_sha256": hashlib.sha256(ADMIN_KEY.encode()).hexdigest(), "csrf": "c" * 64}, 60)
@@ -249,7 +249,7 @@ async def test_page_session_needs_a_configured_admin_key():
     def state(admin: bool, configured: bool = True) -> Any:
         keys = [KeyConfig(hash=hash_key(ADMIN_KEY), name="ann", admin=admin)] if configured else []
         keys.append(KeyConfig(hash=hash_key(USER_KEY), name="app"))
-        return SimpleNamespace(auth=Authenticator(keys), cfg=cfg)
+        return SimpleNamespace(auth=Authenticator(keys), cfg=cfg, review=store)
     rec = SimpleNamespace(principal=None)
     got = await review_page._session(state(admin=True), request, rec)
     assert got is not None and got.principal.key_name == "ann" and got.csrf == "c" * 64

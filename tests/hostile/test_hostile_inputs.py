@@ -626,7 +626,7 @@ def test_code_acheck_parses_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) 
 
 def test_citations_acheck_extracts_long_answers_off_the_event_loop(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
-    from verifiers.citations import verify as cverify
+    from verifiers.citations import _verify as cverify
 
     seen: list[int] = []
     real = cverify.extract
@@ -874,7 +874,7 @@ def test_divergence_check_of_thousands_of_failed_claims_is_bounded(monkeypatch: 
 
 
 def test_citations_looked_up_per_answer_are_bounded(tmp_path: Path) -> None:
-    from verifiers.citations import verify as cverify
+    from verifiers.citations import _verify as cverify
 
     answer = "".join(f"{i + 1}. Smith, J., & Doe, A. (2020). A made-up title number {i}. Journal of Things, "
                      "12(3), 45-67.\n" for i in range(cverify.MAX_CLAIMS + 40))
@@ -1082,13 +1082,13 @@ def test_redos_shaped_references_do_not_freeze_the_gateway(gw: Any, http: httpx.
 
 
 def test_citation_extraction_of_backtracking_bait_in_a_subprocess() -> None:
-    """The same inputs straight into ``verifiers.citations.extract`` in a child process, with a
+    """The same inputs straight into ``verifiers.citations._extract`` in a child process, with a
     generous limit (minutes; the fixed patterns take well under a second, the old ones ran
     for tens of minutes on 100 kB)."""
     import subprocess
     import sys
 
-    code = ("from verifiers.citations.extract import extract\n"
+    code = ("from verifiers.citations._extract import extract\n"
             "for pump in ('A-' * 50_000, 'van ' * 25_000, 'arXiv-' * 16_000, 'Smith (' * 14_000):\n"
             "    extract('References:\\n' + pump)\n")
     root = Path(__file__).resolve().parents[2]

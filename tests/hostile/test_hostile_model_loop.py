@@ -253,7 +253,7 @@ async def test_a_search_on_the_claims_own_sentence_still_decides():
 
 async def test_a_citation_check_is_reported_on_the_reference_it_checked_only(tmp_path):
     from verifiers.citations import build_index
-    from verifiers.citations.records import Record
+    from verifiers.citations._records import Record
 
     db = str(tmp_path / "lib.sqlite3")
     build_index([], db, records=[Record(

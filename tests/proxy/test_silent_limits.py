@@ -19,7 +19,7 @@ from proxy.policy import Policy, PolicyStore
 from verifiers import arithmetic, risk, verify
 from verifiers._types import Report
 from verifiers.citations import acheck as citations_acheck
-from verifiers.citations.extract import MAX_TEXT
+from verifiers.citations._extract import MAX_TEXT
 from verifiers.run import run
 
 PROSE = "Some words here. "

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from verifiers.citations.match import STATUS_AUTHENTICITY, STATUSES
-from verifiers.citations.verify import OUTCOME_CONFIDENCE, UNKNOWN_CONFIDENCE
+from verifiers.citations._match import STATUS_AUTHENTICITY, STATUSES
+from verifiers.citations._verify import OUTCOME_CONFIDENCE, UNKNOWN_CONFIDENCE
 from verifiers.citations import check
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def test_a_status_right_less_often_than_not_is_no_pass():
 
 def test_partially_verified_is_unknown_with_the_unknown_confidence(tmp_path):
     from verifiers.citations import build_index
-    from verifiers.citations.records import Record
+    from verifiers.citations._records import Record
 
     db = str(tmp_path / "lib.sqlite3")
     build_index([], db, records=[Record(title="Deep residual learning for image recognition",

@@ -1,4 +1,4 @@
-"""Absence is evidence only where presence was expected (verifiers/citations/verify.py, the absence rule).
+"""Absence is evidence only where presence was expected (verifiers/citations/_verify.py, the absence rule).
 
 A right reference must not fail because a source that cannot be expected to hold it -- a partial
 library (``local_index.authoritative: false``), a search that returned only other works, a
@@ -14,9 +14,9 @@ import pytest
 
 from tests.fixtures.citations.fakes import FakeAPI, cfg, json_file, status, xml_file
 from verifiers.citations import build_index, check
-from verifiers.citations.records import CitationClaim, Record
+from verifiers.citations._records import CitationClaim, Record
 from verifiers.citations.sources.local_index import LocalIndex
-from verifiers.citations.verify import expected_to_hold
+from verifiers.citations._verify import expected_to_hold
 
 LIBRARY = [
     Record(title="Deep residual learning for image recognition", authors=["He, Kaiming", "Zhang, Xiangyu", "Ren, Shaoqing",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from verifiers.citations import extract
-from verifiers.citations.records import normalize_arxiv, normalize_doi, parse_person
-from verifiers.citations.styles import STYLES, render
+from verifiers.citations._records import normalize_arxiv, normalize_doi, parse_person
+from verifiers.citations._styles import STYLES, render
 
 VIT = {"title": "An Image is Worth 16x16 Words: Transformers for Image Recognition at Scale",
        "author": "Alexey Dosovitskiy and Lucas Beyer and Alexander Kolesnikov and Dirk Weissenborn",

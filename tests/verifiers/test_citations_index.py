@@ -148,7 +148,7 @@ def test_records_given_as_objects_are_looked_up_by_identifier_like_file_records(
     """`build_index(records=[Record(...)])` with a DOI in publisher case (as `make demo`'s
     shipped record) must match a citation of that DOI: it was stored unnormalised and the
     correct ResNet reference came out CONFLICT ("stated DOI ... differs from the record's")."""
-    from verifiers.citations.records import Record
+    from verifiers.citations._records import Record
 
     db = str(tmp_path / "objs.sqlite3")
     build_index([], db, records=[Record(

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from verifiers.citations.match import (
+from verifiers.citations._match import (
     PARTIALLY_VERIFIED,
     VERIFIED,
     STATUS_AUTHENTICITY,
@@ -18,7 +18,7 @@ from verifiers.citations.match import (
     title_similarity,
     titles_equal,
 )
-from verifiers.citations.records import CitationClaim, Record, parse_person
+from verifiers.citations._records import CitationClaim, Record, parse_person
 
 REC = Record(title="Deep Residual Learning for Image Recognition", authors=["Kaiming He", "Xiangyu Zhang", "Shaoqing Ren", "Jian Sun"],
              year=2016, venue="IEEE Conference on Computer Vision and Pattern Recognition (CVPR)", doi="10.1109/cvpr.2016.90",
@@ -124,7 +124,7 @@ def test_constants_in_one_place():
 
 
 def test_near_miss_titles_with_swapped_words_are_flagged():
-    from verifiers.citations.match import title_substitutions
+    from verifiers.citations._match import title_substitutions
 
     assert title_substitutions("Comparative learning can find an optimal basis", "Contrastive learning can find an optimal basis") == [
         ("comparative", "contrastive")]

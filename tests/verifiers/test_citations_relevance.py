@@ -14,7 +14,7 @@ import pytest
 
 from tests.fixtures.citations.fakes import FakeAPI, cfg, fixture, json_file
 from verifiers.citations import acheck, aclose_all, build_index, check, extract, judge_relevance
-from verifiers.citations.relevance import citing_sentences, judge_deterministic
+from verifiers.citations._relevance import citing_sentences, judge_deterministic
 from verifiers.citations.sources._abstract import from_inverted_index, from_jats, from_s2
 from verifiers.citations.sources.arxiv import parse_feed
 from verifiers.citations.sources.crossref import work_to_record as crossref_record

@@ -11,7 +11,7 @@ import pytest
 
 from tests.fixtures.citations.fakes import FakeAPI, cfg, json_file, sequence, slow, source_cfg, status, xml_file
 from verifiers.citations import Sources, acheck, check
-from verifiers.citations.match import STATUS_AUTHENTICITY
+from verifiers.citations._match import STATUS_AUTHENTICITY
 
 DEEP_APA = ("References\n\n1. LeCun, Y., Bengio, Y., & Hinton, G. (2015). Deep learning. *Nature*, 521(7553), 436-444. "
             "https://doi.org/10.1038/nature14539\n")

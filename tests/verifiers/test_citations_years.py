@@ -1,4 +1,4 @@
-"""A year off by one is never VERIFIED (verifiers/citations/match.py ``compare``).
+"""A year off by one is never VERIFIED (verifiers/citations/_match.py ``compare``).
 
 Preprint and published versions differ by a year (arXiv 2019, proceedings 2020), so a year off
 by one may be right -- ``PARTIALLY_VERIFIED`` (``unknown``) -- but it is also how years are
@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from verifiers.citations import build_index, check
-from verifiers.citations.match import compare, first_version_year, preprint_year_conflict
-from verifiers.citations.records import CitationClaim, Record
+from verifiers.citations._match import compare, first_version_year, preprint_year_conflict
+from verifiers.citations._records import CitationClaim, Record
 
 AUTHORS = ["Tanaka, Hiro", "Moreau, Lea"]
 TITLE = "Contrastive objectives for sparse graph transformers"

@@ -308,7 +308,7 @@ def test_search_facts_is_offered_only_when_set_and_its_verdict_is_used():
 
 def test_check_citation_on_one_reference_from_a_local_index(tmp_path):
     from verifiers.citations import build_index
-    from verifiers.citations.records import Record
+    from verifiers.citations._records import Record
 
     db = str(tmp_path / "lib.sqlite3")
     build_index([], db, records=[Record(

@@ -29,7 +29,7 @@ import pytest
 from verifiers import code
 from verifiers.sandbox import Limits, runtime as rt
 from verifiers.sandbox._common import classify, cpu_signal
-from verifiers.sandbox.bwrap import BwrapSandbox
+from verifiers.sandbox._bwrap import BwrapSandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -104,8 +104,11 @@ from verifiers.arithmetic._tolerance import judge
 
 __all__ = ["check", "equivalent", "warm_up", "MAX_CHARS", "MAX_CLAIMS", "BUDGET_MS"]
 
+#: characters of an answer read (the rest: one ``unknown`` check says so)
 MAX_CHARS = 60_000
+#: checks returned at most per answer
 MAX_CLAIMS = 500
+#: default time budget of one :func:`check` call in milliseconds (checked between claims)
 BUDGET_MS = 250.0
 
 _DOLLAR = re.compile(r"\$")

@@ -9,19 +9,21 @@ Public API::
 
 Each check has ``verifier="citations"``, the citation status in ``evidence["status"]``
 (VERIFIED, PARTIALLY_VERIFIED, LIKELY_HALLUCINATION, NOT_FOUND, CONFLICT), the best candidate
-record in ``expected`` and the outcome mapping documented in :mod:`verifiers.citations.verify`.
+record in ``expected`` and the outcome mapping documented in :mod:`verifiers.citations._verify`.
 ``acheck(..., relevance=True, model=...)`` also judges whether each resolved reference's abstract
-supports the sentences citing it (``evidence["relevance"]``; :mod:`verifiers.citations.relevance`,
+supports the sentences citing it (``evidence["relevance"]``; :mod:`verifiers.citations._relevance`,
 entry point :func:`judge_relevance`).
 """
 
-from verifiers.citations.config import Sources, SourceSettings
-from verifiers.citations.extract import extract
-from verifiers.citations.match import STATUS_AUTHENTICITY, STATUSES
-from verifiers.citations.records import CitationClaim, Record
-from verifiers.citations.relevance import Relevance, judge_relevance
+from verifiers.citations._config import Sources, SourceSettings
+from verifiers.citations._extract import extract
+from verifiers.citations._match import STATUS_AUTHENTICITY, STATUSES
+from verifiers.citations._records import CitationClaim, Record
+from verifiers.citations._relevance import Relevance, judge_relevance
+from verifiers.citations._styles import STYLES, render
 from verifiers.citations.sources.local_index import LocalIndex, build_index
-from verifiers.citations.verify import acheck, aclose_all, check
+from verifiers.citations._verify import acheck, aclose_all, check
 
 __all__ = ["extract", "check", "acheck", "aclose_all", "Sources", "SourceSettings", "CitationClaim", "Record",
-           "build_index", "LocalIndex", "STATUSES", "STATUS_AUTHENTICITY", "Relevance", "judge_relevance"]
+           "build_index", "LocalIndex", "STATUSES", "STATUS_AUTHENTICITY", "Relevance", "judge_relevance",
+           "render", "STYLES"]

@@ -93,6 +93,7 @@ from verifiers.sandbox.runtime import provide_hint
 __all__ = ["check", "acheck", "DEFAULT_LIMITS"]
 
 VERIFIER = "code"
+#: sandbox limits of a check that names none (:class:`verifiers.sandbox.Limits` defaults)
 DEFAULT_LIMITS = Limits()
 STD_BOUND = 2000  # characters of stdout/stderr kept in evidence
 #: Fenced blocks checked per answer; later ones get one ``unknown`` check. Tiers 1-2 cost

@@ -23,6 +23,7 @@ from verifiers.facts._passage import Passage
 
 __all__ = ["DEFAULT_WEIGHTS", "weight_of", "source_key", "recency_factor", "agreement"]
 
+#: credibility weight per source (backend name or domain suffix), when a policy gives no ``weights``
 DEFAULT_WEIGHTS: dict[str, float] = {
     "context": 1.0,
     "local": 0.85,

@@ -4,7 +4,7 @@ Sentences come from pysbd (Sadvilkar & Neumann, "PySBD: Pragmatic Sentence Bound
 Disambiguation", NLP-OSS 2020; rule-based, handles "Dr.", "U.S.", "Jan. 5", decimals), with the
 spans kept so a claim can point into the answer. Key terms are lower-case content words cut to
 their first :data:`KEY_PREFIX` letters (a crude, language-agnostic stem, the same one
-``verifiers.citations.relevance`` uses), so "deliveries"/"delivered" meet.
+``verifiers.citations._relevance`` uses), so "deliveries"/"delivered" meet.
 """
 
 from __future__ import annotations

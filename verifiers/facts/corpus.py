@@ -25,6 +25,10 @@ set to ``bm25(2.0, 1.0)`` (title matches weigh double); searched by
 
 from __future__ import annotations
 
+__all__ = ["build_corpus", "BuildStats", "Document", "read_file", "read_text", "read_markdown", "read_html",
+           "read_pdf", "read_jsonl", "chunk", "connect", "add_documents", "collect_files", "expand_paths",
+           "SCHEMA_VERSION", "TARGET_CHARS", "MAX_CHARS", "SUFFIXES"]
+
 import json
 import os
 import re

@@ -17,7 +17,7 @@ Backends (``get(name)``):
   uts, cgroup), read-only system binds (or a read-only root file system from
   ``VERACITY_SANDBOX_ROOTFS``), tmpfs ``/tmp``, uid 65534, rlimits for address space, CPU
   seconds, processes and file size, and a libseccomp deny-list filter
-  (:mod:`verifiers.sandbox.seccomp`; skipped, and reported as ``"no seccomp filter (...)"``, when libseccomp
+  (:mod:`verifiers.sandbox._seccomp`; skipped, and reported as ``"no seccomp filter (...)"``, when libseccomp
   is missing). Weaker than docker: no cgroup memory accounting, and a deny list rather than
   docker's allow list.
 - ``none``: never executes; :meth:`Sandbox.run` raises :class:`SandboxUnavailable`, so callers
@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+#: why a run ended early (:attr:`Result.killed_by`); ``"none"``: it ran to its end
 KilledBy = Literal["timeout", "cpu", "memory", "output", "cancelled", "none"]
 
 __all__ = [
@@ -62,7 +63,26 @@ __all__ = [
     "get",
     "max_concurrency",
     "KilledBy",
+    "CANCEL_POLL_S",
+    "DockerSandbox",
+    "BwrapSandbox",
+    "NoSandbox",
+    "runtime",
 ]
+
+#: backend class -> its module, imported on first use (PEP 562): ``import verifiers.sandbox``
+#: stays cheap for callers that only name a backend through :func:`get`
+_BACKENDS = {"DockerSandbox": "verifiers.sandbox._docker", "BwrapSandbox": "verifiers.sandbox._bwrap",
+             "NoSandbox": "verifiers.sandbox._none"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _BACKENDS.get(name)
+    if home is None:
+        raise AttributeError(f"module 'verifiers.sandbox' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(home), name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,21 +319,21 @@ def get(backend: str = "auto", limits: Limits | None = None, **options: Any) -> 
     """
     name = (backend or "auto").strip().lower()
     if name == "docker":
-        from verifiers.sandbox.docker import DockerSandbox
+        from verifiers.sandbox._docker import DockerSandbox
 
         return DockerSandbox(limits, **options)
     if name == "bwrap":
-        from verifiers.sandbox.bwrap import BwrapSandbox
+        from verifiers.sandbox._bwrap import BwrapSandbox
 
         return BwrapSandbox(limits, **options)
     if name == "none":
-        from verifiers.sandbox.none import NoSandbox
+        from verifiers.sandbox._none import NoSandbox
 
         return NoSandbox(limits, reason=options.get("reason", "sandbox backend 'none' never executes code"))
     if name == "auto":
-        from verifiers.sandbox.bwrap import BwrapSandbox
-        from verifiers.sandbox.docker import DockerSandbox
-        from verifiers.sandbox.none import NoSandbox
+        from verifiers.sandbox._bwrap import BwrapSandbox
+        from verifiers.sandbox._docker import DockerSandbox
+        from verifiers.sandbox._none import NoSandbox
 
         dopts = {k: v for k, v in options.items() if k in ("image", "base_url", "warm")}
         bopts = {k: v for k, v in options.items() if k in ("rootfs", "python", "runtime", "seccomp")}

@@ -7,6 +7,7 @@ from verifiers.citations.sources.dblp import Dblp
 from verifiers.citations.sources.openalex import OpenAlex
 from verifiers.citations.sources.semantic_scholar import SemanticScholar
 
+#: source name (a ``sources.use`` entry) -> its client class
 NETWORK_SOURCES = {"crossref": Crossref, "openalex": OpenAlex, "arxiv": Arxiv,
                    "semantic_scholar": SemanticScholar, "dblp": Dblp}
 

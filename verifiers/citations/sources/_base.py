@@ -8,7 +8,7 @@ Every source inherits :class:`HttpSource`, which
 * spaces request starts by ``rate_per_sec`` and caps requests in flight by ``concurrency``;
 * retries 429 / 5xx / timeouts / connection errors with exponential backoff (tenacity),
   honouring ``Retry-After`` (capped at 2 s);
-* caches definitive answers (``found`` / ``not_found``) through :mod:`verifiers.citations.cache`.
+* caches definitive answers (``found`` / ``not_found``) through :mod:`verifiers.citations._cache`.
 
 A source answers with a :class:`SourceResult`: ``found`` (records), ``not_found`` (the source
 says no such work: 404 or zero hits), ``registered`` (the DOI exists — its registration agency
@@ -32,14 +32,14 @@ from urllib.parse import quote
 import httpx
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from verifiers.citations.config import SourceSettings
-from verifiers.citations.records import Record
+from verifiers.citations._config import SourceSettings
+from verifiers.citations._records import Record
 
 DEFINITIVE = ("found", "not_found")
 #: Statuses worth caching: the definitive ones and ``registered`` (a DOI does not stop existing).
 CACHEABLE = DEFINITIVE + ("registered",)
 
-#: True while :func:`verifiers.citations.verify` consults the cache alone: :meth:`HttpSource.cached`
+#: True while :func:`verifiers.citations._verify` consults the cache alone: :meth:`HttpSource.cached`
 #: then answers ``None`` on a miss instead of asking the source.
 CACHE_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar("veracity_citations_cache_only", default=False)
 

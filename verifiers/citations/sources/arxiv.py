@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from verifiers.citations.records import Record, normalize_arxiv, normalize_doi, parse_year
+from verifiers.citations._records import Record, normalize_arxiv, normalize_doi, parse_year
 from verifiers.citations.sources._abstract import clean_text
 from verifiers.citations.sources._base import HttpSource, SourceResult
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifiers.citations.records import Record, normalize_doi, registered_doi
+from verifiers.citations._records import Record, normalize_doi, registered_doi
 from verifiers.citations.sources._abstract import from_jats
 from verifiers.citations.sources._base import HttpSource, SourceResult, quote_id
 

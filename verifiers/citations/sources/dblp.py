@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifiers.citations.records import Record, normalize_doi, parse_year
+from verifiers.citations._records import Record, normalize_doi, parse_year
 from verifiers.citations.sources._base import HttpSource, SourceResult
 
 

@@ -33,8 +33,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from verifiers.citations.match import PREPRINT_VENUES, canonical_venue, normalize_title, title_similarity
-from verifiers.citations.records import (Record, doi_prefix, normalize_arxiv, normalize_doi, parse_year, repository_doi,
+from verifiers.citations._match import PREPRINT_VENUES, canonical_venue, normalize_title, title_similarity
+from verifiers.citations._records import (Record, doi_prefix, normalize_arxiv, normalize_doi, parse_year, repository_doi,
                                          split_bibtex_authors)
 from verifiers.citations.sources._abstract import clean_text
 from verifiers.citations.sources._base import SourceResult
@@ -267,7 +267,7 @@ class LocalIndex:
     def _done(self, recs: list[Record], what: str) -> SourceResult:
         """``found`` with the candidates, else ``not_found``. Either way the answer is definitive
         about what the library holds; whether the library's silence says anything about the
-        world is :attr:`authoritative` (read by :func:`verifiers.citations.verify.expected_to_hold`):
+        world is :attr:`authoritative` (read by :func:`verifiers.citations._verify.expected_to_hold`):
         a partial library's ``not_found`` -- or its ``found`` with only other works -- is no
         evidence that a reference is made up."""
         if recs:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifiers.citations.records import Record, normalize_arxiv, normalize_doi, registered_doi
+from verifiers.citations._records import Record, normalize_arxiv, normalize_doi, registered_doi
 from verifiers.citations.sources._abstract import from_inverted_index
 from verifiers.citations.sources._base import HttpSource, SourceResult, quote_id
 

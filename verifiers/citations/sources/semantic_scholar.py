@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from verifiers.citations.records import Record, normalize_arxiv, normalize_doi
+from verifiers.citations._records import Record, normalize_arxiv, normalize_doi
 from verifiers.citations.sources._abstract import from_s2
 from verifiers.citations.sources._base import HttpSource, SourceResult, quote_id
 

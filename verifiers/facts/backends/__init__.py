@@ -43,6 +43,7 @@ __all__ = ["BACKEND_NAMES", "BraveBackend", "LocalBackend", "Passage", "SearchBa
            "SourceUnavailable", "WikipediaBackend", "aclose_backends", "check_config", "fts_query",
            "make_backends"]
 
+#: the backend names a ``backends.use`` list may hold
 BACKEND_NAMES = ("context", "local", "wikipedia", "searxng", "brave")
 DEFAULT_TIMEOUT_S = 5.0
 

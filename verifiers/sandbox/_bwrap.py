@@ -11,7 +11,7 @@ Each run is ``bwrap --unshare-all --die-with-parent --new-session ... python3 -I
   virtualenv bound read-only at its own path, its ``bin/python`` as the interpreter;
   fresh ``/proc``, minimal ``/dev``, a tmpfs ``/tmp`` of ``Limits.tmp_mb`` MiB;
 - environment: cleared (``--clearenv``), then only ``_common.SANDBOX_ENV``;
-- seccomp: the deny-list filter of :mod:`verifiers.sandbox.seccomp` (``--seccomp FD``, compiled
+- seccomp: the deny-list filter of :mod:`verifiers.sandbox._seccomp` (``--seccomp FD``, compiled
   with libseccomp): no ptrace, mounts, namespaces, keyring, bpf, perf, io_uring, userfaultfd,
   module/kexec loading, sockets other than AF_UNIX, ... When libseccomp or its binding is
   missing the run still happens without a filter, and every result says so
@@ -50,7 +50,7 @@ import time
 
 from verifiers.sandbox import CANCEL_POLL_S, Limits, Result, Sandbox
 from verifiers.sandbox import runtime as _rt
-from verifiers.sandbox import seccomp as _seccomp
+from verifiers.sandbox import _seccomp
 from verifiers.sandbox._common import SANDBOX_ENV, OutputCap, boot_argv, classify, rlimits
 
 SANDBOX_UID = 65534

@@ -21,7 +21,7 @@ PARTIALLY_VERIFIED     ``unknown`` -- a near match (a title off by a word or a h
 CONFLICT               ``fail`` (an identifier resolves to a work that contradicts the stated fields,
                        or a preprint is cited with a year before its first version -- from its arXiv
                        ID / arXiv or bioRxiv DOI, or an arXiv record:
-                       :func:`verifiers.citations.match.preprint_year_conflict`)
+                       :func:`verifiers.citations._match.preprint_year_conflict`)
 LIKELY_HALLUCINATION   ``fail`` only when the absence rule below holds (the version that matches the
                        claim may exist where nobody looked or nobody answered); else ``unknown``
 NOT_FOUND              ``fail`` only when the absence rule holds and the claim carries enough to be
@@ -47,7 +47,7 @@ Retracted works keep their status (citing them is not a hallucination) but the n
 
 With ``relevance`` on (:func:`acheck`), every resolved reference (VERIFIED / PARTIALLY_VERIFIED)
 also gets ``evidence["relevance"]``: the sentences of the answer that cite it judged against the
-work's abstract (:mod:`verifiers.citations.relevance`). It changes the outcome only with
+work's abstract (:mod:`verifiers.citations._relevance`). It changes the outcome only with
 ``{"fail_unsupported": true}``: then an ``unsupported`` reference is a ``fail``.
 """
 
@@ -65,10 +65,10 @@ import httpx
 
 from verifiers._limits import TRUNCATED, unread_check
 from verifiers._types import Check
-from verifiers.citations.cache import make_cache
-from verifiers.citations.config import Sources
-from verifiers.citations.extract import MAX_TEXT, extract
-from verifiers.citations.match import (
+from verifiers.citations._cache import make_cache
+from verifiers.citations._config import Sources
+from verifiers.citations._extract import MAX_TEXT, extract
+from verifiers.citations._match import (
     CONFLICT,
     LIKELY_HALLUCINATION,
     NOT_FOUND,
@@ -83,8 +83,8 @@ from verifiers.citations.match import (
     status_rank,
     titles_equal,
 )
-from verifiers.citations import relevance as _rel
-from verifiers.citations.records import CitationClaim, Record, registered_doi, repository_doi
+from verifiers.citations import _relevance as _rel
+from verifiers.citations._records import CitationClaim, Record, registered_doi, repository_doi
 from verifiers.citations.sources import NETWORK_SOURCES, SourceResult
 from verifiers.citations.sources._base import CACHE_ONLY, _RateLimiter
 from verifiers.citations.sources.local_index import LocalIndex
@@ -252,7 +252,7 @@ _CONFERENCES = (frozenset(VENUE_ALIASES) - {"jmlr", "tmlr", "tpami", "ijcv", "pn
                 - PREPRINT_VENUES)
 #: Journals that register no DOI with Crossref (JMLR, TMLR publish without DOIs).
 _NO_DOI_JOURNALS = frozenset({"jmlr", "tmlr"})
-#: Repositories of :data:`verifiers.citations.records.REPOSITORY_DOI_PREFIXES` whose DOIs are not
+#: Repositories of :data:`verifiers.citations._records.REPOSITORY_DOI_PREFIXES` whose DOIs are not
 #: Crossref's (DataCite registers arXiv's, Zenodo's and figshare's; ACM's 10.5555 are unregistered).
 _DATACITE_REPOSITORIES = frozenset({"arXiv", "Zenodo", "figshare", "ACM DL (unregistered)"})
 #: Venues DBLP indexes: the computer-science venues of :data:`VENUE_ALIASES` and arXiv (CoRR).

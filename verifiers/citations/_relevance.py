@@ -46,7 +46,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from verifiers.citations.records import CitationClaim
+from verifiers.citations._records import CitationClaim
 from verifiers.model import ChatModel, ask_json
 
 __all__ = ["Relevance", "RelevanceAnswer", "judge_relevance", "judge_deterministic", "citing_sentences",

@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from verifiers.citations.config import CacheSettings
+from verifiers.citations._config import CacheSettings
 
 
 class NullCache:

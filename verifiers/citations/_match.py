@@ -30,7 +30,7 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from verifiers.citations.records import CitationClaim, Person, Record, fold, repository_doi
+from verifiers.citations._records import CitationClaim, Person, Record, fold, repository_doi
 
 # --------------------------------------------------------------------------- constants (one place)
 
@@ -39,6 +39,7 @@ PARTIALLY_VERIFIED = "PARTIALLY_VERIFIED"
 LIKELY_HALLUCINATION = "LIKELY_HALLUCINATION"
 NOT_FOUND = "NOT_FOUND"
 CONFLICT = "CONFLICT"
+#: the citation statuses a check reports in ``evidence["status"]``, best first
 STATUSES = (VERIFIED, PARTIALLY_VERIFIED, LIKELY_HALLUCINATION, NOT_FOUND, CONFLICT)
 
 #: How likely the cited work is genuine and correctly cited, per status (authenticity). Fitted from

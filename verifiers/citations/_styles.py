@@ -8,8 +8,9 @@ bibliography), Harvard (Cite Them Right), ACM Reference Format, Vancouver (ICMJE
 
 from __future__ import annotations
 
-from verifiers.citations.records import parse_person, split_bibtex_authors
+from verifiers.citations._records import parse_person, split_bibtex_authors
 
+#: the reference styles :func:`render` writes
 STYLES = ("apa", "ieee", "mla", "chicago", "harvard", "acm", "vancouver", "bibtex", "gbt7714")
 
 

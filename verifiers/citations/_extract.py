@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from verifiers.citations.records import (
+from verifiers.citations._records import (
     ARXIV_NEW_RE,
     CitationClaim,
     normalize_arxiv,

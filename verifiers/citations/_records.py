@@ -1,7 +1,7 @@
 """Records of the citation verifier: what the answer claims and what a source holds.
 
 * :class:`CitationClaim` — one reference found in model text (raw span + whatever fields it
-  carries). Produced by :func:`verifiers.citations.extract.extract`.
+  carries). Produced by :func:`verifiers.citations._extract.extract`.
 * :class:`Person` — an author reduced to what references reliably carry: surname + initials.
 * :class:`Record` — one bibliographic record returned by a source (Crossref, OpenAlex, arXiv,
   Semantic Scholar, DBLP, the local index), normalised to the same fields.
