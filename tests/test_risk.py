@@ -313,7 +313,7 @@ def test_default_policy_sends_the_design_cases_past_the_threshold(monkeypatch):
     The Tesla answer of issue 11 (0.24, skipped) is now scored risky and names ``facts``."""
     import asyncio
 
-    from proxy.pipeline import sequence as pipeline
+    from proxy.pipeline import verify as pipeline
     from proxy.stores.budget import RequestBudget
     from proxy.policy import default_policies_dir, load_file
     from verifiers._types import Report
