@@ -20,15 +20,16 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from verifiers._limits import unread_check
-from verifiers._types import DEFAULT_BASIS, Check, Report, decided_pass
+from verifiers._types import DEFAULT_BASIS, Check, Report, ReportStatus, decided_pass
 from verifiers import risk as _risk
 
-__all__ = ["run", "verify", "averify", "status_of", "REGISTRY", "Adapter"]
+__all__ = ["run", "verify", "averify", "add_unread", "status_of", "REGISTRY", "Adapter"]
 
 #: An adapter runs one verifier: ``(answer, question, options) -> list[Check]`` (awaitable).
 Adapter = Callable[[str, "str | None", Mapping[str, Any]], Awaitable[list[Check]]]
 
 _DEFAULT_TIMEOUT_S = 10.0
+_AUTO = object()  # an argument left to its computed default
 _NOTE_MAX = 300
 
 
@@ -227,7 +228,7 @@ REGISTRY: dict[str, Adapter] = {
 SECOND_PHASE = ("planner",)
 
 
-def status_of(checks: list[Check], *, trust_model_passes: bool = False) -> str:
+def status_of(checks: list[Check], *, trust_model_passes: bool = False) -> ReportStatus:
     """Report status from checks alone (DESIGN.md "report", "Asymmetric trust"): ``failed`` if
     any check failed, ``skipped`` when there are none, ``error`` when every check is an
     ``error``, ``passed`` when every check passed on evidence the verifier model did not write
@@ -362,7 +363,7 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
         # arithmetic verifier is, a worker thread for long ones (~40 ms at 20,000), off the loop
         checks.extend(unchecked_claims(*args, reason=unchecked_facts) if len(answer) <= ARITHMETIC_INLINE_MAX_CHARS
                       else await asyncio.to_thread(unchecked_claims, *args, reason=unchecked_facts))
-    report = Report(status=status_of(checks, trust_model_passes=trust_model_passes),  # type: ignore[arg-type]
+    report = Report(status=status_of(checks, trust_model_passes=trust_model_passes),
                     checks=checks, answer_chars=len(answer), trust_model_passes=trust_model_passes)
     if not checks:
         report.reason = "no checkable claims" if jobs else "no verifier triggered"
@@ -374,13 +375,23 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
     return report
 
 
-async def averify(text: str, context: Mapping[str, Any] | None = None) -> Report:
-    """Async form of :func:`verify`."""
+async def averify(text: str, context: Mapping[str, Any] | None = None, *, risk: _risk.RiskScore | None = None,
+                  trust_model_passes: bool = False, unchecked_facts: str | None | object = _AUTO,
+                  unread: bool = True) -> Report:
+    """Async form of :func:`verify`: risk-score ``text``, run what the risk triggers (or, with
+    ``force``, what ``context["verifiers"]`` names), attach the risk and the scan's unread checks.
+
+    The keyword arguments serve a caller that chose the verifiers itself (the gateway's policy
+    tiers, :func:`proxy.pipeline.verify.verify_text`): ``risk``, the score of ``(question,
+    text)`` already computed (not computed again); ``trust_model_passes``, as :func:`run`;
+    ``unchecked_facts``, as :func:`run` (default: "the facts verifier did not run" unless it
+    ran or a custom ``registry`` is given); ``unread=False`` leaves the risk scan's unread
+    checks (:meth:`verifiers.risk.RiskScore.unread_checks`) to the caller."""
     ctx = dict(context or {})
     question = ctx.get("question")
     if question is None and ctx.get("messages"):
         question = last_user_text(ctx["messages"])
-    r = _risk.score(question, text)
+    r = _risk.score(question, text) if risk is None else risk
     threshold = float(ctx.get("threshold", 0.0))
     wanted = ctx.get("verifiers")
     names = [v for v in r.verifiers if v in REGISTRY and (wanted is None or v in wanted)]
@@ -388,19 +399,34 @@ async def averify(text: str, context: Mapping[str, Any] | None = None) -> Report
         names = list(wanted or REGISTRY)
     elif r.score < threshold:
         names = []
+    if unchecked_facts is _AUTO:
+        unchecked_facts = (None if "facts" in names or ctx.get("registry") is not None
+                           else "the facts verifier did not run")
     report = await run(text, names, question=question, options=ctx.get("options"),
                        deadline_s=ctx.get("deadline_s"), registry=ctx.get("registry"),
-                       unchecked_facts=None if "facts" in names or ctx.get("registry") is not None
-                       else "the facts verifier did not run")
+                       trust_model_passes=trust_model_passes,
+                       unchecked_facts=unchecked_facts if isinstance(unchecked_facts, str) else None)
     report.risk = r.to_dict()
     if not names:
         report.status = "skipped"
         report.reason = "risk below threshold" if r.score < threshold else "no verifier triggered"
-    unread = r.unread_checks(wanted)  # an answer longer than the risk scan: say so (issue 14 §5)
     if unread:
-        report.checks.extend(unread)
-        report.status = status_of(report.checks, trust_model_passes=report.trust_model_passes)  # type: ignore[assignment]
+        add_unread(report, r.unread_checks(wanted), note=False)
     return report
+
+
+def add_unread(report: Report, unread: list[Check], *, note: bool = True) -> None:
+    """Add the risk scan's ``unknown`` checks for an answer longer than it scans
+    (:meth:`verifiers.risk.RiskScore.unread_checks`): a long answer is never ``skipped`` as if
+    nothing in it were checkable; its status is recomputed from the checks (``unverified`` when
+    nothing else was checked). ``note``: a ``skipped`` report's ``reason`` also says so."""
+    if not unread:
+        return
+    was = report.status
+    report.checks.extend(unread)
+    report.status = status_of(report.checks, trust_model_passes=report.trust_model_passes)
+    if note and was == "skipped" and report.reason:
+        report.reason += "; the answer is longer than the risk scan reads (see the risk check)"
 
 
 def verify(text: str, context: Mapping[str, Any] | None = None) -> Report:

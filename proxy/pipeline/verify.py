@@ -29,7 +29,7 @@ from proxy.stores import review
 from proxy.stores.budget import RequestBudget
 from verifiers import risk as risk_mod
 from verifiers._types import Check, Report
-from verifiers.run import content_text, run as run_verifiers, status_of
+from verifiers.run import add_unread, averify, content_text
 
 __all__ = ["verify_text", "verify_and_correct", "verify_only", "skip_report", "has_text", "record_settled",
            "sentinel_entry", "GROUNDING_MIN_CHARS"]
@@ -80,11 +80,11 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
                                     cache=runtime.facts_cache(v.facts.cache))
         if v.citations.relevance.enabled and "citations" in names:
             options["citations"]["model"] = model
-        report = await run_verifiers(text, names, question=question, options=options,
-                                     deadline_s=budget.remaining_s(),
-                                     trust_model_passes=policy.verification.trust_model_passes,
-                                     unchecked_facts=None if v.facts.enabled
-                                     else "the policy does not enable the facts verifier")
+        report = await averify(text, {"question": question, "verifiers": names, "force": True, "options": options,
+                                      "deadline_s": budget.remaining_s()}, risk=r,
+                               trust_model_passes=policy.verification.trust_model_passes,
+                               unchecked_facts=None if v.facts.enabled
+                               else "the policy does not enable the facts verifier", unread=False)
         if model is not None and len(model.calls) > calls_before:
             new_calls = model.calls[calls_before:]
             report.cost.verifier_calls += len(new_calls)
@@ -92,22 +92,8 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
             report.extra["verifier_model"] = {"model": model.model,
                                               "calls": [c.to_dict() for c in new_calls]}
     report.risk = r.to_dict()
-    _add_unread(report, r.unread_checks(enabled))
+    add_unread(report, r.unread_checks(enabled))
     return report
-
-
-def _add_unread(report: Report, unread: list[Any]) -> None:
-    """Add the risk scan's ``unknown`` checks for an answer longer than it scans
-    (:meth:`verifiers.risk.RiskScore.unread_checks`, issue 14 §5): a long answer is never
-    ``skipped`` as if nothing in it were checkable; its status is recomputed from the checks
-    (``unverified`` when nothing else was checked)."""
-    if not unread:
-        return
-    was = report.status
-    report.checks.extend(unread)
-    report.status = status_of(report.checks, trust_model_passes=report.trust_model_passes)  # type: ignore[assignment]
-    if was == "skipped" and report.reason:
-        report.reason += "; the answer is longer than the risk scan reads (see the risk check)"
 
 
 def _search_facts_tool(policy: Policy, question: str | None, model: GatewayChatModel | None, messages: Any,
