@@ -57,8 +57,8 @@ def verify_offline(path: str, *, policy: str = "default", policies_dir: str | No
 
     failed = False
     for i, rep in enumerate(asyncio.run(go())):
-        rep.extra["policy"] = pol.name
-        rep.extra["states"] = walked_states(rep)
+        rep.policy = pol.name
+        rep.states = walked_states(rep)
         failed |= rep.status == "failed"
         print(json.dumps({"answer_index": i, "veracity": rep.to_dict()}, ensure_ascii=False, default=str), file=out)
     return 1 if failed else 0

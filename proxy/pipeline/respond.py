@@ -67,8 +67,8 @@ async def finish(ctx: RequestContext, plan: Plan, completion: dict[str, Any], re
     the report's ``states`` (:func:`proxy.pipeline.correction.walked_states`) first, so every verifying
     path (non-stream, buffer, passthrough, observe) reports the states actually walked."""
     rt = runtime.get(ctx.config)
-    if "choices" not in report.extra:  # n > 1: each choice's entry carries its own states
-        report.extra["states"] = walked_states(report)
+    if report.choices is None:  # n > 1: each choice's entry carries its own states
+        report.states = walked_states(report)
     cost = rt.prices.cost(ctx.model, plan.usage["prompt"], plan.usage["completion"]) if report.cost.tokens else 0.0
     vmetrics.observe_report(report, model=ctx.model, team=ctx.team, checks=not checks_seen,
                             policy=plan.policy.name, cost_usd=cost)
@@ -153,7 +153,7 @@ def block(plan: Plan, completion: dict[str, Any], report: Report) -> tuple[dict[
     blocks the response (HTTP 422); with several choices only those choices are withheld
     (:func:`choices.withhold`), and the response is blocked when every choice is."""
     blocked = blocked_statuses(plan.policy)
-    entries = report.extra.get("choices")
+    entries = report.choices
     if not entries:
         return completion, report.status in blocked
     # per choice: the request's status may be `error` (STATUS_ORDER) while a choice is unverified
@@ -180,8 +180,8 @@ async def observe_in_background(ctx: RequestContext, plan: Plan, draft: dict[str
     The report store gets a pending record first, then the job's final report
     (:func:`observe_job`); without a job (nothing to verify, shed) the reply's report."""
     report = Report(status="skipped", reason="observe: verified in the background for metrics and audit")
-    report.extra["policy"] = plan.policy.name
-    report.extra["states"] = walked_states(report)
+    report.policy = plan.policy.name
+    report.states = walked_states(report)
     if has_text(draft) and not plan.skip_reason:
         await publish(ctx, PENDING_OBSERVE, pending=True)  # written before the job can write its own
         if runtime.get(ctx.config).spawn(observe_job(ctx, plan, draft)) is not None:
@@ -195,13 +195,13 @@ async def observe_job(ctx: RequestContext, plan: Plan, completion: dict[str, Any
     report in the report store (an ``error`` report when verification itself broke)."""
     try:
         report = await verify_only(plan, completion)
-        report.extra["policy"] = plan.policy.name
-        report.extra["observe"] = True
+        report.policy = plan.policy.name
+        report.observe = True
         await finish(ctx, plan, completion, report)
     except Exception as exc:  # noqa: BLE001 - background work must never surface
         report = Report(status="error", reason=f"observe: background verification failed ({type(exc).__name__})")
-        report.extra["policy"] = plan.policy.name
-        report.extra["observe"] = True
+        report.policy = plan.policy.name
+        report.observe = True
     try:
         await publish(ctx, report)
     except Exception:  # noqa: BLE001

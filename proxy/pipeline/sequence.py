@@ -142,8 +142,8 @@ async def verify_request(config: GatewayConfig, principal: Principal, headers: M
     t0 = time.perf_counter()
     report = await verify_text(policy, question, answer, budget, messages=messages)
     report.cost.ms = (time.perf_counter() - t0) * 1000.0
-    report.extra["policy"] = policy.name
-    report.extra["states"] = walked_states(report)
+    report.policy = policy.name
+    report.states = walked_states(report)
     model = "_offline"  # a fixed label: client-given names would make metric cardinality unbounded
     vmetrics.observe_report(report, model=model, team=principal.team)
     rt = runtime.get(config)

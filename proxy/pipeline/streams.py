@@ -212,8 +212,8 @@ def mode_events(mode: str, ctx: RequestContext, plan: Plan, request: dict[str, A
     mode's verification ends (observe mode: ``skipped`` at once, its job publishes the rest)."""
     if mode == "observe":
         report.status, report.reason = "skipped", "observe: verified in the background"
-        report.extra["policy"] = plan.policy.name
-        report.extra["states"] = walked_states(report)
+        report.policy = plan.policy.name
+        report.states = walked_states(report)
         return observe_stream(ctx, plan, stream, report)
     if mode == "passthrough" and plan.sentinel_on:
         return sentinel_stream(ctx, plan, request, stream, report)
@@ -399,7 +399,7 @@ async def _passthrough_report(plan: Plan, completion: dict[str, Any], *, started
             final.reason = "passthrough: the answer was already sent; failed checks are reported, not corrected"
         elif final.status in blocked_statuses(plan.policy):  # on_unverified: block, too late on a live stream
             final.reason = "passthrough: the answer was already sent; on_unverified: block cannot withhold it"
-    final.extra["policy"] = plan.policy.name
+    final.policy = plan.policy.name
     sentinel_entry(plan, final, completion_text(completion))
     return final
 
