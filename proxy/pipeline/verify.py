@@ -29,7 +29,8 @@ from proxy.stores import review
 from proxy.stores.budget import RequestBudget
 from verifiers import risk as risk_mod
 from verifiers._types import Check, Report
-from verifiers.run import add_unread, averify, content_text
+from verifiers.run import (CitationsOptions, CodeOptions, FactsOptions, PlannerOptions, add_unread, averify,
+                           content_text, options_of)
 
 __all__ = ["verify_text", "verify_and_correct", "verify_only", "skip_report", "has_text", "record_settled",
            "sentinel_entry", "GROUNDING_MIN_CHARS"]
@@ -65,21 +66,23 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
     elif not names:
         report = Report(status="skipped", reason="no enabled verifier triggered")
     else:
-        options = v.run_options()
+        options = options_of(v.run_options())
         calls_before = len(model.calls) if model is not None else 0
         tokens_before = model.tokens if model is not None else 0
         if "planner" in names:
-            options["planner"].update(model=model, risk_score=r.score,
-                                      sandbox=options["code"]["sandbox"] if v.code.enabled else None,
-                                      citation_sources=options["citations"]["sources"] if v.citations.enabled else None,
-                                      search_facts=_search_facts_tool(policy, question, model, messages, budget)
-                                      if v.facts.enabled else None)
+            planner = PlannerOptions.of(options["planner"])
+            planner.model, planner.risk_score = model, r.score
+            planner.sandbox = CodeOptions.of(options["code"]).sandbox if v.code.enabled else None
+            planner.citation_sources = CitationsOptions.of(options["citations"]).sources if v.citations.enabled else None
+            planner.search_facts = (_search_facts_tool(policy, question, model, messages, budget)
+                                    if v.facts.enabled else None)
         if "facts" in names:
-            options["facts"].update(model=model if v.facts.use_model else None,
-                                    context_messages=messages if isinstance(messages, list) else None,
-                                    cache=runtime.facts_cache(v.facts.cache))
+            facts = FactsOptions.of(options["facts"])
+            facts.model = model if v.facts.use_model else None
+            facts.context_messages = messages if isinstance(messages, list) else None
+            facts.cache = runtime.facts_cache(v.facts.cache)
         if v.citations.relevance.enabled and "citations" in names:
-            options["citations"]["model"] = model
+            CitationsOptions.of(options["citations"]).model = model
         report = await averify(text, {"question": question, "verifiers": names, "force": True, "options": options,
                                       "deadline_s": budget.remaining_s()}, risk=r,
                                trust_model_passes=policy.verification.trust_model_passes,
@@ -89,8 +92,7 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
             new_calls = model.calls[calls_before:]
             report.cost.verifier_calls += len(new_calls)
             report.cost.tokens += model.tokens - tokens_before
-            report.extra["verifier_model"] = {"model": model.model,
-                                              "calls": [c.to_dict() for c in new_calls]}
+            report.verifier_model = {"model": model.model, "calls": [c.to_dict() for c in new_calls]}
     report.risk = r.to_dict()
     add_unread(report, r.unread_checks(enabled))
     return report
@@ -164,7 +166,7 @@ async def verify_and_correct(ctx: RequestContext, plan: Plan, request: dict[str,
         if report is None:
             draft, report = await _verify_one(ctx, plan, plan.body, draft, text, complete, rounds)
             _correction_metrics([report])
-    report.extra["policy"] = policy.name
+    report.policy = policy.name
     if policy.verifiers.facts.unconfirmed_note and text is not None:
         draft = _with_unconfirmed_note(draft, report, request)
     if (added := sentinel_entry(plan, report, completion_text(draft))) is not None:
@@ -190,7 +192,7 @@ def sentinel_entry(plan: Plan, report: Report, answer: str | None = None) -> Che
     on the model's word, the status, the exhaustion ``reason`` in the language of ``answer``:
     :func:`proxy.pipeline.sentinel.exhaustion_verdict`). Returns that check, else None."""
     if plan.sentinel_info is not None:
-        report.extra["sentinel"] = plan.sentinel_info
+        report.sentinel = plan.sentinel_info
         if plan.sentinel_info.get("injected"):
             report.cost.tokens += plan.sentinel_info.get("extra_tokens", 0)
             report.cost.upstream_calls += plan.sentinel_info.get("extra_calls", 0)
@@ -228,7 +230,7 @@ def _with_unconfirmed_note(draft: dict[str, Any], report: Report,
     appending would break what the client parses (:func:`_note_blocked`: JSON mode, tool calls,
     a JSON answer) the answer is left as it is and the note goes to the report only
     (``report.extra["unconfirmed_note"]`` and ``["unconfirmed_note_not_appended"]``: why)."""
-    claims = report.extra.get("unconfirmed")
+    claims = report.unconfirmed
     if not claims or report.failed_checks:
         return draft
     try:
@@ -241,10 +243,10 @@ def _with_unconfirmed_note(draft: dict[str, Any], report: Report,
     note = unconfirmed_note([str(c) for c in claims])
     if not note:
         return draft
-    report.extra["unconfirmed_note"] = note
+    report.unconfirmed_note = note
     blocked = _note_blocked(request or {}, msg)
     if blocked is not None:
-        report.extra["unconfirmed_note_not_appended"] = blocked
+        report.unconfirmed_note_not_appended = blocked
         return draft
     out = copy.deepcopy(draft)
     out["choices"][0]["message"]["content"] = msg["content"].rstrip() + "\n\n" + note
@@ -289,7 +291,7 @@ async def _verify_one(ctx: RequestContext, plan: Plan, body: dict[str, Any], dra
     draft, report = result.completion, result.report
     if result.stop_reason.startswith("budget") or result.stop_reason == "deadline":
         report.reason = f"correction stopped: {result.stop_reason}"
-        report.extra["budget_stop"] = True  # read (and removed) by the caller's metrics
+        report.budget_stop = True  # read by the caller's metrics (_correction_metrics)
     return draft, report
 
 
@@ -297,9 +299,9 @@ def _correction_metrics(reports: list[Report]) -> None:
     """Request-level metrics of the correction loops of one response (one report per choice):
     one ``veracity_budget_exhausted_total{scope="request"}`` when any loop was cut by the
     budget or deadline, and the loops' tokens in ``veracity_extra_tokens_total{kind="correction"}``."""
-    if any([r.extra.pop("budget_stop", False) for r in reports]):
+    if any([r.budget_stop for r in reports]):
         vmetrics.BUDGET_EXHAUSTED.labels("request").inc()
-    corrected = [r for r in reports if "correction" in r.extra]
+    corrected = [r for r in reports if r.correction is not None]
     if corrected:
         vmetrics.EXTRA_TOKENS.labels("correction").inc(sum(r.cost.tokens for r in corrected))
 
@@ -345,7 +347,7 @@ async def _verify_choices(ctx: RequestContext, plan: Plan, draft: dict[str, Any]
         # as for one choice (verify_and_correct): the choice's `cost.ms` is the wall time its
         # verification added, its own correction rounds included (not only the last draft's checks)
         rep.cost.ms = spent[i] * 1000.0
-        rep.extra["states"] = walked_states(rep)
+        rep.states = walked_states(rep)
         final.append((index, rep))
     _correction_metrics([rep for _, rep in final])
     return draft, choices.combine(final)
@@ -382,5 +384,5 @@ async def verify_only(plan: Plan, completion: dict[str, Any]) -> Report:
         return Report(status="skipped", reason=plan.skip_reason)
     reports = await asyncio.gather(*(one(single) for _, single in parts))
     for rep in reports:
-        rep.extra["states"] = walked_states(rep)
+        rep.states = walked_states(rep)
     return choices.combine([(index, rep) for (index, _), rep in zip(parts, reports)])
