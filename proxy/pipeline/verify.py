@@ -29,8 +29,8 @@ from proxy.stores import review
 from proxy.stores.budget import RequestBudget
 from verifiers import risk as risk_mod
 from verifiers._types import Check, Report
-from verifiers.run import (CitationsOptions, CodeOptions, FactsOptions, PlannerOptions, add_unread, averify,
-                           content_text, options_of)
+from verifiers.run import (CitationsOptions, FactsOptions, PlannerOptions, add_unread, averify, content_text,
+                           options_of)
 
 __all__ = ["verify_text", "verify_and_correct", "verify_only", "skip_report", "has_text", "record_settled",
            "sentinel_entry", "GROUNDING_MIN_CHARS"]
@@ -66,14 +66,15 @@ async def verify_text(policy: Policy, question: str | None, text: str, budget: R
     elif not names:
         report = Report(status="skipped", reason="no enabled verifier triggered")
     else:
-        options = options_of(v.run_options())
+        raw = v.run_options()
+        options = options_of({n: raw[n] for n in names})  # only the verifiers that run
         calls_before = len(model.calls) if model is not None else 0
         tokens_before = model.tokens if model is not None else 0
         if "planner" in names:
             planner = PlannerOptions.of(options["planner"])
             planner.model, planner.risk_score = model, r.score
-            planner.sandbox = CodeOptions.of(options["code"]).sandbox if v.code.enabled else None
-            planner.citation_sources = CitationsOptions.of(options["citations"]).sources if v.citations.enabled else None
+            planner.sandbox = raw["code"]["sandbox"] if v.code.enabled else None
+            planner.citation_sources = raw["citations"]["sources"] if v.citations.enabled else None
             planner.search_facts = (_search_facts_tool(policy, question, model, messages, budget)
                                     if v.facts.enabled else None)
         if "facts" in names:
