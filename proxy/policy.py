@@ -281,7 +281,7 @@ class Budgets(_Strict):
 
 class StreamingPolicy(_Strict):
     """``mode``: ``buffer`` (hold, verify, stream the final answer) or ``passthrough`` (relay
-    live, verify before ``[DONE]``, report on the last chunk; see :mod:`proxy.pipeline.streaming`).
+    live, verify before ``[DONE]``, report on the last chunk; see :mod:`proxy.pipeline.streams`).
     ``keepalive_s``: interval of SSE comment keep-alives while holding."""
 
     mode: Literal["buffer", "passthrough"] = "passthrough"

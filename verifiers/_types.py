@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import asdict, dataclass, field, is_dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar, overload
 
 Outcome = Literal["pass", "fail", "unknown", "error"]
 ReportStatus = Literal["passed", "unverified", "corrected", "failed", "skipped", "error"]
@@ -184,6 +184,37 @@ class Cost:
     searches: int = 0
 
 
+_T = TypeVar("_T")
+
+
+class _Entry(Generic[_T]):
+    """A typed name for one entry of :attr:`Report.extra`: ``report.policy = "strict"`` is
+    ``report.extra["policy"] = "strict"``, and reading it gives ``None`` while unset. The entries
+    stay in ``extra`` so that :meth:`Report.to_dict` writes them in the order they were set (the
+    report's JSON is the same whichever way an entry was written)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> _Entry[_T]: ...
+    @overload
+    def __get__(self, obj: Report, owner: type) -> _T | None: ...
+
+    def __get__(self, obj: Report | None, owner: type) -> _Entry[_T] | _T | None:
+        if obj is None:
+            return self
+        return obj.extra.get(self.key)
+
+    def __set__(self, obj: Report, value: _T) -> None:
+        obj.extra[self.key] = value
+
+    def __delete__(self, obj: Report) -> None:
+        obj.extra.pop(self.key, None)
+
+
 @dataclass(slots=True)
 class Report:
     """All checks of one answer.
@@ -200,6 +231,15 @@ class Report:
     ``trust_model_passes``: the policy's opt-in that counts model-written passes as decided.
     In :meth:`to_dict`, ``cost.ms`` and ``extra["durations_ms"]`` values are rounded to 0.1 ms,
     and ``coverage`` is :func:`coverage_of` the checks.
+
+    ``extra`` holds the report's other top-level entries; those the design names have typed
+    names (:class:`_Entry`, ``None`` while unset): ``policy`` (the policy's name), ``states``
+    (the AMTFV states walked), ``sources`` (the numbered passages and records checks cite),
+    ``correction`` (the loop's last state and stop reason), ``sentinel`` (injected or why not,
+    its rounds), ``choices`` (``n > 1``: one report dict per choice, with its ``index``), and
+    ``verifier_model``, ``unconfirmed`` / ``unconfirmed_note`` / ``unconfirmed_note_not_appended``
+    (facts), ``observe``, ``durations_ms``. ``budget_stop``: a correction loop was cut by the
+    budget or deadline (request metrics; never serialised).
     """
 
     status: ReportStatus = "skipped"
@@ -211,6 +251,20 @@ class Report:
     extra: dict[str, Any] = field(default_factory=dict)
     answer_chars: int | None = None
     trust_model_passes: bool = False
+    budget_stop: bool = field(default=False, repr=False, compare=False)
+
+    policy = _Entry[str]("policy")
+    states = _Entry[list[str]]("states")
+    sources = _Entry[list[dict[str, Any]]]("sources")
+    correction = _Entry[dict[str, Any]]("correction")
+    sentinel = _Entry[dict[str, Any]]("sentinel")
+    choices = _Entry[list[dict[str, Any]]]("choices")
+    verifier_model = _Entry[dict[str, Any]]("verifier_model")
+    unconfirmed = _Entry[list[str]]("unconfirmed")
+    unconfirmed_note = _Entry[str]("unconfirmed_note")
+    unconfirmed_note_not_appended = _Entry[str]("unconfirmed_note_not_appended")
+    observe = _Entry[bool]("observe")
+    durations_ms = _Entry[dict[str, float]]("durations_ms")
 
     @property
     def coverage(self) -> dict[str, Any]:

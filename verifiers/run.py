@@ -13,63 +13,31 @@ library on its own"): risk-score the text, run what the risk triggers, return th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
-import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from verifiers._limits import unread_check
-from verifiers._types import DEFAULT_BASIS, Check, Report, decided_pass
+from verifiers._options import (ArithmeticOptions, CitationsOptions, CodeOptions, FactsOptions, PlannerOptions,
+                                VerifierOptions, options_of)
+from verifiers._types import DEFAULT_BASIS, Check, Report, ReportStatus, decided_pass
 from verifiers import risk as _risk
 
-__all__ = ["run", "verify", "averify", "status_of", "REGISTRY", "Adapter", "Sandboxes", "content_text",
-           "last_user_text"]
+__all__ = ["run", "verify", "averify", "add_unread", "status_of", "REGISTRY", "Adapter", "Sandboxes", "VerifierOptions",
+           "ArithmeticOptions", "CodeOptions", "CitationsOptions", "FactsOptions", "PlannerOptions", "options_of",
+           "content_text", "last_user_text"]
 
-#: An adapter runs one verifier: ``(answer, question, options) -> list[Check]`` (awaitable).
-Adapter = Callable[[str, "str | None", Mapping[str, Any]], Awaitable[list[Check]]]
+#: An adapter runs one verifier: ``(answer, question, options) -> list[Check]`` or
+#: ``(checks, extra)`` (awaitable). ``options`` is what the caller gave for that verifier: a
+#: :class:`~verifiers._options.VerifierOptions` subclass or a mapping (the built-in adapters
+#: read either through ``XOptions.of``).
+Adapter = Callable[[str, "str | None", Any], Awaitable[Any]]
 
-_DEFAULT_TIMEOUT_S = 10.0
+_AUTO = object()  # an argument left to its computed default
 _NOTE_MAX = 300
-
-
-_PARAMS: dict[Any, tuple[frozenset[str], bool] | None] = {}
-
-
-def _accepted(fn: Callable[..., Any]) -> tuple[frozenset[str], bool] | None:
-    """``(parameter names, takes **kwargs)`` of ``fn``, cached per function (``inspect.signature``
-    costs ~50-100 us, once per verifier call otherwise); None when it has no signature."""
-    try:
-        return _PARAMS[fn]
-    except KeyError:
-        pass
-    except TypeError:  # unhashable callable
-        return _signature_of(fn)
-    out = _PARAMS[fn] = _signature_of(fn)
-    return out
-
-
-def _signature_of(fn: Callable[..., Any]) -> tuple[frozenset[str], bool] | None:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return None
-    return frozenset(params), any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
-def _call_kwargs(fn: Callable[..., Any], options: Mapping[str, Any], skip: set[str]) -> dict[str, Any]:
-    """The subset of ``options`` that ``fn`` accepts as keyword arguments."""
-    acc = _accepted(fn)
-    if acc is None:
-        return {}
-    params, var_kw = acc
-    if var_kw:
-        return {k: v for k, v in options.items() if k not in skip}
-    return {k: v for k, v in options.items() if k in params and k not in skip}
-
-
-_RESERVED = {"timeout_s", "timeout_ms", "enabled", "sandbox", "sources", "backend", "limits"}
 
 
 #: Answers (plus question) up to this many characters are checked by the arithmetic verifier
@@ -81,9 +49,10 @@ _RESERVED = {"timeout_s", "timeout_ms", "enabled", "sandbox", "sources", "backen
 ARITHMETIC_INLINE_MAX_CHARS = 1000
 
 
-async def _arithmetic(answer: str, question: str | None, options: Mapping[str, Any]) -> list[Check]:
+async def _arithmetic(answer: str, question: str | None, options: Mapping[str, Any] | VerifierOptions) -> list[Check]:
     mod = importlib.import_module("verifiers.arithmetic")
-    kw = _call_kwargs(mod.check, options, _RESERVED)
+    o = ArithmeticOptions.of(options)
+    kw = {} if o.budget_ms is None else {"budget_ms": o.budget_ms}
     if len(answer) + (len(question) if isinstance(question, str) else 0) <= ARITHMETIC_INLINE_MAX_CHARS:
         return mod.check(answer, question, **kw)
     # long answers: a worker thread keeps the event loop free and lets the deadline fire (the
@@ -134,80 +103,81 @@ class Sandboxes:
 
 def _with_sandboxes(adapter: Adapter, name: str, sandboxes: Sandboxes) -> Adapter:
     """``adapter`` called with its ``sandbox`` spec (a mapping, or None for ``code``) replaced by
-    the sandbox from ``sandboxes`` (inside the call: a bad spec is that verifier's ``error`` check)."""
-    async def call(answer: str, question: str | None, opts: Mapping[str, Any]) -> Any:
-        spec = opts.get("sandbox")
-        if isinstance(spec, Mapping) or (spec is None and name == "code"):
-            opts = {**opts, "sandbox": sandboxes.get(spec)}
+    the sandbox from ``sandboxes`` (inside the call: a bad spec is that verifier's ``error`` check).
+    Options come as the verifier's options class or as a mapping (:func:`run`)."""
+    async def call(answer: str, question: str | None, opts: Any) -> Any:
+        if isinstance(opts, VerifierOptions):
+            spec = getattr(opts, "sandbox", None)
+            if isinstance(spec, Mapping) or (spec is None and name == "code"):
+                opts = dataclasses.replace(opts, sandbox=sandboxes.get(spec))  # type: ignore[call-arg]
+        else:
+            spec = opts.get("sandbox")
+            if isinstance(spec, Mapping) or (spec is None and name == "code"):
+                opts = {**opts, "sandbox": sandboxes.get(spec)}
         return await adapter(answer, question, opts)
     return call
 
 
-async def _code(answer: str, question: str | None, options: Mapping[str, Any]) -> list[Check]:
+async def _code(answer: str, question: str | None, options: Mapping[str, Any] | VerifierOptions) -> list[Check]:
     mod = importlib.import_module("verifiers.code")
-    sandbox = options.get("sandbox")
-    if sandbox is None or isinstance(sandbox, Mapping):  # called outside run(): a sandbox for this call
+    spec = CodeOptions.of(options).sandbox
+    if spec is None or isinstance(spec, Mapping):  # called outside run(): a sandbox for this call
         own = Sandboxes()
         try:
-            return await _code(answer, question, {**options, "sandbox": own.get(sandbox)})
+            result: list[Check] = await mod.acheck(answer, question, sandbox=own.get(spec))
         finally:
             await asyncio.to_thread(own.close)
-    fn = getattr(mod, "acheck", None)
-    if fn is not None:
-        kw = _call_kwargs(fn, options, _RESERVED)
-        return await fn(answer, question, sandbox=sandbox, **kw)
-    kw = _call_kwargs(mod.check, options, _RESERVED)
-    return await asyncio.to_thread(mod.check, answer, question, sandbox=sandbox, **kw)
+        return result
+    result = await mod.acheck(answer, question, sandbox=spec)
+    return result
 
 
-async def _citations(answer: str, question: str | None, options: Mapping[str, Any]) -> list[Check]:
+async def _citations(answer: str, question: str | None, options: Mapping[str, Any] | VerifierOptions) -> list[Check]:
     mod = importlib.import_module("verifiers.citations")
-    sources = options.get("sources")
-    fn = getattr(mod, "acheck", None)
-    if fn is not None:
-        kw = _call_kwargs(fn, options, _RESERVED)
-        if "deadline" not in kw and "deadline" in _call_kwargs(fn, {"deadline": 1}, set()):
-            # finish inside our own timeout with the citations checked so far, instead of
-            # being cancelled with nothing
-            kw["deadline"] = max(0.05, _timeout_of(options) * 0.8)
-        return await fn(answer, question, sources=sources, **kw)
-    kw = _call_kwargs(mod.check, options, _RESERVED)
-    return await asyncio.to_thread(mod.check, answer, question, sources=sources, **kw)
+    o = CitationsOptions.of(options)
+    # finish inside our own timeout with the citations checked so far, instead of being
+    # cancelled with nothing
+    deadline = o.deadline if o.deadline is not None else max(0.05, o.timeout_s * 0.8)
+    result: list[Check] = await mod.acheck(answer, question, sources=o.sources, deadline=deadline,
+                                           relevance=o.relevance, model=o.model)
+    return result
 
 
-async def _planner(answer: str, question: str | None, options: Mapping[str, Any]) -> Any:
+async def _planner(answer: str, question: str | None,
+                   options: Mapping[str, Any] | VerifierOptions) -> tuple[list[Check], dict[str, Any]]:
     """The AMTFV planner (``verifiers.planner.acheck``), run after the rule-based verifiers
     (:func:`run` passes their checks as ``rule_checks``). Model-written plans only when
-    ``options["when"]`` allows (``never`` | ``unexplained``: no rule check failed or passed on
+    ``when`` allows (``never`` | ``unexplained``: no rule check failed or passed on
     evidence the verifier model did not write |
-    ``high_risk``: unexplained, or risk >= ``options["high_risk"]`` | ``always``) and a
+    ``high_risk``: unexplained, or risk >= ``high_risk`` | ``always``) and a
     ``model`` is given; template plans always. When ``when`` asks for a model plan, no template
     applied and no ``model`` is given, one ``unknown`` planner check says so. Returns
     ``(checks, extra)``."""
-    if isinstance(options.get("sandbox"), Mapping):  # called outside run(): a sandbox for this call
+    o = PlannerOptions.of(options)
+    if isinstance(o.sandbox, Mapping):  # called outside run(): a sandbox for this call
         own = Sandboxes()
         try:
-            return await _planner(answer, question, {**options, "sandbox": own.get(options["sandbox"])})
+            return await _planner(answer, question, dataclasses.replace(o, sandbox=own.get(o.sandbox)))
         finally:
             await asyncio.to_thread(own.close)
     mod = importlib.import_module("verifiers.planner")
-    rule_checks = list(options.get("rule_checks") or ())
-    model = options.get("model")
-    when = options.get("when", "never")
+    rule_checks = list(o.rule_checks or ())
+    model = o.model
+    when = o.when
     # a pass on the verifier model's word (basis "model") explains nothing (DESIGN.md "Asymmetric trust")
     explained = any(c.outcome == "fail" or decided_pass(c) for c in rule_checks)
-    risk_score = float(options.get("risk_score") or 0.0)
+    risk_score = float(o.risk_score or 0.0)
     wanted = (when == "always" or (when in ("unexplained", "high_risk") and not explained)
-              or (when == "high_risk" and risk_score >= float(options.get("high_risk", 0.7))))
+              or (when == "high_risk" and risk_score >= float(o.high_risk)))
     use_model = model is not None and wanted
-    tools = mod.Toolbox(sandbox=options.get("sandbox"),
-                        citation_sources=options.get("citation_sources"), search_facts=options.get("search_facts"))
+    tools = mod.Toolbox(sandbox=o.sandbox,
+                        citation_sources=o.citation_sources, search_facts=o.search_facts)
     outcome = await mod.acheck(answer, question, model=model if use_model else None, rule_checks=rule_checks,
-                               use_model=use_model, tools=tools, max_steps=int(options.get("max_steps", 6)),
-                               deadline_s=max(0.05, _timeout_of(options) * 0.9),
-                               templates=bool(options.get("templates", True)))
+                               use_model=use_model, tools=tools, max_steps=int(o.max_steps),
+                               deadline_s=max(0.05, o.timeout_s * 0.9),
+                               templates=bool(o.templates))
     checks = list(outcome.checks)
-    if len(answer) > mod.MAX_TEXT_CHARS:  # plans read a prefix: say the rest went unplanned
+    if len(answer) > mod.MAX_TEXT_CHARS:  # plans read a prefix: say the rest went unplanned (issue 14 §5)
         checks.append(unread_check("planner", limit="MAX_TEXT_CHARS", limit_value=mod.MAX_TEXT_CHARS,
                                    checked=mod.MAX_TEXT_CHARS, total=len(answer)))
     if outcome.error:
@@ -228,25 +198,25 @@ async def _planner(answer: str, question: str | None, options: Mapping[str, Any]
     return checks, extra
 
 
-async def _facts(answer: str, question: str | None, options: Mapping[str, Any]) -> Any:
+async def _facts(answer: str, question: str | None,
+                 options: Mapping[str, Any] | VerifierOptions) -> tuple[list[Check], dict[str, Any]]:
     """Fact checking (``verifiers.facts.acheck``): claims searched over the configured
-    backends (``options["backends"]``: backend objects, or a config dict for
+    backends (``backends``: backend objects, or a config dict for
     ``verifiers.facts.backends.make_backends`` with ``context_messages``) and judged.
     Returns ``(checks, extra)`` with the numbered ``sources`` and the unconfirmed claims."""
     mod = importlib.import_module("verifiers.facts")
-    backends = options.get("backends")
+    o = FactsOptions.of(options)
+    backends = o.backends
     bmod = None
     if backends is None or isinstance(backends, Mapping):
         bmod = importlib.import_module("verifiers.facts.backends")
-        backends = bmod.make_backends(backends or {"use": ["context"]},
-                                      context_messages=options.get("context_messages"))
+        backends = bmod.make_backends(backends or {"use": ["context"]}, context_messages=o.context_messages)
     try:
-        outcome = await mod.acheck(answer, question, model=options.get("model"), backends=backends,
-                                   max_claims=int(options.get("max_claims", 8)),
-                                   max_rounds=int(options.get("max_rounds", 3)), k=int(options.get("k", 5)),
-                                   weights=options.get("weights"), cache=options.get("cache"),
-                                   deadline_s=max(0.05, _timeout_of(options) * 0.9),
-                                   grounding=bool(options.get("grounding", False)))
+        outcome = await mod.acheck(answer, question, model=o.model, backends=backends,
+                                   max_claims=int(o.max_claims), max_rounds=int(o.max_rounds), k=int(o.k),
+                                   weights=o.weights, cache=o.cache,
+                                   deadline_s=max(0.05, o.timeout_s * 0.9),
+                                   grounding=bool(o.grounding))
     finally:
         if bmod is not None:  # the clients made here are closed here (a timeout cancels into this too)
             await bmod.aclose_backends(backends)
@@ -270,7 +240,7 @@ REGISTRY: dict[str, Adapter] = {
 SECOND_PHASE = ("planner",)
 
 
-def status_of(checks: list[Check], *, trust_model_passes: bool = False) -> str:
+def status_of(checks: list[Check], *, trust_model_passes: bool = False) -> ReportStatus:
     """Report status from checks alone (DESIGN.md "report", "Asymmetric trust"): ``failed`` if
     any check failed, ``skipped`` when there are none, ``error`` when every check is an
     ``error``, ``passed`` when every check passed on evidence the verifier model did not write
@@ -294,12 +264,10 @@ def _safe_note(exc: BaseException) -> str:
     return text if len(text) <= _NOTE_MAX else text[: _NOTE_MAX - 1] + "…"
 
 
-def _timeout_of(opts: Mapping[str, Any]) -> float:
-    if "timeout_s" in opts:
-        return float(opts["timeout_s"])
-    if "timeout_ms" in opts:
-        return float(opts["timeout_ms"]) / 1000.0
-    return _DEFAULT_TIMEOUT_S
+def _timeout_of(opts: Mapping[str, Any] | VerifierOptions) -> float:
+    if isinstance(opts, VerifierOptions):
+        return opts.timeout_s
+    return VerifierOptions.of(opts).timeout_s
 
 
 async def _one(name: str, adapter: Adapter, answer: str, question: str | None,
@@ -334,7 +302,7 @@ async def _one(name: str, adapter: Adapter, answer: str, question: str | None,
 
 
 async def run(answer: str, names: Iterable[str], *, question: str | None = None,
-              options: Mapping[str, Mapping[str, Any]] | None = None,
+              options: Mapping[str, VerifierOptions | Mapping[str, Any]] | None = None,
               deadline_s: float | None = None,
               registry: Mapping[str, Adapter] | None = None,
               trust_model_passes: bool = False, unchecked_facts: str | None = None,
@@ -351,9 +319,11 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
         answer: the draft answer text (untrusted).
         names: verifier names; unknown names (``sentinel``, typos) are skipped.
         question: the user's question text, passed to every verifier.
-        options: per-verifier options; ``timeout_s``/``timeout_ms`` set that verifier's own
-            deadline (default 10 s), the rest go to the verifier as keyword arguments
-            (``sandbox``/``sources`` for code/citations).
+        options: per-verifier options: the verifier's options class
+            (:mod:`verifiers._options`: :class:`ArithmeticOptions`, :class:`CodeOptions`,
+            :class:`CitationsOptions`, :class:`FactsOptions`, :class:`PlannerOptions`) or a
+            mapping of the same names (``timeout_ms`` allowed for ``timeout_s``; default 10 s;
+            other keys ignored). A custom ``registry`` adapter gets them as given.
         deadline_s: the per-request verification deadline; no verifier runs past it.
         registry: name -> adapter, default :data:`REGISTRY`.
         trust_model_passes: count passes that rest on the verifier model as decided (a
@@ -362,6 +332,7 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
             enable the facts verifier"), an answer that would be ``passed`` is read for world
             claims no check decided (:func:`verifiers.facts._unchecked.unchecked_claims`); each
             is an ``unknown`` check, so such an answer is ``unverified``, not ``passed``.
+
         sandboxes: where the ``sandbox`` specs of ``code``/``planner`` options come from
             (:class:`Sandboxes`, kept by the caller across calls); default: one made for this
             call and closed when it returns.
@@ -377,7 +348,7 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
                              registry=registry, trust_model_passes=trust_model_passes,
                              unchecked_facts=unchecked_facts, sandboxes=own)
         finally:
-            if len(own):  # closing may talk to the docker engine: off the event loop
+            if len(own):
                 await asyncio.to_thread(own.close)
     registry = REGISTRY if registry is None else registry
     options = options or {}
@@ -386,7 +357,7 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
     extras: dict[str, Any] = {}
     wanted = list(dict.fromkeys(names))
 
-    def jobs_for(selected: list[str], extra_opts: Mapping[str, Any] | None = None) -> list[Any]:
+    def jobs_for(selected: list[str], rule_checks: tuple[Check, ...] | None = None) -> list[Any]:
         jobs = []
         for name in selected:
             adapter = registry.get(name)
@@ -394,9 +365,11 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
                 continue
             if adapter is _code or adapter is _planner:  # the built-in ones take sandbox specs
                 adapter = _with_sandboxes(adapter, name, sandboxes)
-            opts = options.get(name, {})
-            if extra_opts:
-                opts = {**opts, **extra_opts}
+            opts: VerifierOptions | Mapping[str, Any] = options.get(name, {})
+            if rule_checks is not None:  # the second phase sees the first one's checks
+                opts = (dataclasses.replace(opts, rule_checks=rule_checks) if isinstance(opts, PlannerOptions)
+                        else {**opts, "rule_checks": rule_checks} if not isinstance(opts, VerifierOptions)
+                        else PlannerOptions(timeout_s=opts.timeout_s, rule_checks=rule_checks))
             timeout = _timeout_of(opts)
             if deadline_s is not None:
                 timeout = min(timeout, max(0.0, deadline_s - (time.perf_counter() - t0)))
@@ -409,7 +382,7 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
     else:
         results = await asyncio.gather(*first) if first else []
     checks = [c for part in results for c in part]
-    second = jobs_for([n for n in wanted if n in SECOND_PHASE], {"rule_checks": tuple(checks)})
+    second = jobs_for([n for n in wanted if n in SECOND_PHASE], tuple(checks))
     for job in second:  # the planner sees the rule-based checks (merge, "unexplained")
         checks.extend(await job)
     jobs = first + second
@@ -420,7 +393,7 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
         # arithmetic verifier is, a worker thread for long ones (~40 ms at 20,000), off the loop
         checks.extend(unchecked_claims(*args, reason=unchecked_facts) if len(answer) <= ARITHMETIC_INLINE_MAX_CHARS
                       else await asyncio.to_thread(unchecked_claims, *args, reason=unchecked_facts))
-    report = Report(status=status_of(checks, trust_model_passes=trust_model_passes),  # type: ignore[arg-type]
+    report = Report(status=status_of(checks, trust_model_passes=trust_model_passes),
                     checks=checks, answer_chars=len(answer), trust_model_passes=trust_model_passes)
     if not checks:
         report.reason = "no checkable claims" if jobs else "no verifier triggered"
@@ -428,17 +401,28 @@ async def run(answer: str, names: Iterable[str], *, question: str | None = None,
         report.cost.searches += int(extras.pop("searches", 0) or 0)
         report.extra.update(extras)
     report.cost.ms = (time.perf_counter() - t0) * 1000.0
-    report.extra["durations_ms"] = {k: round(v, 3) for k, v in durations.items()}
+    report.durations_ms = {k: round(v, 3) for k, v in durations.items()}
     return report
 
 
-async def averify(text: str, context: Mapping[str, Any] | None = None) -> Report:
-    """Async form of :func:`verify`."""
+async def averify(text: str, context: Mapping[str, Any] | None = None, *, risk: _risk.RiskScore | None = None,
+                  trust_model_passes: bool = False, unchecked_facts: str | None | object = _AUTO,
+                  unread: bool = True, sandboxes: Sandboxes | None = None) -> Report:
+    """Async form of :func:`verify`: risk-score ``text``, run what the risk triggers (or, with
+    ``force``, what ``context["verifiers"]`` names), attach the risk and the scan's unread checks.
+
+    The keyword arguments serve a caller that chose the verifiers itself (the gateway's policy
+    tiers, :func:`proxy.pipeline.verify.verify_text`): ``risk``, the score of ``(question,
+    text)`` already computed (not computed again); ``trust_model_passes``, as :func:`run`;
+    ``unchecked_facts``, as :func:`run` (default: "the facts verifier did not run" unless it
+    ran or a custom ``registry`` is given); ``unread=False`` leaves the risk scan's unread
+    checks (:meth:`verifiers.risk.RiskScore.unread_checks`) to the caller; ``sandboxes``, as
+    :func:`run`."""
     ctx = dict(context or {})
     question = ctx.get("question")
     if question is None and ctx.get("messages"):
         question = last_user_text(ctx["messages"])
-    r = _risk.score(question, text)
+    r = _risk.score(question, text) if risk is None else risk
     threshold = float(ctx.get("threshold", 0.0))
     wanted = ctx.get("verifiers")
     names = [v for v in r.verifiers if v in REGISTRY and (wanted is None or v in wanted)]
@@ -446,19 +430,35 @@ async def averify(text: str, context: Mapping[str, Any] | None = None) -> Report
         names = list(wanted or REGISTRY)
     elif r.score < threshold:
         names = []
+    if unchecked_facts is _AUTO:
+        unchecked_facts = (None if "facts" in names or ctx.get("registry") is not None
+                           else "the facts verifier did not run")
     report = await run(text, names, question=question, options=ctx.get("options"),
                        deadline_s=ctx.get("deadline_s"), registry=ctx.get("registry"),
-                       unchecked_facts=None if "facts" in names or ctx.get("registry") is not None
-                       else "the facts verifier did not run")
+                       trust_model_passes=trust_model_passes,
+                       unchecked_facts=unchecked_facts if isinstance(unchecked_facts, str) else None,
+                       sandboxes=sandboxes)
     report.risk = r.to_dict()
     if not names:
         report.status = "skipped"
         report.reason = "risk below threshold" if r.score < threshold else "no verifier triggered"
-    unread = r.unread_checks(wanted)  # an answer longer than the risk scan: say so
     if unread:
-        report.checks.extend(unread)
-        report.status = status_of(report.checks, trust_model_passes=report.trust_model_passes)  # type: ignore[assignment]
+        add_unread(report, r.unread_checks(wanted), note=False)
     return report
+
+
+def add_unread(report: Report, unread: list[Check], *, note: bool = True) -> None:
+    """Add the risk scan's ``unknown`` checks for an answer longer than it scans
+    (:meth:`verifiers.risk.RiskScore.unread_checks`): a long answer is never ``skipped`` as if
+    nothing in it were checkable; its status is recomputed from the checks (``unverified`` when
+    nothing else was checked). ``note``: a ``skipped`` report's ``reason`` also says so."""
+    if not unread:
+        return
+    was = report.status
+    report.checks.extend(unread)
+    report.status = status_of(report.checks, trust_model_passes=report.trust_model_passes)
+    if note and was == "skipped" and report.reason:
+        report.reason += "; the answer is longer than the risk scan reads (see the risk check)"
 
 
 def verify(text: str, context: Mapping[str, Any] | None = None) -> Report:

@@ -198,7 +198,7 @@ def _verify(p: argparse.ArgumentParser) -> Handler:
     p.add_argument("--question", default=None, help="the question, for a plain-text FILE")
 
     def run(args: argparse.Namespace) -> int:
-        from proxy.pipeline.sequence import verify_offline
+        from proxy.cli.verify import verify_offline
         from proxy.stores.review import terminal_safe
 
         class _Out:

@@ -128,7 +128,7 @@ def _policy(report: Any, policy: str | None) -> str:
 def observe_checks(report: Any, *, model: str, team: str, policy: str | None = None, draft: str = "first") -> None:
     """Record the checks of one verification run: ``veracity_checks_total`` with ``draft``
     (``first``: the upstream's first draft; ``correction``: a correction round's draft, see
-    :func:`proxy.pipeline.sequence._verifier`), truncations, and per-verifier durations from
+    :func:`proxy.pipeline.verify._verifier`), truncations, and per-verifier durations from
     ``report.extra["durations_ms"]``."""
     labels = (model_label(model), team, _policy(report, policy))
     for c in report.checks:
@@ -282,7 +282,7 @@ def _observe_first_drafts_and_cost(report: Any, labels: tuple[str, str, str], co
 
 def observe_blocked(model: str, team: str, policy: str = "_none") -> None:
     """One response withheld by policy (HTTP 422, or the error event of a buffered stream;
-    every place that sends :func:`proxy.pipeline.sequence._blocked_body` calls this):
+    every place that sends :func:`proxy.pipeline.respond.blocked_body` calls this):
     ``veracity_blocked_answers_total``."""
     _child(BLOCKED, model_label(model), team, policy).inc()
 

@@ -107,7 +107,7 @@ def combine(per_choice: list[tuple[int, Report]]) -> ChoicesReport:
         out.cost.upstream_calls += rep.cost.upstream_calls
         out.cost.verifier_calls += rep.cost.verifier_calls
         out.cost.searches += rep.cost.searches
-        for name, ms in (rep.extra.get("durations_ms") or {}).items():
+        for name, ms in (rep.durations_ms or {}).items():
             if isinstance(ms, (int, float)):
                 durations[name] = durations.get(name, 0.0) + ms
         if rep.reason:
@@ -116,8 +116,8 @@ def combine(per_choice: list[tuple[int, Report]]) -> ChoicesReport:
     if corrected:
         out.extra["corrected_checks"] = corrected
     if durations:
-        out.extra["durations_ms"] = durations
-    out.extra["choices"] = [{"index": index, **rep.to_dict()} for index, rep in per_choice]
+        out.durations_ms = durations
+    out.choices = [{"index": index, **rep.to_dict()} for index, rep in per_choice]
     return out
 
 
@@ -146,7 +146,7 @@ def withhold(completion: dict[str, Any], report: Report,
     ``"blocked": true``. The completion is returned unchanged when no choice has such a status.
     The caller blocks the whole response (HTTP 422) instead when every choice has.
     """
-    entries = report.extra.get("choices") or []
+    entries = report.choices or []
     failed = {e["index"]: e for e in entries if isinstance(e, dict) and e.get("status") in statuses}
     if not failed:
         return completion, []

@@ -146,7 +146,7 @@ def evidence_prompt(report: Report) -> str:
         facts = [c for c in failed if c.verifier == "facts"][:EVIDENCE_MAX_CHECKS]
         try:
             from verifiers.facts import sources_prompt
-            block = sources_prompt(facts, report.extra.get("sources") or [])
+            block = sources_prompt(facts, report.sources or [])
         except Exception:  # noqa: BLE001 - the facts package missing or a malformed source: plain evidence
             block = ""
         if block:
@@ -222,7 +222,7 @@ def walked_states(report: Report) -> list[str]:
     any other report is one pass at most: ``INITIAL_GENERATION`` followed by
     :func:`_pass_states` (only ``INITIAL_GENERATION`` for an answer that was not verified).
     The caller stores the result in ``report.extra["states"]`` (the report's ``states``)."""
-    states = report.extra.get("states")
+    states = report.states
     if isinstance(states, list) and states:
         return [str(s) for s in states]
     return [State.INITIAL_GENERATION.value] + [s.value for s in _pass_states(report)]
@@ -232,17 +232,17 @@ def _add_verification_costs(rep: Report, others: list[Report]) -> None:
     """Add the verifier-model calls, their tokens and the searches of the other drafts'
     verifications (``others``) to ``rep``, the report returned: ``cost`` is what the whole
     request spent, not only the last verification."""
-    calls = list((rep.extra.get("verifier_model") or {}).get("calls", []))
-    model = (rep.extra.get("verifier_model") or {}).get("model")
+    calls = list((rep.verifier_model or {}).get("calls", []))
+    model = (rep.verifier_model or {}).get("model")
     for r in others:
         rep.cost.tokens += r.cost.tokens
         rep.cost.verifier_calls += r.cost.verifier_calls
         rep.cost.searches += r.cost.searches
-        vm = r.extra.get("verifier_model") or {}
+        vm = r.verifier_model or {}
         calls = list(vm.get("calls", [])) + calls
         model = model or vm.get("model")
     if calls:
-        rep.extra["verifier_model"] = {"model": model, "calls": calls}
+        rep.verifier_model = {"model": model, "calls": calls}
 
 
 async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Complete, verify: Verify,
@@ -291,8 +291,8 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         rep.cost.tokens += extra_tokens
         rep.cost.upstream_calls += extra_calls
         _add_verification_costs(rep, [r for r in verified if r is not rep])
-        rep.extra["correction"] = {"state": state.value, "stop_reason": reason, **stop_info}
-        rep.extra["states"] = [s.value for s in history]
+        rep.correction = {"state": state.value, "stop_reason": reason, **stop_info}
+        rep.states = [s.value for s in history]
         return CorrectionResult(completion, rep, state, reason, history)
 
     if not report.failed_checks:
@@ -415,7 +415,7 @@ def reask_sources(report: Report) -> list[dict[str, Any]]:
         for p in (c.evidence or {}).get("passages") or []:
             if isinstance(p, dict) and isinstance(p.get("n"), int):
                 cited.add(p["n"])
-    srcs = [s for s in report.extra.get("sources") or [] if isinstance(s, dict) and s.get("n") in cited]
+    srcs = [s for s in report.sources or [] if isinstance(s, dict) and s.get("n") in cited]
     return sorted(srcs, key=lambda s: s["n"])
 
 
@@ -429,11 +429,11 @@ def _carry_reask_sources(rep: Report, asked: Report) -> None:
     given = reask_sources(asked)
     if not given:
         return
-    own = [s for s in rep.extra.get("sources") or [] if isinstance(s, dict)]
+    own = [s for s in rep.sources or [] if isinstance(s, dict)]
     used = {s.get("n") for s in own}
     added = [s for s in given if s["n"] not in used]
     if added:
-        rep.extra["sources"] = sorted(own + added, key=lambda s: s.get("n", 0))
+        rep.sources = sorted(own + added, key=lambda s: s.get("n", 0))
 
 
 def _repeated_value(values: dict[str, list[str]], failed: list[Check]) -> dict[str, Any] | None:

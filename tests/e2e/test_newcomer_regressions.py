@@ -121,7 +121,7 @@ def test_pipeline_maps_missing_key_policy_to_500_server_error(tmp_path: Path) ->
     from proxy.config import GatewayConfig
     from proxy.wire.errors import GatewayError
     from proxy.gateway import Gateway
-    from proxy.pipeline.sequence import _resolve_policy
+    from proxy.pipeline.plan import resolve_policy as _resolve_policy
 
     cfg = GatewayConfig(policies={"dir": str(tmp_path), "check_interval_s": 0})
     principal = Principal(key_name="alice", team="t", policy="nosuchpolicy", allow_policy_header=False)

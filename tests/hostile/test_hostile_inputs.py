@@ -700,7 +700,7 @@ def test_sse_assembler_and_inverse_never_raise_on_fuzzed_chunks() -> None:
     import random
 
     from proxy.wire.sse import IncompleteStream, assemble
-    from proxy.pipeline.streaming import completion_frames, report_frame
+    from proxy.pipeline.streams import completion_frames, report_frame
 
     rnd = random.Random(7)
     junk = [None, 0, -1, "x", "", [], {}, [None], [1], {"a": 1}, True, 1.5, [{"index": "a"}]]

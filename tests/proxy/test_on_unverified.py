@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from proxy.pipeline import choices
-from proxy.pipeline.sequence import _blocked_body, _block, _Plan, blocked_statuses
+from proxy.pipeline.plan import Plan as _Plan
+from proxy.pipeline.respond import block as _block, blocked_body as _blocked_body, blocked_statuses
 from proxy.stores.budget import RequestBudget
 from proxy.policy import Policy, PolicyError, PolicyStore, apply_overrides, check_file, load_file
 from verifiers._types import Check, Report

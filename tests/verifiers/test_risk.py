@@ -314,7 +314,7 @@ def test_default_policy_sends_the_design_cases_past_the_threshold(monkeypatch):
     The Tesla answer (0.24, skipped before the facts family) is now scored risky and names ``facts``."""
     import asyncio
 
-    from proxy.pipeline import sequence as pipeline
+    from proxy.pipeline import verify as pipeline
     from proxy.stores.budget import RequestBudget
     from proxy.policy import default_policies_dir, load_file
     from verifiers._types import Report
@@ -326,7 +326,9 @@ def test_default_policy_sends_the_design_cases_past_the_threshold(monkeypatch):
         calls.append(list(names))
         return Report(status="skipped", reason="recorded")
 
-    monkeypatch.setattr(pipeline, "run_verifiers", recorded)
+    import verifiers.run
+
+    monkeypatch.setattr(verifiers.run, "run", recorded)  # verify_text runs them through verifiers.run.averify
     rep = asyncio.run(pipeline.verify_text(policy, "本金10000元，年利率5%，按季度复利，存3年，最终本息和是多少？",
                                            "根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。", RequestBudget()))
     assert rep.reason != "risk below threshold" and calls[-1] == ["planner"]

@@ -16,7 +16,6 @@ whitespace-normalized text; ``True``/``False``/``None``/``null`` case-insensitiv
 
 from __future__ import annotations
 
-import ast
 import doctest
 import math
 import re
