@@ -17,7 +17,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from proxy.config import hash_key
 from tests.fixtures.mock import scripted_mock
 from tests.fixtures.polling import wait_for
-from tests.fixtures.polling import wait_for
 
 UPSTREAM_KEY = "sk-proj-" + secrets.token_urlsafe(36)  # key-shaped, must never leak
 VIRTUAL_KEY = "vk-test-" + secrets.token_urlsafe(24)
