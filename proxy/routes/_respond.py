@@ -11,8 +11,8 @@ lanes (the normal path, :mod:`proxy.routes.chat`, and the lean lane,
   length and type).
 * :func:`failure_reply`: an exception -> the OpenAI-shaped error answer (:mod:`proxy.wire.errors`):
   a :class:`GatewayError` as itself, an :class:`UpstreamError` with the upstream's status and
-  body (counted in ``veracity_upstream_errors_total`` with the request's model and team), anything else a 500 ``internal_error``
-  naming the request id, never a stack trace.
+  body (counted in ``veracity_upstream_errors_total`` with the request's model and team),
+  anything else a 500 ``internal_error`` naming the request id, never a stack trace.
 * :func:`finish`: ``veracity_requests_total`` and the request's single log line
   (:class:`RequestRecord` carries what a non-chat route's line says).
 """
@@ -136,8 +136,9 @@ def failure_reply(exc: Exception, rid: str, timing: Timing, fields: dict[str, An
     ``error_code`` (and ``exception`` for an unexpected one) in the log line's ``fields``:
     :func:`error_reply` for a :class:`GatewayError`; :func:`upstream_error_reply` for an
     :class:`UpstreamError`, counted by reason, ``model`` (the routed model name, the metrics'
-    ``_unknown`` before routing) and ``team`` (the caller's, :data:`proxy.observability.metrics.NO_TEAM`
-    before authentication) in ``veracity_upstream_errors_total``; else a 500 ``internal_error`` (logged with the
+    ``_unknown`` before routing) and ``team`` (the caller's,
+    :data:`proxy.observability.metrics.NO_TEAM` before authentication) in
+    ``veracity_upstream_errors_total``; else a 500 ``internal_error`` (logged with the
     exception's type and message, the client gets neither)."""
     if isinstance(exc, GatewayError):
         fields["error_code"] = exc.code
