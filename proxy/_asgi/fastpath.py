@@ -304,7 +304,7 @@ class LeanLane:
             fields["client_disconnected"] = True
             raise
         except Exception as exc:  # noqa: BLE001 - as the normal path: an OpenAI-shaped error
-            reply = failure_reply(exc, rid, timing, fields)
+            reply = failure_reply(exc, rid, timing, fields, model=model, team=principal.team)
             status = reply.status
         finally:
             finish(state, route=CHAT_ROUTE, model=model, status=status, timing=timing, rid=rid,

@@ -504,12 +504,12 @@ async def relay(ctx: RequestContext, stream: UpstreamStream) -> AsyncIterator[by
             missing = "finish_reason and [DONE]" if not (state.done or state.finished) else (
                 "[DONE]" if not state.done else "finish_reason")
             ctx.log["error_code"] = "upstream_stream_truncated"
-            metrics.UPSTREAM_ERRORS.labels("truncated").inc()
+            metrics.upstream_error("truncated", ctx.model, ctx.team, 200)  # counted as the 200 it began as
             yield sse_error_event(f"upstream stream ended without {missing}; the answer is incomplete",
                                   code="upstream_stream_truncated")
     except UpstreamError as exc:
         ctx.log["error_code"] = exc.code
-        metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
+        metrics.upstream_error(exc.reason, ctx.model, ctx.team, 200)
         yield exc.sse_event()
     finally:
         await stream.aclose()

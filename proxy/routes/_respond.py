@@ -11,8 +11,8 @@ lanes (the normal path, :mod:`proxy.routes.chat`, and the lean lane,
   length and type).
 * :func:`failure_reply`: an exception -> the OpenAI-shaped error answer (:mod:`proxy.wire.errors`):
   a :class:`GatewayError` as itself, an :class:`UpstreamError` with the upstream's status and
-  body (counted in ``veracity_upstream_errors_total``), anything else a 500 ``internal_error``
-  naming the request id, never a stack trace.
+  body (counted in ``veracity_upstream_errors_total`` with the request's model and team),
+  anything else a 500 ``internal_error`` naming the request id, never a stack trace.
 * :func:`finish`: ``veracity_requests_total`` and the request's single log line
   (:class:`RequestRecord` carries what a non-chat route's line says).
 """
@@ -129,19 +129,23 @@ def upstream_error_response(exc: UpstreamError, rid: str, timing: Timing) -> Res
     return upstream_error_reply(exc, rid, timing).response()
 
 
-def failure_reply(exc: Exception, rid: str, timing: Timing, fields: dict[str, Any]) -> Reply:
+def failure_reply(exc: Exception, rid: str, timing: Timing, fields: dict[str, Any], *, model: str = "_unknown",
+                  team: str = metrics.NO_TEAM) -> Reply:
     """The answer to a chat request that failed with ``exc`` (any ``Exception``; a
     ``CancelledError`` is the caller's: the client left, nobody to answer), noting
     ``error_code`` (and ``exception`` for an unexpected one) in the log line's ``fields``:
     :func:`error_reply` for a :class:`GatewayError`; :func:`upstream_error_reply` for an
-    :class:`UpstreamError`, counted by reason; else a 500 ``internal_error`` (logged with the
+    :class:`UpstreamError`, counted by reason, ``model`` (the routed model name, the metrics'
+    ``_unknown`` before routing) and ``team`` (the caller's,
+    :data:`proxy.observability.metrics.NO_TEAM` before authentication) in
+    ``veracity_upstream_errors_total``; else a 500 ``internal_error`` (logged with the
     exception's type and message, the client gets neither)."""
     if isinstance(exc, GatewayError):
         fields["error_code"] = exc.code
         return error_reply(exc, rid, timing)
     if isinstance(exc, UpstreamError):
         fields["error_code"] = exc.code
-        metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
+        metrics.upstream_error(exc.reason, model, team, exc.status)
         return upstream_error_reply(exc, rid, timing)
     fields["error_code"] = "internal_error"
     fields["exception"] = type(exc).__name__
@@ -191,10 +195,12 @@ def finish(state: GatewayState, *, route: str, model: str, status: int, timing: 
     template, never a raw path); ``model_label``: the metrics' ``model`` value when it must
     differ from the logged ``model`` (pass-through: ``_passthrough``); ``fields``: extra
     fields of the line (an ``overhead_s`` entry, seconds, replaces the measured overhead and
-    is removed)."""
+    is removed). The metrics' ``team`` is ``principal.team`` (:data:`proxy.observability.metrics.NO_TEAM`
+    without a principal)."""
     duration = timing.elapsed()
     overhead = max(0.0, duration - timing.upstream_s) if "overhead_s" not in fields else fields.pop("overhead_s")
-    metrics.observe_request(route, model_label or model, status, duration, overhead, upstream, timing.upstream_s)
+    metrics.observe_request(route, model_label or model, status, duration, overhead, upstream, timing.upstream_s,
+                            principal.team if principal is not None else metrics.NO_TEAM)
     metrics.request_finished()
     if not info_enabled():  # the request line is an info line: skip building it
         return

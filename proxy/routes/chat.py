@@ -152,7 +152,8 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: s
         fields["client_disconnected"] = True
         raise
     except Exception as exc:  # noqa: BLE001 - every failure an OpenAI-shaped error, never a stack trace
-        reply = failure_reply(exc, rid, timing, fields)
+        reply = failure_reply(exc, rid, timing, fields, model=model_label,
+                              team=principal.team if principal is not None else metrics.NO_TEAM)
         status = reply.status
         return reply
     finally:

@@ -54,7 +54,7 @@ async def list_models(request: Request) -> Response:
         if isinstance(res, BaseException):
             if isinstance(res, UpstreamError):
                 first_error = first_error or res
-                metrics.UPSTREAM_ERRORS.labels(res.reason).inc()
+                metrics.upstream_error(res.reason, "_none", principal.team, res.status)  # a route without a model
             log.warning("model list failed", request_id=rid, upstream=u.name, error=type(res).__name__)
             continue
         for m in res:

@@ -8,7 +8,8 @@ CORS headers (:data:`DROP_RESPONSE_HEADERS`); relayed header values and error bo
 scrubbed of the gateway's secrets. A path that would leave the upstream's API prefix
 (``..``, encoded or not) is 404, and so is an unknown ``/v1/veracity/*`` path (the gateway's
 own namespace is never forwarded; a known one with another method is 405). Metrics label
-these requests :data:`PASSTHROUGH_ROUTE` / model ``_passthrough`` (bounded cardinality).
+these requests :data:`PASSTHROUGH_ROUTE` / model ``_passthrough`` (bounded cardinality), with the
+caller's team.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from proxy import redaction
 from proxy.observability import metrics
 from proxy.observability.log import scrub_secrets
 from proxy.routes._access import credential, route_model
-from proxy.routes._respond import JSON, error_response, log, record, upstream_error_response
+from proxy.routes._respond import JSON, RequestRecord, error_response, log, record, upstream_error_response
 from proxy._asgi.body import receive_body
 from proxy.upstreams import ERROR_BODY_LIMIT, is_http_upstream
 from proxy.wire.json import dumps, loads
@@ -85,6 +86,13 @@ def own_methods(request: Request) -> list[str]:
     return sorted(methods)
 
 
+def _count_error(rec: RequestRecord, reason: str, status: int) -> None:
+    """One failed upstream call of a pass-through request: ``veracity_upstream_errors_total``
+    with the request's metrics labels (model ``_passthrough``, the caller's team)."""
+    metrics.upstream_error(reason, rec.model_label or "_passthrough",
+                           rec.principal.team if rec.principal is not None else metrics.NO_TEAM, status)
+
+
 async def passthrough(request: Request) -> Response:
     """Any other ``/v1/*`` request: sent to the upstream serving the body's ``model`` (or the
     ``/v1/models/{model}`` path's model; else the first OpenAI-compatible upstream) and its
@@ -140,7 +148,7 @@ async def passthrough(request: Request) -> Response:
         return error_response(exc, rid, timing)
     except UpstreamError as exc:
         rec.fields["error_code"] = exc.code
-        metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
+        _count_error(rec, exc.reason, exc.status)
         return upstream_error_response(exc, rid, timing)
     # an upstream may echo the key it was sent in a header of its own: relayed values are scrubbed
     headers = {k: redaction.scrub_text(v) for k, v in resp.headers.items()
@@ -161,7 +169,7 @@ async def passthrough(request: Request) -> Response:
     if length is not None and length > up.max_response_bytes:
         exc = up.too_large_error(resp)
         rec.fields["error_code"] = exc.code
-        metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
+        _count_error(rec, exc.reason, exc.status)
         return upstream_error_response(exc, rid, timing)
 
     async def body() -> AsyncIterator[bytes]:
@@ -175,7 +183,7 @@ async def passthrough(request: Request) -> Response:
         except Exception as exc:  # mid-body failure: abort, never end a cut body as if complete
             reason = exc.reason if isinstance(exc, UpstreamError) else "disconnect"
             rec.fields["error_code"] = exc.code if isinstance(exc, UpstreamError) else "upstream_disconnected"
-            metrics.UPSTREAM_ERRORS.labels(reason).inc()
+            _count_error(rec, reason, resp.status)  # the status line went out: counted with it
             log.warning("pass-through answer cut: client connection aborted", request_id=rid, path=path[:200],
                         upstream=up.name, reason=reason)
             raise UpstreamBodyError(f"upstream {up.name!r} body failed mid-way ({reason}); the client "

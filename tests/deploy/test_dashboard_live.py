@@ -7,7 +7,9 @@ teams (virtual keys) -- while a real
 Then EVERY PromQL expression of ``deploy/grafana/dashboards/veracity.json`` (template
 variables substituted: every model, team and verifier) must return data, and the
 hallucination-rate panels must give, per model and team, the shares this test computes from
-the traffic it sent.
+the traffic it sent. Every panel follows ``$model`` and ``$team`` but the replicas one (``up``,
+gateway-wide, and it says so): with one model and team chosen, the gateway panels (requests,
+upstream errors, overhead) show that traffic and nothing for a team that sent none.
 
 Exact shares: the traffic script runs once to create every label combination (a counter that
 appears with a value has no visible increase in ``rate()``), Prometheus is waited on until it
@@ -171,11 +173,13 @@ def dashboard_exprs() -> list[tuple[str, str]]:
     return out
 
 
-def substitute(expr: str, window: str) -> str:
-    """Grafana's template variables as a dashboard user choosing "All" gets them."""
+def substitute(expr: str, window: str, **chosen: str) -> str:
+    """Grafana's template variables as a dashboard user choosing "All" gets them, or one value
+    of a variable where ``chosen`` names it (``model="gpt-4o"``)."""
     expr = expr.replace("$__rate_interval", window).replace("$__interval", window)
     for var in ("model", "team", "policy", "verifier"):
-        expr = re.sub(r"\$\{?" + var + r"\}?", ".*", expr)
+        value = chosen.get(var, ".*")  # the names here need no regex escaping (letters, digits, "-", ".")
+        expr = re.sub(r"\$\{?" + var + r"\}?", value.replace("\\", "\\\\"), expr)
     assert "$" not in expr, f"unsubstituted template variable in {expr}"
     return expr
 
@@ -463,3 +467,57 @@ def test_cost_in_dollars_and_correction_rounds(live):
         failed_first = sum(r.status in ("corrected", "failed") for r in mine)
         if failed_first:
             assert rounds[g] == pytest.approx(sum(r.tag == "wrongfix" for r in mine) / failed_first, abs=1e-9), g
+
+
+#: the gateway panels over the gateway's own metrics, which carry model and team
+GATEWAY_PANELS = ("Requests/s by route and HTTP status", "Upstream errors by reason", "Gateway overhead p50/p99")
+#: the one panel that cannot follow $model/$team: `up` is Prometheus's per-target scrape result
+GATEWAY_WIDE = "Replicas scraped"
+
+
+def test_every_panel_but_the_replicas_follows_model_and_team():
+    """Every expression of the dashboard filters by ``$model`` and ``$team`` but the replicas
+    panel (``up``: one series per scraped target, and every replica serves every model and
+    team), which says so in its description instead of pretending to."""
+    doc = json.loads(DASHBOARD.read_text())
+    panels = {p["title"]: p for p in doc["panels"]}
+    unfiltered = sorted({t for t, e in dashboard_exprs()
+                         if not ('model=~"$model"' in e and 'team=~"$team"' in e)})
+    assert unfiltered == [GATEWAY_WIDE], unfiltered
+    wide = panels[GATEWAY_WIDE]
+    assert "gateway-wide" in wide["description"].lower() and "model" in wide["description"]
+    assert all("$model" not in t["expr"] and "$team" not in t["expr"] for t in wide["targets"])
+
+
+def _gateway_panel(live, title: str, model: str, team: str) -> list[dict[str, Any]]:
+    window, at = _window(live)
+    out = []
+    for t, e in dashboard_exprs():
+        if t == title:
+            out += live["prom"].query(substitute(e, window, model=model, team=team), at=at)
+    return out
+
+
+@pytest.mark.parametrize("panel", GATEWAY_PANELS)
+def test_gateway_panels_follow_the_model_and_team_of_the_traffic(live, panel):
+    """With one model and one team chosen, each gateway panel shows that model and team's
+    traffic and nothing for a team that sent none: the requests and the overhead of every
+    (model, team) of the script, the upstream errors (the scripted 500s, `boom`) only of the
+    model and team that got them."""
+    groups = sorted({(r.model, r.team) for r in SCRIPT})
+    errors = {(r.model, r.team) for r in SCRIPT if r.tag == "boom"}
+    assert errors and set(groups) - errors  # the script has groups with and without upstream errors
+    for model, team in groups:
+        res = _gateway_panel(live, panel, model, team)
+        if panel == "Upstream errors by reason":
+            if (model, team) in errors:
+                assert {r["metric"]["reason"] for r in res} == {"http_500"}, (model, team, res)
+                assert all(float(r["value"][1]) > 0 for r in res)
+            else:
+                assert res == [], (model, team, res)
+        else:
+            assert res, (panel, model, team)
+            values = [float(r["value"][1]) for r in res]
+            assert all(v == v and v >= 0 for v in values), (panel, model, team, values)  # numbers, not NaN
+    for model in MODELS:  # a team that sent nothing: no series, whatever the model
+        assert _gateway_panel(live, panel, model, "green") == [], (panel, model)

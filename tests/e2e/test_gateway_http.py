@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.config import hash_key
 from tests.fixtures.mock import scripted_mock
-from tests.fixtures.polling import wait_for
 from tests.fixtures.polling import wait_for
 
 UPSTREAM_KEY = "sk-proj-" + secrets.token_urlsafe(36)  # key-shaped, must never leak
@@ -460,6 +460,15 @@ def test_models_union_and_passthrough(client: openai.OpenAI, mock: Any) -> None:
     assert comp.choices[0].text == "Mock completion of: Say hi"
 
 
+def _sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the sample ``name`` with exactly ``labels`` in the exposition ``text``."""
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            if s.name == name and s.labels == labels:
+                return s.value
+    return None
+
+
 def test_health_ready(gw: Any) -> None:
     assert httpx.get(gw.url + "/healthz", trust_env=False).json() == {"status": "ok"}
     ready = httpx.get(gw.url + "/readyz", trust_env=False).json()
@@ -473,7 +482,9 @@ def test_metrics_and_request_log(client: openai.OpenAI, gw: Any) -> None:
     raw = client.chat.completions.with_raw_response.create(model="mock-model", messages=_user("metrics probe"))
     rid = raw.headers["x-request-id"]
     text = gw.metrics()
-    assert 'veracity_requests_total{model="mock-model",route="/v1/chat/completions",status="200"} 1.0' in text
+    who = {"model": "mock-model", "team": "research"}  # the key's team, as on the verification metrics
+    assert _sample(text, "veracity_requests_total", route="/v1/chat/completions", status="200", **who) == 1.0
+    assert _sample(text, "veracity_overhead_seconds_count", route="/v1/chat/completions", **who) == 1.0
     for name in ("veracity_request_duration_seconds_bucket", "veracity_upstream_duration_seconds_bucket",
                  "veracity_overhead_seconds_bucket", "veracity_in_flight_requests",
                  "veracity_upstream_errors_total"):
@@ -489,6 +500,7 @@ def test_metrics_and_request_log(client: openai.OpenAI, gw: Any) -> None:
 
 
 def test_upstream_error_metric_and_secrets_absent(client: openai.OpenAI, gw: Any) -> None:
+    client.chat.completions.create(model="gpt-4o", messages=_user("hello there"))  # gpt-4o: a served name
     for text in ("err503", "drop-before"):
         with pytest.raises(openai.APIStatusError):
             client.chat.completions.create(model="gpt-4o", messages=_user(text))
@@ -496,8 +508,11 @@ def test_upstream_error_metric_and_secrets_absent(client: openai.OpenAI, gw: Any
         client.chat.completions.create(model="dead-model", messages=_user("x"))
     m = gw.metrics()
     assert "veracity_in_flight_requests 0.0" in m  # balanced after errors, faults and disconnects
-    assert 'veracity_upstream_errors_total{reason="http_503"}' in m
-    assert 'veracity_upstream_errors_total{reason="connect"}' in m
+    # by model and team (the key's): a served name keeps its label; a name only ever seen in
+    # failed calls never gets one (metrics.model_label: "_other"), so made-up names stay bounded
+    assert _sample(m, "veracity_upstream_errors_total", reason="http_503", model="gpt-4o", team="research") >= 1
+    assert _sample(m, "veracity_upstream_errors_total", reason="connect", model="_other", team="research") >= 1
+    assert not [s for f in text_string_to_metric_families(m) for s in f.samples if s.labels.get("model") == "dead-model"]
     everything = gw.log() + m + json.dumps(ei.value.body)
     assert UPSTREAM_KEY not in everything
     assert UPSTREAM_KEY[:20] not in everything

@@ -101,7 +101,8 @@ def test_workers_2_metrics_are_totals(mock: Any, gateway_factory: Any) -> None:
         if n % 10 == 0:
             pids = {x["pid"] for x in gw.log_records() if x.get("event") == "request"}
     assert len(pids) == 2, "requests were not spread over both workers"
-    pat = re.compile(r'veracity_requests_total\{model="mock-model",route="/v1/chat/completions",status="200"\} (\S+)')
+    pat = re.compile(r'veracity_requests_total\{model="mock-model",route="/v1/chat/completions",status="200",'
+                     r'team="default"\} (\S+)')
     for _ in range(4):  # every scrape, whichever worker answers, reports the total
         text = httpx.get(gw.url + "/metrics", trust_env=False).text
         m = pat.search(text)

@@ -20,6 +20,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from proxy import app as app_mod
+from proxy.observability import metrics
 from proxy.pipeline import sequence
 from proxy.routes import _respond
 from proxy.config import GatewayConfig, UpstreamConfig
@@ -114,14 +115,17 @@ async def _call(fast: Any, body: dict[str, Any], headers: list[tuple[bytes, byte
 
 def _samples(model: str, status: int) -> dict[str, float]:
     route = {"route": "/v1/chat/completions"}
+    # the labels both lanes must give the request: its model (bounded as metrics.model_label
+    # does for this status) and the caller's team (pass-through auth: "default")
+    who = {"model": metrics.model_label(model, status), "team": "default"}
     g = REGISTRY.get_sample_value
     return {
-        "requests": g("veracity_requests_total", {**route, "model": model, "status": str(status)}) or 0.0,
+        "requests": g("veracity_requests_total", {**route, **who, "status": str(status)}) or 0.0,
         "duration_count": g("veracity_request_duration_seconds_count", route) or 0.0,
-        "overhead_count": g("veracity_overhead_seconds_count", route) or 0.0,
+        "overhead_count": g("veracity_overhead_seconds_count", {**route, **who}) or 0.0,
         "upstream_count": g("veracity_upstream_duration_seconds_count", {"upstream": "lean-up"}) or 0.0,
         "in_flight": g("veracity_in_flight_requests") or 0.0,
-        "upstream_errors_429": g("veracity_upstream_errors_total", {"reason": "http_429"}) or 0.0,
+        "upstream_errors_429": g("veracity_upstream_errors_total", {"reason": "http_429", **who}) or 0.0,
     }
 
 
@@ -194,7 +198,7 @@ def test_lean_lane_answers_exactly_as_the_normal_path(mock: Any, tmp_path: Path,
     assert _without_overhead(lean["headers"]) == _without_overhead(normal["headers"])
     assert float(dict(lean["headers"])[b"x-veracity-overhead-ms"]) >= 0
     assert lean["metrics"] == normal["metrics"]
-    assert lean["metrics"]["requests"] == 1 and lean["metrics"]["in_flight"] == 0
+    assert lean["metrics"]["requests"] == lean["metrics"]["overhead_count"] == 1 and lean["metrics"]["in_flight"] == 0
     strip = [(e, {k: v for k, v in kw.items() if k not in _TIMED_LOG_FIELDS}) for e, kw in lean_log]
     assert strip == [(e, {k: v for k, v in kw.items() if k not in _TIMED_LOG_FIELDS}) for e, kw in normal_log]
     assert [list(kw) for _, kw in lean_log] == [list(kw) for _, kw in normal_log]  # same fields, same order

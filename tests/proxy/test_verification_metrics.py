@@ -121,3 +121,92 @@ def test_review_backlog_gauge_follows_the_store():
     assert gauge() == 7
     vm.set_review_backlog({})                         # every review of that pair resolved
     assert gauge() == 0
+
+
+# ------------------------------------------------- the gateway metrics' model and team labels
+
+
+def _series(name: str, team: str) -> dict[tuple[str, ...], float]:
+    """Every sample ``name`` of ``team``: its labels but team -> value."""
+    out = {}
+    for fam in REGISTRY.collect():
+        for s in fam.samples:
+            if s.name == name and s.labels.get("team") == team:
+                out[tuple(v for k, v in sorted(s.labels.items()) if k != "team")] = s.value
+    return out
+
+
+def test_gateway_metrics_bound_model_labels_as_the_verification_metrics_do(monkeypatch):
+    """``veracity_upstream_errors_total`` and ``veracity_overhead_seconds`` carry ``model`` and
+    ``team``; the model name goes through the one bound the verification metrics use
+    (``metrics.model_label``, one set of admitted names): a name a verified answer admitted keeps
+    its label on upstream errors, a name first seen in a failed call is ``_other``, and past the
+    limit every new name is ``_other`` -- however many names clients make up, the series stay
+    within the limit. The cached label children stay within their bound and counting goes on
+    past it."""
+    from proxy.observability import metrics
+
+    own = set(metrics._model_labels)
+    monkeypatch.setattr(metrics, "_model_labels", set(own))  # a private copy (see tests/hostile)
+    monkeypatch.setattr(metrics, "MAX_MODEL_LABELS", len(own) + 3)
+    monkeypatch.setattr(metrics, "_children", {})
+    monkeypatch.setattr(metrics, "_error_children", {})
+    monkeypatch.setattr(metrics, "MAX_CACHED_CHILDREN", 4)
+    team = f"t-{uuid.uuid4().hex[:8]}"
+
+    vm.observe_blocked("m-verified", team)          # a verified answer admits the name...
+    metrics.upstream_error("http_500", "m-verified", team, 500)
+    metrics.upstream_error("http_404", "m-made-up", team, 404)   # ...a name only seen failing never gets one
+    assert _series("veracity_upstream_errors_total", team) == {("m-verified", "http_500"): 1.0,
+                                                               ("_other", "http_404"): 1.0}
+
+    for i in range(50):                              # clients making up names (a `*` upstream serves any)
+        metrics.observe_request("/v1/chat/completions", f"m-{i}", 200, 0.01, 0.001, None, 0.0, team)
+        metrics.upstream_error("timeout", f"m-{i}", team, 200)
+    overhead = _series("veracity_overhead_seconds_count", team)
+    errors = _series("veracity_upstream_errors_total", team)
+    models = {k[0] for k in overhead} | {k[0] for k in errors}
+    assert models == {"m-verified", "m-0", "m-1", "_other"}   # 3 admitted names, the rest _other
+    assert overhead[("m-0", "/v1/chat/completions")] == 1.0
+    assert overhead[("_other", "/v1/chat/completions")] == 48.0
+    assert errors[("_other", "timeout")] == 48.0 and errors[("m-1", "timeout")] == 1.0
+    # the cached children: one per label tuple (bounded names keep them few), at most the bound
+    # (5 error label tuples above, 4 cached); what did not fit is still counted, through labels()
+    assert len(metrics._children) == 3 and len(metrics._error_children) == 4
+    for status in range(201, 211):
+        metrics.observe_request("/v1/chat/completions", "m-0", status, 0.01, 0.001, None, 0.0, team)
+    assert len(metrics._children) == 4
+    assert _series("veracity_overhead_seconds_count", team)[("m-0", "/v1/chat/completions")] == 11.0
+    assert metrics._children[("/v1/chat/completions", "m-0", 200, team)][2] is metrics.OVERHEAD.labels(
+        "/v1/chat/completions", "m-0", team)        # the cached child is the labelled one, reused
+    # the team is the caller's, not mixed: another team's traffic is not in this team's series
+    other = f"t-{uuid.uuid4().hex[:8]}"
+    metrics.upstream_error("timeout", "m-0", other, 200)
+    assert _series("veracity_upstream_errors_total", team)[("m-0", "timeout")] == 1.0
+
+
+def test_request_without_a_known_caller_is_team_none():
+    """A request refused before its key was accepted counts as ``team="_none"``
+    (:data:`proxy.observability.metrics.NO_TEAM`), never as some configured team."""
+    from proxy.observability import metrics
+
+    route = f"/t-{uuid.uuid4().hex[:8]}"
+    metrics.observe_request(route, "_unknown", 401, 0.001, 0.001, None, 0.0)
+    assert REGISTRY.get_sample_value("veracity_requests_total", {"route": route, "model": "_unknown",
+                                                                 "team": "_none", "status": "401"}) == 1.0
+    assert REGISTRY.get_sample_value("veracity_overhead_seconds_count", {"route": route, "model": "_unknown",
+                                                                         "team": "_none"}) == 1.0
+
+
+def test_upstream_errors_are_counted_only_through_the_labelled_helper():
+    """Every count of ``veracity_upstream_errors_total`` / ``veracity_overhead_seconds`` goes
+    through :mod:`proxy.observability.metrics` (``upstream_error``, ``observe_request``), which
+    bound the model label and cache the children: a direct ``.labels(...)`` elsewhere would
+    skip the bound (and, with the old one-label form, raise at the first error)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "proxy"
+    offenders = [str(p.relative_to(root.parent)) for p in root.rglob("*.py")
+                 if p.name != "metrics.py" and any(f"{name}.labels(" in p.read_text(encoding="utf-8")
+                                                   for name in ("UPSTREAM_ERRORS", "OVERHEAD", "REQUESTS"))]
+    assert not offenders, offenders
