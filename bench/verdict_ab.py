@@ -39,8 +39,12 @@ def child(tree: str, policy: str, src: str, dst: str) -> None:
     sys.path.insert(0, tree)
     import yaml
 
-    from proxy.stores.budget import RequestBudget
-    from proxy.pipeline.sequence import verify_text
+    try:  # the layout by concern (proxy/stores/, proxy/pipeline/ a package)
+        from proxy.pipeline.verify import verify_text
+        from proxy.stores.budget import RequestBudget
+    except ImportError:  # a tree from before it (proxy/pipeline.py, proxy/budget.py)
+        from proxy.budget import RequestBudget  # type: ignore[no-redef]
+        from proxy.pipeline import verify_text  # type: ignore[no-redef,attr-defined]
     from proxy.policy import load_file
 
     doc = yaml.safe_load((Path(tree) / "policies" / f"{policy}.yaml").read_text())
