@@ -951,9 +951,10 @@ async def _warm_up(cfg: GatewayConfig) -> None:
             raise RuntimeError(f"Veracity is misconfigured: {exc}") from None
         pipeline.runtime.wait_warm_up()
         try:
-            from verifiers import arithmetic
+            if runtime.verifies():  # checks off: SymPy and the unit registry load on first use
+                from verifiers import arithmetic
 
-            arithmetic.warm_up()
+                arithmetic.warm_up()
             pipeline.risk_mod.score("What is 2 + 2?", "2 + 2 = 4")
         except Exception:  # noqa: BLE001 - a broken verifier shows up as an `error` check later
             pass

@@ -30,7 +30,7 @@ from proxy.stores.audit import AuditLog
 from proxy.stores.budget import DailyBudgets, PriceTable  # noqa: F401 (PriceTable: type)
 # the section models live with the rest of the config, which validates them at load time
 from proxy.config import PoliciesSettings, VerificationSettings
-from proxy.policy import PolicyStore
+from proxy.policy import Policy, PolicyStore
 
 __all__ = ["VerificationRuntime", "get", "check_stores", "PoliciesSettings", "VerificationSettings"]
 
@@ -57,9 +57,21 @@ class VerificationRuntime:
         self.audit = AuditLog.open(audit_path) if audit_path else None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.dropped = 0
-        start_warm_up()
+        if self.verifies():  # a checks-off gateway never imports the verifiers (SymPy alone: ~42 MiB)
+            start_warm_up()
         # the price table (~100 ms of JSON) loads off the request path too
         threading.Thread(target=lambda: self.daily.prices, name="veracity-prices", daemon=True).start()
+
+    def verifies(self) -> bool:
+        """Whether any policy of the folder enables a verifier (the built-in ``default``, all
+        defaults, counts when the folder has no ``default`` policy). False for a checks-off
+        gateway: then nothing that only verification needs is imported or warmed up at start;
+        a policy file that enables a verifier later has its first request import it."""
+        store = self.policies
+        names = store.names()
+        if "default" not in names and Policy().verifiers.enabled():
+            return True
+        return any(store.get(n).verifiers.enabled() for n in names)
 
     @property
     def prices(self) -> PriceTable:
@@ -100,21 +112,25 @@ def _warm_up() -> None:
 
 
 _WARMING: list[threading.Thread] = []
+_WARMING_LOCK = threading.Lock()
 
 
 def start_warm_up() -> None:
-    """Start :func:`_warm_up` once per process, in a daemon thread (``proxy.pipeline.sequence`` calls
-    this at import, i.e. when the gateway app is built, before the first request)."""
-    if not _WARMING:
-        t = threading.Thread(target=_warm_up, name="veracity-warm-up", daemon=True)
-        _WARMING.append(t)
-        t.start()
+    """Start :func:`_warm_up` once per process, in a daemon thread (a
+    :class:`VerificationRuntime` whose policies verify calls this when it is made, i.e. at
+    gateway start-up, before the first request)."""
+    with _WARMING_LOCK:
+        if not _WARMING:
+            t = threading.Thread(target=_warm_up, name="veracity-warm-up", daemon=True)
+            _WARMING.append(t)
+            t.start()
 
 
 def wait_warm_up(timeout: float = 30.0) -> None:
-    """Block until the :func:`start_warm_up` thread has finished (at most ``timeout`` s)."""
-    start_warm_up()
-    _WARMING[0].join(timeout)
+    """Block until the :func:`start_warm_up` thread has finished (at most ``timeout`` s); returns
+    at once when none was started (a checks-off gateway)."""
+    if _WARMING:
+        _WARMING[0].join(timeout)
 
 
 def check_stores(settings: VerificationSettings) -> None:

@@ -89,9 +89,6 @@ from verifiers._types import Check, Report
 from verifiers.run import content_text, last_user_text, run as run_verifiers, status_of
 
 
-runtime.start_warm_up()  # import the verifiers while the server starts, not on the first risky answer
-
-
 @dataclass(slots=True)
 class RequestContext:
     """Everything one request carries through the pipeline.
