@@ -212,6 +212,8 @@ def summary_header(report: Any) -> str:
     At most :data:`MAX_SUMMARY_VERIFIERS` verifiers, then ``+N more``. ASCII only."""
     if isinstance(report, dict):
         status, checks = report.get("status", "unknown"), report.get("checks") or ()
+        if not checks and type(status) is str and status.isascii():  # a skipped report: no per-verifier part
+            return "status=" + status
         pairs = [(c.get("verifier"), c.get("outcome")) for c in checks if isinstance(c, dict)]
     else:  # a verifiers._types.Report
         status, pairs = report.status, [(c.verifier, c.outcome) for c in report.checks]
