@@ -13,6 +13,11 @@ request recording off), three targets measured one after the other with the same
   policies/) asked a low-risk question ("Say hello ..."), answered with a greeting (risk below
   the threshold, nothing verified): the "low-risk added latency" floor's row (bench/RESULTS.md),
   to compare with ``veracity`` (checks off);
+* ``veracity_base`` (with ``--base-tree DIR``) -- ``veracity serve`` from another checkout (an
+  older commit, e.g. ``git worktree add --detach ../base a4443178``), same settings as
+  ``veracity`` (the tree's own bench/veracity_bench.yaml and bench/policies_off if it has them),
+  started by ``--base-python`` (default: DIR/.venv/bin/python if present, else this interpreter)
+  with ``PYTHONPATH=DIR``: two trees measured in one run, interleaved, against the same floor;
 * ``floor`` (reference) -- bench/floor_proxy.py, a ~60-line raw-ASGI uvicorn + aiohttp
   pass-through without any gateway feature: the cost of one more Python hop on this stack;
 * ``floor_heavy`` (optional, diagnostic) -- the same floor app in a process that first loads
@@ -41,6 +46,7 @@ Usage::
     .venv/bin/python bench/gateway_bench.py                # writes bench/results/gateway.md
     .venv/bin/python bench/gateway_bench.py --skip-litellm --targets direct,floor,veracity --conns 1
     .venv/bin/python bench/gateway_bench.py --litellm-bin /path/to/.venv-litellm/bin/litellm --rt 10
+    .venv/bin/python bench/gateway_bench.py --skip-litellm --base-tree ../base-a444 --rt 10
 
 Needs ``wrk`` (``apt-get install -y wrk``). A target whose server cannot start is reported as
 such and the others still run. Absolute numbers depend on the machine; quote ratios.
@@ -169,11 +175,12 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _spawn(name: str, cmd: list[str], env: dict[str, str], workdir: Path) -> tuple[subprocess.Popen, Path]:
+def _spawn(name: str, cmd: list[str], env: dict[str, str], workdir: Path,
+           cwd: Path = ROOT) -> tuple[subprocess.Popen, Path]:
     log = workdir / f"{name}.log"
     fh = open(log, "w")
     proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=env, cwd=ROOT, start_new_session=True)
+                            env=env, cwd=cwd, start_new_session=True)
     fh.close()
     return proc, log
 
@@ -207,23 +214,57 @@ def start_mock(workdir: Path) -> Server:
 
 
 def start_veracity(workdir: Path, mock: Server, config: Path, name: str = "veracity",
-                    policies: Path | None = BENCH / "policies_off") -> Server | str:
+                    policies: Path | None = BENCH / "policies_off", tree: Path = ROOT,
+                    python: str = PY) -> Server | str:
     """``veracity serve`` on a free port; ``policies``: the VERACITY_POLICIES folder (default:
-    bench/policies_off, every check disabled; ``None``: the shipped policies/)."""
+    bench/policies_off, every check disabled; ``None``: the shipped policies/). ``tree``: the
+    checkout whose ``proxy`` package runs (``PYTHONPATH=tree``, working directory ``tree``),
+    started as ``python -m proxy serve`` (the entry point every tree since the gateway core has)."""
     port = free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), BENCH_MOCK_BASE_URL=mock.url + "/v1")
+    env = dict(os.environ, PYTHONPATH=str(tree), BENCH_MOCK_BASE_URL=mock.url + "/v1")
     env.pop("OPENAI_API_KEY", None)
     env.pop("VERACITY_POLICIES", None)
     if policies is not None:
         env["VERACITY_POLICIES"] = str(policies)
-    proc, log = _spawn(name, [PY, "-m", "proxy.cli.main", "serve", "--config", str(config), "--port", str(port),
-                                    "--log-level", "warning"], env, workdir)
+    proc, log = _spawn(name, [python, "-m", "proxy", "serve", "--config", str(config), "--port", str(port),
+                              "--log-level", "warning"], env, workdir, cwd=tree)
     url = f"http://127.0.0.1:{port}"
     if not _wait_ready(url + "/healthz", proc, 30):
         srv = Server(name, proc, url, log)
         srv.stop()
         return f"did not start (see {log}): " + log.read_text()[-400:].strip().replace("\n", " | ")
     return Server(name, proc, url, log)
+
+
+@dataclass
+class BaseTree:
+    """Another checkout measured as ``veracity_base``: its directory, the interpreter that runs
+    it, its commit (``git rev-parse``) and the config / policies folder it is started with."""
+
+    path: Path
+    python: str
+    commit: str
+    config: Path
+    policies: Path
+
+    @classmethod
+    def open(cls, path: Path, python: str | None) -> "BaseTree":
+        """``path`` must hold a ``proxy`` package; ``python`` defaults to path/.venv/bin/python
+        if present, else this interpreter. Raises SystemExit when the folder is no tree."""
+        path = path.resolve()
+        if not (path / "proxy" / "__main__.py").exists():
+            raise SystemExit(f"--base-tree {path}: no proxy/__main__.py there")
+        venv = path / ".venv" / "bin" / "python"
+        py = python or (str(venv) if venv.exists() else PY)
+        try:
+            commit = subprocess.run(["git", "-C", str(path), "rev-parse", "--short=8", "HEAD"], capture_output=True,
+                                    text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            commit = "unknown commit"
+        config = path / "bench" / "veracity_bench.yaml"
+        policies = path / "bench" / "policies_off"
+        return cls(path, py, commit, config if config.exists() else BENCH / "veracity_bench.yaml",
+                   policies if policies.is_dir() else BENCH / "policies_off")
 
 
 def start_floor(workdir: Path, mock: Server, name: str = "floor") -> Server | str:
@@ -415,6 +456,70 @@ def aggregate(runs: list[Run]) -> list[Point]:
     return list(points.values())
 
 
+def _commit(tree: Path) -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short=8", "HEAD"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        return out + (" + uncommitted changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown commit"
+
+
+def two_trees(by: dict[tuple[str, int], Point], rss: dict[str, tuple[float, int]], base: BaseTree) -> list[str]:
+    """The ``--base-tree`` section: this tree (``veracity``) beside the base tree
+    (``veracity_base``) and the floor proxy, all from this run, with the hot-path targets (CPU per
+    request and req/s no worse than the base tree at 1 and 32 connections; CPU per request <=
+    0.95x the floor proxy at 1 connection; req/s >= 1.25x the floor at 32; RSS <= 120 MiB)."""
+    lines = ["", f"## Two trees in this run: this tree ({_commit(ROOT)}) and the base tree ({base.commit})", "",
+             f"`veracity` is this checkout, `veracity_base` is `{base.path}` run by `{base.python}` with "
+             "`PYTHONPATH` set to it; both checks off (their bench/policies_off), same mock, same load, "
+             "interleaved round by round. Medians over the rounds; `x floor` = the row's value divided by the "
+             "floor proxy's in the same run.", "",
+             "| measure | this tree | x floor | base tree | x floor | floor proxy | this / base |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+    def row(label: str, attr: str, c: int, fmt: str) -> None:
+        v, b, f = by.get(("veracity", c)), by.get(("veracity_base", c)), by.get(("floor", c))
+        if not (v and b):
+            return
+        vv, bv = getattr(v, attr), getattr(b, attr)
+        fv = getattr(f, attr) if f else float("nan")
+        lines.append(f"| {label} | {vv:{fmt}} | {vv / fv:.2f}x | {bv:{fmt}} | {bv / fv:.2f}x | {fv:{fmt}} | "
+                     f"{vv / bv:.2f}x |")
+
+    for c in sorted({k[1] for k in by}):
+        row(f"CPU us/request, {c} conn", "cpu_us", c, ",.0f")
+        row(f"req/s, {c} conn", "rps", c, ",.0f")
+        row(f"p50 ms, {c} conn", "p50_ms", c, ".3f")
+    if "veracity" in rss and "veracity_base" in rss:
+        (vm, vn), (bm, bn) = rss["veracity"], rss["veracity_base"]
+        fm = rss["floor"][0] if "floor" in rss else float("nan")
+        lines.append(f"| RSS MiB after the runs ({vn:,} / {bn:,} requests) | {vm:.1f} | {vm / fm:.2f}x | {bm:.1f} | "
+                     f"{bm / fm:.2f}x | {fm:.1f} | {vm / bm:.2f}x |")
+    lines += ["", "Targets (this tree, this run):", ""]
+
+    def check(text: str, ok: bool) -> None:
+        lines.append(f"- {text}: {'met' if ok else 'MISSED'}")
+
+    for c in sorted({k[1] for k in by}):
+        v, b, f = by.get(("veracity", c)), by.get(("veracity_base", c)), by.get(("floor", c))
+        if v and b:
+            check(f"CPU per request at {c} conn no worse than the base tree ({v.cpu_us:,.0f} vs {b.cpu_us:,.0f} us)",
+                  v.cpu_us <= b.cpu_us)
+            check(f"req/s at {c} conn no worse than the base tree ({v.rps:,.0f} vs {b.rps:,.0f})", v.rps >= b.rps)
+        if v and f and c == 1:
+            check(f"CPU per request at 1 conn <= 0.95x the floor proxy ({v.cpu_us / f.cpu_us:.2f}x)",
+                  v.cpu_us <= 0.95 * f.cpu_us)
+        if v and f and c == 32:
+            check(f"req/s at 32 conns >= 1.25x the floor proxy ({v.rps / f.rps:.2f}x)", v.rps >= 1.25 * f.rps)
+    if "veracity" in rss:
+        check(f"RSS after {rss['veracity'][1]:,} requests <= 120 MiB ({rss['veracity'][0]:.1f} MiB)",
+              rss["veracity"][0] <= 120)
+    return lines
+
+
 def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str, str], args: argparse.Namespace,
            started: str, load_start: str) -> str:
     points = aggregate(runs)
@@ -492,6 +597,9 @@ def render(runs: list[Run], rss: dict[str, tuple[float, int]], skipped: dict[str
         if risky1:
             lines.append(f"- a risky answer (default policy, arithmetic verified): CPU {risky1.cpu_us:,.0f} us/request "
                          f"at 1 connection: the price of verification, not of the pass-through")
+    base = getattr(args, "base", None)
+    if base is not None:
+        lines += two_trees(by, rss, base)
     cmd = " ".join(["bench/gateway_bench.py", *sys.argv[1:]]) if sys.argv[1:] else "bench/gateway_bench.py"
     lines += ["", f"Reproduce: `.venv/bin/python {cmd}` (needs `wrk`; LiteLLM in `bench/.venv-litellm` or "
               "`--litellm-bin`, see the script's docstring).", ""]
@@ -514,6 +622,12 @@ def main(argv: list[str] | None = None) -> int:
                         "root): other jobs on a shared machine then do not preempt them. 0 = off (default)")
     p.add_argument("--min-requests", type=int, default=10_000, help="load each gateway at least this much before RSS")
     p.add_argument("--veracity-config", type=Path, default=BENCH / "veracity_bench.yaml")
+    p.add_argument("--base-tree", type=Path, metavar="DIR",
+                   help="another checkout (e.g. an older commit in a git worktree) measured as target veracity_base, "
+                        "interleaved with the others; the report compares the two trees and the floor proxy")
+    p.add_argument("--base-python", metavar="PATH",
+                   help="interpreter for --base-tree (default DIR/.venv/bin/python if present, else this one; "
+                        "the tree is put first on PYTHONPATH either way)")
     p.add_argument("--out", type=Path, default=BENCH / "results" / "gateway.md")
     args = p.parse_args(argv)
     if not shutil.which("wrk"):
@@ -522,6 +636,10 @@ def main(argv: list[str] | None = None) -> int:
     targets = [t for t in args.targets.split(",") if t and not (args.skip_litellm and t == "litellm")]
     if "direct" not in targets:
         targets.insert(0, "direct")
+    base = BaseTree.open(args.base_tree, args.base_python) if args.base_tree else None
+    if base is not None and "veracity_base" not in targets:
+        targets.insert(targets.index("veracity") + 1 if "veracity" in targets else len(targets), "veracity_base")
+    args.base = base
     conns = [int(c) for c in args.conns.split(",")]
     if args.rt:  # inherited by every process started below
         try:
@@ -552,6 +670,14 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 servers["veracity"] = v
                 endpoints["veracity"] = (v.url + "/v1/chat/completions", "Bearer sk-bench", body_file)
+        if base is not None:
+            v = start_veracity(workdir, mock, base.config, "veracity_base", policies=base.policies, tree=base.path,
+                               python=base.python)
+            if isinstance(v, str):
+                skipped["veracity_base"] = v
+            else:
+                servers["veracity_base"] = v
+                endpoints["veracity_base"] = (v.url + "/v1/chat/completions", "Bearer sk-bench", body_file)
         if "veracity_default" in targets:
             v = start_veracity(workdir, mock, args.veracity_config, "veracity_default", policies=None)
             if isinstance(v, str):
@@ -600,7 +726,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{name:20s} c={c:<3d} round {rep + 1}: {run.rps:9,.0f} req/s  p50 {run.p50_ms:8.3f} ms  "
                           f"p99 {run.p99_ms:8.3f} ms  cpu {run.cpu_us:6.0f} us/req  errors {run.errors}  "
                           f"load {_load()}", flush=True)
-        for name in ("veracity", "veracity_default", "veracity_default_low", "floor", "floor_heavy", "floor_session", "litellm"):
+        for name in ("veracity", "veracity_base", "veracity_default", "veracity_default_low", "floor", "floor_heavy",
+                     "floor_session", "litellm"):
             if name in endpoints:
                 # Top up the Veracity targets so RSS is read after >= --min-requests requests;
                 # the reference rows are read after whatever they served.

@@ -196,19 +196,26 @@ class Gateway:
         built (an audit or budget file that cannot be opened: what config validation cannot
         see) raises RuntimeError, so start-up fails (``veracity serve`` exits with status 2)
         instead of a ready gateway answering every request with 500."""
-        self.start_warm_up()
         try:
             rt = self.runtime
         except Exception as exc:  # noqa: BLE001 - any failure here is a start-up failure
             log.error("startup_failed", error=f"Veracity is misconfigured: {type(exc).__name__}: {exc}")
             raise RuntimeError(f"Veracity is misconfigured: {exc}") from None
+        # a checks-off gateway never imports the verifiers (SymPy alone: ~42 MiB of RSS, measured
+        # in bench/results/gateway.md); a policy enabled later has its first request import them
+        verifies = rt.verifies()
+        if verifies:
+            self.start_warm_up()
         # the price table (~100 ms of JSON) loads off the request path too
         threading.Thread(target=lambda: rt.daily.prices, name="veracity-prices", daemon=True).start()
-        self.wait_warm_up()
         try:
-            from verifiers import arithmetic, risk
+            from verifiers import risk
 
-            arithmetic.warm_up()
+            if verifies:
+                self.wait_warm_up()
+                from verifiers import arithmetic
+
+                arithmetic.warm_up()
             risk.score("What is 2 + 2?", "2 + 2 = 4")
         except Exception:  # noqa: BLE001 - a broken verifier shows up as an `error` check later
             pass

@@ -30,7 +30,7 @@ from proxy.stores.audit import AuditLog
 from proxy.stores.budget import DailyBudgets, PriceTable  # noqa: F401 (PriceTable: type)
 # the section models live with the rest of the config, which validates them at load time
 from proxy.config import PoliciesSettings, VerificationSettings
-from proxy.policy import PolicyStore
+from proxy.policy import Policy, PolicyStore
 
 __all__ = ["VerificationRuntime", "build", "check_stores", "redis_url", "PoliciesSettings", "VerificationSettings",
            "MAX_BACKGROUND_TASKS"]
@@ -56,6 +56,17 @@ class VerificationRuntime:
         self.audit = AuditLog.open(audit_path) if audit_path else None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.dropped = 0
+
+    def verifies(self) -> bool:
+        """Whether any policy of the folder enables a verifier (the built-in ``default``, all
+        defaults, counts when the folder has no ``default`` policy). False for a checks-off
+        gateway: then nothing that only verification needs is imported or warmed up at start;
+        a policy file that enables a verifier later has its first request import it."""
+        store = self.policies
+        names = store.names()
+        if "default" not in names and Policy().verifiers.enabled():
+            return True
+        return any(store.get(n).verifiers.enabled() for n in names)
 
     @property
     def prices(self) -> PriceTable:

@@ -75,19 +75,30 @@ def serve(*, config_path: str | None, host: str = "127.0.0.1", port: int = 8080,
                 log.warning("no virtual keys configured: every client reaching the gateway uses the "
                             "upstream keys of " + ", ".join(keyed), auth="pass_through")
 
-    # one line when no sandbox with numpy/pandas/sympy is available (issue 15); in a thread: start-up stays fast
+    # one line when no sandbox with numpy/pandas/sympy is available; in a thread: start-up stays
+    # fast. Only when a policy checks code: the probe imports the Docker SDK (~7 MiB, kept)
     import threading
 
     from proxy.config import policies_dir
-    from verifiers.sandbox.runtime import log_startup_note
 
     def default_sandbox() -> tuple[str, dict]:
         from proxy.policy import PolicyStore
         sb = PolicyStore(policies_dir(cfg)).get("default").verifiers.code.sandbox
         return sb.backend, dict(sb.limits)
 
-    threading.Thread(target=log_startup_note, args=(log, default_sandbox), daemon=True,
-                     name="veracity-sandbox-check").start()
+    def sandbox_note() -> None:
+        from proxy.policy import PolicyStore
+        from verifiers.sandbox.runtime import log_startup_note
+
+        try:
+            store = PolicyStore(policies_dir(cfg))
+            if not any(store.get(n).verifiers.code.enabled for n in {"default", *store.names()}):
+                return
+        except Exception:  # noqa: BLE001 - log_startup_note reads the policy again and says what failed
+            pass
+        log_startup_note(log, default_sandbox)
+
+    threading.Thread(target=sandbox_note, daemon=True, name="veracity-sandbox-check").start()
 
     tmp_metrics = None
     if workers > 1:

@@ -6,6 +6,7 @@ then Redis shared by two gateway processes (``redis`` marker)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 import uuid
@@ -164,6 +165,46 @@ async def test_store_bounds_the_bytes_it_keeps_not_only_the_count() -> None:
     from proxy.config import parse_config
 
     assert parse_config("reports: {max_in_memory_bytes: 1000}\n").reports.max_in_memory_bytes == 1000
+
+
+def test_redacted_report_cache_is_bounded_and_drops_the_least_recently_used() -> None:
+    """The per-report redaction cache behind record_body (the checks-off report, identical for
+    every request, is redacted once) holds at most ``size`` reports and none larger than
+    ``max_bytes``; a hit is the same JSON as redacting afresh."""
+    cache = reports.RedactedReports(size=2, max_bytes=200)
+    r = [{"status": "skipped", "reason": f"r{i}"} for i in range(3)]
+    for rep in r:
+        assert cache.get(rep) == reports.dumps(rep)
+    assert len(cache) == 2                        # r0 evicted
+    cache.get(r[1])                               # r1 used: r2 is now the oldest
+    cache.get({"status": "skipped", "reason": "r3"})
+    keys = list(cache._entries)
+    assert keys == [reports.dumps(r[1]), reports.dumps({"status": "skipped", "reason": "r3"})]
+    big = {"status": "skipped", "reason": "x" * 300}
+    assert cache.get(big) == reports.dumps(big) and len(cache) == 2 and reports.dumps(big) not in cache._entries
+    assert cache.get({"n": 2 ** 70}) is None     # orjson cannot write it: record_body's general path
+
+
+def test_redacted_report_cache_forgets_on_a_new_secret_and_record_body_matches_the_general_path() -> None:
+    from proxy import redaction
+
+    before = redaction.registered()
+    secret = "sk-cache-" + uuid.uuid4().hex
+    report = {"status": "skipped", "reason": f"echoed {secret}", "checks": [], "cost": {"ms": 0.0}}
+    try:
+        first = reports.record_body("req-1", "m", 1, report, pending=False)
+        assert first == reports.dumps({"object": "veracity.report", "id": "req-1", "model": "m", "created": 1,
+                                       "status": "complete", "veracity": redaction.redact_obj(report)})
+        redaction.register([secret.removeprefix("sk-")])   # a secret registered after the first record
+        again = reports.record_body("req-2", "m", 1, report, pending=True)
+        assert secret[3:].encode() not in again and b'"status":"pending"' in again
+        assert again == reports.dumps({"object": "veracity.report", "id": "req-2", "model": "m", "created": 1,
+                                       "status": "pending", "veracity": redaction.redact_obj(report)})
+        odd = reports.record_body("req-\ud800", "m", 1, report, pending=False)   # a lone surrogate
+        assert json.loads(odd)["id"] == "req-\ud800"
+    finally:
+        redaction.clear()
+        redaction.register(before)
 
 
 # ------------------------------------------------------------------------- the real gateway
