@@ -177,7 +177,7 @@ async def _planner(answer: str, question: str | None,
                                deadline_s=max(0.05, o.timeout_s * 0.9),
                                templates=bool(o.templates))
     checks = list(outcome.checks)
-    if len(answer) > mod.MAX_TEXT_CHARS:  # plans read a prefix: say the rest went unplanned (issue 14 §5)
+    if len(answer) > mod.MAX_TEXT_CHARS:  # plans read a prefix: say the rest went unplanned (verifiers._limits)
         checks.append(unread_check("planner", limit="MAX_TEXT_CHARS", limit_value=mod.MAX_TEXT_CHARS,
                                    checked=mod.MAX_TEXT_CHARS, total=len(answer)))
     if outcome.error:

@@ -12,7 +12,7 @@ protocol does when h11 refuses one.
 Every request the server layer refuses before the app sees it -- malformed framing that llhttp
 rejects (``Content-Length: abc``, ``-1``, two different values, ``Content-Length`` with
 ``Transfer-Encoding``, an obs-fold line, a bare CR, a NUL in a header), or a head over the limit
--- is answered in OpenAI's error shape (issue 14 section 7; uvicorn writes ``400 text/plain``
+-- is answered in OpenAI's error shape (the product's rule for bad input; uvicorn writes ``400 text/plain``
 "Invalid HTTP request received."): ``400 application/json``
 ``{"error": {"message", "type": "invalid_request_error", "param": null, "code":
 "invalid_request"}}``, the message naming llhttp's reason (e.g. "Invalid character in

@@ -1,6 +1,6 @@
 """Giving memory back to the operating system after the gateway refused a large upstream answer.
 
-Issue 14 section 3: every oversized answer (a chunked body past ``limits.max_response_bytes``,
+Measured under hostile upstreams (tests/hostile/test_hostile_upstream.py): every oversized answer (a chunked body past ``limits.max_response_bytes``,
 a gzip bomb, an endless SSE event) was refused with a correct 502, yet the process's RSS grew
 from 181 MiB to 1.35 GB over repeats and stayed there. Two causes, measured with
 ``bench/memory_bench.py`` (bench/results/memory.md):

@@ -1,4 +1,4 @@
-"""Prometheus metrics of verification (issue 6, "Surface, metrics, audit").
+"""Prometheus metrics of verification (docs/metrics.md; DESIGN.md "Shared vocabulary" for the names).
 
 Every metric below but the few marked "request-wide" carries ``model``, ``team`` and
 ``policy`` (the policy's name: ``observe`` traffic, verified in the background after the

@@ -1,6 +1,6 @@
 """The correction loop: re-ask the model with the evidence of its failed checks.
 
-A state machine after the AMTFV design named in issue 6::
+A state machine after the AMTFV design (design §3.2; docs/verifier-model.md)::
 
     INITIAL_GENERATION -> PLANNING_VERIFICATION -> EXECUTING_VERIFICATION
         -> VERIFICATION_PASSED                                   (done)

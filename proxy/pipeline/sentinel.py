@@ -5,7 +5,7 @@ its calls in the gateway, and either let the model give its final answer (``is_r
 nothing missing or wrong) or send it back with the missing items and errors it listed. The
 client never sees ``verify_result``.
 
-Choices and their sources (the published measurement cited in issue 6): the description says
+Choices and their sources (a published measurement of tool-call wording): the description says
 "must be called before the final answer" (the call rate fell from 87% to 34% when "must"
 became "may"); the tool is inserted at a position other than last among the client's tools
 (71% call rate when last, 87-91% elsewhere); the system rule has at most three lines (eight

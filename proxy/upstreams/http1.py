@@ -181,7 +181,7 @@ class _Connection(asyncio.Protocol):
         kernel that the event loop has not read yet -- a FIN (the server closed or half-closed
         it), a reset, or bytes no request asked for. One ``poll(2)`` with a zero timeout
         (~1.5 us). Without it, a connection the server closed right after its last answer was
-        reused whenever its FIN had not been processed yet (issue 14 section 6)."""
+        reused whenever its FIN had not been processed yet (tests/hostile/test_hostile_upstream.py)."""
         t = self.transport
         if t is None or t.is_closing():
             return False
