@@ -46,7 +46,7 @@ async def measure(variant: str, n: int, mock_url: str) -> float:
     cfg = GatewayConfig(upstreams=[UpstreamConfig(name="m", base_url=mock_url, models=["*"])],
                         policies={"dir": str(inproc.POLICIES["off"])}, verification={}, cors=cors)
     asgi = app_mod.create_app(cfg)
-    state = asgi.state  # FastPath's GatewayState (through the CORS wrapper when there is one)
+    state = asgi.state  # FastPath's Gateway (through the CORS wrapper when there is one)
     state.upstreams = await Upstreams.start(cfg)
     headers = list(inproc.SCOPE["headers"])
     if variant == "cors_origin":

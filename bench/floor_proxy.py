@@ -88,7 +88,7 @@ def load_veracity_heap() -> None:
 
     cfg = GatewayConfig(upstreams=[UpstreamConfig(name="m", base_url="http://127.0.0.1:9/v1", models=["*"])],
                         policies={"dir": str(root / "bench" / "policies_off")}, verification={})
-    state = _app.create_app(cfg).state  # FastPath's GatewayState: the app's proxy.gateway.Gateway
+    state = _app.create_app(cfg).state  # FastPath's Gateway: the app's proxy.gateway.Gateway
     state.runtime  # noqa: B018 - builds the verification runtime (loads the policies)
     state.wait_warm_up()
     arithmetic.warm_up()

@@ -38,9 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from proxy import redaction
 from proxy._asgi import cors
-from proxy._asgi.disconnect import WatchSweeper
 from proxy._asgi.fastpath import FastPath
-from proxy.auth import Authenticator
 from proxy.config import GatewayConfig, UpstreamConfig, resolve_config
 from proxy.observability import metrics
 from proxy.observability.log import add_secrets, get_logger
@@ -54,7 +52,7 @@ from proxy.routes.reviews import (REVIEW_PAGE_ROUTE, REVIEW_ROUTE, REVIEWS_ROUTE
 from proxy.routes.verify import VERIFY_ROUTE, veracity_verify
 from proxy.gateway import Gateway
 
-__all__ = ["GatewayState", "create_app", "app_from_env"]
+__all__ = ["create_app", "app_from_env"]
 
 log = get_logger("veracity")
 
@@ -80,28 +78,11 @@ ROUTES = (
 )
 
 
-class GatewayState(Gateway):
-    """The :class:`proxy.gateway.Gateway` (config, upstreams, runtime, stores; opened at start-up
-    by the lifespan in :func:`create_app`) with what the HTTP layer adds: authenticator, body
-    limit, content logging, the disconnect watches' sweeper. Reached by handlers as
-    ``request.app.state.gw``."""
-
-    def __init__(self, cfg: GatewayConfig) -> None:
-        super().__init__(cfg)
-        self.auth = Authenticator(cfg.keys)
-        self.max_body = cfg.limits.max_body_bytes
-        self.log_content = cfg.logging.log_content
-        self.pid = os.getpid()
-        self.sweeper = WatchSweeper()
-        #: reports kept for GET /v1/veracity/reports/{id} (``reports.enabled``)
-        self.reports_on = cfg.reports.enabled
-
-
 def create_app(cfg: GatewayConfig) -> FastAPI:
     """The ASGI app for ``cfg`` (a :class:`~proxy._asgi.fastpath.FastPath` around the FastAPI
     app, in CORS when the config has a ``cors:`` section; typed as the FastAPI app, whose
     attributes it passes through). Upstream clients open in the lifespan (inside the loop)."""
-    state = GatewayState(cfg)
+    state = Gateway(cfg)
     add_secrets(redaction.config_secrets(cfg))
 
     @asynccontextmanager

@@ -26,6 +26,8 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
+from proxy._asgi.disconnect import WatchSweeper
+from proxy.auth import Authenticator
 from proxy import runtime as runtime_mod
 from proxy.observability.log import get_logger
 from proxy.stores import reports as reports_mod
@@ -110,11 +112,22 @@ class Gateway:
     Attributes: ``cfg`` (the :class:`proxy.config.GatewayConfig`), ``upstreams`` (None until
     :meth:`start`, or until a caller sets it), ``verification``
     (:class:`VerificationResources`); properties :attr:`runtime`, :attr:`reports`,
-    :attr:`review`, each made on first use. Making one does no I/O.
+    :attr:`review`, each made on first use. What the HTTP layer reads on every request:
+    ``auth`` (:class:`proxy.auth.Authenticator`), ``max_body`` (bytes), ``log_content``,
+    ``reports_on`` (``reports.enabled``), ``pid`` (the serving process, set again at start-up),
+    ``sweeper`` (the disconnect watches'). Handlers reach it as ``request.app.state.gw``.
+    Making one does no I/O.
     """
 
     def __init__(self, cfg: GatewayConfig) -> None:
         self.cfg = cfg
+        self.auth = Authenticator(cfg.keys)
+        self.max_body = cfg.limits.max_body_bytes
+        self.log_content = cfg.logging.log_content
+        self.pid = os.getpid()
+        self.sweeper = WatchSweeper()
+        #: reports kept for GET /v1/veracity/reports/{id} (``reports.enabled``)
+        self.reports_on = cfg.reports.enabled
         self.upstreams: Upstreams | None = None
         self.verification = VerificationResources(runtime_mod.redis_url(cfg))
         self._runtime: VerificationRuntime | None = None

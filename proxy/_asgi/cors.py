@@ -26,7 +26,7 @@ from proxy.wire.errors import error_body
 class CORS(CORSMiddleware):
     """``CORSMiddleware`` whose attribute access falls through to the wrapped app (as
     :class:`proxy._asgi.fastpath.FastPath` does to FastAPI's): ``create_app(cfg).state`` (the
-    ``GatewayState``), ``.lean``, ``.router`` work with or without CORS; ``.app`` is the
+    ``Gateway``), ``.lean``, ``.router`` work with or without CORS; ``.app`` is the
     wrapped ``FastPath`` here.
 
     Two changes to Starlette's answers, no change to its CORS decisions:

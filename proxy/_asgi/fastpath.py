@@ -47,7 +47,7 @@ from proxy.wire import azure
 from proxy.wire.errors import GatewayError
 
 if TYPE_CHECKING:
-    from proxy.app import GatewayState
+    from proxy.gateway import Gateway
 
 __all__ = ["FastPath", "LeanLane", "CHAT_PATHS", "BARE_PREFIXES"]
 
@@ -69,7 +69,7 @@ class FastPath:
     (and lean lane), the rest by the FastAPI app with the path rewritten. Attribute access falls through to the
     FastAPI app (``.state``, ``.router``, ...)."""
 
-    def __init__(self, app: FastAPI, state: GatewayState) -> None:
+    def __init__(self, app: FastAPI, state: Gateway) -> None:
         self.app = app
         self.state = state
         self.sweeper = state.sweeper
@@ -178,7 +178,7 @@ class LeanLane:
     #: most cached ``(Authorization, model)`` routes and policies (a bound, not a working-set size)
     MAX_CACHED = 4096
 
-    def __init__(self, state: GatewayState) -> None:
+    def __init__(self, state: Gateway) -> None:
         self.state = state
         self.enabled = not state.log_content
         #: (credential bytes or None, model) -> (principal, upstream)

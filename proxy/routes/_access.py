@@ -14,7 +14,7 @@ from proxy.auth import Principal, client_authorization
 from proxy.wire.errors import GatewayError
 
 if TYPE_CHECKING:
-    from proxy.app import GatewayState
+    from proxy.gateway import Gateway
 
 __all__ = ["credential", "route_model", "glob"]
 
@@ -25,7 +25,7 @@ def credential(headers: Any) -> str | None:
     return client_authorization(headers.get("authorization"), headers.get("api-key"))
 
 
-def route_model(state: GatewayState, principal: Principal, model: str) -> Any:
+def route_model(state: Gateway, principal: Principal, model: str) -> Any:
     """The upstream serving ``model`` for ``principal``; GatewayError 404 ``model_not_found``
     (param ``model``) when no upstream serves it or the key's ``models`` do not allow it (one
     message for both: a key does not learn which models exist beyond its own)."""

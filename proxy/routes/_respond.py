@@ -34,7 +34,7 @@ from proxy.wire.errors import GatewayError, UpstreamError
 from proxy._asgi.request_ids import request_id
 
 if TYPE_CHECKING:
-    from proxy.app import GatewayState
+    from proxy.gateway import Gateway
 
 __all__ = ["JSON", "RECORD_KEY", "UNMATCHED_ROUTE", "Reply", "answer_headers", "error_reply", "error_response",
            "upstream_error_reply", "upstream_error_response", "failure_reply", "RequestRecord", "record", "finish",
@@ -188,7 +188,7 @@ def record(request: Request, route: str | None) -> RequestRecord:
     return rec
 
 
-def finish(state: GatewayState, *, route: str, model: str, status: int, timing: Timing, rid: str,
+def finish(state: Gateway, *, route: str, model: str, status: int, timing: Timing, rid: str,
            principal: Principal | None, upstream: str | None, stream: bool, veracity_status: str | None,
            fields: dict[str, Any], model_label: str | None = None) -> None:
     """Metrics + the request's single log line. ``route``: a bounded route label (a route

@@ -40,7 +40,7 @@ from proxy.wire.json import dumps
 from proxy.wire.errors import GatewayError
 
 if TYPE_CHECKING:
-    from proxy.app import GatewayState
+    from proxy.gateway import Gateway
 
 __all__ = ["CHAT_ROUTE", "chat_completions", "handle_chat_completions", "chat_asgi", "check_stream_flag"]
 
@@ -63,13 +63,13 @@ async def chat_completions(request: Request) -> Response:
     return await handle_chat_completions(request.app.state.gw, request)
 
 
-async def handle_chat_completions(state: GatewayState, request: Request) -> Response:
+async def handle_chat_completions(state: Gateway, request: Request) -> Response:
     """``POST /v1/chat/completions`` from a Starlette ``Request``: see :func:`_chat`."""
     out = await _chat(state, request.headers, lambda limit: receive_body(request.receive, request.headers, limit))
     return out.response() if isinstance(out, Reply) else out
 
 
-async def chat_asgi(state: GatewayState, scope: dict[str, Any], receive: Any, send: Any, raw: bytes | None,
+async def chat_asgi(state: Gateway, scope: dict[str, Any], receive: Any, send: Any, raw: bytes | None,
                     deployment: str | None = None) -> None:
     """``POST /v1/chat/completions`` on the normal path (:func:`_chat`) as ASGI, watched for
     the client's disconnect (:class:`proxy._asgi.disconnect.DisconnectWatch`). ``raw``: the body
@@ -91,7 +91,7 @@ async def chat_asgi(state: GatewayState, scope: dict[str, Any], receive: Any, se
             await out(scope, receive, send)
 
 
-async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: str | None = None) -> Reply | Response:
+async def _chat(state: Gateway, headers: Any, read_body: Any, deployment: str | None = None) -> Reply | Response:
     """``POST /v1/chat/completions``: see the module doc and :mod:`proxy.wire.errors`. ``headers``:
     the request headers (lower-case names); ``read_body(limit)``: awaitable body reader;
     ``deployment``: the Azure-shaped path's deployment (:mod:`proxy.wire.azure`), which replaces
@@ -163,7 +163,7 @@ async def _chat(state: GatewayState, headers: Any, read_body: Any, deployment: s
                    fields=fields)
 
 
-async def _finish_stream(state: GatewayState, events: AsyncIterator[bytes], *, timing: Timing, rid: str,
+async def _finish_stream(state: Gateway, events: AsyncIterator[bytes], *, timing: Timing, rid: str,
                          principal: Principal, model: str, upstream: str | None, report: Any,
                          fields: dict[str, Any]) -> AsyncIterator[bytes]:
     """Relay ``events``; when the stream ends or the client goes away, close the upstream at

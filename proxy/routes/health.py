@@ -18,7 +18,7 @@ from proxy.routes._respond import JSON
 from proxy.wire.json import dumps
 
 if TYPE_CHECKING:
-    from proxy.app import GatewayState
+    from proxy.gateway import Gateway
 
 __all__ = ["UNLOGGED_PATHS", "healthz", "readyz", "metrics_endpoint"]
 
@@ -33,7 +33,7 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     """Readiness: config loaded and upstream clients started (503 otherwise)."""
-    state: GatewayState = request.app.state.gw
+    state: Gateway = request.app.state.gw
     if state.upstreams is None:
         return Response(dumps({"status": "starting"}), 503, media_type=JSON)
     return Response(dumps({"status": "ready", "mode": state.cfg.mode, "auth": state.auth.mode,

@@ -23,7 +23,7 @@ from proxy.wire.json import dumps
 from proxy.wire.errors import GatewayError, UpstreamError
 
 if TYPE_CHECKING:
-    from proxy.app import GatewayState
+    from proxy.gateway import Gateway
 
 __all__ = ["MODELS_ROUTE", "list_models"]
 
@@ -34,7 +34,7 @@ async def list_models(request: Request) -> Response:
     """``GET /v1/models``: the union of the upstreams' model lists, each entry kept as the
     upstream sent it, restricted to models this gateway routes to that upstream; litellm
     upstreams contribute their literal (non-glob) model patterns."""
-    state: GatewayState = request.app.state.gw
+    state: Gateway = request.app.state.gw
     rec = record(request, MODELS_ROUTE)
     rid = rec.rid
     try:

@@ -36,7 +36,7 @@ from proxy.wire import azure
 from proxy.wire.errors import GatewayError, UpstreamError
 
 if TYPE_CHECKING:
-    from proxy.app import GatewayState
+    from proxy.gateway import Gateway
 
 __all__ = ["PASSTHROUGH_ROUTE", "DROP_RESPONSE_HEADERS", "passthrough", "UpstreamBodyError", "escapes_api_prefix"]
 
@@ -99,7 +99,7 @@ async def passthrough(request: Request) -> Response:
     answer relayed byte for byte (streamed). An Azure deployment path (:mod:`proxy.wire.azure`)
     routes by its deployment, which also replaces a JSON body's ``model``; other bodies
     (multipart audio) are forwarded as sent."""
-    state: GatewayState = request.app.state.gw
+    state: Gateway = request.app.state.gw
     rec = record(request, PASSTHROUGH_ROUTE)
     rec.model_label = "_passthrough"  # bounded: pass-through model names are whatever the client sent
     timing, rid = rec.timing, rec.rid

@@ -22,7 +22,7 @@ from proxy.stores import reports as report_store
 from proxy.wire.errors import GatewayError
 
 if TYPE_CHECKING:
-    from proxy.app import GatewayState
+    from proxy.gateway import Gateway
 
 __all__ = ["REPORT_ROUTE", "get_report"]
 
@@ -35,7 +35,7 @@ async def get_report(request: Request) -> Response:
     ``report_not_found`` (unknown, expired, or another key's), 401 without a valid key, 503
     ``report_store_unavailable``. The key that made the request, or an admin key: when several
     keys used the id, an admin gets them all as a list, or one with ``?owner=<owner hash>``."""
-    state: GatewayState = request.app.state.gw
+    state: Gateway = request.app.state.gw
     rec = record(request, REPORT_ROUTE)
     request_id = request.path_params["request_id"]
     try:

@@ -29,7 +29,7 @@ from proxy.wire.json import dumps
 from proxy.wire.errors import GatewayError
 
 if TYPE_CHECKING:
-    from proxy.app import GatewayState
+    from proxy.gateway import Gateway
 
 __all__ = ["REVIEWS_ROUTE", "REVIEW_ROUTE", "REVIEW_PAGE_ROUTE", "list_reviews", "get_review", "resolve_review",
            "page_endpoint"]
@@ -39,7 +39,7 @@ REVIEW_ROUTE = "/v1/veracity/reviews/{review_id}"
 REVIEW_PAGE_ROUTE = "/veracity/review"
 
 
-def _admin(state: GatewayState, headers: Any) -> Principal:
+def _admin(state: Gateway, headers: Any) -> Principal:
     """The caller of a review route: 401 ``invalid_api_key`` without a (valid) key, 403
     ``admin_required`` for a key without ``admin: true`` (and in pass-through auth, where no
     key is an admin)."""
@@ -78,7 +78,7 @@ async def list_reviews(request: Request) -> Response:
     oldest first, as OpenAI lists (``{"object": "list", "data", "first_id", "last_id",
     "has_more"}``; the next page: ``after=last_id``) plus ``total`` (how many reviews have that
     status, all pages). Admin key only."""
-    state: GatewayState = request.app.state.gw
+    state: Gateway = request.app.state.gw
     rec = record(request, REVIEWS_ROUTE)
 
     async def work() -> dict[str, Any]:
@@ -107,7 +107,7 @@ async def list_reviews(request: Request) -> Response:
 
 async def get_review(request: Request) -> Response:
     """``GET /v1/veracity/reviews/{id}``: one review (404 ``review_not_found``). Admin key only."""
-    state: GatewayState = request.app.state.gw
+    state: Gateway = request.app.state.gw
     rec = record(request, REVIEW_ROUTE)
     review_id = request.path_params["review_id"]
 
@@ -126,7 +126,7 @@ async def resolve_review(request: Request) -> Response:
     cannot_tell, "note": "..."}``: resolve (the reviewer is the admin key's name); 400
     ``invalid_value`` (param ``verdict``/``note``), 404 ``review_not_found``, 409
     ``review_already_resolved``. Admin key only."""
-    state: GatewayState = request.app.state.gw
+    state: Gateway = request.app.state.gw
     rec = record(request, REVIEW_ROUTE)
     review_id = request.path_params["review_id"]
 

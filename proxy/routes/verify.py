@@ -21,7 +21,7 @@ from proxy.wire.json import dumps
 from proxy.wire.errors import GatewayError
 
 if TYPE_CHECKING:
-    from proxy.app import GatewayState
+    from proxy.gateway import Gateway
 
 __all__ = ["VERIFY_ROUTE", "veracity_verify"]
 
@@ -31,7 +31,7 @@ VERIFY_ROUTE = "/v1/veracity/verify"
 async def veracity_verify(request: Request) -> Response:
     """``POST /v1/veracity/verify``: check ``{messages, answer}`` with the caller's policy and
     no upstream call (see :func:`proxy.pipeline.sequence.verify_request`)."""
-    state: GatewayState = request.app.state.gw
+    state: Gateway = request.app.state.gw
     rec = record(request, VERIFY_ROUTE)
     rec.model = "_offline"  # as pipeline.verify_request labels its metrics
     rid = rec.rid

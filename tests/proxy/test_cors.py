@@ -301,7 +301,7 @@ def test_lean_lane_is_taken_under_cors(mock: Any, tmp_path: Path, monkeypatch: p
     body = orjson.dumps({"model": "gpt-4o", "messages": _user("lean")})
 
     async def go() -> tuple[int, dict[bytes, bytes], bytes]:
-        state = app.state  # attribute access falls through CORS to FastPath's GatewayState
+        state = app.state  # attribute access falls through CORS to FastPath's Gateway
         state.upstreams = await Upstreams.start(state.cfg)
         try:
             return await _asgi(app, "POST", "/v1/chat/completions", [
