@@ -1,6 +1,6 @@
 """Gateway configuration: a YAML file with ``${ENV}`` interpolation, validated with pydantic.
 
-Shape (every section optional; see README "Configuration")::
+Shape (every section optional; see docs/configuration.md)::
 
     upstreams:
       - name: openai
@@ -726,7 +726,7 @@ def _file_problems(cfg: GatewayConfig, env: dict[str, str] | None, check_policie
         empty = not any(k and k[0] is _KEY_LINE for k in cfg._lines)  # no key at all in the file
         what = "the file is empty" if empty else "no upstream is configured"
         out.append(f"{src}:{_line(cfg, ('upstreams',), ())}: upstreams: {what}, so every request would be a 404 "
-                   "model_not_found; add one (README \"Configuration\"), or start without a config file "
+                   "model_not_found; add one (docs/configuration.md), or start without a config file "
                    "to use OPENAI_API_KEY or the demo mode")
     for name in ("audit", "budget_db", "review_db"):
         problem = _unwritable(getattr(cfg.verification, name))

@@ -17,7 +17,7 @@ headers named like credentials (``api-key``, ``x-api-key``, ``authorization``, `
 
 Out of scope: a secret that is base64-encoded (or encrypted, hashed, split, reversed) is not
 recognised -- base64 shifts with the offset, and an upstream that does that on purpose is an
-attacker no substring rule stops. README "Metrics, logs, audit" says so.
+attacker no substring rule stops. docs/metrics.md says so.
 
 Cost: a text is first checked for a registered secret's longest alphanumeric run (the part no
 standard encoder changes) or a ``%``, ``\\u`` or ``\\/`` escape; only then does the per-secret regex run

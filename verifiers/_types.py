@@ -277,7 +277,7 @@ class Report:
         return [c for c in self.checks if c.outcome == "fail"]
 
     def to_dict(self) -> dict[str, Any]:
-        """The ``veracity`` object placed in responses (see README "Report format")."""
+        """The ``veracity`` object placed in responses (see docs/report.md)."""
         d: dict[str, Any] = {
             "status": self.status,
             "risk": self.risk,

@@ -13,7 +13,7 @@ holds the pieces that are about the *shape* of a multi-choice response and repor
   choices.
 
 Vocabulary as in DESIGN.md ("report", "check", "correction round"); the report format is in
-README "Report format" (the ``choices`` entry).
+docs/report.md (the ``choices`` entry).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ it is also the load benchmark's upstream):
 
 The script (YAML/JSON file, a dict, or a :class:`Script`) is an ordered list of rules; the
 first rule whose ``match`` fits the request answers it. See :class:`Match` and :class:`Reply`
-for every field, and README "Mock upstream" for an example. A script that does not validate
+for every field, and docs/mock-upstream.md for an example. A script that does not validate
 raises :class:`ScriptError` naming the field (``rules.0.reply.finish_reason: ...``).
 
 Wire shapes follow OpenAI's API reference ("The chat completion object", "The chat

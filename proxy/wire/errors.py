@@ -5,7 +5,7 @@ returns it (https://platform.openai.com/docs/guides/error-codes), so the ``opena
 its usual typed exceptions (``BadRequestError`` 400, ``AuthenticationError`` 401,
 ``NotFoundError`` 404, ``RateLimitError`` 429, ``InternalServerError`` >= 500, ...).
 
-Mapping (README "Errors"):
+Mapping (docs/errors.md):
 
 =====================================  ======  =======================================
 failure                                status  ``type`` / ``code``
