@@ -189,6 +189,56 @@ def record_body(request_id: str, model: str, created: int, report: dict[str, Any
                          "status": status, "veracity": redaction.redact_obj(report)}))
 
 
+class FixedReport:
+    """A report dict that never changes (a checks-off policy's ``skipped`` report, the same for
+    every answer), kept with its redacted JSON (:class:`RedactedReports`) so that writing a
+    record of it (:func:`fixed_record_body`) costs no serialisation of the report: the redacted
+    JSON is looked up again only when the registered secrets change
+    (:func:`proxy.redaction.registered`). ``report`` must not be mutated after this is made."""
+
+    __slots__ = ("report", "_secrets", "_frag")
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.report = report
+        self._secrets: tuple[str, ...] | None = None
+        self._frag: bytes | None = None
+
+    def fragment(self) -> bytes | None:
+        """The report redacted, as the compact JSON orjson writes (None: see :meth:`RedactedReports.get`)."""
+        secrets = redaction.registered()
+        if secrets != self._secrets:
+            self._frag = _REDACTED.get(self.report)
+            self._secrets = secrets
+        return self._frag
+
+
+#: the JSON string of a model name, per name (``fixed_record_body``; bounded)
+_MODEL_JSON: dict[str, bytes] = {}
+
+
+def fixed_record_body(request_id: str, model: str, created: int, fixed: FixedReport) -> bytes:
+    """:func:`record_body` of ``fixed.report`` (complete, not pending), byte for byte, built by
+    joining JSON pieces: the record's keys in :func:`record_body`'s order, the model name's
+    JSON string (orjson's, cached per name), the redacted report (:meth:`FixedReport.fragment`).
+    ``request_id`` must be a safe token (:data:`proxy._asgi.request_ids.RID_RE`: no character
+    JSON escapes); otherwise, or when orjson cannot write the report, :func:`record_body`."""
+    frag = fixed.fragment()
+    mj = _MODEL_JSON.get(model)
+    if mj is None and frag is not None:
+        try:
+            mj = _orjson.dumps(model)
+        except TypeError:  # a lone surrogate: the general path
+            mj = None
+        else:
+            if len(_MODEL_JSON) >= 4096:
+                _MODEL_JSON.clear()
+            _MODEL_JSON[model] = mj
+    if frag is None or mj is None or not request_id.isascii():
+        return record_body(request_id, model, created, fixed.report, pending=False)
+    return b"".join((b'{"object":"veracity.report","id":"', request_id.encode("ascii"), b'","model":', mj,
+                     b',"created":', b"%d" % created, b',"status":"complete","veracity":', frag, b"}"))
+
+
 def list_body(request_id: str, records: list[tuple[str, bytes, bool]], names: dict[str, str | None], *,
               has_more: bool = False) -> bytes:
     """What an admin gets for a request id that several owners used: ``{"object": "list", "id":
@@ -237,10 +287,11 @@ def report_url(request_id: str) -> str:
     return "/v1/veracity/reports/" + request_id
 
 
-def report_headers(request_id: str, report: Any, enabled: bool = True) -> dict[str, str]:
+def report_headers(request_id: str, report: Any, enabled: bool = True, summary: str | None = None) -> dict[str, str]:
     """The two response headers: ``x-veracity-summary`` and (when the store is on)
-    ``x-veracity-report-url``."""
-    out = {"x-veracity-summary": summary_header(report)}
+    ``x-veracity-report-url``. ``summary``: :func:`summary_header` of ``report`` when the
+    caller already has it (the lean lane keeps it per policy: its report never changes)."""
+    out = {"x-veracity-summary": summary_header(report) if summary is None else summary}
     if enabled:
         out["x-veracity-report-url"] = report_url(request_id)
     return out
@@ -282,14 +333,15 @@ class ReportStore:
         """Keep a record in this process (replacing the same owner's record for the id)."""
         key = (owner, request_id)
         mem = self._mem
-        old = mem.get(key)
+        old = mem.pop(key, None)  # a replaced record goes to the end, as new ones do
         if old is not None:
             self.bytes_in_memory -= len(old[1])
         mem[key] = (time.monotonic() + self.ttl_s, body, pending)
-        mem.move_to_end(key)
         self.bytes_in_memory += len(body)
-        owners = self._owners.setdefault(request_id, [])
-        if owner not in owners:
+        owners = self._owners.get(request_id)
+        if owners is None:
+            self._owners[request_id] = [owner]
+        elif owner not in owners:
             owners.append(owner)
         while mem and (len(mem) > self.max_in_memory or self.bytes_in_memory > self.max_in_memory_bytes):
             (old_owner, old_id), (_, old_body, _) = mem.popitem(last=False)
@@ -406,13 +458,17 @@ def open_store(cfg: Any) -> ReportStore | None:
 
 
 def _put_local(store: ReportStore | None, principal: Any, request_id: str, model: str, created: int,
-               report: dict[str, Any], pending: bool) -> tuple[ReportStore, str, bytes] | None:
+               report: dict[str, Any] | FixedReport, pending: bool) -> tuple[ReportStore, str, bytes] | None:
     """Store the record in this process; ``(store, owner, body)`` for the Redis write, or None
-    when reports are off (``store`` None) or the store is not shared."""
+    when reports are off (``store`` None) or the store is not shared. ``report``: its dict, or a
+    :class:`FixedReport` (then ``request_id`` must be a safe token and ``pending`` false)."""
     if store is None:
         return None
     owner = owner_of(principal)
-    body = record_body(request_id, model, created, report, pending=pending)
+    if type(report) is FixedReport:
+        body = fixed_record_body(request_id, model, created, report)
+    else:
+        body = record_body(request_id, model, created, report, pending=pending)
     store.put_local(owner, request_id, body, pending)
     return (store, owner, body) if store.shared else None
 
@@ -424,6 +480,17 @@ async def _put_shared(store: ReportStore, owner: str, request_id: str, body: byt
     except Exception as exc:  # noqa: BLE001 - a store outage must not fail the request
         log.warning("report_store_error", request_id=request_id, error=type(exc).__name__,
                     message=str(exc)[:300])
+
+
+#: :func:`publish` in two steps, for a caller that awaits only when there is a Redis write
+#: (the lean lane): the record in this process now (``(store, owner, body)`` when a shared
+#: write follows, else None), then ``await store_shared(store, owner, body, request_id)``
+store_local = _put_local
+
+
+async def store_shared(store: ReportStore, owner: str, body: bytes, request_id: str, pending: bool = False) -> None:
+    """The Redis write :func:`store_local` staged (see :func:`publish`); never raises."""
+    await _put_shared(store, owner, request_id, body, pending)
 
 
 async def publish(store: ReportStore | None, principal: Any, request_id: str, model: str, created: int,
