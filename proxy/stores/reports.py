@@ -313,8 +313,9 @@ class ReportStore:
         self.prefix = prefix
         #: (owner, request id) -> (monotonic expiry, record body, pending?)
         self._mem: OrderedDict[tuple[str, str], tuple[float, bytes, bool]] = OrderedDict()
-        #: request id -> the owners of its records here, oldest write first (admin look-ups)
-        self._owners: dict[str, list[str]] = {}
+        #: request id -> the owners of its records here, oldest write first (admin look-ups); tuples,
+        #: which the cyclic GC stops tracking (a list per record: 10,000 more objects in each scan)
+        self._owners: dict[str, tuple[str, ...]] = {}
         self._redis: Any = None
         #: Redis writes of :func:`publish_soon` still running (a reference each until done)
         self._writes: set[Any] = set()
@@ -340,9 +341,9 @@ class ReportStore:
         self.bytes_in_memory += len(body)
         owners = self._owners.get(request_id)
         if owners is None:
-            self._owners[request_id] = [owner]
+            self._owners[request_id] = (owner,)
         elif owner not in owners:
-            owners.append(owner)
+            self._owners[request_id] = owners + (owner,)
         while mem and (len(mem) > self.max_in_memory or self.bytes_in_memory > self.max_in_memory_bytes):
             (old_owner, old_id), (_, old_body, _) = mem.popitem(last=False)
             self.bytes_in_memory -= len(old_body)
@@ -351,9 +352,10 @@ class ReportStore:
     def _forget(self, owner: str, request_id: str) -> None:
         owners = self._owners.get(request_id)
         if owners is not None and owner in owners:
-            owners.remove(owner)
-            if not owners:
+            if len(owners) == 1:
                 del self._owners[request_id]
+            else:
+                self._owners[request_id] = tuple(o for o in owners if o != owner)
 
     async def put_shared(self, owner: str, request_id: str, body: bytes, pending: bool) -> None:
         """Write a record to Redis (raises what redis-py raises)."""
