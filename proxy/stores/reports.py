@@ -212,31 +212,62 @@ class FixedReport:
         return self._frag
 
 
-#: the JSON string of a model name, per name (``fixed_record_body``; bounded)
+#: the JSON string of a model name, per name (``fixed_record_parts``; bounded)
 _MODEL_JSON: dict[str, bytes] = {}
+#: a record kept as its parts (:func:`fixed_record_parts`): (request id, the model name's JSON
+#: string, created, the redacted report's JSON); joined into its body when read
+RecordParts = tuple[str, bytes, int, bytes]
+_P0, _P1, _P2, _P3 = b'{"object":"veracity.report","id":"', b'","model":', b',"created":', \
+    b',"status":"complete","veracity":'
+_PARTS_LEN = len(_P0) + len(_P1) + len(_P2) + len(_P3) + 1
 
 
-def fixed_record_body(request_id: str, model: str, created: int, fixed: FixedReport) -> bytes:
-    """:func:`record_body` of ``fixed.report`` (complete, not pending), byte for byte, built by
-    joining JSON pieces: the record's keys in :func:`record_body`'s order, the model name's
-    JSON string (orjson's, cached per name), the redacted report (:meth:`FixedReport.fragment`).
-    ``request_id`` must be a safe token (:data:`proxy._asgi.request_ids.RID_RE`: no character
-    JSON escapes); otherwise, or when orjson cannot write the report, :func:`record_body`."""
+def fixed_record_parts(request_id: str, model: str, created: int, fixed: FixedReport) -> RecordParts | None:
+    """The parts of :func:`record_body` of ``fixed.report`` (complete, not pending), or None when
+    they cannot stand for it (a model name or report orjson cannot write, a request id that is
+    not ASCII: :func:`record_body`'s general path). ``request_id`` must be a safe token
+    (:data:`proxy._asgi.request_ids.RID_RE`: no character JSON escapes). Kept as a tuple of
+    shared objects (the id is the store key's, the model's JSON and the report's are cached), a
+    stored record costs about a third of its body's size and is joined only when read."""
     frag = fixed.fragment()
+    if frag is None or not request_id.isascii():
+        return None
     mj = _MODEL_JSON.get(model)
-    if mj is None and frag is not None:
+    if mj is None:
         try:
             mj = _orjson.dumps(model)
         except TypeError:  # a lone surrogate: the general path
-            mj = None
-        else:
-            if len(_MODEL_JSON) >= 4096:
-                _MODEL_JSON.clear()
-            _MODEL_JSON[model] = mj
-    if frag is None or mj is None or not request_id.isascii():
+            return None
+        if len(_MODEL_JSON) >= 4096:
+            _MODEL_JSON.clear()
+        _MODEL_JSON[model] = mj
+    return (request_id, mj, created, frag)
+
+
+def record_bytes(body: bytes | RecordParts) -> bytes:
+    """A stored record's body: ``body`` itself, or its :data:`RecordParts` joined (the JSON
+    :func:`record_body` writes, key for key: object, id, model, created, status, veracity)."""
+    if type(body) is bytes:
+        return body
+    rid, mj, created, frag = body
+    return b"".join((_P0, rid.encode("ascii"), _P1, mj, _P2, b"%d" % created, _P3, frag, b"}"))
+
+
+def record_size(body: bytes | RecordParts) -> int:
+    """``len(record_bytes(body))`` without joining it (the store's byte bound counts bodies)."""
+    if type(body) is bytes:
+        return len(body)
+    rid, mj, created, frag = body
+    return _PARTS_LEN + len(rid) + len(mj) + len(b"%d" % created) + len(frag)
+
+
+def fixed_record_body(request_id: str, model: str, created: int, fixed: FixedReport) -> bytes:
+    """:func:`record_body` of ``fixed.report`` (complete, not pending), byte for byte, from its
+    :func:`fixed_record_parts` when it has them (``request_id``: a safe token, as there)."""
+    parts = fixed_record_parts(request_id, model, created, fixed)
+    if parts is None:
         return record_body(request_id, model, created, fixed.report, pending=False)
-    return b"".join((b'{"object":"veracity.report","id":"', request_id.encode("ascii"), b'","model":', mj,
-                     b',"created":', b"%d" % created, b',"status":"complete","veracity":', frag, b"}"))
+    return record_bytes(parts)
 
 
 def list_body(request_id: str, records: list[tuple[str, bytes, bool]], names: dict[str, str | None], *,
@@ -312,7 +343,7 @@ class ReportStore:
         self.bytes_in_memory = 0
         self.prefix = prefix
         #: (owner, request id) -> (monotonic expiry, record body, pending?)
-        self._mem: OrderedDict[tuple[str, str], tuple[float, bytes, bool]] = OrderedDict()
+        self._mem: OrderedDict[tuple[str, str], tuple[float, bytes | RecordParts, bool]] = OrderedDict()
         #: request id -> the owners of its records here, oldest write first (admin look-ups); tuples,
         #: which the cyclic GC stops tracking (a list per record: 10,000 more objects in each scan)
         self._owners: dict[str, tuple[str, ...]] = {}
@@ -330,15 +361,16 @@ class ReportStore:
         """True when records also go to Redis (``redis_url`` was given): other replicas see them."""
         return self._redis is not None
 
-    def put_local(self, owner: str, request_id: str, body: bytes, pending: bool) -> None:
-        """Keep a record in this process (replacing the same owner's record for the id)."""
+    def put_local(self, owner: str, request_id: str, body: bytes | RecordParts, pending: bool) -> None:
+        """Keep a record in this process (replacing the same owner's record for the id);
+        ``body``: its bytes or its :data:`RecordParts` (counted by :func:`record_size`)."""
         key = (owner, request_id)
         mem = self._mem
         old = mem.pop(key, None)  # a replaced record goes to the end, as new ones do
         if old is not None:
-            self.bytes_in_memory -= len(old[1])
+            self.bytes_in_memory -= record_size(old[1])
         mem[key] = (time.monotonic() + self.ttl_s, body, pending)
-        self.bytes_in_memory += len(body)
+        self.bytes_in_memory += record_size(body)
         owners = self._owners.get(request_id)
         if owners is None:
             self._owners[request_id] = (owner,)
@@ -346,7 +378,7 @@ class ReportStore:
             self._owners[request_id] = owners + (owner,)
         while mem and (len(mem) > self.max_in_memory or self.bytes_in_memory > self.max_in_memory_bytes):
             (old_owner, old_id), (_, old_body, _) = mem.popitem(last=False)
-            self.bytes_in_memory -= len(old_body)
+            self.bytes_in_memory -= record_size(old_body)
             self._forget(old_owner, old_id)
 
     def _forget(self, owner: str, request_id: str) -> None:
@@ -378,10 +410,10 @@ class ReportStore:
             return None
         if hit[0] < time.monotonic():
             del self._mem[(owner, request_id)]
-            self.bytes_in_memory -= len(hit[1])
+            self.bytes_in_memory -= record_size(hit[1])
             self._forget(owner, request_id)   # else the index outgrows max_in_memory
             return None
-        return hit[1], hit[2]
+        return record_bytes(hit[1]), hit[2]
 
     async def get_shared(self, owner: str, request_id: str) -> tuple[bytes, bool] | None:
         """``(record body, pending?)`` from Redis for ``owner``, or None (also without Redis);
@@ -467,12 +499,16 @@ def _put_local(store: ReportStore | None, principal: Any, request_id: str, model
     if store is None:
         return None
     owner = owner_of(principal)
-    if type(report) is FixedReport:
-        body = fixed_record_body(request_id, model, created, report)
+    parts = fixed_record_parts(request_id, model, created, report) if type(report) is FixedReport and not pending \
+        else None
+    body: bytes | RecordParts
+    if parts is not None:
+        body = parts
     else:
-        body = record_body(request_id, model, created, report, pending=pending)
+        body = record_body(request_id, model, created, report.report if type(report) is FixedReport else report,
+                           pending=pending)
     store.put_local(owner, request_id, body, pending)
-    return (store, owner, body) if store.shared else None
+    return (store, owner, record_bytes(body)) if store.shared else None
 
 
 async def _put_shared(store: ReportStore, owner: str, request_id: str, body: bytes, pending: bool) -> None:
