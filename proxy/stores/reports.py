@@ -63,7 +63,9 @@ from proxy.observability.log import get_logger
 from proxy.wire.json import dumps
 
 __all__ = ["REPORT_ROUTE", "ReportStore", "RedactedReports", "owner_of", "owner_of_key", "record_body", "list_body",
-           "summary_header", "report_headers", "open_store", "publish", "publish_soon", "lookup", "MAX_LISTED"]
+           "summary_header", "report_headers", "open_store", "publish", "publish_soon", "lookup", "MAX_LISTED",
+           "FixedReport", "RecordParts", "fixed_record_parts", "fixed_record_body", "record_bytes", "record_size",
+           "store_local", "store_shared"]
 
 log = get_logger("veracity")
 
