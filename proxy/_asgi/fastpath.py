@@ -51,6 +51,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FastPath", "LeanLane", "CHAT_PATHS", "BARE_PREFIXES"]
 
+#: the lean lane's cached verdict on a policy: (policy, forwards only?, its ``skipped`` report dict,
+#: that report's ``x-veracity-summary``, the same report as a :class:`~proxy.stores.reports.FixedReport`)
+PolicyHit = tuple[Any, bool, dict[str, Any], str, reports.FixedReport]
+
 #: paths served as chat completions: clients configured with the bare host as ``base_url``
 #: post to ``/chat/completions`` (a 404 before; as LiteLLM, serve both), some add a slash
 CHAT_PATHS = frozenset({CHAT_ROUTE, CHAT_ROUTE + "/", "/chat/completions", "/chat/completions/"})
@@ -183,8 +187,8 @@ class LeanLane:
         self.enabled = not state.log_content
         #: (credential bytes or None, model) -> (principal, upstream)
         self._routes: dict[tuple[bytes | None, str], tuple[Principal, HttpUpstream]] = {}
-        #: id(policy) -> (policy, forwards only?, its report dict)
-        self._policies: dict[int, tuple[Any, bool, dict[str, Any]]] = {}
+        #: id(policy) -> its PolicyHit
+        self._policies: dict[int, PolicyHit] = {}
 
     def _route(self, auth: bytes | None, model: str) -> tuple[Principal, HttpUpstream] | None:
         """Authenticate + route once per ``(auth, model)``; None: not for this lane (an error
@@ -208,7 +212,7 @@ class LeanLane:
             self._routes[key] = hit
         return hit
 
-    def _policy(self, principal: Principal) -> tuple[Any, bool, dict[str, Any]] | None:
+    def _policy(self, principal: Principal) -> PolicyHit | None:
         """The key's policy (looked up per request: files reload on change) with its cached
         lane verdict; None when it cannot be resolved (the normal path reports why)."""
         try:
@@ -218,7 +222,8 @@ class LeanLane:
         hit = self._policies.get(id(policy))
         if hit is None or hit[0] is not policy:
             lean = pipeline.forwards_only(policy)
-            hit = (policy, lean, pipeline.checks_off_report(policy).to_dict() if lean else {})
+            report = pipeline.checks_off_report(policy).to_dict() if lean else {}
+            hit = (policy, lean, report, reports.summary_header(report) if lean else "", reports.FixedReport(report))
             if len(self._policies) >= self.MAX_CACHED:
                 self._policies.clear()
             self._policies[id(policy)] = hit
@@ -278,7 +283,7 @@ class LeanLane:
             await self._forward(watch, send, timing, body, model, principal, up, pol, rid)
 
     async def _forward(self, watch: DisconnectWatch, send: Any, timing: Timing, body: dict[str, Any],
-                       model: str, principal: Principal, up: HttpUpstream, pol: tuple[Any, bool, dict[str, Any]],
+                       model: str, principal: Principal, up: HttpUpstream, pol: PolicyHit,
                        rid: str) -> None:
         """The lane's work once taken: what the normal path + :func:`proxy.pipeline.sequence.chat_completion`
         do for a checks-off policy, answered and logged through the shared helpers
@@ -296,9 +301,14 @@ class LeanLane:
             out["veracity"] = pol[2]  # the report dict: serialised at once, never mutated
             payload = dumps(out)
             status, vstatus = 200, "skipped"
-            await reports.publish(state.reports, principal, rid, model, int(time.time() - timing.elapsed()), pol[2])
+            store = state.reports
+            if store is not None:  # as reports.publish, without its coroutine when nothing is awaited
+                staged = reports.store_local(store, principal, rid, model, int(time.time() - timing.elapsed()),
+                                              pol[4], False)
+                if staged is not None:
+                    await reports.store_shared(*staged, rid)
             headers = answer_headers(relayed, rid, "skipped", f"{timing.overhead() * 1000:.3f}",
-                                     reports.report_headers(rid, pol[2], state.reports_on), payload)
+                                     reports.report_headers(rid, pol[2], state.reports_on, pol[3]), payload)
         except asyncio.CancelledError:  # the client went away (see DisconnectWatch)
             status = 499
             fields["client_disconnected"] = True

@@ -63,7 +63,9 @@ from proxy.observability.log import get_logger
 from proxy.wire.json import dumps
 
 __all__ = ["REPORT_ROUTE", "ReportStore", "RedactedReports", "owner_of", "owner_of_key", "record_body", "list_body",
-           "summary_header", "report_headers", "open_store", "publish", "publish_soon", "lookup", "MAX_LISTED"]
+           "summary_header", "report_headers", "open_store", "publish", "publish_soon", "lookup", "MAX_LISTED",
+           "FixedReport", "RecordParts", "fixed_record_parts", "fixed_record_body", "record_bytes", "record_size",
+           "store_local", "store_shared"]
 
 log = get_logger("veracity")
 
@@ -189,6 +191,87 @@ def record_body(request_id: str, model: str, created: int, report: dict[str, Any
                          "status": status, "veracity": redaction.redact_obj(report)}))
 
 
+class FixedReport:
+    """A report dict that never changes (a checks-off policy's ``skipped`` report, the same for
+    every answer), kept with its redacted JSON (:class:`RedactedReports`) so that writing a
+    record of it (:func:`fixed_record_body`) costs no serialisation of the report: the redacted
+    JSON is looked up again only when the registered secrets change
+    (:func:`proxy.redaction.registered`). ``report`` must not be mutated after this is made."""
+
+    __slots__ = ("report", "_secrets", "_frag")
+
+    def __init__(self, report: dict[str, Any]) -> None:
+        self.report = report
+        self._secrets: tuple[str, ...] | None = None
+        self._frag: bytes | None = None
+
+    def fragment(self) -> bytes | None:
+        """The report redacted, as the compact JSON orjson writes (None: see :meth:`RedactedReports.get`)."""
+        secrets = redaction.registered()
+        if secrets != self._secrets:
+            self._frag = _REDACTED.get(self.report)
+            self._secrets = secrets
+        return self._frag
+
+
+#: the JSON string of a model name, per name (``fixed_record_parts``; bounded)
+_MODEL_JSON: dict[str, bytes] = {}
+#: a record kept as its parts (:func:`fixed_record_parts`): (request id, the model name's JSON
+#: string, created, the redacted report's JSON); joined into its body when read
+RecordParts = tuple[str, bytes, int, bytes]
+_P0, _P1, _P2, _P3 = b'{"object":"veracity.report","id":"', b'","model":', b',"created":', \
+    b',"status":"complete","veracity":'
+_PARTS_LEN = len(_P0) + len(_P1) + len(_P2) + len(_P3) + 1
+
+
+def fixed_record_parts(request_id: str, model: str, created: int, fixed: FixedReport) -> RecordParts | None:
+    """The parts of :func:`record_body` of ``fixed.report`` (complete, not pending), or None when
+    they cannot stand for it (a model name or report orjson cannot write, a request id that is
+    not ASCII: :func:`record_body`'s general path). ``request_id`` must be a safe token
+    (:data:`proxy._asgi.request_ids.RID_RE`: no character JSON escapes). Kept as a tuple of
+    shared objects (the id is the store key's, the model's JSON and the report's are cached), a
+    stored record costs about a third of its body's size and is joined only when read."""
+    frag = fixed.fragment()
+    if frag is None or not request_id.isascii():
+        return None
+    mj = _MODEL_JSON.get(model)
+    if mj is None:
+        try:
+            mj = _orjson.dumps(model)
+        except TypeError:  # a lone surrogate: the general path
+            return None
+        if len(_MODEL_JSON) >= 4096:
+            _MODEL_JSON.clear()
+        _MODEL_JSON[model] = mj
+    return (request_id, mj, created, frag)
+
+
+def record_bytes(body: bytes | RecordParts) -> bytes:
+    """A stored record's body: ``body`` itself, or its :data:`RecordParts` joined (the JSON
+    :func:`record_body` writes, key for key: object, id, model, created, status, veracity)."""
+    if type(body) is bytes:
+        return body
+    rid, mj, created, frag = body
+    return b"".join((_P0, rid.encode("ascii"), _P1, mj, _P2, b"%d" % created, _P3, frag, b"}"))
+
+
+def record_size(body: bytes | RecordParts) -> int:
+    """``len(record_bytes(body))`` without joining it (the store's byte bound counts bodies)."""
+    if type(body) is bytes:
+        return len(body)
+    rid, mj, created, frag = body
+    return _PARTS_LEN + len(rid) + len(mj) + len(b"%d" % created) + len(frag)
+
+
+def fixed_record_body(request_id: str, model: str, created: int, fixed: FixedReport) -> bytes:
+    """:func:`record_body` of ``fixed.report`` (complete, not pending), byte for byte, from its
+    :func:`fixed_record_parts` when it has them (``request_id``: a safe token, as there)."""
+    parts = fixed_record_parts(request_id, model, created, fixed)
+    if parts is None:
+        return record_body(request_id, model, created, fixed.report, pending=False)
+    return record_bytes(parts)
+
+
 def list_body(request_id: str, records: list[tuple[str, bytes, bool]], names: dict[str, str | None], *,
               has_more: bool = False) -> bytes:
     """What an admin gets for a request id that several owners used: ``{"object": "list", "id":
@@ -237,10 +320,11 @@ def report_url(request_id: str) -> str:
     return "/v1/veracity/reports/" + request_id
 
 
-def report_headers(request_id: str, report: Any, enabled: bool = True) -> dict[str, str]:
+def report_headers(request_id: str, report: Any, enabled: bool = True, summary: str | None = None) -> dict[str, str]:
     """The two response headers: ``x-veracity-summary`` and (when the store is on)
-    ``x-veracity-report-url``."""
-    out = {"x-veracity-summary": summary_header(report)}
+    ``x-veracity-report-url``. ``summary``: :func:`summary_header` of ``report`` when the
+    caller already has it (the lean lane keeps it per policy: its report never changes)."""
+    out = {"x-veracity-summary": summary_header(report) if summary is None else summary}
     if enabled:
         out["x-veracity-report-url"] = report_url(request_id)
     return out
@@ -261,9 +345,10 @@ class ReportStore:
         self.bytes_in_memory = 0
         self.prefix = prefix
         #: (owner, request id) -> (monotonic expiry, record body, pending?)
-        self._mem: OrderedDict[tuple[str, str], tuple[float, bytes, bool]] = OrderedDict()
-        #: request id -> the owners of its records here, oldest write first (admin look-ups)
-        self._owners: dict[str, list[str]] = {}
+        self._mem: OrderedDict[tuple[str, str], tuple[float, bytes | RecordParts, bool]] = OrderedDict()
+        #: request id -> the owners of its records here, oldest write first (admin look-ups); tuples,
+        #: which the cyclic GC stops tracking (a list per record: 10,000 more objects in each scan)
+        self._owners: dict[str, tuple[str, ...]] = {}
         self._redis: Any = None
         #: Redis writes of :func:`publish_soon` still running (a reference each until done)
         self._writes: set[Any] = set()
@@ -278,30 +363,33 @@ class ReportStore:
         """True when records also go to Redis (``redis_url`` was given): other replicas see them."""
         return self._redis is not None
 
-    def put_local(self, owner: str, request_id: str, body: bytes, pending: bool) -> None:
-        """Keep a record in this process (replacing the same owner's record for the id)."""
+    def put_local(self, owner: str, request_id: str, body: bytes | RecordParts, pending: bool) -> None:
+        """Keep a record in this process (replacing the same owner's record for the id);
+        ``body``: its bytes or its :data:`RecordParts` (counted by :func:`record_size`)."""
         key = (owner, request_id)
         mem = self._mem
-        old = mem.get(key)
+        old = mem.pop(key, None)  # a replaced record goes to the end, as new ones do
         if old is not None:
-            self.bytes_in_memory -= len(old[1])
+            self.bytes_in_memory -= record_size(old[1])
         mem[key] = (time.monotonic() + self.ttl_s, body, pending)
-        mem.move_to_end(key)
-        self.bytes_in_memory += len(body)
-        owners = self._owners.setdefault(request_id, [])
-        if owner not in owners:
-            owners.append(owner)
+        self.bytes_in_memory += record_size(body)
+        owners = self._owners.get(request_id)
+        if owners is None:
+            self._owners[request_id] = (owner,)
+        elif owner not in owners:
+            self._owners[request_id] = owners + (owner,)
         while mem and (len(mem) > self.max_in_memory or self.bytes_in_memory > self.max_in_memory_bytes):
             (old_owner, old_id), (_, old_body, _) = mem.popitem(last=False)
-            self.bytes_in_memory -= len(old_body)
+            self.bytes_in_memory -= record_size(old_body)
             self._forget(old_owner, old_id)
 
     def _forget(self, owner: str, request_id: str) -> None:
         owners = self._owners.get(request_id)
         if owners is not None and owner in owners:
-            owners.remove(owner)
-            if not owners:
+            if len(owners) == 1:
                 del self._owners[request_id]
+            else:
+                self._owners[request_id] = tuple(o for o in owners if o != owner)
 
     async def put_shared(self, owner: str, request_id: str, body: bytes, pending: bool) -> None:
         """Write a record to Redis (raises what redis-py raises)."""
@@ -324,10 +412,10 @@ class ReportStore:
             return None
         if hit[0] < time.monotonic():
             del self._mem[(owner, request_id)]
-            self.bytes_in_memory -= len(hit[1])
+            self.bytes_in_memory -= record_size(hit[1])
             self._forget(owner, request_id)   # else the index outgrows max_in_memory
             return None
-        return hit[1], hit[2]
+        return record_bytes(hit[1]), hit[2]
 
     async def get_shared(self, owner: str, request_id: str) -> tuple[bytes, bool] | None:
         """``(record body, pending?)`` from Redis for ``owner``, or None (also without Redis);
@@ -406,15 +494,23 @@ def open_store(cfg: Any) -> ReportStore | None:
 
 
 def _put_local(store: ReportStore | None, principal: Any, request_id: str, model: str, created: int,
-               report: dict[str, Any], pending: bool) -> tuple[ReportStore, str, bytes] | None:
+               report: dict[str, Any] | FixedReport, pending: bool) -> tuple[ReportStore, str, bytes] | None:
     """Store the record in this process; ``(store, owner, body)`` for the Redis write, or None
-    when reports are off (``store`` None) or the store is not shared."""
+    when reports are off (``store`` None) or the store is not shared. ``report``: its dict, or a
+    :class:`FixedReport` (then ``request_id`` must be a safe token and ``pending`` false)."""
     if store is None:
         return None
     owner = owner_of(principal)
-    body = record_body(request_id, model, created, report, pending=pending)
+    parts = fixed_record_parts(request_id, model, created, report) if type(report) is FixedReport and not pending \
+        else None
+    body: bytes | RecordParts
+    if parts is not None:
+        body = parts
+    else:
+        body = record_body(request_id, model, created, report.report if type(report) is FixedReport else report,
+                           pending=pending)
     store.put_local(owner, request_id, body, pending)
-    return (store, owner, body) if store.shared else None
+    return (store, owner, record_bytes(body)) if store.shared else None
 
 
 async def _put_shared(store: ReportStore, owner: str, request_id: str, body: bytes, pending: bool) -> None:
@@ -424,6 +520,17 @@ async def _put_shared(store: ReportStore, owner: str, request_id: str, body: byt
     except Exception as exc:  # noqa: BLE001 - a store outage must not fail the request
         log.warning("report_store_error", request_id=request_id, error=type(exc).__name__,
                     message=str(exc)[:300])
+
+
+#: :func:`publish` in two steps, for a caller that awaits only when there is a Redis write
+#: (the lean lane): the record in this process now (``(store, owner, body)`` when a shared
+#: write follows, else None), then ``await store_shared(store, owner, body, request_id)``
+store_local = _put_local
+
+
+async def store_shared(store: ReportStore, owner: str, body: bytes, request_id: str, pending: bool = False) -> None:
+    """The Redis write :func:`store_local` staged (see :func:`publish`); never raises."""
+    await _put_shared(store, owner, request_id, body, pending)
 
 
 async def publish(store: ReportStore | None, principal: Any, request_id: str, model: str, created: int,

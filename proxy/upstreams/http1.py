@@ -146,7 +146,7 @@ class _Connection(asyncio.Protocol):
 
     __slots__ = ("pool", "transport", "parser", "waiter", "status", "headers", "body", "size",
                  "max_body", "decoder", "framed", "last_read", "timer", "read_s", "idle_since",
-                 "complete", "keep_alive", "head_size", "field_size", "got_body", "fd", "aborted")
+                 "complete", "keep_alive", "head_size", "field_size", "got_body", "fd", "poller", "aborted")
 
     def __init__(self, pool: "Http1Pool") -> None:
         self.pool = pool
@@ -175,6 +175,14 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
         self.fd = sock.fileno() if sock is not None else -1
+        #: a poll object with this socket registered, made once (:meth:`quiet` polls it per reuse)
+        self.poller: Any = None
+        if self.fd >= 0:
+            try:
+                self.poller = select.poll()
+                self.poller.register(self.fd, _POLL_EVENTS)
+            except (OSError, ValueError):
+                self.poller = None
 
     def quiet(self) -> bool:
         """Whether this idle connection can carry a request: open, and nothing waiting in the
@@ -187,9 +195,10 @@ class _Connection(asyncio.Protocol):
             return False
         if self.fd < 0:
             return True
+        p = self.poller
+        if p is None:  # the socket could not be registered: not known to be quiet
+            return False
         try:
-            p = select.poll()
-            p.register(self.fd, _POLL_EVENTS)
             return not p.poll(0)
         except (OSError, ValueError):
             return False

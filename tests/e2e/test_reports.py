@@ -207,6 +207,41 @@ def test_redacted_report_cache_forgets_on_a_new_secret_and_record_body_matches_t
         redaction.register(before)
 
 
+def test_fixed_record_body_is_record_body_byte_for_byte_and_follows_new_secrets() -> None:
+    """The lean lane writes its records with fixed_record_body (the report never changes, so it
+    is not serialised per request): the same bytes as record_body, for model names orjson
+    escapes or cannot write, and redacted anew once a secret is registered."""
+    from proxy import redaction
+
+    before = redaction.registered()
+    secret = "fixed-" + uuid.uuid4().hex  # not key-shaped: redacted only once registered
+    report = {"status": "skipped", "reason": f"echoed {secret}", "checks": [], "policy": "off"}
+    fixed = reports.FixedReport(report)
+    try:
+        for model in ("mock-model", 'q"uo\\te\u2028\x01', "caf\u00e9 \U0001F600", "lone \ud800"):
+            for rid in ("req_0123456789abcdef01234567", "client.id:7-_"):
+                assert reports.fixed_record_body(rid, model, 1765000000, fixed) == \
+                    reports.record_body(rid, model, 1765000000, report, pending=False)
+        assert secret.encode() in reports.fixed_record_body("r1", "m", 1, fixed)
+        redaction.register([secret])
+        body = reports.fixed_record_body("r1", "m", 1, fixed)
+        assert secret.encode() not in body and body == reports.record_body("r1", "m", 1, report, pending=False)
+        # kept as parts by the store: the same bodies read back, the same bytes counted, the same eviction
+        who = Principal(key_name="k", team="t", policy="off", allow_policy_header=False)
+        as_parts, as_bytes = reports.ReportStore(max_in_memory=2), reports.ReportStore(max_in_memory=2)
+        for i, model in enumerate(("m", "caf\u00e9", "lone \ud800")):
+            reports.store_local(as_parts, who, f"r{i}", model, 7 + i, fixed, False)
+            reports.store_local(as_bytes, who, f"r{i}", model, 7 + i, report, False)
+        assert list(as_parts._mem) == list(as_bytes._mem) and as_parts.bytes_in_memory == as_bytes.bytes_in_memory
+        owner = reports.owner_of(who)
+        assert [as_parts.get_local(owner, f"r{i}") for i in range(3)] == [as_bytes.get_local(owner, f"r{i}")
+                                                                          for i in range(3)]
+        assert isinstance(as_parts._mem[(owner, "r1")][1], tuple)   # the parts, not a body
+    finally:
+        redaction.clear()
+        redaction.register(before)
+
+
 # ------------------------------------------------------------------------- the real gateway
 
 
