@@ -280,11 +280,17 @@ class Budgets(_Strict):
 
 
 class StreamingPolicy(_Strict):
-    """``mode``: ``buffer`` (hold, verify, stream the final answer) or ``passthrough`` (relay
-    live, verify before ``[DONE]``, report on the last chunk; see :mod:`proxy.pipeline.streams`).
+    """``mode``: ``buffer`` (hold, verify, stream the final answer), ``passthrough`` (relay
+    live, verify before ``[DONE]``, report on the last chunk; see :mod:`proxy.pipeline.streams`)
+    or ``verified`` (relay unit by unit what passed, hold only the unit being checked, splice a
+    correction into the same stream; :mod:`proxy.pipeline.verified_stream`).
+    ``continuation``: how a ``verified`` stream asks for the rest of a corrected answer --
+    ``continue`` (the evidence and "write only what follows the relayed text") or ``whole``
+    (the usual correction round; the part after the relayed prefix is used).
     ``keepalive_s``: interval of SSE comment keep-alives while holding."""
 
-    mode: Literal["buffer", "passthrough"] = "passthrough"
+    mode: Literal["buffer", "passthrough", "verified"] = "passthrough"
+    continuation: Literal["continue", "whole"] = "continue"
     keepalive_s: float = Field(5.0, gt=0)
 
 

@@ -192,7 +192,7 @@ def stream_mode(policy: Policy) -> str:
 
 
 #: the stream modes that may offer the sentinel's ``verify_result`` tool (they hold a turn)
-SENTINEL_MODES = ("buffer", "passthrough")
+SENTINEL_MODES = ("buffer", "passthrough", "verified")
 
 
 def mode_events(mode: str, ctx: RequestContext, plan: Plan, request: dict[str, Any], stream: UpstreamStream,
@@ -206,6 +206,9 @@ def mode_events(mode: str, ctx: RequestContext, plan: Plan, request: dict[str, A
         report.policy = plan.policy.name
         report.states = walked_states(report)
         return observe_stream(ctx, plan, stream, report)
+    if mode == "verified":  # proxy/pipeline/verified_stream.py (imported here: it imports this module)
+        from proxy.pipeline import verified_stream
+        return verified_stream.events(ctx, plan, request, stream, report)
     if mode == "passthrough" and plan.sentinel_on:
         return sentinel_stream(ctx, plan, request, stream, report)
     if mode == "passthrough":
@@ -401,7 +404,8 @@ _LIVE = "_veracity_live_turn"
 
 
 async def sentinel_stream(ctx: RequestContext, plan: Plan, request: dict[str, Any], stream: UpstreamStream,
-                           report: Report) -> AsyncIterator[bytes]:
+                           report: Report, live_mode: Callable[..., AsyncIterator[bytes]] | None = None
+                           ) -> AsyncIterator[bytes]:
     """Passthrough mode with the sentinel offered (e.g. the shipped ``agent`` policy).
 
     A turn that is offered ``verify_result`` is held (keep-alive comments, never relayed: it may
@@ -456,8 +460,8 @@ async def sentinel_stream(ctx: RequestContext, plan: Plan, request: dict[str, An
         async for frame in hold(work(), plan.policy.streaming.keepalive_s, stats=stats):
             yield frame
         if "stream" in live:
-            async for frame in passthrough_stream(ctx, plan, live["stream"], report, started=True,
-                                                   frame_filter=sentinel.DeltaFilter()):
+            async for frame in (live_mode or passthrough_stream)(ctx, plan, live["stream"], report, started=True,
+                                                                 frame_filter=sentinel.DeltaFilter()):
                 yield frame
     finally:
         ctx.log["keepalives"] = stats.get("keepalives", 0)

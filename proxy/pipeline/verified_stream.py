@@ -1,0 +1,721 @@
+"""The ``verified`` stream mode: relay what passed, hold only the unit being checked, never relay
+a failed claim, splice the correction into the same stream (DESIGN.md "Things that are easy to
+get wrong": streams are verified as they flow).
+
+For each choice (``n > 1``: each ``index`` on its own) the content deltas go through a
+:class:`proxy.pipeline.units.UnitSplitter`; each complete unit (a sentence, a list line or
+reference entry, a closed code block) is verified with the same call as every other path
+(:func:`proxy.pipeline.sequence.verify_text`, through the request's verifier and metrics) and
+relayed when no check failed. Low-risk units are risk-scored and relayed at once: the only wait
+is the unit boundary.
+
+A unit with a failed check is not relayed. The gateway stops reading that upstream stream and
+closes it (with ``n > 1``, once no other choice still reads it), and asks the model for the rest
+of the answer from the relayed prefix with the evidence (``strategy``, policy
+``streaming.continuation``):
+
+* ``continue`` (shipped): the client's messages, the answer so far (prefix + the failed unit) as
+  the assistant turn, then the evidence (:func:`proxy.pipeline.correction.evidence_prompt`, the
+  same text as every correction round) and the instruction to write only what follows the
+  relayed text. The reply streams straight into the client's stream. A model that rewrites the
+  whole answer anyway is tolerated: a reply that starts by repeating the relayed prefix has the
+  repeat skipped (:class:`_Splice`).
+* ``whole``: the ordinary correction round (:func:`proxy.pipeline.correction.correction_body`:
+  "give your complete corrected answer") whose part after the relayed prefix is used; a
+  corrected answer that rewrote the relayed part cannot be spliced and counts as a divergence.
+
+``bench/verified_stream_bench.py`` measured both (bench/results/verified-stream.md); the
+continuation prompt answers sooner and costs fewer tokens, since the prefix is not generated
+twice.
+
+What comes back is verified unit by unit the same way and continues the client's stream (one
+``id``, one ``finish_reason`` per choice). Rounds are bounded by ``correction.max_rounds`` and
+the request budget (each continuation is an extra call, its tokens are charged when its usage
+arrives); the same failure twice in a row ends the rounds (oscillation). When no correction
+passes, ``on_failure`` applies: ``annotate`` and ``correct`` relay the unit and the report says
+``failed`` (``annotate`` makes no round at all); ``block`` ends the stream with the blocked
+error event (``n > 1``: that choice is withheld -- a ``refusal`` and ``finish_reason:
+"content_filter"`` -- and the others go on; the error event when every choice is).
+
+The report (``corrected``, ``rounds``, ``extra["replaced"]``: the units that were never relayed
+and what failed in them) is sent before ``[DONE]`` as in the other modes. The usage chunk, when
+the client asked for it, sums the usage of every upstream call whose usage arrived;
+``extra["stream"]["calls"]`` lists each call (``usage`` null for a stream closed early).
+Deadline: the request budget's clock does not run while the gateway waits for the upstream to
+write, so a long answer keeps its whole verification deadline. Closing the event generator
+(client gone) cancels the readers and verifications and closes every upstream stream at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from verifiers import risk as risk_mod
+from verifiers._types import Check, Report, decided_pass
+from verifiers.run import status_of
+
+from proxy.observability import verification_metrics as vmetrics
+from proxy.pipeline import choices, divergence
+from proxy.pipeline import correction as corr
+from proxy.pipeline.streaming import DONE_FRAME, KEEPALIVE, include_usage, report_on_last_chunk
+from proxy.pipeline.units import Unit, UnitSplitter
+from proxy.stores.budget import usage_tokens
+from proxy.upstreams.clients import UpstreamStream
+from proxy.wire.errors import UpstreamError, sse_error_event
+from proxy.wire.sse import encode_chunk, parse_stream
+
+__all__ = ["events", "verified_events", "continuation_body", "CONTINUE_INSTRUCTION", "STRATEGIES"]
+
+STRATEGIES = ("continue", "whole")
+
+#: the last line of a continuation round's evidence prompt (in place of "give your complete answer")
+CONTINUE_INSTRUCTION = (
+    "The reader has already received your answer up to just before the part with the error{anchor}. "
+    "Write ONLY what comes next: the corrected version of the part with the error, then the rest of "
+    "your answer. Continue exactly where the received text stops; do not repeat it and do not "
+    "mention this verification.")
+
+#: characters of the relayed prefix a continuation may repeat before the repeat is skipped (a
+#: reply that opens with fewer matching characters is taken as a continuation from its first byte)
+_REPEAT_MIN = 40
+
+
+def continuation_body(body: dict[str, Any], prefix: str, unit: str, report: Report, *,
+                      strategy: str = "continue", model: str | None = None) -> dict[str, Any]:
+    """The streamed upstream request of one correction round of a verified stream.
+
+    ``body``: the client's request; ``prefix``: the text already relayed for this choice;
+    ``unit``: the unit that failed (never relayed); ``report``: its checks. ``strategy``
+    ``continue``: the evidence and :data:`CONTINUE_INSTRUCTION` (the anchor quotes the end of
+    the prefix); ``whole``: :func:`proxy.pipeline.correction.correction_body` unchanged. Both ask
+    for one choice, streamed, with the usage chunk (its tokens are charged to the budget)."""
+    draft = {"choices": [{"index": 0, "message": {"role": "assistant", "content": prefix + unit}}]}
+    new = corr.correction_body(body, draft, report, model)
+    if strategy == "continue":
+        evidence = new["messages"][-1]["content"]
+        head, _, last = evidence.rpartition("\n")
+        if not last.startswith("Fix these errors"):  # evidence_prompt changed shape: keep it whole
+            head = evidence
+        tail = " ".join(prefix.split())[-120:]
+        anchor = f', which ended with: "{tail}"' if tail else " (nothing of it yet)"
+        new["messages"][-1] = {"role": "user", "content": head + "\n" + CONTINUE_INSTRUCTION.format(anchor=anchor)}
+    new["stream"] = True
+    new["stream_options"] = {"include_usage": True}
+    return new
+
+
+class _Splice:
+    """Skip what a correction repeats of the relayed ``prefix``; pass the rest.
+
+    ``whole``: the reply must start with the prefix (white space aside); ``feed`` returns ""
+    until it is past it, then the text after it; a reply that departs from the prefix sets
+    ``failed``. ``continue``: the reply is a continuation unless its first :data:`_REPEAT_MIN`
+    non-space characters repeat the prefix's start, in which case it is treated as ``whole``."""
+
+    def __init__(self, prefix: str, strategy: str) -> None:
+        self._want = "".join(prefix.split())
+        self._strict = strategy == "whole" or not self._want
+        self._pos = 0            # non-space characters of the prefix matched so far
+        self._held = ""          # text read while undecided (``continue``)
+        self.done = not self._want
+        self.failed = False
+
+    def feed(self, text: str) -> str:
+        if self.done or self.failed:
+            return "" if self.failed else text
+        for i, ch in enumerate(text):
+            if ch.isspace():
+                continue
+            if ch != self._want[self._pos]:
+                if not self._strict and self._pos < _REPEAT_MIN:
+                    self.done = True  # a true continuation: everything read so far is answer text
+                    out, self._held = self._held + text, ""
+                    return out
+                self.failed = True
+                return ""
+            self._pos += 1
+            if self._pos >= min(_REPEAT_MIN, len(self._want)):
+                self._strict = True
+            if self._pos == len(self._want):
+                self.done = True
+                self._held = ""
+                return text[i + 1:]
+        self._held += text
+        return ""
+
+    def finish(self) -> str:
+        """The end of the reply: what was held when it was shorter than the repeat test."""
+        if self.done or self.failed:
+            return ""
+        if not self._strict:
+            self.done = True
+            out, self._held = self._held, ""
+            return out
+        self.failed = True
+        return ""
+
+
+@dataclass(slots=True)
+class _Source:
+    """One upstream stream feeding one or more choices (``lanes``: upstream index -> choice)."""
+
+    stream: UpstreamStream
+    kind: str                      # "client" (the request's own stream) | "continuation"
+    lanes: dict[int, int]
+    call: dict[str, Any]
+    splice: _Splice | None = None
+    task: asyncio.Task[None] | None = None
+    closed: bool = False
+
+
+@dataclass(slots=True)
+class _Lane:
+    """One choice of the client's stream."""
+
+    index: int
+    splitter: UnitSplitter = field(default_factory=UnitSplitter)
+    relayed: str = ""
+    source: _Source | None = None
+    units: list[tuple[int, Report]] = field(default_factory=list)   # (offset, report) of relayed units
+    reasons: list[str] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)
+    replaced: list[dict[str, Any]] = field(default_factory=list)
+    first_failed: list[dict[str, Any]] | None = None
+    failed_kinds: set[str] = field(default_factory=set)
+    last_sig: frozenset[Any] | None = None
+    last_failed: list[Check] = field(default_factory=list)
+    since_round: str = ""          # text relayed since the last correction started (divergence)
+    relayed_failed: int = 0        # units relayed with a failed check (annotate / exhausted)
+    stop_reason: str | None = None
+    finish_reason: str | None = None
+    finish_extra: dict[str, Any] = field(default_factory=dict)
+    blocked: bool = False
+    done: bool = False
+    verify_s: float = 0.0
+    tokens: int = 0
+    calls: int = 0
+    states: list[str] = field(default_factory=lambda: ["INITIAL_GENERATION"])
+
+
+class _Blocked(Exception):
+    """Every choice is blocked: the stream ends with the blocked error event."""
+
+
+class _Failed(Exception):
+    """An upstream failed: the stream ends with ``frame`` (an error event)."""
+
+    def __init__(self, frame: bytes, reason: str) -> None:
+        super().__init__(reason)
+        self.frame = frame
+        self.reason = reason
+
+
+def events(ctx: Any, plan: Any, request: dict[str, Any], stream: UpstreamStream, report: Report) -> AsyncIterator[bytes]:
+    """The stream-mode hook (:func:`proxy.pipeline.sequence.chat_completion_stream`): a
+    ``verified`` stream of ``request``; with the sentinel offered, its held turns come first
+    (:func:`proxy.pipeline.sequence._sentinel_stream`) and the final turn is verified as it flows."""
+    if not plan.sentinel_on:
+        return verified_events(ctx, plan, request, stream, report)
+    from proxy.pipeline import sequence as seq
+
+    def live(ctx_: Any, plan_: Any, live_stream: UpstreamStream, report_: Report, *, started: bool,
+             frame_filter: Callable[[bytes], bytes]) -> AsyncIterator[bytes]:
+        return verified_events(ctx_, plan_, request, live_stream, report_, frame_filter=frame_filter, started=started)
+
+    return seq._sentinel_stream(ctx, plan, request, stream, report, live_mode=live)
+
+
+def verified_events(ctx: Any, plan: Any, request: dict[str, Any], stream: UpstreamStream, report: Report, *,
+                    frame_filter: Callable[[bytes], bytes] | None = None, started: bool = False) -> AsyncIterator[bytes]:
+    """The client's SSE events of a ``verified`` stream (see the module doc): ``stream`` is the
+    opened upstream stream of ``request``; ``report`` (pending) is updated in place and stored
+    before the report frame and ``[DONE]`` go out. ``frame_filter``: applied to every upstream
+    read of the client's stream (the sentinel's :class:`proxy.pipeline.sentinel.DeltaFilter`);
+    ``started``: the request budget already runs (the sentinel's rounds came first)."""
+    return _VerifiedStream(ctx, plan, request, stream, report, frame_filter, started).run()
+
+
+class _VerifiedStream:
+    def __init__(self, ctx: Any, plan: Any, request: dict[str, Any], stream: UpstreamStream, report: Report,
+                 frame_filter: Callable[[bytes], bytes] | None, started: bool) -> None:
+        from proxy.pipeline import sequence as seq  # the shared steps (verify, publish, finish, relay)
+
+        self.seq, self.ctx, self.plan, self.request, self.report = seq, ctx, plan, request, report
+        self.policy = plan.policy
+        self.keepalive_s = plan.policy.streaming.keepalive_s
+        self.strategy = getattr(plan.policy.streaming, "continuation", "continue")
+        self.correcting = plan.policy.on_failure in ("correct", "block")
+        self.max_rounds = plan.policy.correction.max_rounds if self.correcting else 0
+        self.queue: asyncio.Queue[tuple[_Source, bytes | None]] = asyncio.Queue()
+        self.sources: list[_Source] = []
+        self.lanes: dict[int, _Lane] = {}
+        self.base: dict[str, Any] | None = None
+        self.held: list[bytes] = []          # finish frames carrying the report (one choice, no usage chunk)
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.frame_filter = frame_filter
+        self.started = started
+        self.upstream_wait = 0.0
+        self.verify_first = seq._verifier(ctx, plan)
+        self.verify_fix = seq._verifier(ctx, plan, "correction")
+        self._add_source(stream, "client", {}, None)
+
+    # ------------------------------------------------------------------------------ plumbing
+
+    def _add_source(self, stream: UpstreamStream, kind: str, lanes: dict[int, int], splice: _Splice | None) -> _Source:
+        call = {"kind": kind, "usage": None, "closed_early": False}
+        src = _Source(stream, kind, lanes, call, splice)
+        self.sources.append(src)
+        src.task = asyncio.ensure_future(self._read(src))
+        return src
+
+    async def _read(self, src: _Source) -> None:
+        try:
+            async for blob in self.seq.relay(self.ctx, src.stream):
+                if self.frame_filter is not None and src.kind == "client":
+                    blob = self.frame_filter(blob)
+                self.queue.put_nowait((src, blob))
+        finally:
+            self.queue.put_nowait((src, None))
+
+    async def _close(self, src: _Source) -> None:
+        """Stop reading ``src`` and close its upstream connection."""
+        if src.closed:
+            return
+        src.closed = True
+        src.call["closed_early"] = src.call["usage"] is None
+        if src.task is not None and not src.task.done():
+            src.task.cancel()
+        await src.stream.aclose()
+
+    async def _alive(self, task: asyncio.Future[Any]) -> AsyncIterator[bytes]:
+        """Keep-alive comments every ``keepalive_s`` until ``task`` is done."""
+        self.tasks.add(task)  # cancelled by run()'s finally if the client leaves meanwhile
+        while not task.done():
+            done, _ = await asyncio.wait({task}, timeout=self.keepalive_s)
+            if not done:
+                yield KEEPALIVE
+        self.tasks.discard(task)
+
+    def _frame(self, index: int, delta: dict[str, Any], finish: str | None = None,
+               extra: dict[str, Any] | None = None) -> bytes:
+        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish, **(extra or {})}
+        return encode_chunk({**(self.base or {}), "choices": [choice]})
+
+    # ------------------------------------------------------------------------------ the loop
+
+    async def run(self) -> AsyncIterator[bytes]:
+        try:
+            try:
+                while any(not s.closed for s in self.sources):
+                    got = asyncio.ensure_future(self.queue.get())
+                    t0 = time.perf_counter()
+                    async for ka in self._alive(got):
+                        yield ka
+                    self.upstream_wait += time.perf_counter() - t0
+                    src, blob = got.result()
+                    if src.closed:
+                        continue
+                    if blob is None:
+                        src.closed = True
+                        await self._source_ended(src)
+                        continue
+                    async for out in self._blob(src, blob):
+                        yield out
+            except _Failed as exc:
+                self.report.status, self.report.reason = "error", exc.reason  # type: ignore[assignment]
+                await self.seq._publish(self.ctx, self.report)
+                yield exc.frame
+                return
+            except _Blocked:
+                final, completion = self._final()
+                await self.seq._finish(self.ctx, self.plan, completion, final, checks_seen=True, blocked=True)
+                self.seq._update(self.report, final)
+                await self.seq._publish(self.ctx, self.report)
+                vmetrics.observe_blocked(self.ctx.model, self.ctx.team, self.policy.name)
+                yield b"data: " + json.dumps(self.seq._blocked_body(final), default=str).encode() + b"\n\n"
+                return
+            async for out in self._end():
+                yield out
+        finally:
+            for task in list(self.tasks):
+                task.cancel()
+            for src in self.sources:
+                if src.task is not None and not src.task.done():
+                    src.task.cancel()
+                await src.stream.aclose()
+
+    async def _source_ended(self, src: _Source) -> None:
+        """A stream ended (after its ``[DONE]``, or cut: relay sent an error event first)."""
+        for lane_i in src.lanes.values():
+            lane = self.lanes[lane_i]
+            if lane.source is src and not lane.done:  # no finish_reason: relay's error event came first
+                raise _Failed(sse_error_event("upstream stream ended before the answer was complete",
+                                              code="upstream_stream_truncated"), "upstream stream failed")
+
+    async def _blob(self, src: _Source, blob: bytes) -> AsyncIterator[bytes]:
+        parsed = parse_stream(blob)
+        if parsed.errors:
+            what = "upstream stream failed" if src.kind == "client" else \
+                "upstream stream failed during a correction (the answer is incomplete)"
+            raise _Failed(b"data: " + json.dumps(parsed.errors[0]).encode() + b"\n\n", what)
+        for chunk in parsed.chunks:
+            async for out in self._chunk(src, chunk):
+                yield out
+
+    async def _chunk(self, src: _Source, chunk: dict[str, Any]) -> AsyncIterator[bytes]:
+        if self.base is None:
+            self.base = {k: v for k, v in chunk.items() if k not in ("choices", "usage", "veracity", "obfuscation")}
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            src.call["usage"] = usage
+            if src.kind == "continuation":
+                tokens = usage_tokens({"usage": usage})
+                for lane_i in src.lanes.values():
+                    self.lanes[lane_i].tokens += tokens
+                self.plan.budget.charge(tokens, calls=0)
+        choices = chunk.get("choices")
+        if not isinstance(choices, list):
+            return
+        if not choices:
+            if usage is None and src.kind == "client":  # Azure's prompt_filter_results chunk: relayed
+                yield encode_chunk(chunk)
+            return
+        for ch in choices:
+            if not isinstance(ch, dict):
+                continue
+            up = ch.get("index", 0)
+            if src.kind == "client" and up not in src.lanes and up not in self.lanes:
+                src.lanes[up] = up
+                self.lanes[up] = _Lane(index=up, source=src)
+            lane_i = src.lanes.get(up)
+            if lane_i is None:
+                continue  # a choice that left this stream for a correction
+            lane = self.lanes[lane_i]
+            if lane.source is not src or lane.done:
+                continue
+            delta = ch.get("delta") if isinstance(ch.get("delta"), dict) else {}
+            others = {k: v for k, v in delta.items() if k != "content"}
+            if src.kind == "continuation":
+                others.pop("role", None)
+            if others:  # role, the client's tool calls, refusal: relayed as they come
+                if "role" in others and isinstance(delta.get("content"), str):
+                    others["content"] = ""
+                yield self._frame(lane.index, others)
+            content = delta.get("content")
+            if isinstance(content, str) and content:
+                text = src.splice.feed(content) if src.splice is not None else content
+                if src.splice is not None and src.splice.failed:
+                    async for out in self._splice_failed(lane, src):
+                        yield out
+                    continue
+                async for out in self._units(lane, src, lane.splitter.feed(text) if text else []):
+                    yield out
+            finish = ch.get("finish_reason")
+            if finish is not None and lane.source is src and not lane.done:
+                tail = src.splice.finish() if src.splice is not None else ""
+                if src.splice is not None and src.splice.failed:
+                    async for out in self._splice_failed(lane, src):
+                        yield out
+                    continue
+                units = (lane.splitter.feed(tail) if tail else []) + lane.splitter.finish()
+                async for out in self._units(lane, src, units):
+                    yield out
+                if lane.source is src and not lane.done:
+                    extra = {k: v for k, v in ch.items() if k not in ("index", "delta", "finish_reason", "logprobs")}
+                    async for out in self._finish_lane(lane, finish, extra):
+                        yield out
+
+    async def _units(self, lane: _Lane, src: _Source, units: list[Unit]) -> AsyncIterator[bytes]:
+        for unit in units:
+            if lane.source is not src or lane.done:
+                return  # a correction took over (or the choice was withheld): the rest is stale
+            if not unit.checkable or self.plan.skip_reason:
+                yield self._relay(lane, unit.text, None)
+                continue
+            if not self.started:
+                self.plan.start_verification()
+                self.started, self.upstream_wait = True, 0.0
+            verify = self.verify_fix if lane.rounds else self.verify_first
+            self.plan.budget.deadline += self.upstream_wait  # the deadline covers the gateway's time only
+            self.upstream_wait = 0.0
+            t0 = time.perf_counter()
+            task = asyncio.ensure_future(verify(unit.text))
+            async for ka in self._alive(task):
+                yield ka
+            rep = task.result()
+            lane.verify_s += time.perf_counter() - t0
+            if rep.checks and "EXECUTING_VERIFICATION" not in lane.states[-1:]:
+                lane.states.append("EXECUTING_VERIFICATION")
+            if not rep.failed_checks:
+                yield self._relay(lane, unit.text, rep)
+                continue
+            async for out in self._failed_unit(lane, src, unit, rep):
+                yield out
+
+    def _relay(self, lane: _Lane, text: str, rep: Report | None) -> bytes:
+        if rep is not None:
+            lane.units.append((len(lane.relayed), rep))
+            if rep.reason and not rep.checks:
+                lane.reasons.append(rep.reason)
+        lane.relayed += text
+        if lane.rounds:
+            lane.since_round += text
+        return self._frame(lane.index, {"content": text})
+
+    # ------------------------------------------------------------------------------ correcting
+
+    async def _failed_unit(self, lane: _Lane, src: _Source, unit: Unit, rep: Report) -> AsyncIterator[bytes]:
+        lane.states.append("VERIFICATION_FAILED")
+        if lane.first_failed is None:
+            lane.first_failed = [c.to_dict() for c in rep.failed_checks]
+        lane.failed_kinds |= {c.verifier for c in rep.failed_checks}
+        sig = corr.failure_signature(rep)
+        reason = None
+        if len(lane.rounds) >= self.max_rounds:
+            reason = "max_rounds" if self.max_rounds else "not_attempted"
+        elif sig == lane.last_sig:
+            reason = "oscillation"
+        elif not self.plan.budget.allow_call():
+            ex = self.plan.budget.exhausted
+            reason = "deadline" if ex == "deadline" else f"budget:{ex}"
+        if reason is not None:
+            async for out in self._give_up(lane, src, unit, rep, reason):
+                yield out
+            return
+        lane.last_sig, lane.last_failed = sig, list(rep.failed_checks)
+        n = len(lane.rounds) + 1
+        lane.replaced.append({"choice": lane.index, "round": n, "offset": len(lane.relayed), "text": unit.text,
+                              "failed_claims": [f"{c.verifier}: {c.claim}"[:200] for c in rep.failed_checks]})
+        lane.states.append("CORRECTING")
+        # stop reading the stream that wrote the failed unit; close it when no choice reads it
+        src.lanes = {k: v for k, v in src.lanes.items() if v != lane.index}
+        lane.source = None
+        if not src.lanes:
+            await self._close(src)
+        self.plan.budget.charge(0)
+        lane.calls += 1
+        body = continuation_body(self.plan.body, lane.relayed, unit.text, rep, strategy=self.strategy,
+                                 model=self.policy.correction.model)
+        t0 = time.perf_counter()
+        task = asyncio.ensure_future(self._open(body))
+        async for ka in self._alive(task):
+            yield ka
+        try:
+            stream = task.result()
+        except UpstreamError as exc:
+            lane.rounds.append({"round": n, "state": "CORRECTING", "strategy": self.strategy,
+                                "error": f"upstream: {exc.reason}"})
+            raise _Failed(exc.sse_event(), "upstream failed during a correction (the answer is incomplete)") from None
+        except asyncio.TimeoutError:
+            lane.rounds.append({"round": n, "state": "CORRECTING", "strategy": self.strategy, "error": "deadline"})
+            raise _Failed(sse_error_event("the correction did not start before the verification deadline",
+                                          code="veracity_deadline"), "correction deadline") from None
+        lane.rounds.append({"round": n, "state": "CORRECTING", "strategy": self.strategy,
+                            "failed": len(rep.failed_checks),
+                            "failed_claims": [f"{c.verifier}: {c.claim}"[:200] for c in rep.failed_checks],
+                            "open_ms": round((time.perf_counter() - t0) * 1000.0, 1)})
+        lane.since_round = ""
+        lane.splitter = UnitSplitter(at_line_start=not lane.relayed or lane.relayed.endswith("\n"))
+        new = self._add_source(stream, "continuation", {0: lane.index}, _Splice(lane.relayed, self.strategy))
+        lane.source = new
+
+    async def _open(self, body: dict[str, Any]) -> UpstreamStream:
+        stream = await asyncio.wait_for(self.ctx.upstream.open_stream(body), max(0.05, self.plan.budget.remaining_s()))
+        try:
+            await stream.peek()
+        except BaseException:
+            await stream.aclose()
+            raise
+        return stream
+
+    async def _give_up(self, lane: _Lane, src: _Source | None, unit: Unit, rep: Report,
+                       reason: str) -> AsyncIterator[bytes]:
+        """No correction passed within the policy: ``block`` withholds, else the unit is relayed."""
+        lane.stop_reason = reason
+        if self.rounds_made(lane):
+            lane.states.append("MAX_RETRY_EXCEEDED")
+        if self.policy.on_failure == "block":
+            lane.units.append((len(lane.relayed), rep))  # the report shows the failed checks
+            lane.blocked = True
+            lane.done = True
+            if src is not None:
+                src.lanes = {k: v for k, v in src.lanes.items() if v != lane.index}
+                if not src.lanes:
+                    await self._close(src)
+            if len(self.lanes) <= 1 or all(ln.blocked for ln in self.lanes.values()):
+                raise _Blocked()
+            bad = rep.failed_checks
+            what = "; ".join(f"{c.verifier}: {c.claim}"[:120] for c in bad[:3])
+            yield self._frame(lane.index, {"refusal": f"Veracity withheld the rest of this choice: "
+                                                      f"{len(bad)} check(s) failed ({what})."}, "content_filter")
+            return
+        lane.relayed_failed += 1
+        yield self._relay(lane, unit.text, rep)
+        if src is None or lane.source is None:  # nothing left to read for this choice
+            async for out in self._finish_lane(lane, "stop", {}):
+                yield out
+
+    @staticmethod
+    def rounds_made(lane: _Lane) -> bool:
+        return bool(lane.rounds)
+
+    async def _splice_failed(self, lane: _Lane, src: _Source) -> AsyncIterator[bytes]:
+        """A ``whole`` correction rewrote what the reader already has: it cannot be spliced."""
+        if lane.rounds:
+            lane.rounds[-1]["diverged"] = "rewrote the relayed text"
+        await self._close(src)
+        lane.source = None
+        failed = self.lanes[lane.index].last_failed
+        rep = Report(status="failed", checks=list(failed))
+        text = lane.replaced[-1]["text"] if lane.replaced else ""
+        async for out in self._give_up(lane, None, Unit(text, "sentence"), rep, "divergence"):
+            yield out
+
+    async def _finish_lane(self, lane: _Lane, finish: str, extra: dict[str, Any]) -> AsyncIterator[bytes]:
+        lane.done = True
+        lane.finish_reason, lane.finish_extra = finish, extra
+        src = lane.source
+        if src is not None:
+            src.lanes = {k: v for k, v in src.lanes.items() if v != lane.index}
+        frame = self._frame(lane.index, {}, finish, extra)
+        if report_on_last_chunk(self.plan.body):
+            self.held.append(frame)
+        else:
+            yield frame
+
+    # ------------------------------------------------------------------------------ the end
+
+    async def _end(self) -> AsyncIterator[bytes]:
+        final, completion = self._final()
+        await self.seq._finish(self.ctx, self.plan, completion, final, checks_seen=True)
+        self.seq._update(self.report, final)
+        await self.seq._publish(self.ctx, self.report)  # before the report frame and [DONE] go out
+        frames = list(self.held)
+        if include_usage(self.plan.body):
+            frames.append(encode_chunk({**(self.base or {}), "choices": [], "usage": self._usage()}))
+        for frame in self.seq._with_report_frames(self.plan, frames, completion, final.to_dict(), self.ctx.model):
+            yield frame
+        yield DONE_FRAME
+
+    def _usage(self) -> dict[str, Any] | None:
+        known = [s.call["usage"] for s in self.sources if isinstance(s.call.get("usage"), dict)]
+        if not known:
+            return None
+        out: dict[str, Any] = {}
+        for u in known:
+            for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
+                v = u.get(k)
+                if isinstance(v, int) and not isinstance(v, bool):
+                    out[k] = out.get(k, 0) + v
+        return out
+
+    def _final(self) -> tuple[Report, dict[str, Any]]:
+        """The request's report and the completion as the client received it."""
+        seq = self.seq
+        lanes = [self.lanes[i] for i in sorted(self.lanes)]
+        reports = [(lane.index, self._lane_report(lane)) for lane in lanes]
+        completion = {**(self.base or {}), "object": "chat.completion",
+                      "choices": [{"index": ln.index, "message": {"role": "assistant", "content": ln.relayed},
+                                   "finish_reason": ln.finish_reason} for ln in lanes]}
+        if len(reports) == 1:
+            final = reports[0][1]
+        elif not reports:
+            final = Report(status="skipped", reason="no answer text to verify (tool calls or empty)")
+        else:
+            for _, rep in reports:
+                rep.extra["states"] = corr.walked_states(rep)
+            final = choices.combine(reports)
+        final.extra["policy"] = self.policy.name
+        final.extra["stream"] = {"mode": "verified", "strategy": self.strategy,
+                                 "units": sum(len(ln.units) for ln in lanes),
+                                 "calls": [dict(s.call) for s in self.sources]}
+        seq._sentinel_entry(self.plan, final, lanes[0].relayed if lanes else None)
+        return final, completion
+
+    def _lane_report(self, lane: _Lane) -> Report:
+        trust = self.policy.verification.trust_model_passes
+        rep = Report(trust_model_passes=trust)
+        vm_calls: list[Any] = []
+        vm_model = None
+        for offset, unit_rep in lane.units:
+            for c in unit_rep.checks:
+                if c.span is not None:
+                    c.span = (c.span[0] + offset, c.span[1] + offset)
+                rep.checks.append(c)
+            rep.cost.tokens += unit_rep.cost.tokens
+            rep.cost.verifier_calls += unit_rep.cost.verifier_calls
+            rep.cost.searches += unit_rep.cost.searches
+            vm = unit_rep.extra.get("verifier_model") or {}
+            vm_calls += list(vm.get("calls") or [])
+            vm_model = vm_model or vm.get("model")
+            for key in ("sources", "unconfirmed"):
+                if unit_rep.extra.get(key):
+                    rep.extra.setdefault(key, []).extend(unit_rep.extra[key])
+        if vm_calls:
+            rep.extra["verifier_model"] = {"model": vm_model, "calls": vm_calls}
+        rep.cost.tokens += lane.tokens
+        rep.cost.upstream_calls += lane.calls
+        rep.cost.ms = lane.verify_s * 1000.0
+        if self.plan.skip_reason:
+            rep.status, rep.reason = "skipped", self.plan.skip_reason  # type: ignore[assignment]
+        elif not rep.checks:
+            rep.status = "skipped"  # type: ignore[assignment]
+            rep.reason = lane.reasons[0] if lane.reasons else ("no answer text to verify (tool calls or empty)"
+                                                               if not lane.relayed.strip() else "risk below threshold")
+        else:
+            rep.status = status_of(rep.checks, trust_model_passes=trust)  # type: ignore[assignment]
+        if lane.relayed.strip() and self.policy.verifiers.enabled():
+            rep.risk = risk_mod.score(self.plan.question, lane.relayed).to_dict()
+        if lane.first_failed is not None:
+            self._correction_outcome(lane, rep)
+        elif rep.status == "failed":
+            rep.reason = "verified stream: the failed unit was relayed (on_failure annotate: no correction)"
+        rep.rounds = lane.rounds
+        states = list(lane.states)
+        if rep.status in ("passed", "corrected") and states[-1] != "VERIFICATION_PASSED":
+            states.append("VERIFICATION_PASSED")
+        rep.extra["states"] = states
+        return rep
+
+    def _correction_outcome(self, lane: _Lane, rep: Report) -> None:
+        """Status and record of a choice that had a failed unit (``correct``'s rules)."""
+        rep.extra["corrected_checks"] = lane.first_failed
+        if lane.replaced:
+            rep.extra["replaced"] = lane.replaced
+        stop = lane.stop_reason
+        gone = None
+        if stop is None and lane.last_failed:
+            gone = divergence.diverged(lane.last_failed, lane.since_round, lane.replaced[-1]["text"]
+                                            if lane.replaced else None)
+            if gone is not None:
+                stop = "divergence"
+                rep.extra.setdefault("correction", {})["divergence"] = gone.to_dict()
+        if lane.relayed_failed or lane.blocked or rep.failed_checks or gone is not None:
+            rep.status = "failed"  # type: ignore[assignment]
+            if stop == "not_attempted":
+                rep.reason = "verified stream: the failed unit was relayed (on_failure annotate: no correction)"
+            elif lane.blocked:
+                rep.reason = f"verified stream: no correction passed ({stop}); the rest of the answer was withheld"
+            elif gone is not None:
+                rep.reason = f"correction stopped: divergence ({gone.kind}: {gone.detail}); already relayed"
+            else:
+                rep.reason = f"verified stream: no correction passed ({stop}); the failed unit was relayed"
+            state = "MAX_RETRY_EXCEEDED" if lane.rounds else "VERIFICATION_FAILED"
+        else:
+            undecided = [c for c in rep.checks if c.verifier in lane.failed_kinds and c.outcome != "fail"
+                         and not decided_pass(c, trust_model_passes=rep.trust_model_passes)]
+            fixed = [c for c in rep.checks if c.verifier in lane.failed_kinds
+                     and decided_pass(c, trust_model_passes=rep.trust_model_passes)]
+            if undecided or not fixed:
+                rep.status = "unverified"  # type: ignore[assignment]
+                rep.reason = "corrected stream: no check failed, but the corrected claim was not decided"
+            else:
+                rep.status = "corrected"  # type: ignore[assignment]
+            stop, state = "passed", "VERIFICATION_PASSED"
+        rep.extra["correction"] = {**rep.extra.get("correction", {}), "state": state, "stop_reason": stop,
+                                   "strategy": self.strategy}
