@@ -87,6 +87,8 @@ def _rules() -> list[dict[str, Any]]:
     r.append({"name": "two-cont", "match": {"any_message": r"\[case:two\]", "last_user": CONT},
               "reply": {"raw_stream": sse(MULT_FIX, cid="chatcmpl-cont")}})
     r.append({"name": "two", "match": {"last_user": r"\[case:two\]"}, "reply": {"raw_stream": flat}})
+    r.append({"name": "lp", "match": {"last_user": r"\[case:lp\]"},
+              "reply": {"content": "Paris is the capital of France. It lies on the Seine.", "stream": {"chunk_size": 5}}})
     r.append({"name": "tool", "match": {"last_user": r"\[case:tool\]"},
               "reply": {"tool_calls": [{"id": "call_w1", "name": "get_weather", "arguments": '{"city": "Paris"}'}]}})
     return r
@@ -220,7 +222,10 @@ def test_annotate_relays_the_failed_unit_and_says_so(env):
 
 def test_chinese_sentences_are_units_and_the_wrong_one_is_replaced(env):
     texts, chunks = stream(env, "zh")
-    assert texts[0][0] == "北京是中国的首都。"
+    # low-risk prose flows before its unit ends; the mark waits for the unit's end, and the
+    # risky sentence is held whole (it is cut across deltas: `7,006,` + `552。`)
+    assert texts[0][:2] == ["北京是中国的首都", "。"]
+    assert texts[0][2].startswith("计算：1234 × 5678 = " + RIGHT)  # the held sentence, corrected
     assert "".join(texts[0]) == "北京是中国的首都。计算：1234 × 5678 = " + RIGHT + "。上海是最大的城市。"
     assert report_of(chunks)["status"] == "corrected"
 
@@ -302,3 +307,15 @@ def test_client_tool_calls_relayed(env):
     assert finish == "tool_calls"
     assert calls == {0: {"id": "call_w1", "name": "get_weather", "arguments": '{"city": "Paris"}'}}
 
+
+
+def test_logprobs_ride_along_with_the_text_they_describe(env):
+    tokens, text = [], ""
+    for chunk in client(env).chat.completions.create(
+            model="gpt-test", stream=True, logprobs=True,
+            messages=[{"role": "user", "content": "[case:lp] Tell me about Paris."}]):
+        for ch in chunk.choices:
+            text += ch.delta.content or ""
+            tokens += [t.token for t in (ch.logprobs.content or [])] if ch.logprobs else []
+            assert "".join(tokens) == text[:len("".join(tokens))]  # never ahead of the text
+    assert text == "Paris is the capital of France. It lies on the Seine." == "".join(tokens)

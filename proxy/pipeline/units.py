@@ -49,6 +49,7 @@ _MAYBE_MARKER = re.compile(r"[ \t]{0,3}(?:`{1,2}|~{1,2}|[-*+]|\d{1,3}[.)]?|\[\d{
 _REF_START = re.compile(r"[ \t]{0,3}[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?, (?:[A-Z]\.|[A-Z][a-z]+,)")
 _REF_MAYBE = re.compile(r"[ \t]{0,3}[A-Z][\w'’-]*(?: [A-Z][\w'’-]*)?(?:,(?: (?:[A-Z](?:[a-z]+)?)?)?)?")
 _SENT_END = re.compile(r"[.!?]+[)\"'”’\]*_]*|[。！？]+[」』”’）)\]]*")
+_MARKS = ".!?。！？)\"'”’]*_」』）"
 _ABBREV = frozenset({"e.g", "i.e", "etc", "vs", "dr", "mr", "mrs", "ms", "prof", "st", "no", "fig", "al",
                      "approx", "cf", "inc", "ltd", "jr", "sr", "eq", "vol", "pp", "ed", "eds"})
 _WORD_BEFORE = re.compile(r"([\w.]+)$")
@@ -87,6 +88,28 @@ class UnitSplitter:
         """The text fed and not yet returned as a unit."""
         return self._buf
 
+    def flowable(self) -> int:
+        """How many characters at the start of :attr:`pending` are prose of a unit already
+        begun, which the caller may relay before the unit ends (:meth:`release`): 0 inside a
+        code block, on a line that is or may still become a list item, reference, heading or
+        fence, and for a trailing sentence mark (with its closers) whose end the next character
+        decides, so the boundary stays visible to the splitter."""
+        buf = self._buf
+        if self._fence is not None or not buf:
+            return 0
+        if self._line_start and (_MAYBE_MARKER.fullmatch(buf) or _REF_MAYBE.fullmatch(buf) or _FENCE_OPEN.match(buf)
+                                 or _LINE_UNIT.match(buf) or _REF_START.match(buf)):
+            return 0
+        return len(buf.rstrip(_MARKS))
+
+    def release(self, n: int) -> str:
+        """Take the first ``n`` characters of :attr:`pending` (at most :meth:`flowable`), which
+        the caller relays now; the unit they begin ends as it would have, without them."""
+        out, self._buf = self._buf[:n], self._buf[n:]
+        if out:
+            self._line_start = False
+        return out
+
     def feed(self, text: str) -> list[Unit]:
         """Add ``text`` (any cut of the answer); return the units it completed, in order."""
         self._buf += text
@@ -123,6 +146,8 @@ class UnitSplitter:
                 return None  # could still open a fence, a list item or a reference entry
             m = _FENCE_OPEN.match(line)
             if m and not (m.group(1)[0] == "`" and "`" in line[m.end():]):
+                if nl < 0 and not final:
+                    return None  # the opening line decides the fence's length: wait for its end
                 self._fence = m.group(1)
                 return self._in_fence(final)
             if line.isspace():

@@ -190,6 +190,9 @@ class _Lane:
     last_sig: frozenset[Any] | None = None
     last_failed: list[Check] = field(default_factory=list)
     since_round: str = ""          # text relayed since the last correction started (divergence)
+    early: str = ""                # text of the unit being written relayed before it ended (low risk so far)
+    unit_risky: bool = False       # the unit being written reached the risk threshold: held to its end
+    logprobs: list[tuple[int, Any]] = field(default_factory=list)  # (end offset in the choice's text, entry)
     relayed_failed: int = 0        # units relayed with a failed check (annotate / exhausted)
     stop_reason: str | None = None
     finish_reason: str | None = None
@@ -260,6 +263,11 @@ class _VerifiedStream:
         self.frame_filter = frame_filter
         self.started = started
         self.upstream_wait = 0.0
+        # low-risk prose flows before its unit ends (a fact claim has no mark before it ends:
+        # with the facts verifier on, units are held whole)
+        self.early = "facts" not in plan.policy.verifiers.enabled() and not plan.skip_reason
+        self.threshold = plan.policy.risk.threshold
+        self.want_logprobs = plan.body.get("logprobs") is True
         self.verify_first = seq._verifier(ctx, plan)
         self.verify_fix = seq._verifier(ctx, plan, "correction")
         self._add_source(stream, "client", {}, None)
@@ -302,8 +310,8 @@ class _VerifiedStream:
         self.tasks.discard(task)
 
     def _frame(self, index: int, delta: dict[str, Any], finish: str | None = None,
-               extra: dict[str, Any] | None = None) -> bytes:
-        choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish, **(extra or {})}
+               extra: dict[str, Any] | None = None, logprobs: Any = None) -> bytes:
+        choice = {"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish, **(extra or {})}
         return encode_chunk({**(self.base or {}), "choices": [choice]})
 
     # ------------------------------------------------------------------------------ the loop
@@ -409,12 +417,26 @@ class _VerifiedStream:
             content = delta.get("content")
             if isinstance(content, str) and content:
                 text = src.splice.feed(content) if src.splice is not None else content
+                lp = ch.get("logprobs")
+                if text and self.want_logprobs and isinstance(lp, dict) and isinstance(lp.get("content"), list):
+                    end = len(lane.relayed) + len(lane.splitter.pending) + len(text)
+                    lane.logprobs += [(end, e) for e in lp["content"]]
                 if src.splice is not None and src.splice.failed:
                     async for out in self._splice_failed(lane, src):
                         yield out
                     continue
                 async for out in self._units(lane, src, lane.splitter.feed(text) if text else []):
                     yield out
+                if self.early and lane.source is src and not lane.done and not lane.unit_risky:
+                    n = lane.splitter.flowable()
+                    if n:
+                        if risk_mod.score(self.plan.question, lane.early + lane.splitter.pending[:n]).score \
+                                < self.threshold:
+                            piece = lane.splitter.release(n)
+                            lane.early += piece
+                            yield self._relay(lane, piece, None, early=True)
+                        else:
+                            lane.unit_risky = True
             finish = ch.get("finish_reason")
             if finish is not None and lane.source is src and not lane.done:
                 tail = src.splice.finish() if src.splice is not None else ""
@@ -423,6 +445,8 @@ class _VerifiedStream:
                         yield out
                     continue
                 units = (lane.splitter.feed(tail) if tail else []) + lane.splitter.finish()
+                if lane.early and not units:  # relayed early to its very end: still verified
+                    units = [Unit("", "sentence")]
                 async for out in self._units(lane, src, units):
                     yield out
                 if lane.source is src and not lane.done:
@@ -434,8 +458,11 @@ class _VerifiedStream:
         for unit in units:
             if lane.source is not src or lane.done:
                 return  # a correction took over (or the choice was withheld): the rest is stale
-            if not unit.checkable or self.plan.skip_reason:
-                yield self._relay(lane, unit.text, None)
+            whole = lane.early + unit.text  # the unit as verified: its early part included
+            if not whole.strip() or self.plan.skip_reason:
+                if unit.text:
+                    yield self._relay(lane, unit.text, None)
+                lane.early, lane.unit_risky = "", False
                 continue
             if not self.started:
                 self.plan.start_verification()
@@ -444,7 +471,7 @@ class _VerifiedStream:
             self.plan.budget.deadline += self.upstream_wait  # the deadline covers the gateway's time only
             self.upstream_wait = 0.0
             t0 = time.perf_counter()
-            task = asyncio.ensure_future(verify(unit.text))
+            task = asyncio.ensure_future(verify(whole))
             async for ka in self._alive(task):
                 yield ka
             rep = task.result()
@@ -452,20 +479,30 @@ class _VerifiedStream:
             if rep.checks and "EXECUTING_VERIFICATION" not in lane.states[-1:]:
                 lane.states.append("EXECUTING_VERIFICATION")
             if not rep.failed_checks:
-                yield self._relay(lane, unit.text, rep)
+                frame = self._relay(lane, unit.text, rep)
+                lane.early, lane.unit_risky = "", False
+                if unit.text:
+                    yield frame
                 continue
             async for out in self._failed_unit(lane, src, unit, rep):
                 yield out
 
-    def _relay(self, lane: _Lane, text: str, rep: Report | None) -> bytes:
+    def _relay(self, lane: _Lane, text: str, rep: Report | None, *, early: bool = False) -> bytes:
+        """Relay ``text`` of ``lane`` (``rep``: the report of the unit it ends, whose early part
+        was relayed before; ``early``: a piece of the unit being written)."""
         if rep is not None:
-            lane.units.append((len(lane.relayed), rep))
+            lane.units.append((len(lane.relayed) - len(lane.early), rep))
             if rep.reason and not rep.checks:
                 lane.reasons.append(rep.reason)
         lane.relayed += text
         if lane.rounds:
             lane.since_round += text
-        return self._frame(lane.index, {"content": text})
+        lp = None
+        if self.want_logprobs:  # the token entries of the text relayed so far ride along with it
+            done = len(lane.relayed)
+            lp = {"content": [e for end, e in lane.logprobs if end <= done], "refusal": None}
+            lane.logprobs = [(end, e) for end, e in lane.logprobs if end > done]
+        return self._frame(lane.index, {"content": text}, logprobs=lp)
 
     # ------------------------------------------------------------------------------ correcting
 
@@ -519,7 +556,7 @@ class _VerifiedStream:
                             "failed": len(rep.failed_checks),
                             "failed_claims": [f"{c.verifier}: {c.claim}"[:200] for c in rep.failed_checks],
                             "open_ms": round((time.perf_counter() - t0) * 1000.0, 1)})
-        lane.since_round = ""
+        lane.since_round, lane.early, lane.unit_risky, lane.logprobs = "", "", False, []
         lane.splitter = UnitSplitter(at_line_start=not lane.relayed or lane.relayed.endswith("\n"))
         new = self._add_source(stream, "continuation", {0: lane.index}, _Splice(lane.relayed, self.strategy))
         lane.source = new
@@ -540,7 +577,7 @@ class _VerifiedStream:
         if self.rounds_made(lane):
             lane.states.append("MAX_RETRY_EXCEEDED")
         if self.policy.on_failure == "block":
-            lane.units.append((len(lane.relayed), rep))  # the report shows the failed checks
+            lane.units.append((len(lane.relayed) - len(lane.early), rep))  # the report shows the failed checks
             lane.blocked = True
             lane.done = True
             if src is not None:
@@ -555,7 +592,10 @@ class _VerifiedStream:
                                                       f"{len(bad)} check(s) failed ({what})."}, "content_filter")
             return
         lane.relayed_failed += 1
-        yield self._relay(lane, unit.text, rep)
+        frame = self._relay(lane, unit.text, rep)
+        lane.early, lane.unit_risky = "", False
+        if unit.text:
+            yield frame
         if src is None or lane.source is None:  # nothing left to read for this choice
             async for out in self._finish_lane(lane, "stop", {}):
                 yield out
