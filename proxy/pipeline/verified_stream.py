@@ -643,15 +643,14 @@ class _VerifiedStream:
         yield DONE_FRAME
 
     def _usage(self) -> dict[str, Any] | None:
+        """The usage of every upstream call whose usage chunk arrived, summed field by field
+        (nested ``*_tokens_details`` too); one call's usage is sent as the upstream wrote it."""
         known = [s.call["usage"] for s in self.sources if isinstance(s.call.get("usage"), dict)]
         if not known:
             return None
-        out: dict[str, Any] = {}
-        for u in known:
-            for k in ("prompt_tokens", "completion_tokens", "total_tokens"):
-                v = u.get(k)
-                if isinstance(v, int) and not isinstance(v, bool):
-                    out[k] = out.get(k, 0) + v
+        out: dict[str, Any] = json.loads(json.dumps(known[0]))
+        for u in known[1:]:
+            _add_usage(out, u)
         return out
 
     def _final(self) -> tuple[Report, dict[str, Any]]:
@@ -759,3 +758,16 @@ class _VerifiedStream:
             stop, state = "passed", "VERIFICATION_PASSED"
         rep.extra["correction"] = {**rep.extra.get("correction", {}), "state": state, "stop_reason": stop,
                                    "strategy": self.strategy}
+
+
+def _add_usage(into: dict[str, Any], more: dict[str, Any]) -> None:
+    """Add the token counts of ``more`` to ``into`` (integers summed, nested objects recursed)."""
+    for k, v in more.items():
+        cur = into.get(k)
+        if isinstance(v, int) and not isinstance(v, bool) and (cur is None or
+                                                              (isinstance(cur, int) and not isinstance(cur, bool))):
+            into[k] = (cur or 0) + v
+        elif isinstance(v, dict):
+            if not isinstance(cur, dict):
+                cur = into[k] = {}
+            _add_usage(cur, v)
