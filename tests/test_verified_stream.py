@@ -13,6 +13,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
 import httpx
 import openai
 import pytest
@@ -63,6 +68,7 @@ def _rules() -> list[dict[str, Any]]:
     case("mult", MULT_PIECES, MULT_FIX)
     case("helper", MULT_PIECES, MULT_FIX)
     case("lc", MULT_PIECES, MULT_FIX)
+    case("node", MULT_PIECES, MULT_FIX)
     case("usage", MULT_PIECES, {"raw_stream": sse(MULT_FIX, cid="chatcmpl-cont", usage={
         "prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52})}, pace_ms=100, usage={"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33})
     case("block", MULT_PIECES, [" 1234 × 5678 = 7,006,552. That is the product."])  # wrong again
@@ -87,6 +93,17 @@ def _rules() -> list[dict[str, Any]]:
     r.append({"name": "two-cont", "match": {"any_message": r"\[case:two\]", "last_user": CONT},
               "reply": {"raw_stream": sse(MULT_FIX, cid="chatcmpl-cont")}})
     r.append({"name": "two", "match": {"last_user": r"\[case:two\]"}, "reply": {"raw_stream": flat}})
+    # the sentinel offered: the model checks itself (held turn), then the live final turn states
+    # the wrong product, which is corrected in the same stream
+    ready = {"task_goal": "the product", "actual_result": "7,006,652", "missing_items": [], "errors_found": [],
+             "is_ready": True}
+    r.append({"name": "vsent-cont", "match": {"any_message": r"\[case:vsent\]", "last_user": CONT},
+              "reply": {"raw_stream": sse(MULT_FIX, cid="chatcmpl-cont")}})
+    r.append({"name": "vsent-final", "match": {"any_message": r"\[case:vsent\]", "last_role": "tool"},
+              "reply": {"raw_stream": sse(MULT_PIECES, cid="chatcmpl-final")}})
+    r.append({"name": "vsent-check", "match": {"last_user": r"\[case:vsent\]"},
+              "reply": {"content": None, "tool_calls": [{"id": "call_vr1", "name": "verify_result",
+                                                         "arguments": json.dumps(ready)}]}})
     r.append({"name": "lp", "match": {"last_user": r"\[case:lp\]"},
               "reply": {"content": "Paris is the capital of France. It lies on the Seine.", "stream": {"chunk_size": 5}}})
     r.append({"name": "tool", "match": {"last_user": r"\[case:tool\]"},
@@ -102,6 +119,7 @@ POLICIES = {
     "vblock": {**POLICY, "on_failure": "block"},
     "vannotate": {**POLICY, "on_failure": "annotate"},
     "vwhole": {**POLICY, "streaming": {"mode": "verified", "continuation": "whole"}},
+    "vsent": {**POLICY, "sentinel": {"mode": "offered", "when": "always", "max_rounds": 2}},
 }
 
 
@@ -319,3 +337,30 @@ def test_logprobs_ride_along_with_the_text_they_describe(env):
             tokens += [t.token for t in (ch.logprobs.content or [])] if ch.logprobs else []
             assert "".join(tokens) == text[:len("".join(tokens))]  # never ahead of the text
     assert text == "Paris is the capital of France. It lies on the Seine." == "".join(tokens)
+
+
+def test_sentinel_turns_are_held_and_the_live_final_turn_is_verified_as_it_flows(env):
+    texts, chunks = stream(env, "vsent", policy="vsent")
+    assert "".join(texts[0]) == "Let me compute it. 1234 × 5678 = " + RIGHT + ". That is the product you asked for."
+    assert not any(ch.delta.tool_calls for c in chunks for ch in c.choices)  # verify_result never relayed
+    assert len({c.id for c in chunks}) == 1
+    rep = report_of(chunks)
+    assert rep["status"] == "corrected" and rep["sentinel"]["injected"] and rep["sentinel"]["called"]
+    final = requests(env, "vsent-final")[-1]["body"]
+    assert final["stream"] is True and final["messages"][-1]["role"] == "tool"
+
+
+NODE_DIR = Path(__file__).resolve().parent / "node"
+
+
+def test_openai_node_stream_and_stream_helper(env):
+    if shutil.which("node") is None or not (NODE_DIR / "node_modules" / "openai").is_dir():
+        pytest.skip("openai-node not installed (npm install --prefix tests/node)")
+    out = subprocess.run(["node", str(NODE_DIR / "stream.mjs")], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "BASE_URL": env["gw"].base_url, "POLICY": "verified",
+                              "QUESTION": MULT_Q.format(tag="node")})
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    want = "Let me compute it. 1234 × 5678 = " + RIGHT + ". That is the product you asked for."
+    assert got["text"] == want and got["helper_text"] == want
+    assert got["report"]["status"] == "corrected"
