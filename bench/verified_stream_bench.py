@@ -211,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def table(runs: dict[tuple[str, str], list[dict[str, Any]]], repeat: int, leave: dict[str, float]) -> list[str]:
     out = ["# Verified streams: first byte and hold-back per unit (bench/verified_stream_bench.py)", "",
+           f"Command: `PYTHONPATH=. .venv/bin/python bench/verified_stream_bench.py --repeat {repeat} "
+           "--out bench/results/verified-stream.md` (2 shared cores, loopback).", "",
            f"Scripted upstream: {CHUNK} characters per delta every {PACE_MS} ms; shipped `default` policy, only "
            f"`streaming` changed; median of {repeat} interleaved runs per cell. Hold-back: when the client had "
            "a unit minus when it had it in `passthrough` (same run); units behind: later units `passthrough` "

@@ -90,9 +90,10 @@ def _rules() -> list[dict[str, Any]]:
         two += [sse([a], index=0)[1 if i else 0:-2], sse([b], index=1)[1 if i else 0:-2]]
     flat = [f for part in two for f in part]
     flat += [sse([], index=0)[-2], sse([], index=1)[-2], "data: [DONE]\n\n"]
-    r.append({"name": "two-cont", "match": {"any_message": r"\[case:two\]", "last_user": CONT},
-              "reply": {"raw_stream": sse(MULT_FIX, cid="chatcmpl-cont")}})
-    r.append({"name": "two", "match": {"last_user": r"\[case:two\]"}, "reply": {"raw_stream": flat}})
+    for tag, fix in (("two", MULT_FIX), ("twoblk", [" 1234 × 5678 = 7,006,552. Sure."])):
+        r.append({"name": f"{tag}-cont", "match": {"any_message": rf"\[case:{tag}\]", "last_user": CONT},
+                  "reply": {"raw_stream": sse(fix, cid="chatcmpl-cont")}})
+        r.append({"name": tag, "match": {"last_user": rf"\[case:{tag}\]"}, "reply": {"raw_stream": flat}})
     # the sentinel offered: the model checks itself (held turn), then the live final turn states
     # the wrong product, which is corrected in the same stream
     ready = {"task_goal": "the product", "actual_result": "7,006,652", "missing_items": [], "errors_found": [],
@@ -364,3 +365,18 @@ def test_openai_node_stream_and_stream_helper(env):
     want = "Let me compute it. 1234 × 5678 = " + RIGHT + ". That is the product you asked for."
     assert got["text"] == want and got["helper_text"] == want
     assert got["report"]["status"] == "corrected"
+
+
+def test_n2_block_withholds_only_the_choice_that_stays_wrong(env):
+    texts, chunks = stream(env, "twoblk", policy="vblock", n=2)
+    assert "".join(texts[0]) == "Let me compute it." and WRONG not in "".join(texts[0])
+    assert "".join(texts[1]) == "Sure. 1234 × 5678 = " + RIGHT + ". Done."
+    finishes = {ch.index: ch.finish_reason for c in chunks for ch in c.choices if ch.finish_reason}
+    assert finishes == {0: "content_filter", 1: "stop"}
+    refusal = "".join(ch.delta.refusal or "" for c in chunks for ch in c.choices if ch.index == 0)
+    assert "Veracity withheld" in refusal
+    rep = report_of(chunks)
+    by = {e["index"]: e for e in rep["choices"]}
+    assert by[0]["status"] == "failed" and by[1]["status"] == "passed" and rep["status"] == "failed"
+    # the continuation failed the same way: the rounds stop (oscillation) and the choice is withheld
+    assert len(by[0]["rounds"]) == 1 and by[0]["correction"]["stop_reason"] == "oscillation"
