@@ -65,7 +65,7 @@ from proxy.pipeline import correction as corr
 from proxy.pipeline.streaming import DONE_FRAME, KEEPALIVE, include_usage, report_on_last_chunk
 from proxy.pipeline.units import Unit, UnitSplitter
 from proxy.stores.budget import usage_tokens
-from proxy.upstreams.clients import UpstreamStream
+from proxy.upstreams import UpstreamStream
 from proxy.wire.errors import UpstreamError, sse_error_event
 from proxy.wire.sse import encode_chunk, parse_stream
 

@@ -356,7 +356,7 @@ NODE_DIR = Path(__file__).resolve().parent / "node"
 
 def test_openai_node_stream_and_stream_helper(env):
     if shutil.which("node") is None or not (NODE_DIR / "node_modules" / "openai").is_dir():
-        pytest.skip("openai-node not installed (npm install --prefix tests/node)")
+        pytest.skip("openai-node not installed (npm install --prefix tests/e2e/node)")
     out = subprocess.run(["node", str(NODE_DIR / "stream.mjs")], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "BASE_URL": env["gw"].base_url, "POLICY": "verified",
                               "QUESTION": MULT_Q.format(tag="node")})
