@@ -658,6 +658,10 @@ class _VerifiedStream:
         seq = self.seq
         lanes = [self.lanes[i] for i in sorted(self.lanes)]
         reports = [(lane.index, self._lane_report(lane)) for lane in lanes]
+        for lane, (_, rep) in zip(lanes, reports):
+            if lane.stop_reason and (lane.stop_reason.startswith("budget") or lane.stop_reason == "deadline"):
+                rep.extra["budget_stop"] = True  # read and removed by the metrics below
+        seq._correction_metrics([rep for _, rep in reports])
         completion = {**(self.base or {}), "object": "chat.completion",
                       "choices": [{"index": ln.index, "message": {"role": "assistant", "content": ln.relayed},
                                    "finish_reason": ln.finish_reason} for ln in lanes]}

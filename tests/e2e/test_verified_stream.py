@@ -73,6 +73,7 @@ def _rules() -> list[dict[str, Any]]:
         "prompt_tokens": 40, "completion_tokens": 12, "total_tokens": 52})}, pace_ms=100, usage={"prompt_tokens": 11, "completion_tokens": 22, "total_tokens": 33})
     case("block", MULT_PIECES, [" 1234 × 5678 = 7,006,552. That is the product."])  # wrong again
     case("annotate", MULT_PIECES)
+    case("tight", MULT_PIECES, MULT_FIX)
     case("zh", ["北京是中国的首都", "。计算：1234 × 5678 = 7,006,", "552。上海是最大的城市。"],
          ["计算：1234 × 5678 = " + RIGHT + "。上海是最大的城市。"])
     case("list", ["Products:\n- 2 × 3 = 6\n- 3 × 7 = 2", "4\n- 4 × 5 = 20\n"], ["- 3 × 7 = 21\n- 4 × 5 = 20\n"])
@@ -120,6 +121,7 @@ POLICIES = {
     "vblock": {**POLICY, "on_failure": "block"},
     "vannotate": {**POLICY, "on_failure": "annotate"},
     "vwhole": {**POLICY, "streaming": {"mode": "verified", "continuation": "whole"}},
+    "vtight": {**POLICY, "budgets": {"request": {"extra_calls": 0}}},
     "vsent": {**POLICY, "sentinel": {"mode": "offered", "when": "always", "max_rounds": 2}},
 }
 
@@ -380,3 +382,13 @@ def test_n2_block_withholds_only_the_choice_that_stays_wrong(env):
     assert by[0]["status"] == "failed" and by[1]["status"] == "passed" and rep["status"] == "failed"
     # the continuation failed the same way: the rounds stop (oscillation) and the choice is withheld
     assert len(by[0]["rounds"]) == 1 and by[0]["correction"]["stop_reason"] == "oscillation"
+
+
+def test_no_budget_for_a_correction_relays_the_unit_and_the_report_says_why(env):
+    texts, chunks = stream(env, "tight", policy="vtight")
+    assert "".join(texts[0]) == "".join(MULT_PIECES)
+    rep = report_of(chunks)
+    assert rep["status"] == "failed" and rep["correction"]["stop_reason"] == "budget:extra_calls"
+    assert "no correction passed (budget:extra_calls)" in rep["reason"] and not requests(env, "tight-cont")
+    metrics = httpx.get(env["gw"].url + "/metrics", timeout=10).text
+    assert 'veracity_budget_exhausted_total{scope="request"}' in metrics
