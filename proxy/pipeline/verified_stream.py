@@ -244,6 +244,10 @@ def verified_events(ctx: Any, plan: Any, request: dict[str, Any], stream: Upstre
 
 
 class _VerifiedStream:
+    """One verified stream: reader tasks put every upstream stream's SSE reads on one queue;
+    :meth:`run` takes them in order, feeds each choice's content to its unit splitter, verifies
+    and relays units, opens continuations, and ends with the report and ``[DONE]``."""
+
     def __init__(self, ctx: Any, plan: Any, request: dict[str, Any], stream: UpstreamStream, report: Report,
                  frame_filter: Callable[[bytes], bytes] | None, started: bool) -> None:
         from proxy.pipeline import sequence as seq  # the shared steps (verify, publish, finish, relay)
@@ -574,7 +578,7 @@ class _VerifiedStream:
                        reason: str) -> AsyncIterator[bytes]:
         """No correction passed within the policy: ``block`` withholds, else the unit is relayed."""
         lane.stop_reason = reason
-        if self.rounds_made(lane):
+        if lane.rounds:
             lane.states.append("MAX_RETRY_EXCEEDED")
         if self.policy.on_failure == "block":
             lane.units.append((len(lane.relayed) - len(lane.early), rep))  # the report shows the failed checks
@@ -599,10 +603,6 @@ class _VerifiedStream:
         if src is None or lane.source is None:  # nothing left to read for this choice
             async for out in self._finish_lane(lane, "stop", {}):
                 yield out
-
-    @staticmethod
-    def rounds_made(lane: _Lane) -> bool:
-        return bool(lane.rounds)
 
     async def _splice_failed(self, lane: _Lane, src: _Source) -> AsyncIterator[bytes]:
         """A ``whole`` correction rewrote what the reader already has: it cannot be spliced."""

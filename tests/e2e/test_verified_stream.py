@@ -176,7 +176,7 @@ def requests(env, rule: str) -> list[dict[str, Any]]:
 def test_wrong_product_never_reaches_the_reader_and_the_correction_continues_the_stream(env):
     texts, chunks = stream(env, "mult")
     text = "".join(texts[0])
-    assert WRONG not in text and "7,006," not in "".join(texts[0][:-2]).split("1234")[0]
+    assert not any("7,006,5" in t or "552" in t for t in texts[0])  # no piece of the wrong value went out
     assert text == "Let me compute it. 1234 × 5678 = " + RIGHT + ". That is the product you asked for."
     assert texts[0][0] == "Let me compute it."  # relayed as a unit before the risky one was checked
     assert {c.id for c in chunks} == {"chatcmpl-up"}  # one stream for the client: the first call's id
