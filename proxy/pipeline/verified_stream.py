@@ -69,7 +69,7 @@ from proxy.upstreams import UpstreamStream
 from proxy.wire.errors import UpstreamError, sse_error_event
 from proxy.wire.sse import encode_chunk, parse_stream
 
-__all__ = ["events", "verified_events", "continuation_body", "CONTINUE_INSTRUCTION", "STRATEGIES"]
+__all__ = ["events", "verified_events", "continuation_body", "unit_policy", "CONTINUE_INSTRUCTION", "STRATEGIES"]
 
 STRATEGIES = ("continue", "whole")
 
@@ -107,6 +107,33 @@ def continuation_body(body: dict[str, Any], prefix: str, unit: str, report: Repo
     new["stream"] = True
     new["stream_options"] = {"include_usage": True}
     return new
+
+
+def unit_policy(policy: Any, question: str | None, answer_so_far: str, cache: dict[str, Any] | None = None) -> Any:
+    """The policy one unit is verified with (``answer_so_far``: the relayed text and the unit).
+
+    Tiered verification decides on the answer's risk, but a stream has only the answer so far: a
+    sentence such as ``7995 - 2595 = 4500.`` scores low on its own and may come before the answer
+    becomes risky. So a unit is verified with the threshold at 0 -- the verifiers its own text
+    triggers run -- and, while the answer so far scores below ``policy.risk.threshold``, only the
+    rule-based ``arithmetic`` verifier (milliseconds, no model, no network, no sandbox): code,
+    citations, the planner and facts run as they would on the whole answer, once it is risky.
+    Measured on ProcessBench (bench/results/verified-units-cases.md). ``cache``: a dict kept by
+    the caller for the two policy copies."""
+    cache = {} if cache is None else cache
+    if risk_mod.score(question, answer_so_far).score >= policy.risk.threshold:
+        if "risky" not in cache:
+            cache["risky"] = policy.model_copy(update={"risk": policy.risk.model_copy(update={"threshold": 0.0})})
+        return cache["risky"]
+    if not policy.verifiers.arithmetic.enabled:
+        return policy
+    if "low" not in cache:
+        v = policy.verifiers
+        off = {name: getattr(v, name).model_copy(update={"enabled": False})
+               for name in type(v).model_fields if name != "arithmetic" and hasattr(getattr(v, name), "enabled")}
+        cache["low"] = policy.model_copy(update={"risk": policy.risk.model_copy(update={"threshold": 0.0}),
+                                                 "verifiers": v.model_copy(update=off)})
+    return cache["low"]
 
 
 class _Splice:
@@ -272,8 +299,8 @@ class _VerifiedStream:
         self.early = "facts" not in plan.policy.verifiers.enabled() and not plan.skip_reason
         self.threshold = plan.policy.risk.threshold
         self.want_logprobs = plan.body.get("logprobs") is True
-        self.verify_first = seq._verifier(ctx, plan)
-        self.verify_fix = seq._verifier(ctx, plan, "correction")
+        self._policies: dict[str, Any] = {}
+        self._arith = plan.policy.verifiers.arithmetic.enabled
         self._add_source(stream, "client", {}, None)
 
     # ------------------------------------------------------------------------------ plumbing
@@ -434,8 +461,10 @@ class _VerifiedStream:
                 if self.early and lane.source is src and not lane.done and not lane.unit_risky:
                     n = lane.splitter.flowable()
                     if n:
-                        if risk_mod.score(self.plan.question, lane.early + lane.splitter.pending[:n]).score \
-                                < self.threshold:
+                        ahead = lane.splitter.pending[:n]
+                        # below the threshold both as a unit and as the answer so far: nothing in
+                        # it would be checked, so it cannot hold a claim that fails
+                        if self._may_flow(lane, ahead):
                             piece = lane.splitter.release(n)
                             lane.early += piece
                             yield self._relay(lane, piece, None, early=True)
@@ -471,11 +500,10 @@ class _VerifiedStream:
             if not self.started:
                 self.plan.start_verification()
                 self.started, self.upstream_wait = True, 0.0
-            verify = self.verify_fix if lane.rounds else self.verify_first
             self.plan.budget.deadline += self.upstream_wait  # the deadline covers the gateway's time only
             self.upstream_wait = 0.0
             t0 = time.perf_counter()
-            task = asyncio.ensure_future(verify(whole))
+            task = asyncio.ensure_future(self._verify(lane, unit.text, whole))
             async for ka in self._alive(task):
                 yield ka
             rep = task.result()
@@ -490,6 +518,29 @@ class _VerifiedStream:
                 continue
             async for out in self._failed_unit(lane, src, unit, rep):
                 yield out
+
+    def _may_flow(self, lane: _Lane, ahead: str) -> bool:
+        """Whether ``ahead`` (the next text of the unit being written) may be relayed before the
+        unit ends: nothing in the unit so far would be checked (:func:`unit_policy`) -- it
+        scores below the threshold as a unit and as the answer so far, and triggers no
+        arithmetic check -- so it cannot hold a claim that fails."""
+        q = self.plan.question
+        own = risk_mod.score(q, lane.early + ahead)
+        if own.score >= self.threshold or (self._arith and "arithmetic" in own.verifiers):
+            return False
+        return risk_mod.score(q, lane.relayed + ahead).score < self.threshold
+
+    async def _verify(self, lane: _Lane, tail: str, whole: str) -> Report:
+        """Verify one unit (``whole``: its early part and ``tail``, the rest) with the call every
+        path makes (:func:`proxy.pipeline.sequence.verify_text`) under :func:`unit_policy`, its
+        checks counted in the metrics as the first draft's or a correction's."""
+        policy = unit_policy(self.policy, self.plan.question, lane.relayed + tail, self._policies)
+        plan = self.plan
+        rep = await self.seq.verify_text(policy, plan.question, whole, plan.budget, model=plan.model,
+                                         messages=plan.messages)
+        vmetrics.observe_checks(rep, model=self.ctx.model, team=self.ctx.team, policy=self.policy.name,
+                                draft="correction" if lane.rounds else "first")
+        return rep
 
     def _relay(self, lane: _Lane, text: str, rep: Report | None, *, early: bool = False) -> bytes:
         """Relay ``text`` of ``lane`` (``rep``: the report of the unit it ends, whose early part
