@@ -26,7 +26,9 @@ of the answer from the relayed prefix with the evidence (``strategy``, policy
 
 ``bench/verified_stream_bench.py`` measured both (bench/results/verified-stream.md); the
 continuation prompt answers sooner and costs fewer tokens, since the prefix is not generated
-twice.
+twice (on real solutions the relayed prefix at the first failing unit is a median 552
+characters, ~2.8 s at 200 characters a second: bench/results/verified-units-cases.md). Which
+verifiers a unit gets: :func:`unit_policy`.
 
 What comes back is verified unit by unit the same way and continues the client's stream (one
 ``id``, one ``finish_reason`` per choice). Rounds are bounded by ``correction.max_rounds`` and
