@@ -51,6 +51,7 @@ write, so a long answer keeps its whole verification deadline. Closing the event
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -136,6 +137,22 @@ def unit_policy(policy: Any, question: str | None, answer_so_far: str, cache: di
         cache["low"] = policy.model_copy(update={"risk": policy.risk.model_copy(update={"threshold": 0.0}),
                                                  "verifiers": v.model_copy(update=off)})
     return cache["low"]
+
+
+@functools.lru_cache(maxsize=1)
+def _steps() -> Any:
+    """The pipeline's shared steps this mode calls (imported late: they import this module's
+    hook), by one name each: ``verify_text``, ``relay``, ``publish``, ``finish``, ``update``,
+    ``blocked_body``, ``with_report_frames``, ``sentinel_entry``, ``sentinel_stream``,
+    ``correction_metrics``."""
+    from types import SimpleNamespace
+
+    from proxy.pipeline import sequence as seq
+
+    return SimpleNamespace(verify_text=seq.verify_text, relay=seq.relay, publish=seq._publish, finish=seq._finish,
+                           update=seq._update, blocked_body=seq._blocked_body,
+                           with_report_frames=seq._with_report_frames, sentinel_entry=seq._sentinel_entry,
+                           sentinel_stream=seq._sentinel_stream, correction_metrics=seq._correction_metrics)
 
 
 class _Splice:
@@ -253,13 +270,11 @@ def events(ctx: Any, plan: Any, request: dict[str, Any], stream: UpstreamStream,
     (:func:`proxy.pipeline.sequence._sentinel_stream`) and the final turn is verified as it flows."""
     if not plan.sentinel_on:
         return verified_events(ctx, plan, request, stream, report)
-    from proxy.pipeline import sequence as seq
-
     def live(ctx_: Any, plan_: Any, live_stream: UpstreamStream, report_: Report, *, started: bool,
              frame_filter: Callable[[bytes], bytes]) -> AsyncIterator[bytes]:
         return verified_events(ctx_, plan_, request, live_stream, report_, frame_filter=frame_filter, started=started)
 
-    return seq._sentinel_stream(ctx, plan, request, stream, report, live_mode=live)
+    return _steps().sentinel_stream(ctx, plan, request, stream, report, live_mode=live)
 
 
 def verified_events(ctx: Any, plan: Any, request: dict[str, Any], stream: UpstreamStream, report: Report, *,
@@ -279,9 +294,7 @@ class _VerifiedStream:
 
     def __init__(self, ctx: Any, plan: Any, request: dict[str, Any], stream: UpstreamStream, report: Report,
                  frame_filter: Callable[[bytes], bytes] | None, started: bool) -> None:
-        from proxy.pipeline import sequence as seq  # the shared steps (verify, publish, finish, relay)
-
-        self.seq, self.ctx, self.plan, self.request, self.report = seq, ctx, plan, request, report
+        self.seq, self.ctx, self.plan, self.request, self.report = _steps(), ctx, plan, request, report
         self.policy = plan.policy
         self.keepalive_s = plan.policy.streaming.keepalive_s
         self.strategy = getattr(plan.policy.streaming, "continuation", "continue")
@@ -369,16 +382,16 @@ class _VerifiedStream:
                         yield out
             except _Failed as exc:
                 self.report.status, self.report.reason = "error", exc.reason  # type: ignore[assignment]
-                await self.seq._publish(self.ctx, self.report)
+                await self.seq.publish(self.ctx, self.report)
                 yield exc.frame
                 return
             except _Blocked:
                 final, completion = self._final()
-                await self.seq._finish(self.ctx, self.plan, completion, final, checks_seen=True, blocked=True)
-                self.seq._update(self.report, final)
-                await self.seq._publish(self.ctx, self.report)
+                await self.seq.finish(self.ctx, self.plan, completion, final, checks_seen=True, blocked=True)
+                self.seq.update(self.report, final)
+                await self.seq.publish(self.ctx, self.report)
                 vmetrics.observe_blocked(self.ctx.model, self.ctx.team, self.policy.name)
-                yield b"data: " + json.dumps(self.seq._blocked_body(final), default=str).encode() + b"\n\n"
+                yield b"data: " + json.dumps(self.seq.blocked_body(final), default=str).encode() + b"\n\n"
                 return
             async for out in self._end():
                 yield out
@@ -685,13 +698,13 @@ class _VerifiedStream:
 
     async def _end(self) -> AsyncIterator[bytes]:
         final, completion = self._final()
-        await self.seq._finish(self.ctx, self.plan, completion, final, checks_seen=True)
-        self.seq._update(self.report, final)
-        await self.seq._publish(self.ctx, self.report)  # before the report frame and [DONE] go out
+        await self.seq.finish(self.ctx, self.plan, completion, final, checks_seen=True)
+        self.seq.update(self.report, final)
+        await self.seq.publish(self.ctx, self.report)  # before the report frame and [DONE] go out
         frames = list(self.held)
         if include_usage(self.plan.body):
             frames.append(encode_chunk({**(self.base or {}), "choices": [], "usage": self._usage()}))
-        for frame in self.seq._with_report_frames(self.plan, frames, completion, final.to_dict(), self.ctx.model):
+        for frame in self.seq.with_report_frames(self.plan, frames, completion, final.to_dict(), self.ctx.model):
             yield frame
         yield DONE_FRAME
 
@@ -714,7 +727,7 @@ class _VerifiedStream:
         for lane, (_, rep) in zip(lanes, reports):
             if lane.stop_reason and (lane.stop_reason.startswith("budget") or lane.stop_reason == "deadline"):
                 rep.extra["budget_stop"] = True  # read and removed by the metrics below
-        seq._correction_metrics([rep for _, rep in reports])
+        seq.correction_metrics([rep for _, rep in reports])
         completion = {**(self.base or {}), "object": "chat.completion",
                       "choices": [{"index": ln.index, "message": {"role": "assistant", "content": ln.relayed},
                                    "finish_reason": ln.finish_reason} for ln in lanes]}
@@ -730,7 +743,7 @@ class _VerifiedStream:
         final.extra["stream"] = {"mode": "verified", "strategy": self.strategy,
                                  "units": sum(len(ln.units) for ln in lanes),
                                  "calls": [dict(s.call) for s in self.sources]}
-        seq._sentinel_entry(self.plan, final, lanes[0].relayed if lanes else None)
+        seq.sentinel_entry(self.plan, final, lanes[0].relayed if lanes else None)
         return final, completion
 
     def _lane_report(self, lane: _Lane) -> Report:
