@@ -59,7 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifiers import risk as risk_mod
-from verifiers._types import Check, Report, decided_pass
+from verifiers import Check, Report, decided_pass
 from verifiers.run import status_of
 
 from proxy.observability import verification_metrics as vmetrics

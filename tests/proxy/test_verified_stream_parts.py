@@ -7,7 +7,7 @@ from __future__ import annotations
 from proxy.pipeline.verified_stream import (CONTINUE_INSTRUCTION, _add_usage, _Splice, continuation_body,
                                             unit_policy)
 from proxy.policy import PolicyStore
-from verifiers._types import Check, Report
+from verifiers import Check, Report
 
 BODY = {"model": "m", "n": 2, "stream": True, "stream_options": {"include_usage": False}, "temperature": 0.3,
         "messages": [{"role": "user", "content": "What is 1234*5678?"}]}
