@@ -144,7 +144,7 @@ def _steps() -> Any:
     """The pipeline's shared steps this mode calls (imported late: they import this module's
     hook), by one name each: ``verify_text``, ``relay``, ``publish``, ``finish``, ``update``,
     ``blocked_body``, ``with_report_frames``, ``sentinel_entry``, ``sentinel_stream``,
-    ``correction_metrics``."""
+    ``correction_metrics``, ``passthrough_stream``."""
     from types import SimpleNamespace
 
     from proxy.pipeline import sequence as seq
@@ -152,7 +152,8 @@ def _steps() -> Any:
     return SimpleNamespace(verify_text=seq.verify_text, relay=seq.relay, publish=seq._publish, finish=seq._finish,
                            update=seq._update, blocked_body=seq._blocked_body,
                            with_report_frames=seq._with_report_frames, sentinel_entry=seq._sentinel_entry,
-                           sentinel_stream=seq._sentinel_stream, correction_metrics=seq._correction_metrics)
+                           sentinel_stream=seq._sentinel_stream, correction_metrics=seq._correction_metrics,
+                           passthrough_stream=seq._passthrough_stream)
 
 
 class _Splice:
@@ -267,7 +268,10 @@ class _Failed(Exception):
 def events(ctx: Any, plan: Any, request: dict[str, Any], stream: UpstreamStream, report: Report) -> AsyncIterator[bytes]:
     """The stream-mode hook (:func:`proxy.pipeline.sequence.chat_completion_stream`): a
     ``verified`` stream of ``request``; with the sentinel offered, its held turns come first
-    (:func:`proxy.pipeline.sequence._sentinel_stream`) and the final turn is verified as it flows."""
+    (:func:`proxy.pipeline.sequence._sentinel_stream`) and the final turn is verified as it flows;
+    under a policy that checks nothing (``plan.checks_off``) the ``passthrough`` relay."""
+    if plan.checks_off:  # nothing can be checked: relayed byte for byte, as passthrough does
+        return _steps().passthrough_stream(ctx, plan, stream, report)
     if not plan.sentinel_on:
         return verified_events(ctx, plan, request, stream, report)
     def live(ctx_: Any, plan_: Any, live_stream: UpstreamStream, report_: Report, *, started: bool,
