@@ -4,7 +4,7 @@ and where the first failing unit lies (what a whole-answer correction round woul
 Data: ProcessBench GSM8K (``$VERACITY_CASES/math/processbench_gsm8k.json``; 400 step-by-step
 solutions by Qwen and Llama models, ``label`` = the first wrong step, -1 when every step is
 right). Each solution is the steps joined by blank lines, checked with the shipped ``default``
-policy (:func:`proxy.pipeline.sequence.verify_text`, the call every path makes) twice:
+policy (:func:`proxy.pipeline.verify.verify_text`, the call every path makes) twice:
 
 * whole: the answer at once (``buffer`` and ``passthrough`` streams, non-stream requests);
 * unit by unit: each unit of :func:`proxy.pipeline.units.split_units` on its own, in order, as
@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from proxy.pipeline.sequence import verify_text  # noqa: E402
+from proxy.pipeline.verify import verify_text  # noqa: E402
 from proxy.pipeline.units import split_units  # noqa: E402
 from proxy.pipeline.verified_stream import unit_policy  # noqa: E402
 from proxy.policy import PolicyStore  # noqa: E402

@@ -31,7 +31,7 @@ audit record, review queue, the stored report (:func:`proxy.pipeline.respond.fin
 
 Streaming (:func:`chat_completion_stream`): the same plan and sentinel, then the stream mode's
 generator (:func:`proxy.pipeline.streams.mode_events`: ``buffer``, ``passthrough``,
-``observe``).
+``observe``, ``verified``).
 
 Contract for the steps:
 

@@ -11,6 +11,8 @@ selects it):
   ``[DONE]``; with the sentinel offered (:func:`sentinel_stream`), turns that may call
   ``verify_result`` are held and only the final turn is relayed.
 - ``observe`` (:func:`observe_stream`): relay live, verify in the background.
+- ``verified`` (:mod:`proxy.pipeline.verified_stream`): relay unit by unit what passed, hold
+  only the unit being checked, splice a correction into the same stream.
 
 Both verifying modes end with the report: on the last chunk with a ``finish_reason`` (one
 choice, no usage chunk asked), else in a ``choices: []`` chunk. :func:`relay` is the upstream's

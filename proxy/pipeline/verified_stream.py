@@ -5,7 +5,7 @@ get wrong": streams are verified as they flow).
 For each choice (``n > 1``: each ``index`` on its own) the content deltas go through a
 :class:`proxy.pipeline.units.UnitSplitter`; each complete unit (a sentence, a list line or
 reference entry, a closed code block) is verified with the same call as every other path
-(:func:`proxy.pipeline.sequence.verify_text`, through the request's verifier and metrics) and
+(:func:`proxy.pipeline.verify.verify_text`, through the request's verifier and metrics) and
 relayed when no check failed. Low-risk units are risk-scored and relayed at once: the only wait
 is the unit boundary.
 
@@ -65,12 +65,12 @@ from verifiers.run import status_of
 from proxy.observability import verification_metrics as vmetrics
 from proxy.pipeline import choices, divergence
 from proxy.pipeline import correction as corr
-from proxy.pipeline.streaming import DONE_FRAME, KEEPALIVE, include_usage, report_on_last_chunk
+from proxy.pipeline.streams import KEEPALIVE, include_usage, report_on_last_chunk
 from proxy.pipeline.units import Unit, UnitSplitter
 from proxy.stores.budget import usage_tokens
 from proxy.upstreams import UpstreamStream
 from proxy.wire.errors import UpstreamError, sse_error_event
-from proxy.wire.sse import encode_chunk, parse_stream
+from proxy.wire.sse import DONE_FRAME, encode_chunk, parse_stream
 
 __all__ = ["events", "verified_events", "continuation_body", "unit_policy", "CONTINUE_INSTRUCTION", "STRATEGIES"]
 
@@ -141,19 +141,17 @@ def unit_policy(policy: Any, question: str | None, answer_so_far: str, cache: di
 
 @functools.lru_cache(maxsize=1)
 def _steps() -> Any:
-    """The pipeline's shared steps this mode calls (imported late: they import this module's
-    hook), by one name each: ``verify_text``, ``relay``, ``publish``, ``finish``, ``update``,
-    ``blocked_body``, ``with_report_frames``, ``sentinel_entry``, ``sentinel_stream``,
-    ``correction_metrics``, ``passthrough_stream``."""
+    """The pipeline's shared steps this mode calls (imported late: :mod:`proxy.pipeline.streams`
+    imports this module from its mode switch), by one name each."""
     from types import SimpleNamespace
 
-    from proxy.pipeline import sequence as seq
+    from proxy.pipeline import respond, streams, verify
 
-    return SimpleNamespace(verify_text=seq.verify_text, relay=seq.relay, publish=seq._publish, finish=seq._finish,
-                           update=seq._update, blocked_body=seq._blocked_body,
-                           with_report_frames=seq._with_report_frames, sentinel_entry=seq._sentinel_entry,
-                           sentinel_stream=seq._sentinel_stream, correction_metrics=seq._correction_metrics,
-                           passthrough_stream=seq._passthrough_stream)
+    return SimpleNamespace(verify_text=verify.verify_text, relay=streams.relay, publish=respond.publish,
+                           finish=respond.finish, update=streams._update, blocked_body=respond.blocked_body,
+                           with_report_frames=streams._with_report_frames, sentinel_entry=verify.sentinel_entry,
+                           sentinel_stream=streams.sentinel_stream, correction_metrics=verify._correction_metrics,
+                           passthrough_stream=streams.passthrough_stream)
 
 
 class _Splice:
@@ -266,9 +264,9 @@ class _Failed(Exception):
 
 
 def events(ctx: Any, plan: Any, request: dict[str, Any], stream: UpstreamStream, report: Report) -> AsyncIterator[bytes]:
-    """The stream-mode hook (:func:`proxy.pipeline.sequence.chat_completion_stream`): a
+    """The stream-mode hook (:func:`proxy.pipeline.streams.mode_events`): a
     ``verified`` stream of ``request``; with the sentinel offered, its held turns come first
-    (:func:`proxy.pipeline.sequence._sentinel_stream`) and the final turn is verified as it flows;
+    (:func:`proxy.pipeline.streams.sentinel_stream`) and the final turn is verified as it flows;
     under a policy that checks nothing (``plan.checks_off``) the ``passthrough`` relay."""
     if plan.checks_off:  # nothing can be checked: relayed byte for byte, as passthrough does
         return _steps().passthrough_stream(ctx, plan, stream, report)
@@ -551,7 +549,7 @@ class _VerifiedStream:
 
     async def _verify(self, lane: _Lane, tail: str, whole: str) -> Report:
         """Verify one unit (``whole``: its early part and ``tail``, the rest) with the call every
-        path makes (:func:`proxy.pipeline.sequence.verify_text`) under :func:`unit_policy`, its
+        path makes (:func:`proxy.pipeline.verify.verify_text`) under :func:`unit_policy`, its
         checks counted in the metrics as the first draft's or a correction's."""
         policy = unit_policy(self.policy, self.plan.question, lane.relayed + tail, self._policies)
         plan = self.plan
@@ -730,7 +728,7 @@ class _VerifiedStream:
         reports = [(lane.index, self._lane_report(lane)) for lane in lanes]
         for lane, (_, rep) in zip(lanes, reports):
             if lane.stop_reason and (lane.stop_reason.startswith("budget") or lane.stop_reason == "deadline"):
-                rep.extra["budget_stop"] = True  # read and removed by the metrics below
+                rep.budget_stop = True  # read by the metrics below
         seq.correction_metrics([rep for _, rep in reports])
         completion = {**(self.base or {}), "object": "chat.completion",
                       "choices": [{"index": ln.index, "message": {"role": "assistant", "content": ln.relayed},
