@@ -12,6 +12,8 @@ request"); the steps:
 - :mod:`~proxy.pipeline.respond`: ``on_failure`` / ``on_unverified``, headers, the stored
   report, audit record and review queue (step 8);
 - :mod:`~proxy.pipeline.streams`: the stream modes and their SSE helpers;
+  :mod:`~proxy.pipeline.verified_stream` (the ``verified`` mode) with
+  :mod:`~proxy.pipeline.units` (the checkable units of an answer being written);
 - :mod:`~proxy.pipeline.verifier_model`: the verifier model bound to an upstream.
 
 Entry points (what a new wire format or stream mode hooks into):
@@ -27,4 +29,5 @@ Entry points (what a new wire format or stream mode hooks into):
   a branch in each and a generator beside the others in :mod:`proxy.pipeline.streams`.
 """
 
-__all__ = ["choices", "correction", "divergence", "plan", "respond", "sentinel", "sequence", "streams", "verifier_model", "verify"]
+__all__ = ["choices", "correction", "divergence", "plan", "respond", "sentinel", "sequence", "streams", "units",
+           "verified_stream", "verifier_model", "verify"]
