@@ -6,8 +6,10 @@ For each choice (``n > 1``: each ``index`` on its own) the content deltas go thr
 :class:`proxy.pipeline.units.UnitSplitter`; each complete unit (a sentence, a list line or
 reference entry, a closed code block) is verified with the same call as every other path
 (:func:`proxy.pipeline.verify.verify_text`, through the request's verifier and metrics) and
-relayed when no check failed. Low-risk units are risk-scored and relayed at once: the only wait
-is the unit boundary.
+relayed when no check failed. Prose that nothing would check (below the risk threshold as a
+unit and as the answer so far, no arithmetic trigger, the facts verifier off) is relayed as it
+arrives, before its unit ends: a low-risk answer starts as fast as ``passthrough``; once the
+unit being written would be checked, the rest of it is held until its checks pass.
 
 A unit with a failed check is not relayed. The gateway stops reading that upstream stream and
 closes it (with ``n > 1``, once no other choice still reads it), and asks the model for the rest
