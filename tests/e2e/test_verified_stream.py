@@ -74,6 +74,7 @@ def _rules() -> list[dict[str, Any]]:
     case("block", MULT_PIECES, [" 1234 × 5678 = 7,006,552. That is the product."])  # wrong again
     case("annotate", MULT_PIECES)
     case("tight", MULT_PIECES, MULT_FIX)
+    case("span", ["Add them up. Total = 3 + 3 + 1.5 + 1.5.", " Total = 8.", " Done."])
     case("zh", ["北京是中国的首都", "。计算：1234 × 5678 = 7,006,", "552。上海是最大的城市。"],
          ["计算：1234 × 5678 = " + RIGHT + "。上海是最大的城市。"])
     case("list", ["Products:\n- 2 × 3 = 6\n- 3 × 7 = 2", "4\n- 4 × 5 = 20\n"], ["- 3 × 7 = 21\n- 4 × 5 = 20\n"])
@@ -392,3 +393,13 @@ def test_no_budget_for_a_correction_relays_the_unit_and_the_report_says_why(env)
     assert "no correction passed (budget:extra_calls)" in rep["reason"] and not requests(env, "tight-cont")
     metrics = httpx.get(env["gw"].url + "/metrics", timeout=10).text
     assert 'veracity_budget_exhausted_total{scope="request"}' in metrics
+
+
+def test_a_claim_spanning_two_sentences_is_reported_once_relayed(env):
+    # the sum in one sentence, its total in the next: no unit holds the claim, the whole answer does
+    texts, chunks = stream(env, "span")
+    assert "".join(texts[0]) == "Add them up. Total = 3 + 3 + 1.5 + 1.5. Total = 8. Done."
+    rep = report_of(chunks)
+    failed = [c for c in rep["checks"] if c["outcome"] == "fail"]
+    assert rep["status"] == "failed" and len(failed) == 1 and "spans units" in failed[0]["note"]
+    assert "spanning units" in rep["reason"] and rep["rounds"] == []
