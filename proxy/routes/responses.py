@@ -128,8 +128,9 @@ async def _stream(state: Any, rec: Any, ctx: pipeline.RequestContext, adapter: R
 
     def finalize(completion: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
         base = adapter.responses.get(str(completion.get("id"))) if adapter.native else None
-        return response_from_completion(completion, body, base=base, item_ids=ids,
-                                        response_id=None if base is not None else response_id)
+        # one id from response.created to response.completed (SDK stream helpers check it),
+        # even when a correction round's response holds the answer
+        return response_from_completion(completion, body, base=base, item_ids=ids, response_id=response_id)
 
     def item_id(kind: str, key: str, chat_id: str) -> str | None:
         base = adapter.responses.get(chat_id) if adapter.native else None

@@ -589,6 +589,7 @@ def response_from_completion(completion: dict[str, Any], req: dict[str, Any], *,
         have = {i.get("call_id") for i in output if isinstance(i, dict) and i.get("type") == "function_call"}
         output.extend(_call_item(c, ids.get(c.get("id") or "")) for c in calls if c.get("id") not in have)
         out["output"] = output
+        _client_settings(out, req)
         _apply_ids(out, ids)
         if response_id:
             out["id"] = response_id
@@ -610,6 +611,18 @@ def response_from_completion(completion: dict[str, Any], req: dict[str, Any], *,
     if status == "completed":
         out["completed_at"] = created
     return out
+
+
+def _client_settings(resp: dict[str, Any], req: dict[str, Any]) -> None:
+    """An upstream response's echo of the request as the client sent it: function tools the
+    gateway added (``verify_result``) and a ``tool_choice`` forcing one of them are removed."""
+    names = {t.get("name") for t in req.get("tools") or () if isinstance(t, dict) and t.get("type") == "function"}
+    if isinstance(resp.get("tools"), list):
+        resp["tools"] = [t for t in resp["tools"] if not (isinstance(t, dict) and t.get("type") == "function"
+                                                          and t.get("name") not in names)]
+    tc = resp.get("tool_choice")
+    if isinstance(tc, dict) and tc.get("type") == "function" and tc.get("name") not in names:
+        resp["tool_choice"] = req.get("tool_choice", "auto")
 
 
 def _apply_ids(resp: dict[str, Any], ids: dict[str, str]) -> None:
