@@ -443,7 +443,8 @@ def usage_from_chat(u: Any) -> dict[str, Any] | None:
     pt, ct = u.get("prompt_tokens") or 0, u.get("completion_tokens") or 0
     pdet = u.get("prompt_tokens_details") if isinstance(u.get("prompt_tokens_details"), dict) else {}
     cdet = u.get("completion_tokens_details") if isinstance(u.get("completion_tokens_details"), dict) else {}
-    return {"input_tokens": pt, "input_tokens_details": {"cached_tokens": pdet.get("cached_tokens") or 0},
+    return {"input_tokens": pt, "input_tokens_details": {"cached_tokens": pdet.get("cached_tokens") or 0,
+                                                         "cache_write_tokens": pdet.get("cache_write_tokens") or 0},
             "output_tokens": ct, "output_tokens_details": {"reasoning_tokens": cdet.get("reasoning_tokens") or 0},
             "total_tokens": u.get("total_tokens") or pt + ct}
 
