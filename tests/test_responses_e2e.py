@@ -430,3 +430,41 @@ def test_agents_sdk_wrong_arithmetic_is_corrected(env, agents_sdk, model):
     agent = agents_sdk.Agent(name="calc", instructions="Answer.", model=model)
     result = asyncio.run(agents_sdk.Runner.run(agent, question("compound")))
     assert RIGHT in result.final_output and WRONG not in result.final_output
+
+
+# ------------------------------------------------------------------------ demo mode
+
+
+@pytest.fixture(scope="module")
+def demo(gateway_factory):
+    return gateway_factory(None)          # no config, no OPENAI_API_KEY: demo mode (its scripted upstream)
+
+
+def test_demo_mode_answers_and_verifies_the_responses_api(demo):
+    c = openai.OpenAI(base_url=demo.base_url, api_key="sk-demo", max_retries=0, timeout=120)
+    resp = c.responses.create(model="gpt-4o-mini", input="What is 1234 * 5678?")
+    assert veracity(resp)["status"] == "corrected" and "7,006,652" in resp.output_text.replace("7006652", "7,006,652")
+    events = list(c.responses.create(model="gpt-4o-mini", input="What is 17 * 23?", stream=True))
+    check_sequence(events)
+    assert "391" in events[-1].response.output_text
+    assert veracity(events[-1].response)["status"] in ("passed", "failed", "unverified", "skipped")
+
+
+def test_demo_mode_agents_sdk_with_a_function_tool(demo):
+    import agents
+
+    agents.set_tracing_disabled(True)
+    agents.set_default_openai_api("responses")
+    agents.set_default_openai_client(openai.AsyncOpenAI(base_url=demo.base_url, api_key="sk-demo", max_retries=0),
+                                     use_for_tracing=False)
+    agent = _weather_agent(agents, "gpt-4o-mini")
+
+    async def go():   # one event loop: the client's connections belong to it
+        result = await agents.Runner.run(agent, "What is 17 * 23?")
+        run = agents.Runner.run_streamed(agent, "Say hello")
+        async for _ in run.stream_events():
+            pass
+        return result, run
+    result, run = asyncio.run(go())
+    assert "391" in result.final_output
+    assert run.final_output.startswith("Mock reply to:")
