@@ -364,6 +364,20 @@ def test_bad_input_is_openais_error_json(env, body, param):
     assert r.headers["x-request-id"].startswith("req_")
 
 
+def test_previous_response_id_forwarded_native_refused_translated(env):
+    body = {"model": "gpt-native", "input": "[case:hello] again", "previous_response_id": "resp_earlier"}
+    r = httpx.post(env["gw"].base_url + "/responses", json=body, headers={"authorization": "Bearer sk-test-responses"},
+                   trust_env=False, timeout=60)
+    assert r.status_code == 200
+    sent = [x for x in env["mock"].requests() if x["path"] == "/v1/responses" and "again" in json.dumps(x["body"])]
+    assert sent[-1]["body"]["previous_response_id"] == "resp_earlier"
+    r = httpx.post(env["gw"].base_url + "/responses", json=dict(body, model="gpt-tr"), trust_env=False, timeout=60,
+                   headers={"authorization": "Bearer sk-test-responses"})
+    assert r.status_code == 400
+    assert r.json()["error"]["param"] == "previous_response_id"
+    assert r.json()["error"]["code"] == "unsupported_parameter"
+
+
 def test_bad_json_and_unknown_model(env):
     r = httpx.post(env["gw"].base_url + "/responses", content=b"{not json", trust_env=False,
                    headers={"authorization": "Bearer sk-test-responses", "content-type": "application/json"})

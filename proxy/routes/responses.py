@@ -74,6 +74,14 @@ async def create_response(request: Request) -> Response:
         rec.model, rec.upstream = model[:200], up.name
         mode = mode_of(up)
         rec.fields["responses_mode"] = mode
+        if mode == "translated":
+            for name in ("previous_response_id", "conversation"):
+                if body.get(name) is not None:  # the state lives on a Responses server; chat has none
+                    raise GatewayError(400, f"'{name}' needs an upstream that serves the Responses API: the model "
+                                       f"`{model}` is served through chat completions (upstreams[].responses: "
+                                       "translated), where no stored response exists. Send the whole "
+                                       "conversation as input items instead.", code="unsupported_parameter",
+                                       param=name)
         tr = to_chat(body)
         bound = BoundUpstream(up, principal.upstream_auth, timing, tenant=tenant_headers(headers))
         adapter = ResponsesUpstream(bound, body, tr, native=mode == "native", client_headers=headers)
