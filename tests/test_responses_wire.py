@@ -294,3 +294,38 @@ def test_events_to_chat_failed_response_is_an_error_frame():
               "response": {"id": "resp_f", "error": {"code": "server_error", "message": "boom"}}}
     out = conv.feed(rw.event_frame(created) + rw.event_frame(failed))
     assert b'"error"' in out and b"boom" in out
+
+
+def test_native_stream_relays_reasoning_and_builtin_items_at_their_index():
+    """Native upstream stream -> chat chunks (what the pipeline reads) -> Responses events: the
+    upstream's reasoning and web-search items are relayed whole, in their place, and every
+    event's output_index is the item's index in response.completed."""
+    up = upstream_response("The answer is 4.")
+    up["output"] = up["output"][:3]                       # reasoning, web_search_call, message
+    conv = rw.EventsToChat(include_usage=True)
+    chat_frames = conv.feed(b"".join(rw.response_events(up, chunk_size=5)))
+    req = {"model": "m", "input": "x"}
+    shell = dict(up, output=[])
+
+    def finalize(c, ids):
+        return rw.response_from_completion(c, req, base=conv.response, item_ids=ids, response_id=up["id"])
+
+    def item_id(kind, key, chat_id):
+        return next((i["id"] for i in conv.response["output"] if i["type"] == "message"), None) if kind == "message" else None
+
+    w = rw.ChatToEvents(shell, finalize, item_id, lambda chat_id: conv.response["output"])
+    out = w.start()
+    dec = SSEDecoder()
+    for ev in dec.feed(chat_frames):                      # the pipeline relays frame by frame
+        out += w.feed(b"data: " + ev.data.encode() + b"\n\n")
+    out += w.end()
+    events = decode(out)
+    validate_stream(events)
+    final = events[-1]["response"]
+    assert [i["type"] for i in final["output"]] == ["reasoning", "web_search_call", "message"]
+    for e in events:
+        if e["type"] in ("response.output_item.added", "response.output_item.done"):
+            assert final["output"][e["output_index"]]["id"] == e["item"]["id"]
+        if e["type"] == "response.output_text.delta":
+            assert e["output_index"] == 2 and e["item_id"] == "msg_up"
+    assert final["output"][2]["content"][0]["annotations"] == up["output"][2]["content"][0]["annotations"]

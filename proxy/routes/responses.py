@@ -151,7 +151,11 @@ async def _stream(state: Any, rec: Any, ctx: pipeline.RequestContext, adapter: R
                 return item.get("id")
         return None
 
-    writer = ChatToEvents(shell, finalize, item_id)
+    def base_items(chat_id: str) -> list[Any]:
+        base = adapter.responses.get(chat_id) if adapter.native else None
+        return list((base or {}).get("output") or ())
+
+    writer = ChatToEvents(shell, finalize, item_id, base_items if adapter.native else None)
     sheaders = {**result.headers, "x-request-id": rid, "x-veracity-status": result.report.status,
                 "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}",
                 **reports.report_headers(rid, result.report, state.reports_on),

@@ -764,6 +764,15 @@ class _Emitter:
         self.emit({"type": "response.output_item.done", "output_index": o["index"], "item": copy.deepcopy(o["item"])})
         self.open = None
 
+    def whole_item(self, item: dict[str, Any]) -> None:
+        """An item the gateway relays as it is (reasoning, a built-in tool call): added, then done."""
+        self.close()
+        idx = len(self.items)
+        self.items.append(item)
+        self.emit({"type": "response.output_item.added", "output_index": idx,
+                   "item": dict(copy.deepcopy(item), status="in_progress") if "status" in item else copy.deepcopy(item)})
+        self.emit({"type": "response.output_item.done", "output_index": idx, "item": copy.deepcopy(item)})
+
     def finish(self, response: dict[str, Any]) -> None:
         """Close the open item and send ``response.completed`` (``response.incomplete`` for a
         cut answer) with ``response``."""
@@ -814,11 +823,7 @@ def response_events(response: dict[str, Any], *, chunk_size: int = 16) -> list[b
                 em.arguments(p)
             em.close(item.get("status") or "completed")
         else:
-            idx = len(em.items)
-            em.items.append(item)
-            em.emit({"type": "response.output_item.added", "output_index": idx,
-                     "item": dict(copy.deepcopy(item), status="in_progress")})
-            em.emit({"type": "response.output_item.done", "output_index": idx, "item": copy.deepcopy(item)})
+            em.whole_item(item)
     em.finish(response)
     return em.frames
 
@@ -892,6 +897,11 @@ class EventsToChat:
                                                     "function": {"name": item.get("name") or "", "arguments": ""}}]})
                 if item.get("arguments"):
                     out += self._chunk({"tool_calls": [{"index": k, "function": {"arguments": item["arguments"]}}]})
+        elif t == "response.output_item.done" and isinstance(ev.get("item"), dict):
+            output = self.response.setdefault("output", [])
+            idx = ev.get("output_index")
+            if isinstance(idx, int) and 0 <= idx < len(output):
+                output[idx] = copy.deepcopy(ev["item"])  # the finished item (reasoning summary, encrypted content)
         elif t == "response.output_text.delta" and isinstance(ev.get("delta"), str):
             out += self._chunk({"content": ev["delta"]})
         elif t == "response.refusal.delta" and isinstance(ev.get("delta"), str):
@@ -941,10 +951,13 @@ class ChatToEvents:
 
     def __init__(self, shell: dict[str, Any],
                  finalize: Callable[[dict[str, Any], dict[str, str]], dict[str, Any]],
-                 item_id: Callable[[str, str, str], str | None] | None = None) -> None:
+                 item_id: Callable[[str, str, str], str | None] | None = None,
+                 base_items: Callable[[str], list[Any]] | None = None) -> None:
         self.em = _Emitter(shell)
         self.finalize = finalize
         self.item_id = item_id
+        self.base_items = base_items
+        self.relayed: set[str] = set()   # ids of items relayed whole (reasoning, built-in tool calls)
         self.decoder = SSEDecoder()
         self.chunks: list[dict[str, Any]] = []
         self.calls: dict[int, str] = {}    # tool_calls index -> call id
@@ -965,6 +978,24 @@ class ChatToEvents:
     def _pick(self, kind: str, key: str, prefix: str) -> str:
         got = self.item_id(kind, key, self.chat_id) if self.item_id is not None else None
         return got or new_id(prefix)
+
+    def _others(self, items: list[Any], before: str | None) -> None:
+        """Relay whole the upstream's items other than messages and function calls (reasoning,
+        built-in tool calls) that come before item ``before`` (None: all), once each, so that
+        the events' ``output_index`` is the item's index in ``response.completed``."""
+        for it in items:
+            if not isinstance(it, dict):
+                continue
+            if before is not None and it.get("id") == before:
+                return
+            if it.get("type") in ("message", "function_call") or not it.get("id") or it["id"] in self.relayed:
+                continue
+            self.relayed.add(it["id"])
+            self.em.whole_item(it)
+
+    def _open(self, item_id: str) -> None:
+        if self.base_items is not None:
+            self._others(self.base_items(self.chat_id), item_id)
 
     def feed(self, blob: bytes) -> bytes:
         """Responses frames for ``blob`` (whole SSE frames from the pipeline)."""
@@ -1011,12 +1042,15 @@ class ChatToEvents:
                 if "message" not in self.ids:
                     self.ids["message"] = self._pick("message", "", "msg")
                 if self.em.open is None or self.em.open["kind"] != "message":
+                    self._open(self.ids["message"])
                     self.em.open_message(self.ids["message"])
                 self.em.text(delta["content"], self.ids["message"])
                 self._msg["content"] = (self._msg["content"] or "") + delta["content"]
             if isinstance(delta.get("refusal"), str) and delta["refusal"]:
                 if "message" not in self.ids:
                     self.ids["message"] = self._pick("message", "", "msg")
+                if self.em.open is None or self.em.open["kind"] != "message":
+                    self._open(self.ids["message"])
                 self.em.refusal(delta["refusal"], self.ids["message"])
                 self._msg["refusal"] = (self._msg["refusal"] or "") + delta["refusal"]
             for tc in delta.get("tool_calls") or ():
@@ -1030,6 +1064,7 @@ class ChatToEvents:
                     self.ids[call_id] = self._pick("call", call_id, "fc")
                     self._msg["tool_calls"].append({"id": call_id, "type": "function",
                                                     "function": {"name": fn.get("name") or "", "arguments": ""}})
+                    self._open(self.ids[call_id])
                     self.em.open_call(self.ids[call_id], call_id, fn.get("name") or "")
                 call = next(c for c in self._msg["tool_calls"] if c["id"] == self.calls[k])
                 if isinstance(fn.get("arguments"), str) and fn["arguments"]:
@@ -1056,7 +1091,11 @@ class ChatToEvents:
         resp = self.finalize(self.completion(), self.ids)
         if self.veracity is not None:
             resp["veracity"] = self.veracity
-        # items streamed but not in the final response (never expected) are closed as they are
+        self.em.close()
+        if self.base_items is not None:
+            streamed = {i.get("id") for i in self.em.items}
+            self._others([i for i in resp.get("output") or () if isinstance(i, dict) and i.get("id") not in streamed],
+                         None)
         self.em.finish(resp)
 
     def end(self) -> bytes:
