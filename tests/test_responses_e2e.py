@@ -428,14 +428,17 @@ def test_agents_sdk_runner_run_streamed(env, agents_sdk, model):
 
     async def go():
         result = agents_sdk.Runner.run_streamed(agent, "[case:tool] weather in Paris?")
-        deltas = []
+        deltas, reports = [], []
         async for ev in result.stream_events():
             if ev.type == "raw_response_event" and ev.data.type == "response.output_text.delta":
                 deltas.append(ev.data.delta)
-        return result, "".join(deltas)
+            if ev.type == "raw_response_event" and ev.data.type == "response.completed":
+                reports.append(ev.data.response.model_extra["veracity"]["status"])
+        return result, "".join(deltas), reports
 
-    result, text = asyncio.run(go())
+    result, text, reports = asyncio.run(go())
     assert result.final_output == "It is 21 degrees and sunny in Paris." == text
+    assert reports == ["skipped", "skipped"]       # the tool-call turn and the answer: low risk
 
 
 @pytest.mark.parametrize("model", MODES)
