@@ -34,7 +34,7 @@ import copy
 import json
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,8 @@ from proxy.wire.sse import SSEDecoder, encode_chunk
 
 __all__ = ["RESPONSES_ROUTE", "RequestError", "Translation", "validate", "to_chat", "native_request",
            "completion_from_response", "response_from_completion", "response_text", "EventsToChat",
-           "ChatToEvents", "response_events", "new_id", "usage_to_chat", "usage_from_chat"]
+           "ChatToEvents", "response_events", "event_frame", "new_id", "usage_to_chat", "usage_from_chat",
+           "tool_to_chat", "tool_from_chat"]
 
 RESPONSES_ROUTE = "/v1/responses"
 
@@ -1104,8 +1105,3 @@ class ChatToEvents:
             pass
         self._complete()
         return b"".join(self.em.take())
-
-
-def iter_items(items: Iterable[Any]) -> list[dict[str, Any]]:
-    """The dict items of ``items`` (for callers reading an ``output`` list defensively)."""
-    return [i for i in items if isinstance(i, dict)]
