@@ -56,6 +56,11 @@ def _rules() -> list[dict[str, Any]]:
                                                     "arguments": '{"city": "Paris"}'}]}},
         {"name": "parse", "match": {"any_message": r"\[case:parse\]", "schema": "Weather"},
          "reply": {"content": '{"city": "Paris", "temp_c": 21}'}},
+        {"name": "ratelimit", "match": {"any_message": r"\[case:ratelimit\]"},
+         "reply": {"status": 429, "error": "Slow down.", "headers": {"retry-after": "2"}}},
+        {"name": "cut", "match": {"any_message": r"\[case:cut\]"},
+         "reply": {"content": "A long answer that is cut half way through by the upstream.", "fault": "error_mid_stream",
+                   "drop_after": 4, "stream": {"chunk_size": 4}}},
         # sentinel: the model checks itself, finds the forgotten sub-task, then completes it
         {"name": "sentinel-final", "match": {"any_message": r"\[case:sentinel\]", "last_role": "tool"},
          "reply": {"content": "The capital of France is Paris. The capital of Spain is Madrid."}},
@@ -250,6 +255,25 @@ def test_sentinel_is_a_responses_function_tool_and_never_relayed(env, model):
         assert second["tools"][0]["name"] == "verify_result"     # offered again: the model was not ready
     assert "verify_result" not in json.dumps([i.model_dump() for i in resp.output])
     assert all(getattr(t, "name", None) != "verify_result" for t in resp.tools)   # the echo is the client's
+
+
+@pytest.mark.parametrize("model", MODES)
+def test_upstream_error_is_relayed_as_openai_error(env, model):
+    with pytest.raises(openai.RateLimitError) as exc:
+        client(env).responses.create(model=model, input="[case:ratelimit] hi")
+    assert exc.value.body["message"] == "Slow down."
+    assert exc.value.response.headers["retry-after"] == "2"
+    assert exc.value.response.headers["x-request-id"].startswith("req_")
+
+
+@pytest.mark.parametrize("model", MODES)
+def test_upstream_failing_mid_stream_ends_with_an_error_the_sdk_raises(env, model):
+    stream = client(env, "passthrough").responses.create(model=model, input="[case:cut] tell me", stream=True)
+    seen = []
+    with pytest.raises(openai.APIError):
+        for ev in stream:
+            seen.append(ev.type)
+    assert seen[:2] == ["response.created", "response.in_progress"] and "response.completed" not in seen
 
 
 # ------------------------------------------------------------------------ streams

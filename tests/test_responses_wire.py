@@ -329,3 +329,15 @@ def test_native_stream_relays_reasoning_and_builtin_items_at_their_index():
         if e["type"] == "response.output_text.delta":
             assert e["output_index"] == 2 and e["item_id"] == "msg_up"
     assert final["output"][2]["content"][0]["annotations"] == up["output"][2]["content"][0]["annotations"]
+
+
+@pytest.mark.parametrize("inp", [
+    [{"role": "user", "content": 5}], [{"role": "user", "content": {"a": 1}}], [{"type": "function_call"}],
+    [{"type": "function_call_output", "output": None}], [{"type": "message"}], [{"role": "user", "content": [None, 3]}],
+])
+def test_odd_items_never_crash_the_translation(inp):
+    req = {"model": "m", "input": inp, "tools": [{"type": "function"}, {}], "text": {"format": "x"}, "tool_choice": 7}
+    tr = rw.to_chat(req)
+    assert isinstance(tr.chat["messages"], list)
+    out = rw.native_request(tr.chat, req, tr)
+    assert out is not None and out.get("input", req["input"]) == req["input"]

@@ -25,6 +25,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from proxy.observability import metrics
+from proxy.observability.log import get_logger
 from proxy.pipeline import sequence as pipeline
 from proxy.stores import reports
 from proxy.upstreams.clients import BoundUpstream, dumps, tenant_headers
@@ -37,6 +39,7 @@ from proxy.wire.responses import (RESPONSES_ROUTE, ChatToEvents, RequestError, n
 __all__ = ["RESPONSES_ROUTE", "create_response"]
 
 _JSON = "application/json"
+log = get_logger("veracity")
 
 
 def _gw() -> Any:
@@ -116,8 +119,15 @@ async def create_response(request: Request) -> Response:
         return gw._error_response(exc, rid, timing)
     except UpstreamError as exc:
         rec.fields["error_code"] = exc.code
-        gw.metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
+        metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
         return gw._upstream_error_response(exc, rid, timing)
+    except Exception as exc:  # noqa: BLE001 - the catch-all, as on chat: never a stack trace to the client
+        rec.fields["error_code"] = "internal_error"
+        rec.fields["exception"] = type(exc).__name__
+        log.error("unhandled error", request_id=rid, exception=type(exc).__name__, message=str(exc)[:500])
+        return gw._error_response(GatewayError(500, "The gateway hit an internal error; see its logs "
+                                               f"(request id {rid}).", type="server_error", code="internal_error"),
+                                  rid, timing)
 
 
 async def _stream(state: Any, rec: Any, ctx: pipeline.RequestContext, adapter: ResponsesUpstream,

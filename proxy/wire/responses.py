@@ -143,6 +143,8 @@ def _part_to_chat(part: dict[str, Any]) -> dict[str, Any] | None:
 def _content_to_chat(content: Any, role: str) -> Any:
     if isinstance(content, str) or content is None:
         return content or ""
+    if not isinstance(content, list):
+        return ""  # not a Responses content shape: forwarded as sent in native mode, the upstream judges it
     parts = [p for p in (_part_to_chat(x) for x in content if isinstance(x, dict)) if p is not None]
     if role in ("assistant", "system", "developer") or all(p["type"] == "text" for p in parts):
         texts = [p["text"] for p in parts if p["type"] == "text"]
