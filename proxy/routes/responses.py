@@ -29,7 +29,9 @@ from proxy.observability import metrics
 from proxy.observability.log import get_logger
 from proxy.pipeline import sequence as pipeline
 from proxy.stores import reports
-from proxy.upstreams.clients import BoundUpstream, dumps, tenant_headers
+from proxy.upstreams.openai import tenant_headers
+from proxy.upstreams.protocol import BoundUpstream
+from proxy.wire.json import dumps
 from proxy.upstreams.responses import ResponsesUpstream, mode_of
 from proxy.wire import azure
 from proxy.wire.errors import GatewayError, UpstreamError

@@ -18,7 +18,7 @@ request, in one of two modes per upstream (``upstreams[].responses`` in the conf
   completions: llama.cpp, older vLLM): every call goes to chat completions as the pipeline
   built it; the route turns the answer into a response object.
 
-Both raise :class:`proxy.wire.errors.UpstreamError` as :class:`proxy.upstreams.clients.BoundUpstream` does.
+Both raise :class:`proxy.wire.errors.UpstreamError` as :class:`proxy.upstreams.protocol.BoundUpstream` does.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ from typing import Any
 
 import aiohttp
 
+from proxy.config import DEFAULT_MAX_EVENT_BYTES
 from proxy.observability.log import scrub_secrets
-from proxy.upstreams.clients import (ERROR_BODY_LIMIT, BoundUpstream, OpenAIUpstream, UpstreamStream, dumps,
-                                     loads, relay_headers)
+from proxy.upstreams.openai import ERROR_BODY_LIMIT, relay_headers
+from proxy.upstreams.protocol import BoundUpstream, HttpUpstream, UpstreamStream, is_http_upstream
+from proxy.wire.json import dumps, loads
 from proxy.wire.errors import UpstreamError
 from proxy.wire.responses import EventsToChat, Translation, completion_from_response, native_request
 
@@ -48,8 +50,7 @@ def mode_of(upstream: Any) -> str:
     (litellm speaks chat completions only). A ``native`` setting on a non-HTTP upstream is
     served translated."""
     configured = getattr(getattr(upstream, "config", None), "responses", None)
-    http = isinstance(upstream, OpenAIUpstream)
-    if configured == "translated" or not http:
+    if configured == "translated" or not is_http_upstream(upstream):
         return "translated"
     return "native"
 
@@ -108,7 +109,7 @@ class ResponsesUpstream:
             self.headers = self.bound.headers
             return stream
         resp = await self._post(req, stream=True)
-        up: OpenAIUpstream = self.bound.upstream
+        up: HttpUpstream = self.bound.upstream  # type: ignore[assignment]
         ctype = resp.headers.get("Content-Type", "")
         if "text/event-stream" not in ctype:
             resp.close()
@@ -118,10 +119,11 @@ class ResponsesUpstream:
         conv = EventsToChat(include_usage=isinstance(so, dict) and so.get("include_usage") is True,
                             on_response=self._seen)
         return UpstreamStream(self._chat_frames(resp, conv), headers=self.headers, timing=self.bound.timing,
-                              closer=resp.close, max_event=up.max_event_bytes, name=up.name)
+                              closer=resp.close, max_event=getattr(up, "max_event_bytes", DEFAULT_MAX_EVENT_BYTES),
+                              name=up.name)
 
     async def _post(self, req: dict[str, Any], stream: bool = False) -> aiohttp.ClientResponse:
-        up: OpenAIUpstream = self.bound.upstream
+        up: HttpUpstream = self.bound.upstream  # type: ignore[assignment]
         headers = {"content-type": "application/json", "accept": "text/event-stream" if stream else "application/json",
                    **self._client}
         resp = await up.request("POST", "/responses", query="", body=dumps(req), headers=headers,
@@ -132,7 +134,7 @@ class ResponsesUpstream:
         return resp
 
     async def _error(self, resp: aiohttp.ClientResponse) -> UpstreamError:
-        up: OpenAIUpstream = self.bound.upstream
+        up: HttpUpstream = self.bound.upstream  # type: ignore[assignment]
         try:
             body: bytes | None = await up.read_capped(resp, min(up.max_response_bytes, ERROR_BODY_LIMIT))
         except (aiohttp.ClientError, asyncio.TimeoutError, UpstreamError):
@@ -144,7 +146,7 @@ class ResponsesUpstream:
                              headers=relay_headers(resp.headers))
 
     async def _read_json(self, resp: aiohttp.ClientResponse) -> dict[str, Any]:
-        up: OpenAIUpstream = self.bound.upstream
+        up: HttpUpstream = self.bound.upstream  # type: ignore[assignment]
         timing = self.bound.timing
         t0 = time.perf_counter()
         try:
@@ -166,7 +168,7 @@ class ResponsesUpstream:
         return obj
 
     async def _chat_frames(self, resp: aiohttp.ClientResponse, conv: EventsToChat) -> AsyncIterator[bytes]:
-        up: OpenAIUpstream = self.bound.upstream
+        up: HttpUpstream = self.bound.upstream  # type: ignore[assignment]
         limit, size = up.max_response_bytes, 0
         try:
             async for data in resp.content.iter_any():

@@ -1,6 +1,6 @@
 """openai-node's ``responses.create`` (non-stream and ``stream: true``) through the gateway, in
-both upstream modes (tests/node/responses.mjs; its one dependency, ``openai``, is installed
-with ``npm ci --prefix tests/node``, which needs the npm registry: no test downloads it)."""
+both upstream modes (tests/e2e/node/responses.mjs; its one dependency, ``openai``, is installed
+with ``npm ci --prefix tests/e2e/node``, which needs the npm registry: no test downloads it)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_responses_e2e import MODES, RIGHT, WRONG, env, question  # noqa: F401 - the module's gateway
+from tests.e2e.test_responses_e2e import MODES, RIGHT, WRONG, env, question  # noqa: F401 - the module's gateway
 
 NODE_DIR = Path(__file__).parent / "node"
 _missing = shutil.which("node") is None or not (NODE_DIR / "node_modules" / "openai").is_dir()
-pytestmark = pytest.mark.skipif(_missing, reason="node or tests/node/node_modules missing: "
-                                "run `npm ci --prefix tests/node`")
+pytestmark = pytest.mark.skipif(_missing, reason="node or tests/e2e/node/node_modules missing: "
+                                "run `npm ci --prefix tests/e2e/node`")
 
 
 @pytest.mark.parametrize("model", MODES)

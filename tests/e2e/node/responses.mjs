@@ -1,5 +1,5 @@
 // openai-node against the gateway: `node responses.mjs <baseURL> <model> <question>` prints one JSON
-// line with what a non-stream and a streamed responses.create returned (tests/test_responses_node.py).
+// line with what a non-stream and a streamed responses.create returned (tests/e2e/test_responses_node.py).
 import OpenAI from "openai";
 
 const [baseURL, model, question] = process.argv.slice(2);
