@@ -276,6 +276,18 @@ def test_upstream_failing_mid_stream_ends_with_an_error_the_sdk_raises(env, mode
     assert seen[:2] == ["response.created", "response.in_progress"] and "response.completed" not in seen
 
 
+@pytest.mark.parametrize("model", MODES)
+def test_sentinel_in_a_stream_holds_its_turns(env, model):
+    q = "[case:sentinel] Please answer both:\n1. What is the capital of France?\n2. What is the capital of Spain?"
+    events = list(client(env, "sentinel").responses.create(model=model, input=q + f" (stream {model})", stream=True))
+    check_sequence(events)
+    final = events[-1].response
+    assert final.output_text == "The capital of France is Paris. The capital of Spain is Madrid."
+    assert not any(e.type.startswith("response.function_call_arguments") for e in events)
+    assert "verify_result" not in json.dumps([e.model_dump() for e in events[2:-1]])
+    assert veracity(final)["sentinel"]["called"] is True
+
+
 # ------------------------------------------------------------------------ streams
 
 
