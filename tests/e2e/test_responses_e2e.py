@@ -231,6 +231,16 @@ def test_async_create(env, model):
 
 
 @pytest.mark.parametrize("model", MODES)
+def test_request_veracity_field_overrides_the_policy_and_never_goes_upstream(env, model):
+    resp = client(env).responses.create(model=model, input=question("wrong") + f" (override {model})",
+                                        extra_body={"veracity": {"on_failure": "annotate"}})
+    rep = veracity(resp)
+    assert rep["status"] == "failed" and WRONG in resp.output_text       # annotated, not corrected
+    sent = upstream_requests(env, f"(override {model})")
+    assert len(sent) == 1 and "veracity" not in sent[0]["body"]
+
+
+@pytest.mark.parametrize("model", MODES)
 def test_block_policy_is_the_chat_routes_422(env, model):
     with pytest.raises(openai.UnprocessableEntityError) as exc:
         client(env, "block").responses.create(model=model, input=question("wrong"))
