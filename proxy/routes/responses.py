@@ -25,57 +25,47 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from proxy.observability import metrics
-from proxy.observability.log import get_logger
+from proxy._asgi.body import parse_json_object, receive_body
 from proxy.pipeline import sequence as pipeline
+from proxy.routes._access import credential, route_model
+from proxy.routes._respond import JSON, failure_reply, record
+from proxy.routes.chat import check_stream_flag
 from proxy.stores import reports
 from proxy.upstreams.openai import tenant_headers
 from proxy.upstreams.protocol import BoundUpstream
-from proxy.wire.json import dumps
 from proxy.upstreams.responses import ResponsesUpstream, mode_of
 from proxy.wire import azure
-from proxy.wire.errors import GatewayError, UpstreamError
+from proxy.wire.errors import GatewayError
+from proxy.wire.json import dumps
 from proxy.wire.responses import (RESPONSES_ROUTE, ChatToEvents, RequestError, new_id, response_from_completion,
                                   to_chat, validate)
 
 __all__ = ["RESPONSES_ROUTE", "create_response"]
 
-_JSON = "application/json"
-log = get_logger("veracity")
-
-
-def _gw() -> Any:
-    """:mod:`proxy.app` (its request helpers), imported on first use: the app imports this module."""
-    from proxy import app
-
-    return app
-
-
 async def create_response(request: Request) -> Response:
     """``POST /v1/responses`` (stream and not): see the module doc. Every failure is an
     OpenAI-shaped error: 400 for a body that is not a Responses request (``param`` named),
     401/404 as on chat, the upstream's own error or 502/504."""
-    gw = _gw()
     state = request.app.state.gw
-    rec = gw._record(request, RESPONSES_ROUTE)
+    rec = record(request, RESPONSES_ROUTE)
     timing, rid = rec.timing, rec.rid
     headers = request.headers
     try:
-        principal = rec.principal = state.auth.authenticate(gw._credential(headers))
-        raw = await gw._receive_body(request.receive, headers, state.max_body)
-        body = gw._parse_json_object(raw, headers.get("content-encoding"))
+        principal = rec.principal = state.auth.authenticate(credential(headers))
+        raw = await receive_body(request.receive, headers, state.max_body)
+        body = parse_json_object(raw, headers.get("content-encoding"))
         deployment = request.scope.get(azure.SCOPE_KEY)
         if deployment is not None:
             body["model"] = deployment
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise GatewayError(400, "you must provide a model parameter", code="missing_model", param="model")
-        gw._check_stream_flag(body.get("stream"))
+        check_stream_flag(body.get("stream"))
         try:
             validate(body)
         except RequestError as exc:
             raise GatewayError(400, str(exc), code=exc.code, param=exc.param) from None
-        up = gw._route(state, principal, model)
+        up = route_model(state, principal, model)
         rec.model, rec.upstream = model[:200], up.name
         mode = mode_of(up)
         rec.fields["responses_mode"] = mode
@@ -90,11 +80,8 @@ async def create_response(request: Request) -> Response:
         tr = to_chat(body)
         bound = BoundUpstream(up, principal.upstream_auth, timing, tenant=tenant_headers(headers))
         adapter = ResponsesUpstream(bound, body, tr, native=mode == "native", client_headers=headers)
-        policy = principal.policy
-        if principal.allow_policy_header:
-            policy = headers.get("x-veracity-policy") or policy
         ctx = pipeline.RequestContext(request_id=rid, model=model, upstream=adapter,  # type: ignore[arg-type]
-                                      principal=principal, policy=policy, headers=headers, timing=timing,
+                                      principal=principal, headers=headers, timing=timing,
                                       config=state.cfg, log=rec.fields, route=state.upstreams.route)
         if state.log_content:
             rec.fields["input"] = body.get("input")
@@ -108,28 +95,16 @@ async def create_response(request: Request) -> Response:
         if result.status_code >= 400:  # a policy block: the chat route's 422 body
             err = result.response.get("error")
             rec.fields["error_code"] = err.get("code") if isinstance(err, dict) else None
-            return Response(dumps(result.response), result.status_code, headers=out_headers, media_type=_JSON)
+            return Response(dumps(result.response), result.status_code, headers=out_headers, media_type=JSON)
         completion = result.response
         base = adapter.responses.get(str(completion.get("id"))) if adapter.native else None
         obj = response_from_completion(completion, body, base=base)
         obj["veracity"] = completion.get("veracity")
         if state.log_content:
             rec.fields["output"] = obj.get("output")
-        return Response(dumps(obj), 200, headers=out_headers, media_type=_JSON)
-    except GatewayError as exc:
-        rec.fields["error_code"] = exc.code
-        return gw._error_response(exc, rid, timing)
-    except UpstreamError as exc:
-        rec.fields["error_code"] = exc.code
-        metrics.UPSTREAM_ERRORS.labels(exc.reason).inc()
-        return gw._upstream_error_response(exc, rid, timing)
-    except Exception as exc:  # noqa: BLE001 - the catch-all, as on chat: never a stack trace to the client
-        rec.fields["error_code"] = "internal_error"
-        rec.fields["exception"] = type(exc).__name__
-        log.error("unhandled error", request_id=rid, exception=type(exc).__name__, message=str(exc)[:500])
-        return gw._error_response(GatewayError(500, "The gateway hit an internal error; see its logs "
-                                               f"(request id {rid}).", type="server_error", code="internal_error"),
-                                  rid, timing)
+        return Response(dumps(obj), 200, headers=out_headers, media_type=JSON)
+    except Exception as exc:  # noqa: BLE001 - every failure an OpenAI-shaped error, as on chat
+        return failure_reply(exc, rid, timing, rec.fields).response()
 
 
 async def _stream(state: Any, rec: Any, ctx: pipeline.RequestContext, adapter: ResponsesUpstream,
