@@ -424,6 +424,13 @@ def test_previous_response_id_forwarded_native_refused_translated(env):
     assert r.json()["error"]["code"] == "unsupported_parameter"
 
 
+def test_azure_openai_v1_path_serves_the_responses_route(env):
+    c = openai.OpenAI(base_url=env["gw"].url + "/openai/v1", api_key="sk-test-responses", max_retries=0, timeout=60,
+                      default_headers={"x-veracity-policy": "correct"})
+    resp = c.responses.create(model="gpt-tr", input=question("compound"))
+    assert veracity(resp)["status"] == "corrected" and RIGHT in resp.output_text
+
+
 def test_bad_json_and_unknown_model(env):
     r = httpx.post(env["gw"].base_url + "/responses", content=b"{not json", trust_env=False,
                    headers={"authorization": "Bearer sk-test-responses", "content-type": "application/json"})
