@@ -323,9 +323,10 @@ def native_request(chat: dict[str, Any], req: dict[str, Any], tr: Translation) -
     ``previous_response_id``, ``store``, ``include``...): its input items are kept as sent, in
     order; chat messages the pipeline added (the sentinel's rule, the draft and the evidence of
     a correction round, a ``verify_result`` turn and its tool answer) become new input items at
-    their place; tools the pipeline added (``verify_result``) are appended as function tools and
-    those it removed are left out; a ``tool_choice`` the pipeline set (forcing
-    ``verify_result``) replaces the client's. ``stream`` follows ``chat``."""
+    their place; function tools the pipeline added (``verify_result``) go first, as the sentinel
+    puts them, while it offers them (the client's tools are always sent as given); a
+    ``tool_choice`` the pipeline set (forcing ``verify_result``) replaces the client's.
+    ``stream`` follows ``chat`` (``stream_options`` only with a stream)."""
     msgs = chat.get("messages")
     if not isinstance(msgs, list):
         return None
