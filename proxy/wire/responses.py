@@ -566,8 +566,8 @@ def response_from_completion(completion: dict[str, Any], req: dict[str, Any], *,
     calls = [c for c in msg.get("tool_calls") or () if isinstance(c, dict)]
     ids = item_ids or {}
     if base is not None:
-        out = copy.deepcopy(base)
-        out.pop("veracity", None)
+        # shallow: the base's items are shared, never changed in place (a changed one is a new dict)
+        out = {k: v for k, v in base.items() if k != "veracity"}
         keep_ids = {c.get("id") for c in calls}
         btext, brefusal = response_text(base)
         same = (btext or None) == (text or None) and (brefusal or None) == (refusal or None)
@@ -580,15 +580,15 @@ def response_from_completion(completion: dict[str, Any], req: dict[str, Any], *,
             t = item.get("type")
             if t == "function_call":
                 if item.get("call_id") in keep_ids:
-                    output.append(copy.deepcopy(item))
+                    output.append(item)
             elif t == "message":
                 if same:
-                    output.append(copy.deepcopy(item))
+                    output.append(item)
                 elif not placed:
                     output.append(_message_item(text, refusal, item.get("id")))
                 placed = True
             else:
-                output.append(copy.deepcopy(item))
+                output.append(item)
         if not placed and not same and (text or refusal):
             output.append(_message_item(text, refusal, ids.get("message")))
         have = {i.get("call_id") for i in output if isinstance(i, dict) and i.get("type") == "function_call"}
@@ -634,14 +634,16 @@ def _apply_ids(resp: dict[str, Any], ids: dict[str, str]) -> None:
     if not ids:
         return
     first_msg = True
-    for item in resp.get("output") or ():
+    output = list(resp.get("output") or ())
+    for i, item in enumerate(output):
         if not isinstance(item, dict):
             continue
         if item.get("type") == "message" and first_msg and "message" in ids:
-            item["id"] = ids["message"]
+            output[i] = dict(item, id=ids["message"])   # a new dict: the base's items are shared
             first_msg = False
         elif item.get("type") == "function_call" and item.get("call_id") in ids:
-            item["id"] = ids[item["call_id"]]
+            output[i] = dict(item, id=ids[item["call_id"]])
+    resp["output"] = output
 
 
 # ---------------------------------------------------------------------------- streams

@@ -212,6 +212,9 @@ def test_native_response_with_changed_text_drops_stale_annotations():
     msg = [i for i in out["output"] if i["type"] == "message"][0]
     assert msg["id"] == "msg_up" and msg["content"][0]["text"].endswith("unconfirmed.")
     assert msg["content"][0]["annotations"] == []
+    ids = rw.response_from_completion(comp, {"model": "m", "input": "x"}, base=up, item_ids={"message": "msg_s"})
+    assert [i["id"] for i in ids["output"] if i["type"] == "message"] == ["msg_s"]
+    assert up == upstream_response()            # the upstream's object is shared, never changed in place
 
 
 # --------------------------------------------------------------------------- streams
