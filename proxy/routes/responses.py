@@ -82,7 +82,7 @@ async def create_response(request: Request) -> Response:
         adapter = ResponsesUpstream(bound, body, tr, native=mode == "native", client_headers=headers)
         ctx = pipeline.RequestContext(request_id=rid, model=model, upstream=adapter,  # type: ignore[arg-type]
                                       principal=principal, headers=headers, timing=timing,
-                                      config=state.cfg, log=rec.fields, route=state.upstreams.route)
+                                      gateway=state, log=rec.fields, route=state.upstreams.route)
         if state.log_content:
             rec.fields["input"] = body.get("input")
         if body.get("stream") is True:
@@ -186,7 +186,7 @@ async def _events(state: Any, rec: Any, ctx: pipeline.RequestContext, result: pi
             pass
         report = result.report
         if report.status == "pending":
-            reports.publish_soon(state.cfg, ctx.principal, rec.rid, ctx.model, int(time.time() - timing.elapsed()),
+            reports.publish_soon(state.reports, ctx.principal, rec.rid, ctx.model, int(time.time() - timing.elapsed()),
                                  {"status": "error", "reason": "the stream ended before its verification "
                                   "finished (the client disconnected or the stream failed)"})
         rec.veracity_status = report.status
