@@ -11,7 +11,7 @@ or translated, per upstream). The verified answer goes back as a response object
 ``veracity`` field and the chat route's headers (``x-request-id`` the gateway's id, the
 upstream's as ``x-upstream-request-id``, ``x-veracity-status``, ``x-veracity-overhead-ms``,
 ``x-veracity-report-url``); a stream is the Responses event sequence
-(:class:`proxy.wire.responses.ChatToEvents`) with the report on the ``response`` of
+(:class:`proxy.wire.responses_stream.ChatToEvents`) with the report on the ``response`` of
 ``response.completed``. A policy block is the chat route's 422 error body. See docs/responses.md.
 """
 
@@ -37,8 +37,8 @@ from proxy.upstreams.responses import ResponsesUpstream, mode_of
 from proxy.wire import azure
 from proxy.wire.errors import GatewayError
 from proxy.wire.json import dumps
-from proxy.wire.responses import (RESPONSES_ROUTE, ChatToEvents, RequestError, new_id, response_from_completion,
-                                  to_chat, validate)
+from proxy.wire.responses import RESPONSES_ROUTE, RequestError, new_id, response_from_completion, to_chat, validate
+from proxy.wire.responses_stream import ChatToEvents
 
 __all__ = ["RESPONSES_ROUTE", "create_response"]
 

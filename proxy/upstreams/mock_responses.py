@@ -7,7 +7,7 @@ tools, ``text.format`` a ``response_format``), the first rule that matches answe
 (a rule whose ``match.path`` names ``/v1/responses`` first, else the chat rules), and the
 reply -- text, tool calls, ``usage``, ``status`` errors, ``delay_ms``, ``stream.chunk_size``,
 ``structured_output`` -- comes back as a response object or its event stream
-(:func:`proxy.wire.responses.response_events`). A test or a demo scripts one model for both
+(:func:`proxy.wire.responses_stream.response_events`). A test or a demo scripts one model for both
 APIs. The request is recorded (``GET /_mock/requests``) with its Responses body as sent.
 """
 
@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from proxy.wire.responses import RequestError, response_events, response_from_completion, to_chat, validate
+from proxy.wire.responses import RequestError, response_from_completion, to_chat, validate
+from proxy.wire.responses_stream import response_events
 
 __all__ = ["serve"]
 

@@ -38,7 +38,8 @@ from proxy.upstreams.openai import ERROR_BODY_LIMIT, relay_headers
 from proxy.upstreams.protocol import BoundUpstream, HttpUpstream, UpstreamStream, is_http_upstream
 from proxy.wire.json import dumps, loads
 from proxy.wire.errors import UpstreamError
-from proxy.wire.responses import EventsToChat, Translation, completion_from_response, native_request
+from proxy.wire.responses import Translation, completion_from_response, native_request
+from proxy.wire.responses_stream import EventsToChat
 
 __all__ = ["ResponsesUpstream", "mode_of"]
 
@@ -173,7 +174,7 @@ class ResponsesUpstream:
     async def open_stream(self, body: dict[str, Any]) -> UpstreamStream:
         """A chat-chunk stream for the chat request ``body``: the upstream's own chat stream
         (translated), or its Responses stream converted as it arrives (native,
-        :class:`proxy.wire.responses.EventsToChat`)."""
+        :class:`proxy.wire.responses_stream.EventsToChat`)."""
         req = native_request(body, self.request, self.tr) if self.native else None
         if req is None:
             stream = await self.bound.open_stream(body)

@@ -1,4 +1,4 @@
-"""The Responses API wire translation (proxy/wire/responses.py), in-process.
+"""The Responses API wire translation (proxy/wire/responses.py, responses_stream.py), in-process.
 
 Shapes are checked against openai-python's own types (``openai.types.responses``): every
 synthesised event must validate as a ``ResponseStreamEvent`` and every response as a
@@ -16,6 +16,7 @@ from openai.types.responses import Response, ResponseStreamEvent
 
 from proxy.pipeline import correction, sentinel
 from proxy.wire import responses as rw
+from proxy.wire import responses_stream as rs
 from proxy.wire.sse import SSEDecoder, encode_chunk, to_chunks
 from verifiers._types import Check, Report
 
@@ -222,12 +223,12 @@ def test_native_response_with_changed_text_drops_stale_annotations():
 
 def test_response_events_of_a_whole_response_validate():
     resp = rw.response_from_completion(completion("Hello there, world."), {"model": "m", "input": "x"})
-    events = decode(rw.response_events(resp, chunk_size=4))
+    events = decode(rs.response_events(resp, chunk_size=4))
     validate_stream(events)
     assert "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta") == "Hello there, world."
     assert events[-1]["type"] == "response.completed" and events[-1]["response"]["id"] == resp["id"]
     up = upstream_response()
-    validate_stream(decode(rw.response_events(up, chunk_size=3)))
+    validate_stream(decode(rs.response_events(up, chunk_size=3)))
 
 
 def test_chat_to_events_with_text_tool_call_and_report():
@@ -235,7 +236,7 @@ def test_chat_to_events_with_text_tool_call_and_report():
     comp = completion("Let me check.", calls, "tool_calls")
     req = {"model": "m", "input": "x", "tools": [TOOL]}
     shell = rw.response_from_completion({"choices": [{"message": {}}], "model": "m"}, req, response_id="resp_s")
-    w = rw.ChatToEvents(shell, lambda c, ids: rw.response_from_completion(c, req, item_ids=ids, response_id="resp_s"))
+    w = rs.ChatToEvents(shell, lambda c, ids: rw.response_from_completion(c, req, item_ids=ids, response_id="resp_s"))
     out = w.start()
     for ch in to_chunks(comp, chunk_size=5, include_usage=True):
         out += w.feed(encode_chunk(ch))
@@ -260,7 +261,7 @@ def test_chat_to_events_with_text_tool_call_and_report():
 def test_chat_to_events_error_frame_ends_with_an_error_event():
     req = {"model": "m", "input": "x"}
     shell = rw.response_from_completion({"choices": [{"message": {}}], "model": "m"}, req, response_id="resp_e")
-    w = rw.ChatToEvents(shell, lambda c, ids: rw.response_from_completion(c, req, item_ids=ids))
+    w = rs.ChatToEvents(shell, lambda c, ids: rw.response_from_completion(c, req, item_ids=ids))
     out = w.start() + w.feed(encode_chunk(to_chunks(completion("partial"), chunk_size=3)[1]))
     out += w.feed(b'data: {"error": {"message": "upstream gone", "type": "upstream_error", "code": "disconnect"}}\n\n')
     out += w.end()
@@ -276,8 +277,8 @@ def test_events_to_chat_round_trip_through_the_chat_assembler():
 
     up = upstream_response("The total is 6,312.38.")
     up["output"][3]["name"] = "get_weather"
-    blob = b"".join(rw.response_events(up, chunk_size=4))
-    conv = rw.EventsToChat(include_usage=True)
+    blob = b"".join(rs.response_events(up, chunk_size=4))
+    conv = rs.EventsToChat(include_usage=True)
     chat = b"".join(conv.feed(blob[i:i + 7]) for i in range(0, len(blob), 7)) + conv.flush()
     parsed = parse_stream(chat)
     assert parsed.done
@@ -290,12 +291,12 @@ def test_events_to_chat_round_trip_through_the_chat_assembler():
 
 
 def test_events_to_chat_failed_response_is_an_error_frame():
-    conv = rw.EventsToChat()
+    conv = rs.EventsToChat()
     created = {"type": "response.created", "sequence_number": 0,
                "response": {"id": "resp_f", "created_at": 1, "model": "m", "output": []}}
     failed = {"type": "response.failed", "sequence_number": 1,
               "response": {"id": "resp_f", "error": {"code": "server_error", "message": "boom"}}}
-    out = conv.feed(rw.event_frame(created) + rw.event_frame(failed))
+    out = conv.feed(rs.event_frame(created) + rs.event_frame(failed))
     assert b'"error"' in out and b"boom" in out
 
 
@@ -305,8 +306,8 @@ def test_native_stream_relays_reasoning_and_builtin_items_at_their_index():
     event's output_index is the item's index in response.completed."""
     up = upstream_response("The answer is 4.")
     up["output"] = up["output"][:3]                       # reasoning, web_search_call, message
-    conv = rw.EventsToChat(include_usage=True)
-    chat_frames = conv.feed(b"".join(rw.response_events(up, chunk_size=5)))
+    conv = rs.EventsToChat(include_usage=True)
+    chat_frames = conv.feed(b"".join(rs.response_events(up, chunk_size=5)))
     req = {"model": "m", "input": "x"}
     shell = dict(up, output=[])
 
@@ -316,7 +317,7 @@ def test_native_stream_relays_reasoning_and_builtin_items_at_their_index():
     def item_id(kind, key, chat_id):
         return next((i["id"] for i in conv.response["output"] if i["type"] == "message"), None) if kind == "message" else None
 
-    w = rw.ChatToEvents(shell, finalize, item_id, lambda chat_id: conv.response["output"])
+    w = rs.ChatToEvents(shell, finalize, item_id, lambda chat_id: conv.response["output"])
     out = w.start()
     dec = SSEDecoder()
     for ev in dec.feed(chat_frames):                      # the pipeline relays frame by frame
