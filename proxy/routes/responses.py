@@ -42,6 +42,7 @@ from proxy.wire.responses_stream import ChatToEvents
 
 __all__ = ["RESPONSES_ROUTE", "create_response"]
 
+
 async def create_response(request: Request) -> Response:
     """``POST /v1/responses`` (stream and not): see the module doc. Every failure is an
     OpenAI-shaped error: 400 for a body that is not a Responses request (``param`` named),
@@ -115,11 +116,9 @@ async def _stream(state: Any, rec: Any, ctx: pipeline.RequestContext, adapter: R
     result = await pipeline.chat_completion_stream(ctx, chat)
     first = adapter.first if adapter.native else None
     response_id = first.get("id") if first and isinstance(first.get("id"), str) else new_id("resp")
-    if first is not None:
-        shell = dict(first)
-    else:
-        shell = response_from_completion({"choices": [{"message": {}}], "model": ctx.model}, body,
-                                         response_id=response_id)
+    # response.created's settings: the upstream's (native), the client's own tools and tool_choice
+    shell = response_from_completion({"choices": [{"message": {}}], "model": ctx.model}, body, base=first,
+                                     response_id=response_id)
 
     def finalize(completion: dict[str, Any], ids: dict[str, str]) -> dict[str, Any]:
         base = adapter.responses.get(str(completion.get("id"))) if adapter.native else None
