@@ -47,6 +47,7 @@ from proxy.routes.chat import CHAT_ROUTE, chat_completions
 from proxy.routes.models import MODELS_ROUTE, list_models
 from proxy.routes.passthrough import passthrough
 from proxy.routes.reports import REPORT_ROUTE, get_report
+from proxy.routes.responses import RESPONSES_ROUTE, create_response
 from proxy.routes.reviews import (REVIEW_PAGE_ROUTE, REVIEW_ROUTE, REVIEWS_ROUTE, get_review, list_reviews,
                                   page_endpoint, resolve_review)
 from proxy.routes.verify import VERIFY_ROUTE, veracity_verify
@@ -61,6 +62,7 @@ log = get_logger("veracity")
 ROUTES = (
     (CHAT_ROUTE, chat_completions, ["POST"]),  # FastPath serves it first; this is the app's own entry
     (MODELS_ROUTE, list_models, ["GET"]),
+    (RESPONSES_ROUTE, create_response, ["POST"]),
     ("/healthz", health.healthz, ["GET"]),
     ("/readyz", health.readyz, ["GET"]),
     ("/metrics", health.metrics_endpoint, ["GET"]),

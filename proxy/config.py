@@ -101,6 +101,10 @@ class UpstreamConfig(_Strict):
     litellm_params: dict[str, Any] = Field(default_factory=dict)
     connect_timeout_s: float | None = None
     read_timeout_s: float | None = None
+    #: how ``POST /v1/responses`` reaches this upstream: ``native`` (its own ``/v1/responses``) or
+    #: ``translated`` (as chat completions); unset: native for ``provider: openai``, translated
+    #: for litellm (docs/responses.md, :func:`proxy.upstreams.responses.mode_of`)
+    responses: Literal["native", "translated"] | None = None
 
     @field_validator("base_url")
     @classmethod

@@ -7,9 +7,13 @@
 * :mod:`~proxy.upstreams.litellm` -- :class:`LiteLLMUpstream`, providers that need translation;
 * :mod:`~proxy.upstreams.registry` -- :class:`Upstreams`, the configured ones of a process;
 * :mod:`~proxy.upstreams.http1` -- the HTTP/1.1 client of the non-stream hot path;
+* :mod:`~proxy.upstreams.responses` -- :class:`~proxy.upstreams.responses.ResponsesUpstream`,
+  one ``POST /v1/responses`` request's upstream as the chat pipeline sees it (native or
+  translated; imported on its own);
 * :mod:`~proxy.upstreams.mock` -- the scripted OpenAI-compatible upstream (a first-class
   provider, as pydantic-ai keeps ``models/test.py`` beside its real providers; imported on its
-  own: ``from proxy.upstreams.mock import MockUpstream``).
+  own: ``from proxy.upstreams.mock import MockUpstream``; its Responses API route is
+  :mod:`~proxy.upstreams.mock_responses`).
 """
 
 from proxy.upstreams.litellm import LiteLLMUpstream

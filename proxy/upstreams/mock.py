@@ -8,6 +8,8 @@ Endpoints (raw ASGI on uvicorn with uvloop + httptools, so its per-request cost 
 it is also the load benchmark's upstream):
 
 * ``POST /v1/chat/completions`` -- stream and non-stream, answered from the script;
+* ``POST /v1/responses`` -- the Responses API (stream and not), answered from the same script
+  (:mod:`proxy.upstreams.mock_responses`);
 * ``GET /v1/models``, ``GET /v1/models/{id}``;
 * ``POST /v1/embeddings`` (deterministic vectors; ``encoding_format: base64`` honoured) and
   ``POST /v1/completions`` (legacy text completions, stream and not) -- canned answers, to
@@ -558,6 +560,10 @@ class MockApp:
                 await _send_json(send, 200, {"id": mid, "object": "model", "created": 1700000000, "owned_by": "veracity-mock"})
             else:
                 await _send_json(send, 404, _openai_error(f"The model '{mid}' does not exist", "invalid_request_error", "model_not_found", "model"))
+            return
+        if method == "POST" and path == "/v1/responses":  # the Responses API, from the same script
+            from proxy.upstreams import mock_responses
+            await mock_responses.serve(self, scope, raw, send, receive)
             return
         if method != "POST" or path not in ("/v1/chat/completions", "/v1/embeddings", "/v1/completions"):
             self._record(scope, path, None)
