@@ -24,14 +24,16 @@ Readers of requests:
 
 The variants differ on purpose: each keeps what its caller did before they were gathered here
 (a verifier question must not contain tool-call text; a mock rule may match it), and the
-differences are named in each docstring. ``verifiers`` keeps its own readers
-(``verifiers.run.content_text``, ``verifiers.facts``): that library never imports ``proxy``.
+differences are named in each docstring. The request's text (:func:`content_text`,
+:func:`last_user_text`) is ``verifiers.run``'s own: the verifiers read the question that way, and
+``verifiers`` never imports ``proxy``, so the gateway calls theirs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
+
+from verifiers import run as _verifiers_run
 
 __all__ = [
     "answer_text",
@@ -130,30 +132,10 @@ def has_text(completion: dict[str, Any]) -> bool:
 # --------------------------------------------------------------------------- requests
 
 
-def content_text(content: Any) -> str:
-    """Plain text of an OpenAI message ``content``: a string, or its ``text`` parts (``type:
-    "text"`` with a string ``text``) joined by newlines; ``""`` for anything else. Same rules
-    as ``verifiers.run.content_text`` (the verifiers read the question this way)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for p in content:
-            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str):
-                parts.append(p["text"])
-        return "\n".join(parts)
-    return ""
-
-
-def last_user_text(messages: Any) -> str | None:
-    """Text of the last ``user`` message of an OpenAI ``messages`` list (:func:`content_text`),
-    or None when ``messages`` is not a list or has no user message."""
-    if not isinstance(messages, list):
-        return None
-    for m in reversed(messages):
-        if isinstance(m, Mapping) and m.get("role") == "user":
-            return content_text(m.get("content"))
-    return None
+# The text of a request's messages: the verifiers read the question this way, and the gateway
+# must read it the same way, so there is one implementation (``verifiers.run``'s public surface).
+content_text = _verifiers_run.content_text
+last_user_text = _verifiers_run.last_user_text
 
 
 def message_text(message: dict[str, Any]) -> str:
