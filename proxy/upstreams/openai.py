@@ -273,10 +273,13 @@ class OpenAIUpstream:
             resp.close()
             raise UpstreamError(502, f"upstream {self.name!r} answered a stream request with {ctype or 'no content type'}",
                                 reason="bad_response")
-        return UpstreamStream(self._chunks(resp), headers=relay_headers(resp.headers), timing=timing,
+        return UpstreamStream(self.stream_chunks(resp), headers=relay_headers(resp.headers), timing=timing,
                               closer=resp.close, max_event=self.max_event_bytes, name=self.name)
 
-    async def _chunks(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+    async def stream_chunks(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
+        """The body of a streamed answer as it arrives, capped at ``max_response_bytes``
+        (:meth:`too_large_error`); a read timeout is a 504, a lost connection a 502
+        (:class:`UpstreamError`). Releases ``resp`` at the end, closes it on error."""
         limit = self.max_response_bytes
         size = 0
         try:

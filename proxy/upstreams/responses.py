@@ -241,23 +241,10 @@ class ResponsesUpstream:
 
     async def _chat_frames(self, resp: aiohttp.ClientResponse, conv: EventsToChat) -> AsyncIterator[bytes]:
         up: HttpUpstream = self.bound.upstream  # type: ignore[assignment]
-        limit, size = up.max_response_bytes, 0
-        try:
-            async for data in resp.content.iter_any():
-                size += len(data)
-                if size > limit:
-                    raise up.too_large_error(resp)
-                out = conv.feed(data)
-                if out:
-                    yield out
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            resp.close()
-            raise UpstreamError(504, f"upstream {up.name!r} stopped sending (read timeout)", reason="timeout") from None
-        except aiohttp.ClientError:
-            resp.close()
-            raise UpstreamError(502, f"upstream {up.name!r} dropped the connection mid-stream",
-                                reason="disconnect") from None
+        async for data in up.stream_chunks(resp):  # capped, timeouts and lost connections mapped
+            out = conv.feed(data)
+            if out:
+                yield out
         tail = conv.flush()
         if tail:
             yield tail
-        resp.release()
