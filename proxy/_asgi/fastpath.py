@@ -303,10 +303,13 @@ class LeanLane:
             status, vstatus = 200, "skipped"
             store = state.reports
             if store is not None:  # as reports.publish, without its coroutine when nothing is awaited
-                staged = reports.store_local(store, principal, rid, model, int(time.time() - timing.elapsed()),
-                                              pol[4], False)
-                if staged is not None:
-                    await reports.store_shared(*staged, rid)
+                created = int(time.time() - timing.elapsed())
+                if not store.shared:
+                    store.put_fixed(reports.owner_of(principal), rid, model, created, pol[4])
+                else:
+                    staged = reports.store_local(store, principal, rid, model, created, pol[4], False)
+                    if staged is not None:
+                        await reports.store_shared(*staged, rid)
             headers = answer_headers(relayed, rid, "skipped", f"{timing.overhead() * 1000:.3f}",
                                      reports.report_headers(rid, pol[2], state.reports_on, pol[3]), payload)
         except asyncio.CancelledError:  # the client went away (see DisconnectWatch)

@@ -369,3 +369,47 @@ async def test_lean_lane_client_leaving_closes_the_upstream(gateway_factory: Any
         r for r in gw.log_records() if r.get("event") == "request" and r.get("client_disconnected")], "log line")
     assert lines[-1]["status"] == 499 and lines[-1]["policy"] == "default"
     await client.close()
+
+
+async def _get(fast: Any, path: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes]:
+    scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": b"",
+             "headers": headers}
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(msg: dict[str, Any]) -> None:
+        sent.append(msg)
+
+    await fast(scope, receive, send)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+def test_lean_lane_report_is_fetched_as_the_normal_paths(mock: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lane keeps its records apart (a ring, proxy.stores.reports.FixedRing); the report URL
+    it sends must answer as the normal path's does: the same record for the key that asked,
+    404 for another key, and the same after a later request reuses the id."""
+    fast = _app(mock, tmp_path, CHECKS_OFF)
+    body = {"model": "lean-model", "messages": [{"role": "user", "content": "extra fields please"}]}
+    mine, other = (b"authorization", b"Bearer sk-client"), (b"authorization", b"Bearer sk-other")
+    fetched: dict[bool, tuple[int, bytes]] = {}
+    for lean in (True, False):
+        rid = b"req-lean-report-%d" % lean
+        out, _, _ = _run(fast, body, [mine, (b"x-request-id", rid)], 200, monkeypatch, lean=lean)
+        url = dict(out["headers"])[b"x-veracity-report-url"].decode()
+        assert url == "/v1/veracity/reports/" + rid.decode()
+
+        async def read(who: tuple[bytes, bytes]) -> tuple[int, bytes]:
+            return await _get(fast, url, [who])
+
+        status, record = asyncio.run(read(mine))
+        assert status == 200
+        doc = orjson.loads(record)
+        assert doc["id"] == rid.decode() and doc["model"] == "lean-model" and abs(doc["created"] - time.time()) < 60
+        fetched[lean] = (status, {k: v for k, v in doc.items() if k not in ("id", "created")})
+        assert asyncio.run(read(other))[0] == 404
+    assert fetched[True] == fetched[False]
+    assert fetched[True][1]["veracity"]["status"] == "skipped"
