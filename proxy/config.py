@@ -423,7 +423,8 @@ class ReportsSettings(_Strict):
     carry no ``x-veracity-report-url``). ``ttl_s``: seconds a report is kept (in this process and,
     with ``verification.redis_url``, in Redis for every replica). ``max_in_memory``: reports kept
     in this process (least recently written dropped first; a few KB each, up to ~150 KB for an
-    answer with hundreds of checks); ``max_in_memory_bytes``: their bodies' total size, the
+    answer with hundreds of checks; checks-off answers' records in a ring of their own of this
+    size, :class:`proxy.stores.reports.FixedRing`); ``max_in_memory_bytes``: their bodies' total size, the
     other bound. ``ttl_s`` is at most
     :data:`MAX_REPORT_TTL_S`: past Redis' range (``EX 1e20``, ``.inf``) every shared write failed
     (logged only) while ``config check`` passed."""

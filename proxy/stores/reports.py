@@ -454,13 +454,13 @@ class ReportStore:
         """Keep the final record of a :class:`FixedReport` answer in this process: in the
         :class:`FixedRing` (its own ``max_in_memory`` records, oldest overwritten first; not
         counted in :attr:`bytes_in_memory`: no body is stored), or through :meth:`put_local`
-        when the id already has a record here or the ring cannot take it. Reads see it exactly
+        when the id already has a record here, the ring cannot take it or ``max_in_memory`` is 0. Reads see it exactly
         as :func:`store_local` would have kept it. ``request_id``: a safe token
         (:data:`proxy._asgi.request_ids.RID_RE`)."""
         ring = self._fixed
-        if ring is None:
-            ring = self._fixed = FixedRing(max(1, self.max_in_memory))
-        if (request_id in ring.slot or request_id in self._owners
+        if ring is None and self.max_in_memory > 0:
+            ring = self._fixed = FixedRing(self.max_in_memory)
+        if (ring is None or request_id in ring.slot or request_id in self._owners
                 or not ring.put(owner, request_id, model, created, fixed, time.monotonic() + self.ttl_s)):
             parts = fixed_record_parts(request_id, model, created, fixed)
             self.put_local(owner, request_id, parts if parts is not None else

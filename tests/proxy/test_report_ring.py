@@ -95,3 +95,10 @@ def test_a_full_kinds_table_takes_the_general_path(monkeypatch: pytest.MonkeyPat
     assert list(store._fixed.slot) == ["r0", "r1"] and list(store._mem) == [(a, "r2")]
     assert [store.get_local(a, f"r{i}")[0] for i in range(3)] == [
         reports.record_body(f"r{i}", m, i, FIXED.report, pending=False) for i, m in enumerate(("m1", "m2", "m3"))]
+
+
+def test_max_in_memory_zero_keeps_no_checks_off_record_either() -> None:
+    store = reports.ReportStore(max_in_memory=0)
+    a = reports.owner_of(_who("a"))
+    store.put_fixed(a, "r1", "m", 1, FIXED)
+    assert store.get_local(a, "r1") is None and store._fixed is None and not store._mem
