@@ -147,7 +147,7 @@ class FastPath:
             if not status:
                 status = 499 if rec.fields.get("client_disconnected") else 500
             finish(self.state, route=rec.route, model=rec.model, status=status, timing=rec.timing, rid=rec.rid,
-                   principal=rec.principal, upstream=rec.upstream, stream=False,
+                   principal=rec.principal, upstream=rec.upstream, stream=rec.stream,
                    veracity_status=rec.veracity_status, fields=rec.fields, model_label=rec.model_label)
 
     def __getattr__(self, name: str) -> Any:

@@ -163,7 +163,7 @@ class RequestRecord:
     :data:`UNMATCHED_ROUTE`)."""
 
     __slots__ = ("rid", "timing", "route", "model", "model_label", "principal", "upstream", "fields",
-                 "veracity_status")
+                 "veracity_status", "stream")
 
     def __init__(self, rid: str) -> None:
         self.rid = rid
@@ -175,6 +175,8 @@ class RequestRecord:
         self.upstream: str | None = None
         self.fields: dict[str, Any] = {}
         self.veracity_status: str | None = None
+        #: the response is a stream (the log line's ``stream``)
+        self.stream = False
 
 
 def record(request: Request, route: str | None) -> RequestRecord:

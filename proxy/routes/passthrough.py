@@ -191,5 +191,6 @@ async def passthrough(request: Request) -> Response:
         finally:
             resp.close()
 
+    rec.stream = (resp.headers.get("content-type") or "").startswith("text/event-stream")  # the log line's
     return StreamingResponse(body(), status_code=resp.status, headers=headers,
                              media_type=resp.headers.get("content-type"))

@@ -146,7 +146,7 @@ async def _stream(state: Any, rec: Any, ctx: pipeline.RequestContext, adapter: R
                 "x-veracity-overhead-ms": f"{timing.overhead() * 1000:.3f}",
                 **reports.report_headers(rid, result.report, state.reports_on),
                 "cache-control": "no-cache", "x-accel-buffering": "no"}
-    rec.fields["responses_stream"] = True
+    rec.stream = True
     return StreamingResponse(_events(state, rec, ctx, result, writer), status_code=200, headers=sheaders,
                              media_type="text/event-stream")
 
