@@ -52,8 +52,8 @@ if TYPE_CHECKING:
 __all__ = ["FastPath", "LeanLane", "CHAT_PATHS", "BARE_PREFIXES"]
 
 #: the lean lane's cached verdict on a policy: (policy, forwards only?, its ``skipped`` report dict,
-#: that report's ``x-veracity-summary``, the same report as a :class:`~proxy.stores.reports.FixedReport`)
-PolicyHit = tuple[Any, bool, dict[str, Any], str, reports.FixedReport]
+#: that report's ``x-veracity-summary`` (Latin-1 bytes), the same report as a :class:`~proxy.stores.reports.FixedReport`)
+PolicyHit = tuple[Any, bool, dict[str, Any], bytes, reports.FixedReport]
 
 #: paths served as chat completions: clients configured with the bare host as ``base_url``
 #: post to ``/chat/completions`` (a 404 before; as LiteLLM, serve both), some add a slash
@@ -185,12 +185,12 @@ class LeanLane:
     def __init__(self, state: Gateway) -> None:
         self.state = state
         self.enabled = not state.log_content
-        #: (credential bytes or None, model) -> (principal, upstream)
-        self._routes: dict[tuple[bytes | None, str], tuple[Principal, HttpUpstream]] = {}
+        #: (credential bytes or None, model) -> (principal, upstream, the principal's report owner)
+        self._routes: dict[tuple[bytes | None, str], tuple[Principal, HttpUpstream, str]] = {}
         #: id(policy) -> its PolicyHit
         self._policies: dict[int, PolicyHit] = {}
 
-    def _route(self, auth: bytes | None, model: str) -> tuple[Principal, HttpUpstream] | None:
+    def _route(self, auth: bytes | None, model: str) -> tuple[Principal, HttpUpstream, str] | None:
         """Authenticate + route once per ``(auth, model)``; None: not for this lane (an error
         the normal path reports, or a non-OpenAI upstream). Only successes are cached."""
         key = (auth, model)
@@ -207,7 +207,7 @@ class LeanLane:
             return None
         if not is_http_upstream(up):
             return None
-        hit = (principal, up)
+        hit = (principal, up, reports.owner_of(principal))
         if len(self._routes) < self.MAX_CACHED:
             self._routes[key] = hit
         return hit
@@ -223,7 +223,8 @@ class LeanLane:
         if hit is None or hit[0] is not policy:
             lean = pipeline.forwards_only(policy)
             report = pipeline.checks_off_report(policy).to_dict() if lean else {}
-            hit = (policy, lean, report, reports.summary_header(report) if lean else "", reports.FixedReport(report))
+            hit = (policy, lean, report, reports.summary_header(report).encode("latin-1") if lean else b"",
+                   reports.FixedReport(report))
             if len(self._policies) >= self.MAX_CACHED:
                 self._policies.clear()
             self._policies[id(policy)] = hit
@@ -269,7 +270,7 @@ class LeanLane:
         routed = self._route(client_authorization_bytes(h.get(b"authorization"), h.get(b"api-key")), model)
         if routed is None:
             return await self._normal(scope, receive, send, raw, deployment)
-        principal, up = routed
+        principal, up, owner = routed
         pol = self._policy(principal)
         if pol is None or not pol[1]:
             return await self._normal(scope, receive, send, raw, deployment)
@@ -280,11 +281,11 @@ class LeanLane:
         watch = DisconnectWatch(receive, None, state.sweeper)  # type: ignore[arg-type]
         watch.arm()
         with watch:
-            await self._forward(watch, send, timing, body, model, principal, up, pol, rid)
+            await self._forward(watch, send, timing, body, model, principal, up, pol, rid, owner)
 
     async def _forward(self, watch: DisconnectWatch, send: Any, timing: Timing, body: dict[str, Any],
                        model: str, principal: Principal, up: HttpUpstream, pol: PolicyHit,
-                       rid: str) -> None:
+                       rid: str, owner: str) -> None:
         """The lane's work once taken: what the normal path + :func:`proxy.pipeline.sequence.chat_completion`
         do for a checks-off policy, answered and logged through the shared helpers
         (:func:`~proxy.routes._respond.answer_headers`, :func:`~proxy.routes._respond.failure_reply`,
@@ -305,13 +306,13 @@ class LeanLane:
             if store is not None:  # as reports.publish, without its coroutine when nothing is awaited
                 created = int(time.time() - timing.elapsed())
                 if not store.shared:
-                    store.put_fixed(reports.owner_of(principal), rid, model, created, pol[4])
+                    store.put_fixed(owner, rid, model, created, pol[4])
                 else:
                     staged = reports.store_local(store, principal, rid, model, created, pol[4], False)
                     if staged is not None:
                         await reports.store_shared(*staged, rid)
             headers = answer_headers(relayed, rid, "skipped", f"{timing.overhead() * 1000:.3f}",
-                                     reports.report_headers(rid, pol[2], state.reports_on, pol[3]), payload)
+                                     reports.report_header_pairs(rid, pol[3], state.reports_on), payload)
         except asyncio.CancelledError:  # the client went away (see DisconnectWatch)
             status = 499
             fields["client_disconnected"] = True

@@ -19,7 +19,7 @@ lanes (the normal path, :mod:`proxy.routes.chat`, and the lean lane,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -86,17 +86,17 @@ class Reply:
 
 
 def answer_headers(relayed: Mapping[str, str], rid: str, vstatus: str, overhead_ms: str,
-                   report_headers: Mapping[str, str], body: bytes) -> RawHeaders:
+                   report_headers: Sequence[tuple[bytes, bytes]], body: bytes) -> RawHeaders:
     """The ASGI header list of a chat completion answer: ``relayed`` (the upstream's relayable
     headers and the verdict headers, lower-case names), ``x-request-id``, ``x-veracity-status``
     (``vstatus``), ``x-veracity-overhead-ms`` (``overhead_ms``, milliseconds with 3 decimals),
-    ``report_headers`` (:func:`proxy.stores.reports.report_headers`), then ``content-length``
+    ``report_headers`` (:func:`proxy.stores.reports.report_header_pairs`), then ``content-length``
     of ``body`` and ``content-type: application/json``. Built once as a list (the fast path
     sends it as is)."""
     raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in relayed.items()]
     raw += ((b"x-request-id", rid.encode("latin-1")), (b"x-veracity-status", vstatus.encode("latin-1")),
             (b"x-veracity-overhead-ms", overhead_ms.encode()),
-            *((k.encode("latin-1"), v.encode("latin-1")) for k, v in report_headers.items()),
+            *report_headers,
             (b"content-length", str(len(body)).encode()), (b"content-type", b"application/json"))
     return raw
 

@@ -146,7 +146,8 @@ async def _chat(state: Gateway, headers: Any, read_body: Any, deployment: str | 
         payload = dumps(result.response)
         return Reply(payload, status, answer_headers(
             result.headers, rid, result.report.status, f"{timing.overhead() * 1000:.3f}",
-            reports.report_headers(rid, result.report, state.reports_on), payload))
+            reports.report_header_pairs(rid, reports.summary_header(result.report).encode("latin-1"), state.reports_on),
+            payload))
     except asyncio.CancelledError:  # the client went away (see DisconnectWatch)
         status = 499
         fields["client_disconnected"] = True

@@ -64,7 +64,7 @@ from proxy.observability.log import get_logger
 from proxy.wire.json import dumps
 
 __all__ = ["REPORT_ROUTE", "ReportStore", "RedactedReports", "owner_of", "owner_of_key", "record_body", "list_body",
-           "summary_header", "report_headers", "open_store", "publish", "publish_soon", "lookup", "MAX_LISTED",
+           "summary_header", "report_headers", "report_header_pairs", "open_store", "publish", "publish_soon", "lookup", "MAX_LISTED",
            "FixedReport", "RecordParts", "fixed_record_parts", "fixed_record_body", "record_bytes", "record_size",
            "store_local", "store_shared", "FixedRing"]
 
@@ -413,6 +413,17 @@ def report_headers(request_id: str, report: Any, enabled: bool = True, summary: 
     if enabled:
         out["x-veracity-report-url"] = report_url(request_id)
     return out
+
+
+_URL_PREFIX = b"/v1/veracity/reports/"
+
+
+def report_header_pairs(request_id: str, summary: bytes, enabled: bool = True) -> tuple[tuple[bytes, bytes], ...]:
+    """:func:`report_headers` as ASGI header pairs, for a caller that has the summary encoded
+    (``summary``: :func:`summary_header`'s value, Latin-1: the lean lane keeps it per policy)."""
+    if enabled:
+        return (b"x-veracity-summary", summary), (b"x-veracity-report-url", _URL_PREFIX + request_id.encode("latin-1"))
+    return ((b"x-veracity-summary", summary),)
 
 
 class ReportStore:
