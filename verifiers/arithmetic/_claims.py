@@ -98,10 +98,13 @@ def _make_seg(toks: list[Token], formula: bool = False) -> _Seg:
 
 
 def _ensure_suffix(seg: _Seg) -> None:
-    """Longest parseable suffix starting after a clean cut (two operands side by side)."""
+    """Longest parseable suffix starting after a clean cut (two operands side by side, a
+    bracket the sentence before closed), after a leading list label (``_enumerator``)."""
     if seg.suffix is not None or seg.full is not None:
         return
     toks = seg.toks
+    if _enumerator(toks):  # "(2) 3+3 = 6", "Step (3) (4+1) × 5 = 25": a label opens the side
+        toks = toks[3:]
     try:  # "1/2 (68) + 10": a spaced product on the left side
         seg.suffix = parse(toks, loose=True)
         seg.suffix_toks = toks
@@ -110,7 +113,10 @@ def _ensure_suffix(seg: _Seg) -> None:
         pass
     for k in range(1, len(toks)):
         before, at = toks[k - 1], toks[k]
-        if before.kind in ("NUM", "RP", "FACT", "PCT", "CONST", "VAR") and at.kind in ("NUM", "FUNC", "CONST"):
+        # "by 2.) (1/2) ** 0 = 1": a bracket closed by the sentence before, then a spaced "("
+        spaced_lp = at.kind == "LP" and before.kind == "RP" and before.end < at.start
+        if before.kind in ("NUM", "RP", "FACT", "PCT", "CONST", "VAR") and (at.kind in ("NUM", "FUNC", "CONST")
+                                                                           or spaced_lp):
             if at.kind == "NUM" and at.text[:1] == "0" and at.text[1:2].isdigit():
                 return  # "350 000": a number with spaces as thousands separators
             try:
@@ -119,6 +125,14 @@ def _ensure_suffix(seg: _Seg) -> None:
                 return
             except ParseError:
                 continue
+
+
+def _enumerator(toks: list[Token]) -> bool:
+    """The tokens open with one whole number in brackets and a blank, ``(2) 3+3``: a list
+    item's or a reference's label, not a factor of a spaced product (``(1/2) 68`` and
+    ``2 (3)`` still are; ``(2)(3)``, written tight, is read as a product before this)."""
+    return (len(toks) > 3 and toks[0].kind == "LP" and toks[1].kind == "NUM" and toks[1].text.isdigit()
+            and toks[2].kind == "RP" and toks[2].end < toks[3].start)
 
 
 def _ensure_prefix(seg: _Seg) -> None:
@@ -485,23 +499,44 @@ def _split_at_sep(toks: list[Token]) -> tuple[list[Token], list[Token]]:
 
 _BULLET_AT = re.compile(r"[ \t]*[-*+•][ \t]+")
 _PLAIN_CHARS = frozenset("0123456789.,+-*/^() \t$€£¥%×÷·−")
+# an enumerator where the widened text begins: "(2) 3+3", "2) 3+3" -- a list item's or a
+# reference's label, not a factor ("1. 2+2" ends at the period already)
+_ENUMERATOR = re.compile(r"(?:\(\d+\)|\d+\))[ \t]+")
+
+
+def _punctuation(text: str, i: int) -> bool:
+    """``text[i]`` is a ``.`` or ``,`` that is no part of a number: a sentence end ("by 5678.
+    1234 × ..."), an abbreviation ("e.g. 5"), a list number ("1. 2+2"), a clause comma. A
+    decimal point or a digit group's comma always has a digit right after it ("3.14",
+    "1,234", ".5"); "3.14." ends in one of each."""
+    return text[i] in ".," and not (i + 1 < len(text) and text[i + 1].isdigit())
 
 
 def _plain_stretch(text: str, a: int, b: int, left: bool) -> tuple[int, int]:
     """``[a, b)`` widened over the plain arithmetic written next to it (leftwards for the left
     side of a claim, rightwards for the right side), so the second evaluation reads what is
     written, not just what the first reading took as the expression ("3 ** 2 + 1" when a
-    misreading kept only "2 + 1")."""
+    misreading kept only "2 + 1"). The widening stays inside the claim's sentence and item:
+    it stops at sentence punctuation (``_punctuation``: "We multiply 1234 by 5678. 1234 × 5678
+    = ..." is not ``5678. 1234 × 5678``, which SymPy reads as a product) and drops a list
+    bullet or enumerator it would begin with ("- 8^(-1)", "(2) 3+3"), as the first reading
+    does (the tokeniser ends a run at such a period; ``_ensure_suffix`` drops a leading
+    "(2)")."""
     if left:
         start = a
-        while a > 0 and text[a - 1] in _PLAIN_CHARS:
+        while a > 0 and text[a - 1] in _PLAIN_CHARS and not _punctuation(text, a - 1):
             a -= 1
         line = text.rfind("\n", 0, start) + 1
         if a <= line + len(text[line:start]) - len(text[line:start].lstrip(" \t")) + 1 and \
                 _BULLET_AT.match(text, line, start):
             a = _BULLET_AT.match(text, line, start).end()  # "- 8^(-1) = ...": a list bullet, no minus
+        while a < start and text[a] in " \t":
+            a += 1
+        label = _ENUMERATOR.match(text, a, start)
+        if label is not None:
+            a = label.end()
     else:
-        while b < len(text) and text[b] in _PLAIN_CHARS:
+        while b < len(text) and text[b] in _PLAIN_CHARS and not _punctuation(text, b):
             b += 1
     while a < b and text[a] in " \t":
         a += 1
