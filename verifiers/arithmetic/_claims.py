@@ -64,6 +64,8 @@ class _Seg:
     suffix: tuple | None = None
     suffix_toks: list[Token] | None = None
     bad: bool = False
+    # "(2) 3+3": the side read without its list label; the spaced product it also reads as
+    label_product: tuple | None = None
 
 
 def _make_seg(toks: list[Token], formula: bool = False) -> _Seg:
@@ -104,6 +106,10 @@ def _ensure_suffix(seg: _Seg) -> None:
         return
     toks = seg.toks
     if _enumerator(toks):  # "(2) 3+3 = 6", "Step (3) (4+1) × 5 = 25": a label opens the side
+        try:
+            seg.label_product = parse(toks, loose=True)  # ... or a spaced factor: see ClaimFinder._pair
+        except ParseError:
+            seg.label_product = None
         toks = toks[3:]
     try:  # "1/2 (68) + 10": a spaced product on the left side
         seg.suffix = parse(toks, loose=True)
@@ -686,6 +692,33 @@ class ClaimFinder:
         return seg.prefix, seg.prefix_toks
 
     def _pair(self, a: _Seg, sep: Token, b: _Seg) -> None:
+        """Check one ``a = b``. A left side opening with a list label (``_enumerator``) is read
+        without it; its failure stands only when the side read as a spaced product fails too
+        ("(2) 3+3 = 9" is ``unknown``: 2 * 3 + 3 is 9), as other two-reading claims are decided
+        only where the readings agree (``_judge``: "a ± p%")."""
+        n = len(self.checks)
+        self._pair_once(a, sep, b)
+        if a.label_product is None or len(self.checks) == n or self.checks[-1].outcome != "fail":
+            return
+        read, confirmed = self.checks[n:], self._confirmed
+        saved = a.suffix, a.suffix_toks
+        del self.checks[n:]
+        a.suffix, a.suffix_toks = a.label_product, a.toks
+        try:
+            self._pair_once(a, sep, b)
+        finally:
+            product = self.checks[n:]
+            del self.checks[n:]
+            a.suffix, a.suffix_toks = saved
+            self._confirmed = confirmed
+            self.checks.extend(read)
+        if not any(c.outcome == "fail" for c in product):
+            c = self.checks[-1]
+            c.outcome, c.confidence = "unknown", 0.5
+            c.note = (f"the line opens with {a.toks[0].text}{a.toks[1].text}{a.toks[2].text}: as a list label "
+                      f"the value is {c.expected}; as a factor the claim holds")
+
+    def _pair_once(self, a: _Seg, sep: Token, b: _Seg) -> None:
         soft = sep.kind == "SOFT"
         ln, ltoks = self._side(a, True)
         rn, rtoks = self._side(b, False)
