@@ -1,6 +1,6 @@
 """Arithmetic verifier, this tree against another (e.g. a main worktree), in one run.
 
-    python bench/arithmetic_ab.py --base /work/main [--limit N] [--no-write]
+    python bench/arithmetic_ab.py --base /work/main [--limit N] [--budget-ms MS] [--no-write]
 
 Every answer of ``../shared/cases/math`` (GSM8K references with calculator notes kept and
 stripped, the GPT-3 example solutions labelled by ``is_correct``, ProcessBench GSM8K and
@@ -10,7 +10,9 @@ imports the other tree's ``verifiers/arithmetic`` under another name). Prints an
 ``bench/results/arithmetic-ab.md``: per set, the answers with at least one ``fail`` among those
 labelled correct (false alarms, or a real slip the graders let pass: read them) and among those
 labelled wrong, the claims decided, the p95 time per answer of each tree and their ratio; then
-every answer whose flags differ.
+every answer whose flags differ, and every answer whose checks differ at all (``--budget-ms
+10000`` keeps a budget reached under load in one tree only from counting; the times are then
+not the shipped budget's).
 """
 
 from __future__ import annotations
@@ -54,7 +56,12 @@ def p95(x: list[float]) -> float:
     return x[int(0.95 * (len(x) - 1))] if x else 0.0
 
 
-def run(other_root: Path, base: Path, limit: int | None, only: list[str] | None = None) -> dict[str, Any]:
+def run(other_root: Path, base: Path, limit: int | None, only: list[str] | None = None,
+        budget_ms: float | None = None) -> dict[str, Any]:
+    """Both trees' checks of every case answer; ``budget_ms`` (default: ``check``'s own) set high
+    keeps the time budget, which a loaded machine reaches in one tree and not the other, from
+    showing as a difference."""
+    kw = {} if budget_ms is None else {"budget_ms": budget_ms}
     other = _load_other(other_root)
     other.warm_up()
     warm_up()
@@ -65,26 +72,32 @@ def run(other_root: Path, base: Path, limit: int | None, only: list[str] | None 
         "answers": 0, "correct": 0, "flag_correct": {"base": 0, "this": 0}, "flag_wrong": {"base": 0, "this": 0},
         "decided": {"base": 0, "this": 0}, "ms": {"base": [], "this": []}})
     changed = []
+    differ = []  # answers whose check lists (outcome, claim, expected) differ, budget notes aside
     all_ms: dict[str, list[float]] = {"base": [], "this": []}
     for k, (s, name, answer, ok, q) in enumerate(rows):
         st = sets[s]
         st["answers"] += 1
         st["correct"] += ok
         got = {}
+        every = {}
         for who in (("this", "base") if k % 2 == 0 else ("base", "this")):
             fn = check if who == "this" else other.check
             t0 = time.perf_counter()
-            cs = fn(answer, q)
+            cs = fn(answer, q, **kw)
             ms = (time.perf_counter() - t0) * 1000
             st["ms"][who].append(ms)
             all_ms[who].append(ms)
             got[who] = sorted(c.claim for c in cs if c.outcome == "fail")
+            every[who] = [(c.outcome, c.claim, c.expected) for c in cs if c.evidence.get("kind") != "budget"]
             st["decided"][who] += sum(1 for c in cs if c.outcome in ("pass", "fail"))
             if got[who]:
                 st["flag_correct" if ok else "flag_wrong"][who] += 1
         if got["this"] != got["base"]:
             changed.append((s, name, ok, got["base"], got["this"]))
-    return {"sets": sets, "changed": changed, "all_ms": all_ms}
+        if every["this"] != every["base"]:
+            differ.append((s, name, ok, [x for x in every["base"] if x not in every["this"]],
+                           [x for x in every["this"] if x not in every["base"]]))
+    return {"sets": sets, "changed": changed, "differ": differ, "all_ms": all_ms, "budget_ms": budget_ms}
 
 
 def report(res: dict[str, Any], other_root: Path) -> str:
@@ -109,6 +122,11 @@ def report(res: dict[str, Any], other_root: Path) -> str:
               f"({t / max(1e-9, b):.2f}x).", "", f"Answers whose flags differ: {len(res['changed'])}", ""]
     for s, name, ok, fb, ft in res["changed"]:
         lines.append(f"- {s} {name} labelled {'correct' if ok else 'wrong'}: base {fb} -> this {ft}")
+    budget = "each tree's default" if res["budget_ms"] is None else f"{res['budget_ms']:g} ms"
+    lines += ["", f"Answers whose checks differ in any outcome, claim or `expected` (budget {budget}; the note "
+              f"of a reached budget aside): {len(res['differ'])}", ""]
+    for s, name, ok, only_b, only_t in res["differ"][:40]:
+        lines.append(f"- {s} {name} labelled {'correct' if ok else 'wrong'}: base only {only_b} -> this only {only_t}")
     return "\n".join(lines) + "\n"
 
 
@@ -119,8 +137,10 @@ def main() -> int:
     ap.add_argument("--sets", default=None, help="comma-separated set names to run (default: all)")
     ap.add_argument("--out", default="arithmetic-ab.md", help="file name under bench/results")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--budget-ms", type=float, default=None,
+                    help="time budget per answer for both trees (default: check's own, 250 ms)")
     a = ap.parse_args()
-    res = run(Path(a.base), cases_dir(), a.limit, a.sets.split(",") if a.sets else None)
+    res = run(Path(a.base), cases_dir(), a.limit, a.sets.split(",") if a.sets else None, a.budget_ms)
     text = report(res, Path(a.base))
     print(text)
     if not a.no_write:

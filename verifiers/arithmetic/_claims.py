@@ -64,6 +64,8 @@ class _Seg:
     suffix: tuple | None = None
     suffix_toks: list[Token] | None = None
     bad: bool = False
+    # "(2) 3+3": the side read without its list label; the spaced product it also reads as
+    label_product: tuple | None = None
 
 
 def _make_seg(toks: list[Token], formula: bool = False) -> _Seg:
@@ -98,10 +100,17 @@ def _make_seg(toks: list[Token], formula: bool = False) -> _Seg:
 
 
 def _ensure_suffix(seg: _Seg) -> None:
-    """Longest parseable suffix starting after a clean cut (two operands side by side)."""
+    """Longest parseable suffix starting after a clean cut (two operands side by side, a
+    bracket the sentence before closed), after a leading list label (``_enumerator``)."""
     if seg.suffix is not None or seg.full is not None:
         return
     toks = seg.toks
+    if _enumerator(toks):  # "(2) 3+3 = 6", "Step (3) (4+1) × 5 = 25": a label opens the side
+        try:
+            seg.label_product = parse(toks, loose=True)  # ... or a spaced factor: see ClaimFinder._pair
+        except ParseError:
+            seg.label_product = None
+        toks = toks[3:]
     try:  # "1/2 (68) + 10": a spaced product on the left side
         seg.suffix = parse(toks, loose=True)
         seg.suffix_toks = toks
@@ -110,7 +119,10 @@ def _ensure_suffix(seg: _Seg) -> None:
         pass
     for k in range(1, len(toks)):
         before, at = toks[k - 1], toks[k]
-        if before.kind in ("NUM", "RP", "FACT", "PCT", "CONST", "VAR") and at.kind in ("NUM", "FUNC", "CONST"):
+        # "by 2.) (1/2) ** 0 = 1": a bracket closed by the sentence before, then a spaced "("
+        spaced_lp = at.kind == "LP" and before.kind == "RP" and before.end < at.start
+        if before.kind in ("NUM", "RP", "FACT", "PCT", "CONST", "VAR") and (at.kind in ("NUM", "FUNC", "CONST")
+                                                                           or spaced_lp):
             if at.kind == "NUM" and at.text[:1] == "0" and at.text[1:2].isdigit():
                 return  # "350 000": a number with spaces as thousands separators
             try:
@@ -119,6 +131,14 @@ def _ensure_suffix(seg: _Seg) -> None:
                 return
             except ParseError:
                 continue
+
+
+def _enumerator(toks: list[Token]) -> bool:
+    """The tokens open with one whole number in brackets and a blank, ``(2) 3+3``: a list
+    item's or a reference's label, not a factor of a spaced product (``(1/2) 68`` and
+    ``2 (3)`` still are; ``(2)(3)``, written tight, is read as a product before this)."""
+    return (len(toks) > 3 and toks[0].kind == "LP" and toks[1].kind == "NUM" and toks[1].text.isdigit()
+            and toks[2].kind == "RP" and toks[2].end < toks[3].start)
 
 
 def _ensure_prefix(seg: _Seg) -> None:
@@ -485,23 +505,44 @@ def _split_at_sep(toks: list[Token]) -> tuple[list[Token], list[Token]]:
 
 _BULLET_AT = re.compile(r"[ \t]*[-*+•][ \t]+")
 _PLAIN_CHARS = frozenset("0123456789.,+-*/^() \t$€£¥%×÷·−")
+# an enumerator where the widened text begins: "(2) 3+3", "2) 3+3" -- a list item's or a
+# reference's label, not a factor ("1. 2+2" ends at the period already)
+_ENUMERATOR = re.compile(r"(?:\(\d+\)|\d+\))[ \t]+")
+
+
+def _punctuation(text: str, i: int) -> bool:
+    """``text[i]`` is a ``.`` or ``,`` that is no part of a number: a sentence end ("by 5678.
+    1234 × ..."), an abbreviation ("e.g. 5"), a list number ("1. 2+2"), a clause comma. A
+    decimal point or a digit group's comma always has a digit right after it ("3.14",
+    "1,234", ".5"); "3.14." ends in one of each."""
+    return text[i] in ".," and not (i + 1 < len(text) and text[i + 1].isdigit())
 
 
 def _plain_stretch(text: str, a: int, b: int, left: bool) -> tuple[int, int]:
     """``[a, b)`` widened over the plain arithmetic written next to it (leftwards for the left
     side of a claim, rightwards for the right side), so the second evaluation reads what is
     written, not just what the first reading took as the expression ("3 ** 2 + 1" when a
-    misreading kept only "2 + 1")."""
+    misreading kept only "2 + 1"). The widening stays inside the claim's sentence and item:
+    it stops at sentence punctuation (``_punctuation``: "We multiply 1234 by 5678. 1234 × 5678
+    = ..." is not ``5678. 1234 × 5678``, which SymPy reads as a product) and drops a list
+    bullet or enumerator it would begin with ("- 8^(-1)", "(2) 3+3"), as the first reading
+    does (the tokeniser ends a run at such a period; ``_ensure_suffix`` drops a leading
+    "(2)")."""
     if left:
         start = a
-        while a > 0 and text[a - 1] in _PLAIN_CHARS:
+        while a > 0 and text[a - 1] in _PLAIN_CHARS and not _punctuation(text, a - 1):
             a -= 1
         line = text.rfind("\n", 0, start) + 1
         if a <= line + len(text[line:start]) - len(text[line:start].lstrip(" \t")) + 1 and \
                 _BULLET_AT.match(text, line, start):
             a = _BULLET_AT.match(text, line, start).end()  # "- 8^(-1) = ...": a list bullet, no minus
+        while a < start and text[a] in " \t":
+            a += 1
+        label = _ENUMERATOR.match(text, a, start)
+        if label is not None:
+            a = label.end()
     else:
-        while b < len(text) and text[b] in _PLAIN_CHARS:
+        while b < len(text) and text[b] in _PLAIN_CHARS and not _punctuation(text, b):
             b += 1
     while a < b and text[a] in " \t":
         a += 1
@@ -651,6 +692,33 @@ class ClaimFinder:
         return seg.prefix, seg.prefix_toks
 
     def _pair(self, a: _Seg, sep: Token, b: _Seg) -> None:
+        """Check one ``a = b``. A left side opening with a list label (``_enumerator``) is read
+        without it; its failure stands only when the side read as a spaced product fails too
+        ("(2) 3+3 = 9" is ``unknown``: 2 * 3 + 3 is 9), as other two-reading claims are decided
+        only where the readings agree (``_judge``: "a ± p%")."""
+        n = len(self.checks)
+        self._pair_once(a, sep, b)
+        if a.label_product is None or len(self.checks) == n or self.checks[-1].outcome != "fail":
+            return
+        read, confirmed = self.checks[n:], self._confirmed
+        saved = a.suffix, a.suffix_toks
+        del self.checks[n:]
+        a.suffix, a.suffix_toks = a.label_product, a.toks
+        try:
+            self._pair_once(a, sep, b)
+        finally:
+            product = self.checks[n:]
+            del self.checks[n:]
+            a.suffix, a.suffix_toks = saved
+            self._confirmed = confirmed
+            self.checks.extend(read)
+        if not any(c.outcome == "fail" for c in product):
+            c = self.checks[-1]
+            c.outcome, c.confidence = "unknown", 0.5
+            c.note = (f"the line opens with {a.toks[0].text}{a.toks[1].text}{a.toks[2].text}: as a list label "
+                      f"the value is {c.expected}; as a factor the claim holds")
+
+    def _pair_once(self, a: _Seg, sep: Token, b: _Seg) -> None:
         soft = sep.kind == "SOFT"
         ln, ltoks = self._side(a, True)
         rn, rtoks = self._side(b, False)
