@@ -28,7 +28,8 @@ Accepted syntax
 * numbers ``11,607.55``, ``.5``, ``$45.50 € £ ¥``, ``12,50 €``, "dollars"/"cents", ``15%``,
   "percent", ``2 1/2``, ``2½ ⅗``, ``2.5 million``, ``50k``; ``15% of 80``, ``1/4 of 20``; other
   locales' grouping ``1.234.567`` / ``1.234,50`` (a decimal comma only when the text writes one
-  so), ``1’234``, ``1 234 567`` (narrow/no-break spaces), ``12,34,567`` (lakh), ``1_000``;
+  so; one group after one separator, ``1.500`` / ``1,500``, is read the English way, and a claim
+  that fails so but holds the other way is ``unknown``: see ``_other_locale``), ``1’234``, ``1 234 567`` (narrow/no-break spaces), ``12,34,567`` (lakh), ``1_000``;
 * where claims stand: prose, LaTeX, Markdown tables (cells; an "Expression | Value" pair of
   columns states ``expression = value``), the comments of fenced code (the code itself is
   left to the code verifier);
@@ -143,6 +144,7 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
     try:
         deadline = time.perf_counter() + max(0.0, budget_ms) / 1000
         checks = _check(text, question if isinstance(question, str) else None, deadline)
+        _other_locale(text, checks, deadline)
     except RecursionError:
         return [Check(verifier=VERIFIER, claim="", outcome="unknown", confidence=0.5,
                       note="input nested too deeply to check")]
@@ -237,6 +239,49 @@ _RESULT = re.compile(
     r"we\s+get|it\s+is|you\s+get|the\s+answer\s+is)|therefore|thus|hence)\b[^\d\n.=]{0,40}?"
     r"(?P<num>[-\u2212]?[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\s*[-+*/\u00d7\u00f7^=])"
     r"|(?P<num2>[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?)\s+(?:[a-z]+\s+){0,2}(?:in\s+total|altogether|in\s+all)\b)")
+
+
+#: a number with one separator and one group of three digits after it ("1.500", "1,500"): a
+#: decimal in one locale, a thousands group in another (CLDR: "." groups and "," decimals in de,
+#: es, it, pt, nl, tr, id; the other way round in en). A leading zero ("0.125") groups nothing.
+_AMBIGUOUS = re.compile(r"(?<![\d.,'’])([1-9]\d{0,2})([.,])(\d{3})(?![\d'’]|[.,]\d)")
+
+_MAX_REREADS = 20
+_REREAD_S = 0.1
+
+
+#: numbers only one locale writes: English grouping with decimals or several groups
+#: ("1,234.5", "1,234,567"), a decimal point with other than three decimals ("2.5", "0.1234")
+_ENGLISH = re.compile(r"\d,\d{3}\.\d|\d,\d{3},\d{3}(?!\d)|(?<![\d.,])\d+\.(?:\d{1,2}|\d{4,})(?![\d.,])")
+#: and the other ones: "1.234,5", "1.234.567", a decimal comma with one or two decimals ("2,5")
+_CONTINENTAL = re.compile(r"\d\.\d{3},\d|\d\.\d{3}\.\d{3}(?!\d)|(?<![\d.,])\d+,\d{1,2}(?![\d.,])")
+
+
+def _other_locale(text: str, checks: list[Check], deadline: float) -> None:
+    """A failed claim whose numbers read differently in the other locale (:data:`_AMBIGUOUS`) is
+    re-read that way ("1.500 € + 250 € = 1.750 €" is 1500 + 250 in German, "1,500 × 2 = 3" is
+    1.5 × 2): when that reading does not fail, the claim is ``unknown``, not ``fail``. The text
+    decides nothing here (``normalize`` keeps one group without decimals English, so
+    ``1.500`` was 1.5 and a right German sum was failed and re-asked); false alarms cost more
+    than misses (DESIGN.md), and an English claim that is wrong only by that coincidence is
+    rare. Not where the rest of the answer writes numbers only English writes (:data:`_ENGLISH`:
+    "$2.50", "1,234.5") and none only the other locales write, and not in GSM8K calculator notes
+    (written in English by construction). At most :data:`_MAX_REREADS` claims are re-read, each within its own small time budget
+    (the answer's own may be spent by then). Mutates ``checks`` in place."""
+    if _ENGLISH.search(text) and not _CONTINENTAL.search(text):
+        return  # the answer writes its numbers the English way elsewhere: no second reading
+    todo = [c for c in checks if c.outcome == "fail" and c.evidence.get("kind") != "calculator_note"
+            and _AMBIGUOUS.search(c.claim or "")]
+    for c in todo[:_MAX_REREADS]:
+        claim = c.claim
+        swapped = _AMBIGUOUS.sub(lambda m: m.group(1) + ("" if m.group(2) == "." else ".") + m.group(3), claim)
+        reread = [r for r in _check(swapped, None, max(deadline, time.perf_counter() + _REREAD_S))
+                  if r.outcome in ("pass", "fail", "unknown") and r.evidence.get("kind") != "budget"]
+        if reread and not any(r.outcome == "fail" for r in reread):
+            c.outcome, c.confidence = "unknown", 0.5
+            c.evidence["other_locale"] = {"reading": swapped, "outcomes": [r.outcome for r in reread]}
+            c.note = (f"{c.note}; not failed: read with the other locale's separators ({swapped}) "
+                      "the claim holds").lstrip("; ")
 
 
 def _digits(s: str) -> str:
