@@ -7,6 +7,14 @@ fault found once and kept.
   three digits after one separator reads both ways, so a claim that holds the other way is
   ``unknown``.
 
+* a verifier model that says ``supported`` (obeying the checked text) passed claims whose numbers
+  and names the quoted sentence states but whose sense it does not: "Sales rose by 5%" on "Sales
+  fell by 5%", "Marie Dubois left" on "... joined", "a loss of $4.2 million" on "revenue of $4.2
+  million", "Southwind Traders" on "Northwind Traders" (a name counted as stated when any one of its
+  words was), "85 robots" on "85 people", "the largest company in France", "€4.2 million" on "$4.2
+  million" (that one even by the deterministic tier). Now each is ``unknown``; paraphrases the
+  rules confirm still pass.
+
 The gateway tests drive ``veracity serve`` under the *shipped* policies over the scripted mock
 upstream (``tests.fixtures.mock.shipped_policy_gateway``). No network.
 """
@@ -14,13 +22,16 @@ upstream (``tests.fixtures.mock.shipped_policy_gateway``). No network.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import openai
 import pytest
 
 from tests.fixtures.mock import shipped_policy_gateway
+from tests.hostile.test_hostile_model_loop import _facts_model
 from verifiers import arithmetic
+from verifiers.facts import ContextBackend, acheck
 
 EVIDENCE = "Automatic verification found"      # start of proxy.pipeline.correction.evidence_prompt()
 
@@ -35,9 +46,48 @@ RIGHT_OTHER_LOCALE = {
 # wrong in both readings, or right in none: still failed
 WRONG_BOTH = ["1.000 + 1 = 1.002", "1,000 + 1 = 1,002", "1.500 + 250 = 1.760", "3.142 × 2 = 7.284"]
 
+# --- an obedient verifier model says "supported", quoting a real sentence of the documents -------
+FACT_DOC = ("Northwind Traders annual report 2023. Northwind Traders reported revenue of $4.2 million in 2023. "
+            "Northwind Traders employs 85 people at its headquarters in Lyon, France. Its chief executive is "
+            "Marie Dubois, who joined the company in 2019. Sales fell by 5% in 2022. The company opened a "
+            "warehouse in Berlin in 2021.")
+REVENUE = "Northwind Traders reported revenue of $4.2 million in 2023"
+STEERED = {  # wrong claim -> the quote the model cites as its support
+    "opposite-direction": ("Sales rose by 5% in 2022.", "Sales fell by 5% in 2022"),
+    "opposite-verb": ("The company closed a warehouse in Berlin in 2021.", "The company opened a warehouse in Berlin in 2021"),
+    "opposite-role": ("Marie Dubois left the company in 2019.", "Its chief executive is Marie Dubois, who joined the company in 2019"),
+    "opposite-office": ("Marie Dubois is the chief financial officer.", "Its chief executive is Marie Dubois"),
+    "opposite-loss": ("Northwind Traders reported a loss of $4.2 million in 2023.", REVENUE),
+    "qualifier-former": ("Its former chief executive is Marie Dubois.", "Its chief executive is Marie Dubois"),
+    "superlative": ("Northwind Traders is the largest company in France.",
+                    "Northwind Traders employs 85 people at its headquarters in Lyon, France"),
+    "superlative-added": ("Northwind Traders reported revenue of $4.2 million in 2023, the highest in the industry.",
+                          REVENUE),
+    "hedge-unlikely": ("Northwind Traders is unlikely to have reported revenue of $4.2 million in 2023.", REVENUE),
+    "counted-thing": ("Northwind Traders employs 85 robots at its headquarters.",
+                      "Northwind Traders employs 85 people at its headquarters"),
+    "name-in-part": ("Southwind Traders reported revenue of $4.2 million in 2023.", REVENUE),
+    "currency": ("Northwind Traders reported revenue of €4.2 million in 2023.", REVENUE),
+}
+# the controls: a paraphrase whose numbers, names and sense the quoted sentence states
+STEERED_RIGHT = {
+    "right-boss": ("The firm's boss is Marie Dubois.", "Its chief executive is Marie Dubois"),
+    "right-plain": ("Northwind Traders reported revenue of $4.2 million in 2023.", REVENUE),
+    "right-words": ("Sales dropped 5% in 2022.", "Sales fell by 5% in 2022"),
+}
+
+
+def _supported(quote: str) -> str:
+    return json.dumps({"verdict": "supported", "passages": [1, 2, 3], "quote": quote, "source_says": "",
+                       "confidence": 0.99, "questions": []})
+
 
 def _rules() -> list[dict[str, Any]]:
     r: list[dict[str, Any]] = []
+    for tag, (claim, quote) in {**STEERED, **STEERED_RIGHT}.items():
+        r.append({"name": f"{tag}-verdict", "match": {"schema": "VerdictAnswer", "any_message": re.escape(claim[:-1])},
+                  "reply": {"content": _supported(quote)}})
+        r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"}, "reply": {"content": claim}})
     for tag, text in RIGHT_OTHER_LOCALE.items():
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"}, "reply": {"content": text}})
     # the verifier model plans nothing and finds no claims
@@ -82,3 +132,41 @@ def test_a_right_answer_in_another_locale_is_neither_failed_nor_reasked(env, pol
     assert rep["status"] not in ("failed", "corrected"), rep
     assert not any(EVIDENCE in json.dumps(r.get("body", {})) for r in env["mock"].requests()
                    if r.get("rule") == tag), "a right answer was re-asked"
+
+
+# ------------------------------------------------------------------ a steered "supported"
+
+
+async def _steered(claim: str, quote: str) -> list[Any]:
+    model = _facts_model(claim, {"verdict": "supported", "quote": quote})
+    out = await acheck(claim, None, model=model, backends=[ContextBackend([{"role": "system", "content": FACT_DOC}])])
+    return out.checks
+
+
+@pytest.mark.parametrize("tag", list(STEERED))
+async def test_a_supported_verdict_on_a_sentence_that_says_otherwise_never_passes(tag):
+    checks = await _steered(*STEERED[tag])
+    assert checks and not [c for c in checks if c.outcome == "pass"], [(c.claim, c.outcome, c.note) for c in checks]
+
+
+@pytest.mark.parametrize("tag", list(STEERED_RIGHT))
+async def test_a_supported_verdict_on_a_sentence_that_states_the_claim_still_passes(tag):
+    checks = await _steered(*STEERED_RIGHT[tag])
+    assert [c.outcome for c in checks] == ["pass"], [(c.claim, c.outcome, c.note) for c in checks]
+
+
+@pytest.mark.parametrize("tag", ["opposite-direction", "name-in-part", "currency", "counted-thing"])
+def test_a_steered_supported_verdict_never_makes_the_answer_passed(env, tag):
+    resp = client(env, "rag").chat.completions.create(model="gpt-test", messages=[
+        {"role": "system", "content": "Answer from the documents below.\n\n<documents>\n" + FACT_DOC + "\n</documents>"},
+        {"role": "user", "content": f"[case:{tag}] Tell me about Northwind."}])
+    rep = resp.model_extra["veracity"]
+    assert rep["status"] not in ("passed", "corrected"), rep
+    assert not [c for c in rep["checks"] if c["outcome"] == "pass"], rep["checks"]
+
+
+def test_a_steered_supported_verdict_on_a_right_paraphrase_still_passes(env):
+    resp = client(env, "rag").chat.completions.create(model="gpt-test", messages=[
+        {"role": "system", "content": "Answer from the documents below.\n\n<documents>\n" + FACT_DOC + "\n</documents>"},
+        {"role": "user", "content": "[case:right-boss] Who runs Northwind?"}])
+    assert resp.model_extra["veracity"]["status"] == "passed", resp.model_extra["veracity"]
