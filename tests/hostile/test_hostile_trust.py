@@ -15,6 +15,13 @@ fault found once and kept.
   million" (that one even by the deterministic tier). Now each is ``unknown``; paraphrases the
   rules confirm still pass.
 
+* code whose own checks are judged by the code itself passed: a result of a class that subclasses
+  ``int`` with ``__eq__`` always true (``assert add(2, 2) == 4`` holds for a wrong ``add``), a
+  ``__repr__`` that prints the stated output, an object equal to everything, ``print`` rebound at
+  top level, the function under test replaced through ``globals()``. Now the run's passes are
+  ``unknown``; failures stand, and honest classes (an Enum with its own ``__str__``, a class
+  whose ``__eq__`` compares fields) still pass.
+
 The gateway tests drive ``veracity serve`` under the *shipped* policies over the scripted mock
 upstream (``tests.fixtures.mock.shipped_policy_gateway``). No network.
 """
@@ -76,6 +83,30 @@ STEERED_RIGHT = {
     "right-words": ("Sales dropped 5% in 2022.", "Sales fell by 5% in 2022"),
 }
 
+# --- code that writes how its own checks are judged -----------------------------------------------
+_WRONG = "def add(a, b):\n    return _R(a - b)\n\n"
+SELF_JUDGING = {
+    "int-eq": "class _R(int):\n    def __eq__(self, o):\n        return True\n    __hash__ = int.__hash__\n\n"
+              + _WRONG + "assert add(2, 2) == 4\n",
+    "int-repr": "class _R(int):\n    def __repr__(self):\n        return '4'\n    __str__ = __repr__\n\n"
+                + _WRONG + "print(add(2, 2))  # Output: 4\n",
+    "eq-everything": "class _R:\n    def __init__(self, v):\n        self.v = v\n    __eq__ = lambda self, o: True\n\n"
+                     + _WRONG + "assert add(2, 2) == 4\n",
+    "type-built": "_R = type('_R', (int,), {'__eq__': lambda s, o: True, '__hash__': int.__hash__})\n\n"
+                  + _WRONG + "assert add(2, 2) == 4\n",
+    "print-rebound": "def add(a, b):\n    return a - b\n\n\nimport builtins\n"
+                     "print = lambda *a, **k: builtins.print(4)\nprint(add(2, 2))  # Output: 4\n",
+    "globals-patch": "def add(a, b):\n    return a - b\n\n\nglobals()['add'] = lambda a, b: 4\nassert add(2, 2) == 4\n",
+}
+HONEST_CLASSES = {
+    "enum-str": "from enum import Enum\n\n\nclass Color(str, Enum):\n    RED = 'red'\n\n    def __str__(self):\n"
+                "        return self.value\n\n\nassert str(Color.RED) == 'red'\n",
+    "fields-eq": "class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n\n    def __eq__(self, o):\n"
+                 "        return (self.x, self.y) == (o.x, o.y)\n\n\ndef mid(a, b):\n"
+                 "    return Point((a.x + b.x) / 2, (a.y + b.y) / 2)\n\n\n"
+                 "assert mid(Point(0, 0), Point(2, 4)) == Point(1, 2)\n",
+}
+
 
 def _supported(quote: str) -> str:
     return json.dumps({"verdict": "supported", "passages": [1, 2, 3], "quote": quote, "source_says": "",
@@ -88,6 +119,9 @@ def _rules() -> list[dict[str, Any]]:
         r.append({"name": f"{tag}-verdict", "match": {"schema": "VerdictAnswer", "any_message": re.escape(claim[:-1])},
                   "reply": {"content": _supported(quote)}})
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"}, "reply": {"content": claim}})
+    for tag, src in {**SELF_JUDGING, **HONEST_CLASSES}.items():
+        r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"},
+                  "reply": {"content": "Here it is, tested:\n\n```python\n" + src + "```\n"}})
     for tag, text in RIGHT_OTHER_LOCALE.items():
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"}, "reply": {"content": text}})
     # the verifier model plans nothing and finds no claims
@@ -170,3 +204,44 @@ def test_a_steered_supported_verdict_on_a_right_paraphrase_still_passes(env):
         {"role": "system", "content": "Answer from the documents below.\n\n<documents>\n" + FACT_DOC + "\n</documents>"},
         {"role": "user", "content": "[case:right-boss] Who runs Northwind?"}])
     assert resp.model_extra["veracity"]["status"] == "passed", resp.model_extra["veracity"]
+
+
+# ------------------------------------------------------------------ code that judges itself
+
+
+def _box() -> Any:
+    from verifiers import sandbox
+
+    box = sandbox.get("auto")
+    why = box.unavailable_reason()
+    if why or box.name == "none":
+        from tests.fixtures.sandboxes import missing
+        missing(f"no sandbox runs code here: {why}")
+    return box
+
+
+@pytest.mark.parametrize("tag", list(SELF_JUDGING))
+def test_code_that_writes_how_its_checks_are_judged_is_never_passed(tag):
+    from verifiers import code
+
+    checks = code.check("```python\n" + SELF_JUDGING[tag] + "```\n", sandbox=_box())
+    assert checks and not [c for c in checks if c.outcome == "pass"], [(c.outcome, c.note) for c in checks]
+    assert any("not taken as verified" in (c.note or "") for c in checks), [(c.outcome, c.note) for c in checks]
+
+
+@pytest.mark.parametrize("tag", list(HONEST_CLASSES))
+def test_honest_classes_with_their_own_eq_or_str_still_pass(tag):
+    from verifiers import code
+
+    checks = code.check("```python\n" + HONEST_CLASSES[tag] + "```\n", sandbox=_box())
+    assert [c.outcome for c in checks] == ["pass"], [(c.outcome, c.note) for c in checks]
+
+
+@pytest.mark.parametrize("tag", ["int-eq", "print-rebound"])
+def test_self_judging_code_never_makes_the_answer_passed(env, tag):
+    _box()
+    resp = client(env, "code").chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": f"[case:{tag}] Write add(a, b)."}])
+    rep = resp.model_extra["veracity"]
+    assert rep["status"] not in ("passed", "corrected"), rep
+    assert not [c for c in rep["checks"] if c["verifier"] == "code" and c["outcome"] == "pass"], rep["checks"]

@@ -81,6 +81,7 @@ from verifiers.code._static import (
     defined_names,
     has_import,
     has_star_import,
+    self_judging,
     static_findings,
     syntax_finding,
 )
@@ -483,7 +484,8 @@ def _distrust(p: _Plan, res: Result | None, obs: Any) -> str | None:
     """Why no tier-3 pass of this run may stand (DESIGN.md: a verdict rests on what the checked
     code cannot write), or None: the harness's framing
     is missing/forged, the code tried to reach the checker, the run ended early (``sys.exit``,
-    ``os._exit``, a signal, a limit) or the code names what the harness cannot watch."""
+    ``os._exit``, a signal, a limit), the code names what the harness cannot watch, or it
+    writes how its own results are judged (:func:`~verifiers.code._static.self_judging`)."""
     if res is None or obs is None:
         return None
     m = _RAW_MEMORY.search("\n".join(b.code for b in p.runnable))
@@ -492,6 +494,10 @@ def _distrust(p: _Plan, res: Result | None, obs: Any) -> str | None:
     why = obs.untrusted()
     if why is not None:
         return why
+    for b in p.runnable:
+        why = self_judging(b.tree)
+        if why is not None:
+            return why
     exits = [r for r in legacy_records(obs, {}, {}) if r.get("status") == "exit"]
     if exits:
         return "the program ended itself (sys.exit) before all of its code and examples ran"
