@@ -22,6 +22,11 @@ fault found once and kept.
   ``unknown``; failures stand, and honest classes (an Enum with its own ``__str__``, a class
   whose ``__eq__`` compares fields) still pass.
 
+* a reference with a real paper's title plus a made-up subtitle ("Deep residual learning for image
+  recognition: Applications to quantum gravity") was VERIFIED, a ``pass`` on a record that
+  confirms the main title only; now PARTIALLY_VERIFIED (``unknown``); a citation that leaves out
+  a subtitle the record has stays VERIFIED.
+
 The gateway tests drive ``veracity serve`` under the *shipped* policies over the scripted mock
 upstream (``tests.fixtures.mock.shipped_policy_gateway``). No network.
 """
@@ -245,3 +250,26 @@ def test_self_judging_code_never_makes_the_answer_passed(env, tag):
     rep = resp.model_extra["veracity"]
     assert rep["status"] not in ("passed", "corrected"), rep
     assert not [c for c in rep["checks"] if c["verifier"] == "code" and c["outcome"] == "pass"], rep["checks"]
+
+
+# ------------------------------------------------------------------ a real title, a made-up subtitle
+
+
+def test_a_made_up_subtitle_on_a_real_title_is_not_verified(tmp_path):
+    from pathlib import Path
+
+    from verifiers.citations import build_index, check
+
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "citations"
+    db = str(tmp_path / "lib.sqlite3")
+    build_index([fix / "library.bib", fix / "library.csl.json", fix / "library.jsonl"], db)
+    ans = ("References\n"
+           "1. He, K., Zhang, X., Ren, S., & Sun, J. (2016). Deep residual learning for image recognition: "
+           "Applications to quantum gravity. *CVPR*.\n"
+           "2. He, K., Zhang, X., Ren, S., & Sun, J. (2016). Deep residual learning for image recognition. *CVPR*.\n"
+           "3. Agarwal, A., Kakade, S. M., Lee, J. D., & Mahajan, G. (2021). On the theory of policy gradient "
+           "methods. *Journal of Machine Learning Research*, 22, 1-76.\n")
+    cs = check(ans, sources={"use": [], "local_index": {"path": db}, "cache": {"backend": "none"}})
+    assert [(c.evidence["status"], c.outcome) for c in cs] == [
+        ("PARTIALLY_VERIFIED", "unknown"), ("VERIFIED", "pass"), ("VERIFIED", "pass")], [c.note for c in cs]
+    assert "subtitle" in cs[0].note
