@@ -27,6 +27,10 @@ fault found once and kept.
   confirms the main title only; now PARTIALLY_VERIFIED (``unknown``); a citation that leaves out
   a subtitle the record has stays VERIFIED.
 
+* "⅓ + ⅓ = 1", "1 / 3 = 0", "0.4 + 0.4 = 1" passed as "the rounded result" (a whole number
+  stated, so ±0.5 allowed): a value below one written as a whole number keeps none of its
+  significant figures; now ``unknown`` (never ``fail``: "0.4 × 2 = 1 bus" may be on purpose).
+
 The gateway tests drive ``veracity serve`` under the *shipped* policies over the scripted mock
 upstream (``tests.fixtures.mock.shipped_policy_gateway``). No network.
 """
@@ -159,6 +163,16 @@ def test_a_claim_that_holds_with_the_other_locales_separators_is_never_failed(ta
 @pytest.mark.parametrize("text", WRONG_BOTH)
 def test_a_claim_wrong_in_both_locales_still_fails(text):
     assert [c.outcome for c in arithmetic.check(text)] == ["fail"]
+
+
+@pytest.mark.parametrize("text", ["⅓ + ⅓ = 1", "1 / 3 = 0", "0.4 + 0.4 = 1", "2 × 0.3 = 1"])
+def test_a_value_below_one_stated_as_a_whole_number_is_never_passed(text):
+    assert [c.outcome for c in arithmetic.check(text)] == ["unknown"]
+
+
+@pytest.mark.parametrize("text", ["10 / 3 = 3", "1 / 3 = 0.33", "0.4 + 0.4 = 0.8", "100 / 7 = 14.29", "7 / 2 = 4"])
+def test_a_rounded_result_that_keeps_a_figure_still_passes(text):
+    assert [c.outcome for c in arithmetic.check(text)] == ["pass"]
 
 
 @pytest.mark.parametrize("policy", ["math", "default"])
