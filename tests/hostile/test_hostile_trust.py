@@ -31,6 +31,11 @@ fault found once and kept.
   stated, so ±0.5 allowed): a value below one written as a whole number keeps none of its
   significant figures; now ``unknown`` (never ``fail``: "0.4 × 2 = 1 bus" may be on purpose).
 
+* a right-to-left override reverses how digits display: "17 × 23 = \u202e391\u202c" shows
+  "= 193" (wrong) and passed, "\u202e193" shows "391" (right) and failed. Now the override run
+  is read in display order; a claim inside a right-to-left embedding or isolate (whose run
+  order the reader sees differently) is ``unknown``.
+
 The gateway tests drive ``veracity serve`` under the *shipped* policies over the scripted mock
 upstream (``tests.fixtures.mock.shipped_policy_gateway``). No network.
 """
@@ -173,6 +178,19 @@ def test_a_value_below_one_stated_as_a_whole_number_is_never_passed(text):
 @pytest.mark.parametrize("text", ["10 / 3 = 3", "1 / 3 = 0.33", "0.4 + 0.4 = 0.8", "100 / 7 = 14.29", "7 / 2 = 4"])
 def test_a_rounded_result_that_keeps_a_figure_still_passes(text):
     assert [c.outcome for c in arithmetic.check(text)] == ["pass"]
+
+
+@pytest.mark.parametrize("text,outcome", [
+    ("17 × 23 = \u202e391\u202c", "fail"),        # displays "17 × 23 = 193"
+    ("17 × 23 = \u202e193\u202c", "pass"),        # displays "17 × 23 = 391"
+    ("17 × 23 = 3\u202e19\u202c", "pass"),        # displays "17 × 23 = 391"
+    ("The answer: \u202e193 = 32 × 71\u202c.", "pass"),  # displays "17 × 23 = 391"
+    ("2+2 = \u202e5\u202c", "fail"),
+    ("\u2067 10 - 4 = 6\u2069", "unknown"),         # an isolate: its runs may display reordered
+    ("17 × 23 = \u2067391\u2069", "unknown"),
+])
+def test_a_claim_is_read_in_the_order_it_displays(text, outcome):
+    assert [c.outcome for c in arithmetic.check(text)] == [outcome], [(c.claim, c.note) for c in arithmetic.check(text)]
 
 
 @pytest.mark.parametrize("policy", ["math", "default"])

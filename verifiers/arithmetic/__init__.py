@@ -145,6 +145,7 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
         deadline = time.perf_counter() + max(0.0, budget_ms) / 1000
         checks = _check(text, question if isinstance(question, str) else None, deadline)
         _other_locale(text, checks, deadline)
+        _right_to_left(text, checks)
     except RecursionError:
         return [Check(verifier=VERIFIER, claim="", outcome="unknown", confidence=0.5,
                       note="input nested too deeply to check")]
@@ -239,6 +240,27 @@ _RESULT = re.compile(
     r"we\s+get|it\s+is|you\s+get|the\s+answer\s+is)|therefore|thus|hence)\b[^\d\n.=]{0,40}?"
     r"(?P<num>[-\u2212]?[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\s*[-+*/\u00d7\u00f7^=])"
     r"|(?P<num2>[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?)\s+(?:[a-z]+\s+){0,2}(?:in\s+total|altogether|in\s+all)\b)")
+
+
+#: A right-to-left embedding or isolate (U+202B RLE, U+2067 RLI, U+2068 FSI) to its closing
+#: U+202C / U+2069 or the line's end: what it holds is laid out right to left, its runs reordered
+#: (UAX #9), so "10 - 4 = 6" in one may display as "6 = 4 - 10".
+_RTL_RUN = re.compile("[\u202b\u2067\u2068][^\u202c\u2069\n]*")
+
+
+def _right_to_left(text: str, checks: list[Check]) -> None:
+    """A claim inside a right-to-left embedding or isolate (:data:`_RTL_RUN`) is ``unknown``:
+    the order the reader sees it in is not the order it is stored in, and the verifier checks the
+    stored one. (A right-to-left *override* reverses every character and is read as displayed by
+    ``normalize``.) Mutates ``checks`` in place."""
+    if not any(ch in text for ch in "\u202b\u2067\u2068"):
+        return
+    runs = [m.span() for m in _RTL_RUN.finditer(text)]
+    for c in checks:
+        if c.outcome in ("pass", "fail") and c.span and any(a < c.span[1] and c.span[0] < b for a, b in runs):
+            c.outcome, c.confidence = "unknown", 0.5
+            c.note = "written inside a right-to-left embedding (U+202B/U+2067/U+2068): it may display in another order"
+            c.evidence["bidi"] = "right-to-left embedding"
 
 
 #: a number with one separator and one group of three digits after it ("1.500", "1,500"): a
