@@ -34,7 +34,8 @@ fault found once and kept.
 * a right-to-left override reverses how digits display: "17 × 23 = \u202e391\u202c" shows
   "= 193" (wrong) and passed, "\u202e193" shows "391" (right) and failed. Now the override run
   is read in display order; a claim inside a right-to-left embedding or isolate (whose run
-  order the reader sees differently) is ``unknown``.
+  order the reader sees differently) is ``unknown``. The facts verifier had the same fault
+  ("employs \u202e58\u202c people" shows 85 and failed against a document saying 85).
 
 The gateway tests drive ``veracity serve`` under the *shipped* policies over the scripted mock
 upstream (``tests.fixtures.mock.shipped_policy_gateway``). No network.
@@ -305,3 +306,13 @@ def test_a_made_up_subtitle_on_a_real_title_is_not_verified(tmp_path):
     assert [(c.evidence["status"], c.outcome) for c in cs] == [
         ("PARTIALLY_VERIFIED", "unknown"), ("VERIFIED", "pass"), ("VERIFIED", "pass")], [c.note for c in cs]
     assert "subtitle" in cs[0].note
+
+
+@pytest.mark.parametrize("answer,outcome", [
+    ("Northwind Traders employs \u202e58\u202c people at its headquarters in Lyon.", "pass"),   # shows 85
+    ("Northwind Traders employs \u202e85\u202c people at its headquarters in Lyon.", "fail"),   # shows 58
+])
+async def test_a_fact_claim_is_read_in_the_order_it_displays(answer, outcome):
+    out = await acheck(answer, None, model=None, backends=[ContextBackend([{"role": "system", "content": FACT_DOC}])])
+    assert [c.outcome for c in out.checks] == [outcome], [(c.claim, c.note) for c in out.checks]
+    assert out.checks[0].span == (0, len(answer))

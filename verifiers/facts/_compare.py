@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
 from verifiers.facts._polarity import stance_of
-from verifiers.facts._text import (NEGATION, KEY_PREFIX, Quantity, entities, key_set, keys, month_of, numbers,
-                                   sentences, STOP)
+from verifiers.facts._text import (NEGATION, KEY_PREFIX, Quantity, display_order, entities, key_set, keys, month_of,
+                                   numbers, sentences, STOP)
 
 __all__ = ["PassageVerdict", "judge_passage", "SUPPORT_COVERAGE", "SUBJECT_COVERAGE", "SWAP_ALIGNMENT",
            "MIN_KEYS"]
@@ -81,7 +81,7 @@ _SPACE_RUN = re.compile(r"[^\S\n]{2,}|[^\S\n ]")
 def clean_text(text: str) -> str:
     """``text`` as the deterministic tier reads it (see :data:`_FORMAT_CHARS`); newlines kept
     (they end sentences)."""
-    text = _FORMAT_CHARS.sub("", text)
+    text = _FORMAT_CHARS.sub("", display_order(text))
     text = _CONTROL_CHARS.sub(" ", text)
     return _SPACE_RUN.sub(" ", text)
 
