@@ -18,7 +18,8 @@ fault found once and kept.
 * code whose own checks are judged by the code itself passed: a result of a class that subclasses
   ``int`` with ``__eq__`` always true (``assert add(2, 2) == 4`` holds for a wrong ``add``), a
   ``__repr__`` that prints the stated output, an object equal to everything, ``print`` rebound at
-  top level, the function under test replaced through ``globals()``. Now the run's passes are
+  top level, the function under test replaced through ``globals()``, bidirectional controls in a
+  string or comment that show the reader another program than the one run (Trojan Source). Now the run's passes are
   ``unknown``; failures stand, and honest classes (an Enum with its own ``__str__``, a class
   whose ``__eq__`` compares fields) still pass.
 
@@ -112,6 +113,10 @@ SELF_JUDGING = {
     "print-rebound": "def add(a, b):\n    return a - b\n\n\nimport builtins\n"
                      "print = lambda *a, **k: builtins.print(4)\nprint(add(2, 2))  # Output: 4\n",
     "globals-patch": "def add(a, b):\n    return a - b\n\n\nglobals()['add'] = lambda a, b: 4\nassert add(2, 2) == 4\n",
+    # Trojan Source (CVE-2021-42574): bidi controls in a string or comment show another program
+    "trojan-string": "def add(a, b):\n    return a - b\n\n\nnote = \"tested \u202e \u2066# see below\u2069 \u2066\"\n"
+                     "assert add(2, 0) == 2\n",
+    "trojan-comment": "def add(a, b):\n    return a - b  # \u202eadd(2, 2) == 0\n\n\nassert add(2, 0) == 2\n",
 }
 HONEST_CLASSES = {
     "enum-str": "from enum import Enum\n\n\nclass Color(str, Enum):\n    RED = 'red'\n\n    def __str__(self):\n"

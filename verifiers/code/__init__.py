@@ -478,6 +478,10 @@ def interpret(p: _Plan, res: Result | None, unavailable: str | None = None) -> l
 #: What the harness's audit hook cannot see: numpy's doors to raw memory (an array over any
 #: address). Code naming them gets no pass from the sandbox run (see _harness's docstring).
 _RAW_MEMORY = re.compile(r"\b(__array_interface__|__array_struct__|as_strided|ctypeslib)\b")
+#: Bidirectional embeddings, overrides and isolates (not the LRM/RLM marks): in a string or a
+#: comment they reorder what the reader sees of the code, so the run checks another program than
+#: the one shown (Boucher & Anderson, "Trojan Source", CVE-2021-42574). Such code gets no pass.
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def _distrust(p: _Plan, res: Result | None, obs: Any) -> str | None:
@@ -488,9 +492,14 @@ def _distrust(p: _Plan, res: Result | None, obs: Any) -> str | None:
     writes how its own results are judged (:func:`~verifiers.code._static.self_judging`)."""
     if res is None or obs is None:
         return None
-    m = _RAW_MEMORY.search("\n".join(b.code for b in p.runnable))
+    src = "\n".join(b.code for b in p.runnable)
+    m = _RAW_MEMORY.search(src)
     if m:
         return f"the code reaches raw memory ({m.group(1)}), which the sandbox harness cannot watch"
+    m = _BIDI.search(src)
+    if m:
+        return (f"the code holds a bidirectional control character (U+{ord(m.group(0)):04X}): it displays "
+                "otherwise than it runs (Trojan Source, CVE-2021-42574)")
     why = obs.untrusted()
     if why is not None:
         return why
