@@ -38,6 +38,11 @@ fault found once and kept.
   order the reader sees differently) is ``unknown``. The facts verifier had the same fault
   ("employs \u202e58\u202c people" shows 85 and failed against a document saying 85).
 
+* a claim whose grouping writers and tools disagree on was failed on the parser's reading alone:
+  "6/2(1+2) = 1" (the juxtaposed product bound first, as many textbooks and calculators do) and
+  "2^3^2 = 64" (Excel and MATLAB group carets to the left). When the other grouping holds, the
+  claim is ``unknown``; wrong in both groupings, it still fails.
+
 The gateway tests drive ``veracity serve`` under the *shipped* policies over the scripted mock
 upstream (``tests.fixtures.mock.shipped_policy_gateway``). No network.
 """
@@ -174,6 +179,19 @@ def test_a_claim_that_holds_with_the_other_locales_separators_is_never_failed(ta
 @pytest.mark.parametrize("text", WRONG_BOTH)
 def test_a_claim_wrong_in_both_locales_still_fails(text):
     assert [c.outcome for c in arithmetic.check(text)] == ["fail"]
+
+
+@pytest.mark.parametrize("text", ["6/2(1+2) = 1", "6 ÷ 2(1 + 2) = 1", "2^3^2 = 64", "12 / 3(2) = 2"])
+def test_a_claim_that_holds_in_the_other_grouping_is_never_failed(text):
+    checks = arithmetic.check(text)
+    assert [c.outcome for c in checks] == ["unknown"], [(c.claim, c.note) for c in checks]
+    assert checks[0].evidence["other_grouping"]["reading"]
+
+
+@pytest.mark.parametrize("text,outcome", [("6/2(1+2) = 5", "fail"), ("2^3^2 = 100", "fail"), ("2**3**2 = 64", "fail"),
+                                          ("8 / 2 / 2 = 8", "fail"), ("6/2(1+2) = 9", "pass"), ("2^3^2 = 512", "pass")])
+def test_a_claim_wrong_in_every_grouping_still_fails(text, outcome):
+    assert [c.outcome for c in arithmetic.check(text)] == [outcome]
 
 
 @pytest.mark.parametrize("text", ["⅓ + ⅓ = 1", "1 / 3 = 0", "0.4 + 0.4 = 1", "2 × 0.3 = 1"])

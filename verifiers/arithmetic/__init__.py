@@ -145,6 +145,7 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
         deadline = time.perf_counter() + max(0.0, budget_ms) / 1000
         checks = _check(text, question if isinstance(question, str) else None, deadline)
         _other_locale(text, checks, deadline)
+        _other_grouping(checks, deadline)
         _right_to_left(text, checks)
     except RecursionError:
         return [Check(verifier=VERIFIER, claim="", outcome="unknown", confidence=0.5,
@@ -240,6 +241,55 @@ _RESULT = re.compile(
     r"we\s+get|it\s+is|you\s+get|the\s+answer\s+is)|therefore|thus|hence)\b[^\d\n.=]{0,40}?"
     r"(?P<num>[-\u2212]?[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\s*[-+*/\u00d7\u00f7^=])"
     r"|(?P<num2>[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?)\s+(?:[a-z]+\s+){0,2}(?:in\s+total|altogether|in\s+all)\b)")
+
+
+#: "6/2(1+2)", "6 ÷ 2(1 + 2)": a number right after a division, multiplied by a bracket with no
+#: sign between them
+_DIV_JUXTAPOSED = re.compile(r"([/÷])\s*(\d+(?:[.,]\d+)?)\s*\(")
+#: "2^3^2": a chain of carets (not Python's "**", whose grouping is the language's)
+_CARET_CHAIN = re.compile(r"(?<![\d.^)])(\d+(?:\.\d+)?)\s*\^\s*(\d+(?:\.\d+)?)(?=\s*\^)")
+
+
+def _juxtaposed(claim: str) -> str | None:
+    """``claim`` with each implicit product after a division grouped first ("6/2(1+2)" ->
+    "6/(2(1+2))"), or None when it has none."""
+    out, last, changed = [], 0, False
+    for m in _DIV_JUXTAPOSED.finditer(claim):
+        if m.start() < last:
+            continue
+        depth, k = 0, m.end() - 1
+        while k < len(claim):
+            depth += {"(": 1, ")": -1}.get(claim[k], 0)
+            if depth == 0:
+                break
+            k += 1
+        if k >= len(claim):
+            return None
+        out += [claim[last:m.start(1) + 1], "(", claim[m.start(2):k + 1], ")"]
+        last, changed = k + 1, True
+    return "".join(out) + claim[last:] if changed else None
+
+
+def _other_grouping(checks: list[Check], deadline: float) -> None:
+    """A failed claim whose grouping writers and tools disagree on is re-read the other way, and
+    is ``unknown`` (not ``fail``) when that reading holds: an implicit product after a division
+    ("6/2(1+2) = 1": many textbooks, physics journals and calculators bind the juxtaposed product
+    first, 6/(2(1+2)); Python and this parser read (6/2)(1+2)) and a chain of carets ("2^3^2 = 64":
+    Excel and MATLAB group to the left, mathematics to the right). False alarms cost more than
+    misses (DESIGN.md); the claim is ambiguous as written. At most :data:`_MAX_REREADS` claims."""
+    todo = [c for c in checks if c.outcome == "fail" and c.claim
+            and (_DIV_JUXTAPOSED.search(c.claim) or _CARET_CHAIN.search(c.claim))]
+    for c in todo[:_MAX_REREADS]:
+        other = _juxtaposed(c.claim) or c.claim
+        other = _CARET_CHAIN.sub(r"(\1^\2)", other)
+        if other == c.claim:
+            continue
+        reread = [r for r in _check(other, None, max(deadline, time.perf_counter() + _REREAD_S))
+                  if r.outcome in ("pass", "fail", "unknown") and r.evidence.get("kind") != "budget"]
+        if reread and not any(r.outcome == "fail" for r in reread):
+            c.outcome, c.confidence = "unknown", 0.5
+            c.evidence["other_grouping"] = {"reading": other, "outcomes": [r.outcome for r in reread]}
+            c.note = f"{c.note}; not failed: the claim holds read as {other} (its grouping is ambiguous)".lstrip("; ")
 
 
 #: A right-to-left embedding or isolate (U+202B RLE, U+2067 RLI, U+2068 FSI) to its closing
