@@ -43,6 +43,12 @@ fault found once and kept.
   "2^3^2 = 64" (Excel and MATLAB group carets to the left). When the other grouping holds, the
   claim is ``unknown``; wrong in both groupings, it still fails.
 
+* a correction round that kept the wrong value in a form no verifier reads ("17 * 23 → 401", "17
+  * 23: 401", "The answer is 401", a table, "four hundred") came back ``corrected``: a new draft
+  with no check at all, or whose passes were about other claims ("17 × 2 = 34. Then 17 * 23 →
+  401"), counted as fixed. Now it is ``corrected`` only when the claim that failed passes again
+  or the new draft states the computed value and drops the wrong one; otherwise ``unverified``.
+
 The gateway tests drive ``veracity serve`` under the *shipped* policies over the scripted mock
 upstream (``tests.fixtures.mock.shipped_policy_gateway``). No network.
 """
@@ -132,6 +138,17 @@ HONEST_CLASSES = {
                  "assert mid(Point(0, 0), Point(2, 4)) == Point(1, 2)\n",
 }
 
+# --- a correction that keeps the wrong value in another form ------------------------------------
+DRAFT_401 = "First, 17 × 2 = 34. Then 17 * 23 = 401 apples."
+KEPT_WRONG = {
+    "kept-arrow": "First, 17 × 2 = 34. Then 17 * 23 → 401 apples.",
+    "kept-colon": "17 * 23: 401 apples.",
+    "kept-table": "| a | b | a*b |\n|---|---|---|\n| 17 | 23 | 401 |",
+    "kept-words": "He has four hundred apples.",
+    "kept-latex": "$17 \\times 23$ gives $401$ apples.",
+}
+RIGHT_FIX = {"fix-eq": "First, 17 × 2 = 34. Then 17 * 23 = 391 apples.", "fix-words": "There are 391 apples (17 × 23)."}
+
 
 def _supported(quote: str) -> str:
     return json.dumps({"verdict": "supported", "passages": [1, 2, 3], "quote": quote, "source_says": "",
@@ -144,6 +161,11 @@ def _rules() -> list[dict[str, Any]]:
         r.append({"name": f"{tag}-verdict", "match": {"schema": "VerdictAnswer", "any_message": re.escape(claim[:-1])},
                   "reply": {"content": _supported(quote)}})
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"}, "reply": {"content": claim}})
+    for tag, fix in {**KEPT_WRONG, **RIGHT_FIX}.items():
+        r.append({"name": f"{tag}-fix", "match": {"any_message": rf"\[case:{tag}\]", "last_user": EVIDENCE,
+                                                  "schema": "-"}, "reply": {"content": fix}})
+        r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"},
+                  "reply": {"content": DRAFT_401}})
     for tag, src in {**SELF_JUDGING, **HONEST_CLASSES}.items():
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"},
                   "reply": {"content": "Here it is, tested:\n\n```python\n" + src + "```\n"}})
@@ -339,3 +361,26 @@ async def test_a_fact_claim_is_read_in_the_order_it_displays(answer, outcome):
     out = await acheck(answer, None, model=None, backends=[ContextBackend([{"role": "system", "content": FACT_DOC}])])
     assert [c.outcome for c in out.checks] == [outcome], [(c.claim, c.note) for c in out.checks]
     assert out.checks[0].span == (0, len(answer))
+
+
+# ------------------------------------------------------------------ a correction that kept the error
+
+
+@pytest.mark.parametrize("policy", ["math", "default"])
+@pytest.mark.parametrize("tag", list(KEPT_WRONG))
+def test_a_correction_that_keeps_the_wrong_value_in_another_form_is_never_corrected(env, policy, tag):
+    resp = client(env, policy).chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": f"[case:{tag}] How many apples?"}])
+    rep = resp.model_extra["veracity"]
+    assert any(r.get("rule") == f"{tag}-fix" for r in env["mock"].requests()), "no correction round"
+    assert rep["status"] not in ("passed", "corrected"), rep
+    assert resp.choices[0].message.content == KEPT_WRONG[tag]
+
+
+@pytest.mark.parametrize("tag", list(RIGHT_FIX))
+def test_a_correction_that_states_the_computed_value_is_still_corrected(env, tag):
+    resp = client(env, "math").chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": f"[case:{tag}] How many apples?"}])
+    rep = resp.model_extra["veracity"]
+    assert rep["status"] == "corrected", rep
+    assert resp.choices[0].message.content == RIGHT_FIX[tag]
