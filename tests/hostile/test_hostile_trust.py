@@ -384,3 +384,20 @@ def test_a_correction_that_states_the_computed_value_is_still_corrected(env, tag
     rep = resp.model_extra["veracity"]
     assert rep["status"] == "corrected", rep
     assert resp.choices[0].message.content == RIGHT_FIX[tag]
+
+
+@pytest.mark.parametrize("tag", ["kept-arrow", "kept-table"])
+def test_a_verified_stream_correction_that_keeps_the_wrong_value_is_never_corrected(env, tag):
+    stream = client(env, "default").chat.completions.create(
+        model="gpt-test", stream=True, extra_body={"veracity": {"streaming": {"mode": "verified"}}},
+        messages=[{"role": "user", "content": f"[case:{tag}] How many apples?"}])
+    reports = [ch.model_extra["veracity"] for ch in stream if (ch.model_extra or {}).get("veracity")]
+    assert reports and reports[-1]["status"] not in ("passed", "corrected"), reports
+
+
+def test_a_verified_stream_correction_that_states_the_computed_value_is_still_corrected(env):
+    stream = client(env, "default").chat.completions.create(
+        model="gpt-test", stream=True, extra_body={"veracity": {"streaming": {"mode": "verified"}}},
+        messages=[{"role": "user", "content": "[case:fix-eq] How many apples?"}])
+    reports = [ch.model_extra["veracity"] for ch in stream if (ch.model_extra or {}).get("veracity")]
+    assert reports and reports[-1]["status"] == "corrected", reports
