@@ -132,6 +132,8 @@ SELF_JUDGING = {
 HONEST_CLASSES = {
     "enum-str": "from enum import Enum\n\n\nclass Color(str, Enum):\n    RED = 'red'\n\n    def __str__(self):\n"
                 "        return self.value\n\n\nassert str(Color.RED) == 'red'\n",
+    "rich-print": "from pprint import pprint as print\n\n\ndef add(a, b):\n    return a + b\n\n\n"
+                  "print(add(2, 2))  # Output: 4\n",
     "fields-eq": "class Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n\n    def __eq__(self, o):\n"
                  "        return (self.x, self.y) == (o.x, o.y)\n\n\ndef mid(a, b):\n"
                  "    return Point((a.x + b.x) / 2, (a.y + b.y) / 2)\n\n\n"
@@ -317,7 +319,7 @@ def test_honest_classes_with_their_own_eq_or_str_still_pass(tag):
     from verifiers import code
 
     checks = code.check("```python\n" + HONEST_CLASSES[tag] + "```\n", sandbox=_box())
-    assert [c.outcome for c in checks] == ["pass"], [(c.outcome, c.note) for c in checks]
+    assert checks and all(c.outcome == "pass" for c in checks), [(c.outcome, c.note) for c in checks]
 
 
 @pytest.mark.parametrize("tag", ["int-eq", "print-rebound"])

@@ -217,7 +217,8 @@ def self_judging(tree: ast.AST | None) -> str | None:
       ``'4'``) -- a disguised value, seldom honest code;
     * defines ``__eq__``/``__ne__``/``__bool__`` that answer a constant whatever they compare
       (an object equal to everything);
-    * rebinds ``print`` at top level (its stated outputs are then the block's own words);
+    * rebinds ``print`` at top level to its own definition (its stated outputs are then the
+      block's own words; ``from rich import print`` is another library's and stays);
     * rewrites its own namespace by reflection (``globals()[...] = ``, ``vars().update``,
       ``setattr(sys.modules[__name__], ...)``) -- the name under test replaced behind its
       definition;
@@ -270,8 +271,7 @@ def self_judging(tree: ast.AST | None) -> str | None:
         elif isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             ts = s.targets if isinstance(s, ast.Assign) else [s.target]
             bound = [n.id for t in ts for n in ast.walk(t) if isinstance(n, ast.Name)]
-        elif isinstance(s, (ast.Import, ast.ImportFrom)):
-            bound = [a.asname or a.name for a in s.names]
+        # (an import of another module's print, ``from rich import print``, is that library's)
         if "print" in bound:
             return "it rebinds print, so what it prints is its own word"
     return None
