@@ -355,20 +355,27 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         walked = _pass_states(rep)
         history.extend(walked)
         undecided = _undecided_of_failed_kind(rep, failed_kinds)
-        if rep.checks and not rep.failed_checks and (undecided or not any(
-                decided_pass(c, trust_model_passes=rep.trust_model_passes) for c in rep.checks)):
+        unread = not rep.checks and not divergence.states_fix(current_report.failed_checks, new_text)
+        unread = unread or bool(divergence.unconfirmed_fixes(
+            current_report.failed_checks,
+            [c for c in rep.checks if decided_pass(c, trust_model_passes=rep.trust_model_passes)], new_text))
+        if not rep.failed_checks and (undecided or unread or (rep.checks and not any(
+                decided_pass(c, trust_model_passes=rep.trust_model_passes) for c in rep.checks))):
             # nothing failed any more, but the new draft (verified in full, not only the claims
             # that failed) has no decided pass, or leaves undecided a claim of a kind that failed:
             # it is returned, yet `corrected` would claim it was verified right (DESIGN.md
-            # "report": `passed` and `corrected` mean everything found was decided). A new draft
-            # with no check at all (the claim rewritten in words no verifier reads, kept by the
-            # divergence rule) stays `corrected` as before.
+            # "report": `passed` and `corrected` mean everything found was decided). So is a new
+            # draft with no check at all (the claim rewritten in a form no verifier reads, kept by
+            # the divergence rule) unless it states the value the tool computed for each failed
+            # claim and drops the wrong one (`divergence.states_fix`): "17 * 23 -> 401", "The
+            # answer is 401", a table or words may still carry the wrong value.
             rounds.append(_round_record(n, rep, tokens, ms, State.EXECUTING_VERIFICATION))
             rep.extra["corrected_checks"] = first_failed
             _carry_reask_sources(rep, current_report)
             if not rep.reason:
                 rep.reason = ("corrected draft: no check failed, but "
                               + (f"{len(undecided)} claim(s) of the kind that failed stay undecided" if undecided
+                                 else "the claim that failed was not verified again" if unread
                                  else "none passed"))
             return finish(new, rep, State.EXECUTING_VERIFICATION, "unverified",
                           "error" if rep.status == "error" else "unverified")

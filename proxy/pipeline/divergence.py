@@ -48,7 +48,8 @@ from rapidfuzz import fuzz
 
 from verifiers import Check
 
-__all__ = ["Divergence", "diverged", "is_refusal", "numbers", "subject_key", "value_key", "REFUSAL"]
+__all__ = ["Divergence", "diverged", "is_refusal", "numbers", "states_fix", "unconfirmed_fixes", "subject_key",
+           "value_key", "REFUSAL"]
 
 #: A refusal or non-answer, English and Chinese ("Sorry, I cannot help with that.",
 #: "I'm unable to answer", "As an AI language model", "抱歉，我无法回答").
@@ -304,6 +305,47 @@ def _numeric(c: Check, scan: _Scan) -> str:
         if fuzz.partial_ratio(w, folded) >= WORDS_MIN_RATIO:
             return "kept"
     return dropped
+
+
+def states_fix(failed: Sequence[Check], new_text: str) -> bool:
+    """Whether ``new_text`` states the value each of ``failed`` should have had: every failed
+    check is numeric with an ``expected`` value (what the gateway's tool computed) that the text
+    states (plain or scaled, not negated), and the wrong ``found`` value is gone unless it equals
+    it. The evidence that a correction no verifier could re-read ("There are 391 apples (17 ×
+    23).") fixed the claim -- and not kept the wrong value in another form ("17 * 23 -> 401").
+    False for any other kind of failed check (nothing to confirm it with)."""
+    if not failed:
+        return False
+    scan = _Scan(new_text or "", None)
+    try:
+        for c in failed:
+            if _kind_of(c) != "numeric":
+                return False
+            expected, found = _as_number(c.expected), _as_number(c.found)
+            if expected is None:
+                return False
+            scan.spend(len(scan.nums))
+            mentions = [n for n in scan.nums if _states(n, expected)
+                        and not _NEGATED.search(scan.text[max(0, n.start - 40):n.start])]
+            if not mentions and not _near(expected, scan):
+                return False
+            if found is not None and found != expected and found in scan.values:
+                return False
+    except _OutOfWork:
+        return False
+    return True
+
+
+def unconfirmed_fixes(failed: Sequence[Check], passed: Sequence[Check], new_text: str) -> list[Check]:
+    """The numeric claims among ``failed`` (a draft's failed checks) whose fix the correction
+    ``new_text`` does not show: no check among ``passed`` (the new draft's decided passes) is about
+    the same subject (:func:`subject_key`), and the text does not state the computed value
+    (:func:`states_fix`). "First, 17 × 2 = 34. Then 17 * 23 -> 401" re-passes 17 × 2 only: the
+    claim that failed is still unverified, so the draft is no ``corrected`` one. Other kinds of
+    failed check are left to the caller."""
+    subjects = {subject_key(p) for p in passed}
+    return [c for c in failed if _kind_of(c) == "numeric" and subject_key(c) not in subjects
+            and not states_fix([c], new_text)]
 
 
 def _label(c: Check) -> str:

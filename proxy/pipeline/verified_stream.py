@@ -861,7 +861,11 @@ class _VerifiedStream:
                          and not decided_pass(c, trust_model_passes=rep.trust_model_passes)]
             fixed = [c for c in rep.checks if c.verifier in lane.failed_kinds
                      and decided_pass(c, trust_model_passes=rep.trust_model_passes)]
-            if undecided or not fixed:
+            # a pass about another claim is no fix of the one that failed ("34. Then 17 * 23 -> 401")
+            unshown = divergence.unconfirmed_fixes(
+                lane.last_failed, [c for c in rep.checks if decided_pass(c, trust_model_passes=rep.trust_model_passes)],
+                lane.since_round or lane.relayed)
+            if undecided or not fixed or unshown:
                 rep.status = "unverified"  # type: ignore[assignment]
                 rep.reason = "corrected stream: no check failed, but the corrected claim was not decided"
             else:

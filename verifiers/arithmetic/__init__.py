@@ -28,7 +28,8 @@ Accepted syntax
 * numbers ``11,607.55``, ``.5``, ``$45.50 € £ ¥``, ``12,50 €``, "dollars"/"cents", ``15%``,
   "percent", ``2 1/2``, ``2½ ⅗``, ``2.5 million``, ``50k``; ``15% of 80``, ``1/4 of 20``; other
   locales' grouping ``1.234.567`` / ``1.234,50`` (a decimal comma only when the text writes one
-  so), ``1’234``, ``1 234 567`` (narrow/no-break spaces), ``12,34,567`` (lakh), ``1_000``;
+  so; one group after one separator, ``1.500`` / ``1,500``, is read the English way, and a claim
+  that fails so but holds the other way is ``unknown``: see ``_other_locale``), ``1’234``, ``1 234 567`` (narrow/no-break spaces), ``12,34,567`` (lakh), ``1_000``;
 * where claims stand: prose, LaTeX, Markdown tables (cells; an "Expression | Value" pair of
   columns states ``expression = value``), the comments of fenced code (the code itself is
   left to the code verifier);
@@ -143,6 +144,9 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
     try:
         deadline = time.perf_counter() + max(0.0, budget_ms) / 1000
         checks = _check(text, question if isinstance(question, str) else None, deadline)
+        _other_locale(text, checks, deadline)
+        _other_grouping(checks, deadline)
+        _right_to_left(text, checks)
     except RecursionError:
         return [Check(verifier=VERIFIER, claim="", outcome="unknown", confidence=0.5,
                       note="input nested too deeply to check")]
@@ -237,6 +241,119 @@ _RESULT = re.compile(
     r"we\s+get|it\s+is|you\s+get|the\s+answer\s+is)|therefore|thus|hence)\b[^\d\n.=]{0,40}?"
     r"(?P<num>[-\u2212]?[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?)(?![\d.,]*\s*[-+*/\u00d7\u00f7^=])"
     r"|(?P<num2>[$\u20ac\u00a3]?\d[\d,]*(?:\.\d+)?)\s+(?:[a-z]+\s+){0,2}(?:in\s+total|altogether|in\s+all)\b)")
+
+
+#: "6/2(1+2)", "6 ÷ 2(1 + 2)": a number right after a division, multiplied by a bracket with no
+#: sign between them
+_DIV_JUXTAPOSED = re.compile(r"([/÷])\s*(\d+(?:[.,]\d+)?)\s*\(")
+#: "2^3^2": a chain of carets (not Python's "**", whose grouping is the language's)
+_CARET_CHAIN = re.compile(r"(?<![\d.^)])(\d+(?:\.\d+)?)\s*\^\s*(\d+(?:\.\d+)?)(?=\s*\^)")
+
+
+def _juxtaposed(claim: str) -> str | None:
+    """``claim`` with each implicit product after a division grouped first ("6/2(1+2)" ->
+    "6/(2(1+2))"), or None when it has none."""
+    out, last, changed = [], 0, False
+    for m in _DIV_JUXTAPOSED.finditer(claim):
+        if m.start() < last:
+            continue
+        depth, k = 0, m.end() - 1
+        while k < len(claim):
+            depth += {"(": 1, ")": -1}.get(claim[k], 0)
+            if depth == 0:
+                break
+            k += 1
+        if k >= len(claim):
+            return None
+        out += [claim[last:m.start(1) + 1], "(", claim[m.start(2):k + 1], ")"]
+        last, changed = k + 1, True
+    return "".join(out) + claim[last:] if changed else None
+
+
+def _other_grouping(checks: list[Check], deadline: float) -> None:
+    """A failed claim whose grouping writers and tools disagree on is re-read the other way, and
+    is ``unknown`` (not ``fail``) when that reading holds: an implicit product after a division
+    ("6/2(1+2) = 1": many textbooks, physics journals and calculators bind the juxtaposed product
+    first, 6/(2(1+2)); Python and this parser read (6/2)(1+2)) and a chain of carets ("2^3^2 = 64":
+    Excel and MATLAB group to the left, mathematics to the right). False alarms cost more than
+    misses (DESIGN.md); the claim is ambiguous as written. At most :data:`_MAX_REREADS` claims."""
+    todo = [c for c in checks if c.outcome == "fail" and c.claim
+            and (_DIV_JUXTAPOSED.search(c.claim) or _CARET_CHAIN.search(c.claim))]
+    for c in todo[:_MAX_REREADS]:
+        other = _juxtaposed(c.claim) or c.claim
+        other = _CARET_CHAIN.sub(r"(\1^\2)", other)
+        if other == c.claim:
+            continue
+        reread = [r for r in _check(other, None, max(deadline, time.perf_counter() + _REREAD_S))
+                  if r.outcome in ("pass", "fail", "unknown") and r.evidence.get("kind") != "budget"]
+        if reread and not any(r.outcome == "fail" for r in reread):
+            c.outcome, c.confidence = "unknown", 0.5
+            c.evidence["other_grouping"] = {"reading": other, "outcomes": [r.outcome for r in reread]}
+            c.note = f"{c.note}; not failed: the claim holds read as {other} (its grouping is ambiguous)".lstrip("; ")
+
+
+#: A right-to-left embedding or isolate (U+202B RLE, U+2067 RLI, U+2068 FSI) to its closing
+#: U+202C / U+2069 or the line's end: what it holds is laid out right to left, its runs reordered
+#: (UAX #9), so "10 - 4 = 6" in one may display as "6 = 4 - 10".
+_RTL_RUN = re.compile("[\u202b\u2067\u2068][^\u202c\u2069\n]*")
+
+
+def _right_to_left(text: str, checks: list[Check]) -> None:
+    """A claim inside a right-to-left embedding or isolate (:data:`_RTL_RUN`) is ``unknown``:
+    the order the reader sees it in is not the order it is stored in, and the verifier checks the
+    stored one. (A right-to-left *override* reverses every character and is read as displayed by
+    ``normalize``.) Mutates ``checks`` in place."""
+    if not any(ch in text for ch in "\u202b\u2067\u2068"):
+        return
+    runs = [m.span() for m in _RTL_RUN.finditer(text)]
+    for c in checks:
+        if c.outcome in ("pass", "fail") and c.span and any(a < c.span[1] and c.span[0] < b for a, b in runs):
+            c.outcome, c.confidence = "unknown", 0.5
+            c.note = "written inside a right-to-left embedding (U+202B/U+2067/U+2068): it may display in another order"
+            c.evidence["bidi"] = "right-to-left embedding"
+
+
+#: a number with one separator and one group of three digits after it ("1.500", "1,500"): a
+#: decimal in one locale, a thousands group in another (CLDR: "." groups and "," decimals in de,
+#: es, it, pt, nl, tr, id; the other way round in en). A leading zero ("0.125") groups nothing.
+_AMBIGUOUS = re.compile(r"(?<![\d.,'’])([1-9]\d{0,2})([.,])(\d{3})(?![\d'’]|[.,]\d)")
+
+_MAX_REREADS = 20
+_REREAD_S = 0.1
+
+
+#: numbers only one locale writes: English grouping with decimals or several groups
+#: ("1,234.5", "1,234,567"), a decimal point with other than three decimals ("2.5", "0.1234")
+_ENGLISH = re.compile(r"\d,\d{3}\.\d|\d,\d{3},\d{3}(?!\d)|(?<![\d.,])\d+\.(?:\d{1,2}|\d{4,})(?![\d.,])")
+#: and the other ones: "1.234,5", "1.234.567", a decimal comma with one or two decimals ("2,5")
+_CONTINENTAL = re.compile(r"\d\.\d{3},\d|\d\.\d{3}\.\d{3}(?!\d)|(?<![\d.,])\d+,\d{1,2}(?![\d.,])")
+
+
+def _other_locale(text: str, checks: list[Check], deadline: float) -> None:
+    """A failed claim whose numbers read differently in the other locale (:data:`_AMBIGUOUS`) is
+    re-read that way ("1.500 € + 250 € = 1.750 €" is 1500 + 250 in German, "1,500 × 2 = 3" is
+    1.5 × 2): when that reading does not fail, the claim is ``unknown``, not ``fail``. The text
+    decides nothing here (``normalize`` keeps one group without decimals English, so
+    ``1.500`` was 1.5 and a right German sum was failed and re-asked); false alarms cost more
+    than misses (DESIGN.md), and an English claim that is wrong only by that coincidence is
+    rare. Not where the rest of the answer writes numbers only English writes (:data:`_ENGLISH`:
+    "$2.50", "1,234.5") and none only the other locales write, and not in GSM8K calculator notes
+    (written in English by construction). At most :data:`_MAX_REREADS` claims are re-read, each within its own small time budget
+    (the answer's own may be spent by then). Mutates ``checks`` in place."""
+    if _ENGLISH.search(text) and not _CONTINENTAL.search(text):
+        return  # the answer writes its numbers the English way elsewhere: no second reading
+    todo = [c for c in checks if c.outcome == "fail" and c.evidence.get("kind") != "calculator_note"
+            and _AMBIGUOUS.search(c.claim or "")]
+    for c in todo[:_MAX_REREADS]:
+        claim = c.claim
+        swapped = _AMBIGUOUS.sub(lambda m: m.group(1) + ("" if m.group(2) == "." else ".") + m.group(3), claim)
+        reread = [r for r in _check(swapped, None, max(deadline, time.perf_counter() + _REREAD_S))
+                  if r.outcome in ("pass", "fail", "unknown") and r.evidence.get("kind") != "budget"]
+        if reread and not any(r.outcome == "fail" for r in reread):
+            c.outcome, c.confidence = "unknown", 0.5
+            c.evidence["other_locale"] = {"reading": swapped, "outcomes": [r.outcome for r in reread]}
+            c.note = (f"{c.note}; not failed: read with the other locale's separators ({swapped}) "
+                      "the claim holds").lstrip("; ")
 
 
 def _digits(s: str) -> str:

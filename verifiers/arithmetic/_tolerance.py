@@ -13,6 +13,8 @@ rounding in NIST SP 811, sec. 7.9 and appendix B.7 "rounding numbers"):
 * money (``$``, ``€``, ``£``, ``¥``, "dollars"): amounts are exact to the cent, so
   ``|computed - stated| <= 0.005``.
 * percent: ``25%`` agrees with a computed 0.25 and, by the common "x 100 = %" shorthand, with 25.
+* a value below one stated as a whole number (``⅓ + ⅓ = 1``, ``1 / 3 = 0``) keeps no significant
+  figure of it: ``unknown``, never a pass by rounding.
 * never ``fail`` when the stated value is the computed one *truncated* (``0.666`` for 2/3,
   ``7`` for 7.5 people) or consistent with rounded inputs (``33.33 * 3 = 100``): those are
   ``unknown`` with a note, because a correct answer may say so on purpose.
@@ -110,6 +112,10 @@ def _one(
     if diff <= eps:
         return Verdict("pass", "exact", format_value(computed), "0", "", 1.0)
     if diff < half - eps or (diff <= half + eps and _tie_ok(c, stated, half)):
+        if rule == "decimals" and not approx and ulp >= 1 and 0 < abs(c) < 1:
+            # "⅓ + ⅓ = 1", "1 / 3 = 0": a value below one written as a whole number keeps none of
+            # its significant figures -- rounding cannot vouch for it (nor fail it: "= 1 bus")
+            return Verdict("unknown", rule, expected, tol, "a value below one stated as a whole number", 0.5)
         return Verdict("pass", rule, expected, tol, "stated value is the rounded result", 0.95)
     if approx and diff <= half * Fraction(11, 10) + eps:
         # double rounding (3454 -> 3500 -> 4000) is off by at most half a unit plus a tenth

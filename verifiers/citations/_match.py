@@ -128,6 +128,18 @@ def titles_equal(a: str | None, b: str | None) -> bool:
     return False
 
 
+def subtitle_added(cited: str | None, record: str | None) -> str | None:
+    """The subtitle of ``cited`` (after ``:``) when only it keeps the titles apart: the record's
+    title is the cited main title alone ("Deep Residual Learning for Image Recognition:
+    Applications to Quantum Gravity" for the ResNet paper). A record that confirms the main title
+    does not confirm a subtitle it lacks, so such a reference is at most PARTIALLY_VERIFIED. The
+    reverse -- the record has a subtitle the citation leaves out -- is a common, honest shortening."""
+    if not cited or not record or ":" not in cited or _orth(cited) == _orth(record):
+        return None
+    head, tail = cited.split(":", 1)
+    return tail.strip() if _orth(head) == _orth(record) and tail.strip() else None
+
+
 def hyphenation_only(a: str | None, b: str | None) -> bool:
     """The titles differ only in hyphens and spaces between the same letters ("Schema Variable" /
     "Schema-Variable", "data set" / "dataset"): the same words, but not :func:`titles_equal`."""
@@ -566,6 +578,11 @@ def compare(claim: CitationClaim, record: Record, *, via_identifier: bool = Fals
             # a year off by one is a preprint/published pair as often as a changed year: the record
             # does not confirm the stated year, so the reference is not VERIFIED as written
             status = PARTIALLY_VERIFIED if y == "off_by_one" else VERIFIED
+            extra = subtitle_added(claim.title, record.title)
+            if extra and status == VERIFIED:
+                # the record confirms the main title only: a subtitle it lacks may be made up
+                status = PARTIALLY_VERIFIED
+                notes.append(f"the cited subtitle '{extra}' is not in the record's title")
         else:  # first author matches, some co-authors differ
             status = PARTIALLY_VERIFIED
     elif t >= TITLE_HIGH:

@@ -180,3 +180,98 @@ def static_findings(tree: ast.Module, *, answer_names: set[str], answer_star: bo
 def stdlib_or_installed(name: str) -> bool:
     """True for a standard-library top-level module name (``sys.stdlib_module_names``)."""
     return name in sys.stdlib_module_names
+
+
+#: Value types of the standard library whose behaviour a subclass can disguise.
+_VALUE_TYPES = frozenset("int float complex str bytes bool list tuple dict set frozenset Decimal Fraction".split())
+#: Methods through which ``==``, truth, ``print`` and ``repr`` read an object.
+_JUDGING = frozenset("__eq__ __ne__ __lt__ __le__ __gt__ __ge__ __bool__ __len__ __repr__ __str__ __format__".split())
+#: Enum mixins (``class Color(str, Enum)`` with its own ``__str__``) are no disguise.
+_ENUMS = frozenset("Enum IntEnum StrEnum Flag IntFlag".split())
+_COMPARING = frozenset("__eq__ __ne__ __bool__".split())
+_REFLECTIVE = frozenset("globals vars locals".split())
+
+
+def _constant_returns(fn: ast.AST) -> bool:
+    """True when function or lambda ``fn`` answers the same whatever it is given: a lambda whose
+    body is a constant, or a ``def`` whose every ``return`` gives a constant (at least one)."""
+    if isinstance(fn, ast.Lambda):
+        return isinstance(fn.body, ast.Constant)
+    if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        rets = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
+        return bool(rets) and all(isinstance(r.value, ast.Constant) for r in rets)
+    return False
+
+
+def _base_name(b: ast.expr) -> str | None:
+    return b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
+
+
+def self_judging(tree: ast.AST | None) -> str | None:
+    """Why a block's run cannot vouch for it because the block writes how its results are
+    judged, or None. The harness runs a block's own ``assert`` with the block's ``==`` and
+    prints its values with the block's ``repr``/``str`` (``_harness``); so a block that
+
+    * subclasses a value type (``int``, ``str``, ``list``, ...) and redefines how it compares,
+      tests true or prints (``class R(int): __eq__ = lambda s, o: True``; ``__repr__`` returning
+      ``'4'``) -- a disguised value, seldom honest code;
+    * defines ``__eq__``/``__ne__``/``__bool__`` that answer a constant whatever they compare
+      (an object equal to everything);
+    * rebinds ``print`` at top level to its own definition (its stated outputs are then the
+      block's own words; ``from rich import print`` is another library's and stays);
+    * rewrites its own namespace by reflection (``globals()[...] = ``, ``vars().update``,
+      ``setattr(sys.modules[__name__], ...)``) -- the name under test replaced behind its
+      definition;
+
+    wrote its own verdict (DESIGN.md: a verdict rests on what the checked code cannot write).
+    The caller turns the run's passes into ``unknown``; failures stand."""
+    if tree is None:
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            members: dict[str, ast.AST] = {}
+            for s in node.body:
+                if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    members[s.name] = s
+                elif isinstance(s, ast.Assign):
+                    for t in s.targets:
+                        if isinstance(t, ast.Name):
+                            members[t.id] = s.value
+            judged = sorted(set(members) & _JUDGING)
+            bases = {_base_name(b) for b in node.bases}
+            if judged and bases & _VALUE_TYPES and not bases & _ENUMS:
+                return f"it disguises a value: class {node.name} subclasses a value type and redefines {judged[0]}"
+            for name in sorted(set(members) & _COMPARING):
+                if _constant_returns(members[name]):
+                    return f"its {node.name}.{name} answers the same whatever it compares"
+        elif isinstance(node, ast.Call) and _base_name(node.func) == "type" and len(node.args) == 3 \
+                and isinstance(node.args[2], ast.Dict):
+            keys = {k.value for k in node.args[2].keys if isinstance(k, ast.Constant)}
+            if keys & _JUDGING:
+                return "it builds a class with type() that redefines how its objects compare or print"
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                if isinstance(t, ast.Attribute) and t.attr in _COMPARING:
+                    return f"it assigns {t.attr} to an object after its class was made"
+                if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Call) \
+                        and _base_name(t.value.func) in _REFLECTIVE:
+                    return f"it rewrites its own namespace through {_base_name(t.value.func)}()"
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "update", "__setitem__", "setdefault") and isinstance(node.func.value, ast.Call) \
+                and _base_name(node.func.value.func) in _REFLECTIVE:
+            return f"it rewrites its own namespace through {_base_name(node.func.value.func)}()"
+        elif isinstance(node, ast.Call) and _base_name(node.func) == "setattr" and node.args \
+                and "modules" in ast.dump(node.args[0]):
+            return "it rewrites a module's namespace through setattr(sys.modules[...])"
+    for s in getattr(tree, "body", []) or []:
+        bound: list[str] = []
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound = [s.name]
+        elif isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            ts = s.targets if isinstance(s, ast.Assign) else [s.target]
+            bound = [n.id for t in ts for n in ast.walk(t) if isinstance(n, ast.Name)]
+        # (an import of another module's print, ``from rich import print``, is that library's)
+        if "print" in bound:
+            return "it rebinds print, so what it prints is its own word"
+    return None

@@ -56,7 +56,7 @@ from verifiers.facts._compare import confirm_support
 from verifiers.facts._judge import ask_queries, ask_verdict, quote_in
 from verifiers.facts import _offload
 from verifiers.facts._passage import Passage, SearchBackend, SourceUnavailable
-from verifiers.facts._text import STOP, entities, is_time_bound, key_set, norm_claim, numbers, words
+from verifiers.facts._text import STOP, display_order, entities, is_time_bound, key_set, norm_claim, numbers, words
 from verifiers.model import ChatModel
 
 __all__ = ["acheck", "FactsOutcome", "fallback_queries", "DET_MIN_CONFIDENCE", "CONFIDENT"]
@@ -554,6 +554,7 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
         outcome.
     """
     t_end = time.monotonic() + max(0.01, float(deadline_s))
+    answer = display_order(answer) if isinstance(answer, str) else answer  # what the reader sees, same spans
     calls_before = len(getattr(model, "calls", []) or []) if model is not None else 0
     docs = None
     if grounding:

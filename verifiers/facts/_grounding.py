@@ -374,6 +374,22 @@ class Documents:
             return True
         return not words or any(self.has_word(w, initials=w in caps) for w in words)
 
+    def states(self, a: Anchor) -> bool:
+        """Like :meth:`has`, but a name must occur *whole*: every word of it that is no title
+        or generic word ("Southwind Traders" is not stated by "Northwind Traders", "Marie Smith"
+        not by "Marie Dubois"). :meth:`has` reads a name as present when any of its words is
+        (grounding fails a claim on an absent name, so it is lenient); a passage that *supports*
+        a claim must state the name itself (DESIGN.md "Asymmetric trust")."""
+        if a.kind != "entity" or not self.has(a):
+            return self.has(a)
+        kept = [t for t in a.text.split() if not _ACRONYM.fullmatch(t.replace(".", "").removesuffix("'s"))]
+        caps = {w for t in kept if t.replace(".", "").isupper() for w in _WORD.findall(fold(t))}
+        words = [w.removesuffix("'s") for w in _WORD.findall(fold(" ".join(kept)))]
+        words = [w for w in words if w not in STOP and w not in GENERIC and not w.isdigit()]
+        if len(words) >= 2 and "".join(w[0] for w in words) in self._word_set:  # "LA" for "Los Angeles"
+            return True
+        return all(self.has_word(w, initials=w in caps) for w in words)
+
 
 _CJK_NUM = re.compile(r"(?<=[\u3400-\u9fff])\d+(?:\.\d+)?|\d+(?:\.\d+)?(?=[\u3400-\u9fff])")
 _LATIN_NAME = re.compile(r"(?<![A-Za-z])[A-Z][A-Za-z'&.-]*[A-Za-z](?:\s+[A-Z][A-Za-z'&.-]*[A-Za-z])*")
