@@ -74,9 +74,20 @@ RIGHT_OTHER_LOCALE = {
     "de-euro": "Der Preis: 1.500 € + 250 € = 1.750 €.",
     "de-plain": "Zusammen: 1.200 + 300 = 1.500 Stück.",
     "de-kg": "1.500 kg + 250 kg = 1.750 kg",
-    "de-comma": "1,500 × 2 = 3",
-    "de-comma-sum": "1,500 + 1 = 2,500",
+    "de-comma": "Je 0,5 kg: 1,500 × 2 = 3",
+    "de-comma-sum": "Dazu 0,25 l: 1,500 + 1 = 2,500",
 }
+# real model answers (GSM8K, ../shared/cases/math gsm8k_models) in English, whose only numbers are ","
+# groups: a wrong claim that happens to hold with "," as the decimal mark is still failed
+WRONG_ENGLISH_GROUPS = [
+    "Let x be the cost of the lot.\nThe house cost 3*x.\nx+3*x=120,000\n4*x=120,000\nx=25,000\n"
+    "The house cost 25*3=75,000\nA: 75000",
+    "Combined, the three trucks can haul 3,200 + 4,000 + 11,600 = 18,800 pounds of gravel.\n"
+    "Gary's truck can carry 18,800 / 3,200 = 5,875 pounds of gravel.\nA: 5,875",
+    "Maria's power bank started with 28/100*40= 11,200 mAh.\nThe power bank lost 1,200 mAh every hour so "
+    "11,200 - 1,200 = 10,000 mAh remained.",
+    "1,500 + 1 = 2,500",
+]
 # wrong in both readings, or right in none: still failed
 WRONG_BOTH = ["1.000 + 1 = 1.002", "1,000 + 1 = 1,002", "1.500 + 250 = 1.760", "3.142 × 2 = 7.284"]
 
@@ -198,6 +209,13 @@ def test_a_claim_that_holds_with_the_other_locales_separators_is_never_failed(ta
     checks = arithmetic.check(RIGHT_OTHER_LOCALE[tag])
     assert checks and not [c for c in checks if c.outcome == "fail"], [(c.claim, c.outcome) for c in checks]
     assert any(c.evidence.get("other_locale") for c in checks)
+
+
+@pytest.mark.parametrize("text", WRONG_ENGLISH_GROUPS)
+def test_english_thousands_groups_are_not_reread_as_decimal_commas(text):
+    """A "," group ("75,000") is English's usual thousands separator and an unusual continental
+    decimal: without a number only the other locales write, the English reading stands."""
+    assert "fail" in [c.outcome for c in arithmetic.check(text)]
 
 
 @pytest.mark.parametrize("text", WRONG_BOTH)

@@ -331,8 +331,10 @@ _CONTINENTAL = re.compile(r"\d\.\d{3},\d|\d\.\d{3}\.\d{3}(?!\d)|(?<![\d.,])\d+,\
 
 def _other_locale(text: str, checks: list[Check], deadline: float) -> None:
     """A failed claim whose numbers read differently in the other locale (:data:`_AMBIGUOUS`) is
-    re-read that way ("1.500 € + 250 € = 1.750 €" is 1500 + 250 in German, "1,500 × 2 = 3" is
-    1.5 × 2): when that reading does not fail, the claim is ``unknown``, not ``fail``. The text
+    re-read that way ("1.500 € + 250 € = 1.750 €" is 1500 + 250 in German; "1,500 × 2 = 3" is
+    1.5 × 2 where the text also writes "2,5"): when that reading does not fail, the claim is
+    ``unknown``, not ``fail``. A claim whose ambiguous numbers are all "," groups is re-read only
+    where the text writes a number only the other locales write (:data:`_CONTINENTAL`). The text
     decides nothing here (``normalize`` keeps one group without decimals English, so
     ``1.500`` was 1.5 and a right German sum was failed and re-asked); false alarms cost more
     than misses (DESIGN.md), and an English claim that is wrong only by that coincidence is
@@ -340,10 +342,15 @@ def _other_locale(text: str, checks: list[Check], deadline: float) -> None:
     "$2.50", "1,234.5") and none only the other locales write, and not in GSM8K calculator notes
     (written in English by construction). At most :data:`_MAX_REREADS` claims are re-read, each within its own small time budget
     (the answer's own may be spent by then). Mutates ``checks`` in place."""
-    if _ENGLISH.search(text) and not _CONTINENTAL.search(text):
+    continental = _CONTINENTAL.search(text) is not None
+    if _ENGLISH.search(text) and not continental:
         return  # the answer writes its numbers the English way elsewhere: no second reading
+    # a "." group ("1.500") is unusual English (a decimal with three places) and the usual
+    # continental thousands; a "," group ("75,000") the other way round: re-read it only where
+    # the text writes a number only the other locales write. GSM8K's model answers in English
+    # with "," groups alone lost real catches otherwise ("x=25,000 ... 25*3=75,000")
     todo = [c for c in checks if c.outcome == "fail" and c.evidence.get("kind") != "calculator_note"
-            and _AMBIGUOUS.search(c.claim or "")]
+            and any(m.group(2) == "." or continental for m in _AMBIGUOUS.finditer(c.claim or ""))]
     for c in todo[:_MAX_REREADS]:
         claim = c.claim
         swapped = _AMBIGUOUS.sub(lambda m: m.group(1) + ("" if m.group(2) == "." else ".") + m.group(3), claim)
