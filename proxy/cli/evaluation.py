@@ -165,7 +165,7 @@ def check_label(item: dict[str, Any], check: dict[str, Any], decisive_checks: in
 def load_policy(name_or_path: str | None, *, citations_index: str | None = None, verifiers: list[str] | None = None,
                 sandbox: str | None = None, model_name: str | None = None, risk_threshold: float | None = None,
                 citation_sources: list[str] | None = None, grounding: bool = False,
-                grounding_model: bool = False, index_partial: bool = False) -> Any:
+                grounding_model: bool = False, grounding_statements: bool = False, index_partial: bool = False) -> Any:
     """A :class:`proxy.policy.Policy` from a shipped name (``policies/NAME.yaml``) or a file,
     with eval's overrides: ``citations_index`` (the citation verifier looks up only this offline
     index, no cache -- what ``bench/citations_bench.py`` does; with ``index_partial`` the index is a
@@ -175,7 +175,11 @@ def load_policy(name_or_path: str | None, *, citations_index: str | None = None,
     code verifier's backend), ``risk_threshold`` (0: every answer the risk score sends to a
     verifier is checked, whatever its score), ``grounding`` (the policy for grounding cases: the
     facts verifier enabled with the ``context`` backend among its backends, its model tier only
-    with ``grounding_model``). Raises PolicyError / FileNotFoundError."""
+    with ``grounding_model``; with ``grounding_statements`` its ``grounding`` option on unless the
+    policy sets it: every statement sentence checked against the source, and one naming a
+    number, date or name the source does not hold fails, as under the ``rag`` policy -- for
+    answers meant to rest on the source alone, the ``grounding`` family). Raises
+    PolicyError / FileNotFoundError."""
     import yaml
 
     from proxy.policy import _parse, default_policies_dir
@@ -215,6 +219,12 @@ def load_policy(name_or_path: str | None, *, citations_index: str | None = None,
         use = list((f.get("backends") or {}).get("use") or [])
         f["backends"] = dict(f.get("backends") or {}, use=use if "context" in use else ["context", *use])
         f["use_model"] = bool(grounding_model)
+        if grounding_statements:
+            # the labels are about attribution to the source (a consistent summary, an attributable
+            # response): every statement sentence is a claim, and one naming what the source does not
+            # is ungrounded (the rag policy's setting, docs/facts.md step 5), unless the policy says
+            f["options"] = dict(f.get("options") or {})
+            f["options"].setdefault("grounding", True)
     return _parse(yaml.safe_dump(doc), str(p))
 
 
@@ -243,7 +253,10 @@ async def _inprocess(items: list[dict[str, Any]], policy: Any, model: Any, groun
     resources = VerificationResources()  # facts caches and sandboxes shared by the items of this run
     try:
         for it in items:
-            pol = grounding_policy if it.get("context") and grounding_policy is not None else policy
+            pol = policy
+            if it.get("context") and grounding_policy is not None:
+                pol = (grounding_policy.get(it.get("family"), grounding_policy.get(None))
+                       if isinstance(grounding_policy, dict) else grounding_policy) or policy
             t0 = time.perf_counter()
             try:
                 rep = await asyncio.wait_for(
@@ -307,7 +320,8 @@ def run_items(items: list[dict[str, Any]], *, policy: Any = None, gateway: str |
     """Verify every item; one result per item, in order: ``{"report": dict | None, "wall_ms",
     "error": str | None}``. In-process with ``policy`` (a Policy; ``model`` the verifier model,
     e.g. :class:`proxy.pipeline.verifier_model.OpenAIChatModel`; items with a ``context`` under
-    ``grounding_policy`` when given), or through ``gateway`` (base URL ending in ``/v1``;
+    ``grounding_policy`` when given: a Policy, or ``{family: Policy, None: Policy}``, the one of
+    the item's family else the ``None`` one), or through ``gateway`` (base URL ending in ``/v1``;
     ``policy_name`` sent as ``x-veracity-policy``, ``concurrency`` requests at a time). An item's
     ``context`` and question go as the request messages (:func:`messages_of`).
     ``answer_timeout`` (s, None = none): an answer without a verdict by then is an evaluation

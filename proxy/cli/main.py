@@ -698,9 +698,15 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
                 if "citation_sources" in over:
                     policy = evaluation.load_policy(args.policy, citation_sources=over["citation_sources"], **common)
                 if over.get("grounding"):
-                    grounding_policy = evaluation.load_policy(
-                        args.policy, citation_sources=over.get("citation_sources"), grounding=True,
-                        grounding_model=over["grounding_model"], **common)
+                    # answers meant to rest on their source alone (grounding/) get every statement
+                    # grounded; a claim judged against the abstract it cites (relevance/) does not:
+                    # such a claim paraphrases its finding (docs/eval.md)
+                    grounding_policy = {
+                        fam: evaluation.load_policy(
+                            args.policy, citation_sources=over.get("citation_sources"), grounding=True,
+                            grounding_model=over["grounding_model"], grounding_statements=fam == "grounding",
+                            **common)
+                        for fam in ("grounding", None)}
             except (OSError, PolicyError) as exc:
                 print(f"veracity eval: {exc}", file=sys.stderr)
                 return 2

@@ -524,6 +524,27 @@ def test_grounding_policy_is_only_for_answers_with_a_source_text():
     assert got[1]["report"]["status"] == "skipped"   # the same claim with no source: nothing grounds it
 
 
+def test_grounding_cases_ground_every_statement_relevance_cases_do_not(tmp_path):
+    # a response that adds a name its source does not hold is not attributable (BEGIN, SummEdits):
+    # under the grounding family's policy it fails; a SciFact claim is judged against the abstract
+    # it cites, which it paraphrases, so the relevance family does not ground every name
+    ans = "Acme hired 300 engineers in Berlin. Its chief executive Maria Lopez announced the plan in Munich."
+    its = [{"id": f, "set": f, "family": f, "question": None, "context": GROUND_DOC, "answer": ans, "label": False,
+            "claims": None, "meta": {}} for f in ("grounding", "relevance")]
+    gp = {f: evaluation.load_policy("default", grounding=True, grounding_statements=f == "grounding")
+          for f in ("grounding", None)}
+    assert gp["grounding"].verifiers.facts.options == {"grounding": True} and gp[None].verifiers.facts.options == {}
+    got = evaluation.run_items(its, policy=evaluation.load_policy("default"), grounding_policy=gp)
+    g, rel = (x["report"] for x in got)
+    assert g["status"] == "failed" and any("Maria Lopez" in (c["note"] or "") for c in g["checks"])
+    assert rel["status"] != "failed"
+    # a policy that says how to ground is kept as it says
+    pol = tmp_path / "mine.yaml"
+    pol.write_text("name: mine\nverifiers:\n  facts: {enabled: true, options: {grounding: false}}\n")
+    kept = evaluation.load_policy(str(pol), grounding=True, grounding_statements=True)
+    assert kept.verifiers.facts.options == {"grounding": False}
+
+
 def test_an_answer_that_takes_too_long_is_an_error_not_a_hang(monkeypatch):
     import asyncio
     import time
