@@ -145,6 +145,37 @@ def test_spoken_decimals_read_as_an_independent_speller_writes_them():
     assert [q.value for q in numbers("under twelve Euros fifty")] == [12.0, 50.0]
 
 
+# HaluEval QA (Li et al. 2023, qa_data.json record 454, abridged): the knowledge mentions the
+# hallucinated answer's name; the right answer is Lafayette.
+HUGER_Q = ("Which close friend of George Washington, Alexander Hamilton, and Thomas Jefferson, did a scion of the "
+           "Huger family of South Carolina attempt to rescue?")
+HUGER_DOC = ("Colonel Dr. Francis Kinloch Huger (September 17, 1773 - February 14, 1855), a trained physician and "
+             "artillery officer, was a scion of the Huger family of South Carolina. He is best known for his "
+             "leadership of a failed November 1794 attempt to rescue Lafayette from captivity. The company is "
+             "based in Lyon.")
+
+
+async def test_a_name_the_passage_only_mentions_is_not_passed_as_the_answer():
+    # a bare phrase given as the answer is judged with the question as its subject: a passage
+    # that names it does not state that it answers the question (DESIGN.md "Asymmetric trust")
+    backends = [ContextBackend([{"role": "system", "content": HUGER_DOC}, {"role": "user", "content": HUGER_Q}])]
+    for answer in ("Francis Kinloch Huger", "Francis Kinloch Huger.", "The Huger family."):
+        out = await acheck(answer, HUGER_Q, backends=backends)
+        assert [c.outcome for c in out.checks] == ["unknown"], answer
+    # a short clause the passage states is still supported with the question around it
+    out = await acheck("The company is based in Lyon.", HUGER_Q, backends=backends)
+    assert [c.outcome for c in out.checks] == ["pass"]
+
+
+def test_a_clause_has_a_verb_cue_a_name_has_none():
+    from verifiers.facts._core import is_clause
+
+    assert not any(is_clause(t) for t in ("Francis Kinloch Huger", "San Antonio Spurs.", "Dayton's department store.",
+                                          "Franklin Delano Roosevelt.", "Target Corporation"))
+    assert all(is_clause(t) for t in ("The company is based in Lyon.", "Hurricane Frances caused the flood.",
+                                      "Acme sells cars.", "Ivan reached Category 5", "公司位于里昂"))
+
+
 async def test_unrelated_claim_is_unknown_and_stated_as_unconfirmed():
     answer = "Marie Curie won the Nobel Prize in Physics in 1903."
     out = await acheck(answer, None, backends=[ContextBackend(RAG)])
