@@ -2,7 +2,9 @@
 
 Every reader yields *items*, one labelled answer each::
 
-    {"id": str, "set": str (the data set / case file), "question": str | None, "answer": str,
+    {"id": str, "set": str (the data set / case file), "family": str (the kind of case: ``math``,
+     ``code``, ``citations``, ``grounding``, ``relevance``; a labelled JSONL line's own ``family``,
+     else its set), "question": str | None, "answer": str,
      "label": True (the answer is right) | False (wrong) | None (not labelled),
      "claims": [{"span": [start, end]} | {"text": str}, "correct": bool] | None,
      "single_claim": bool (the label is about the answer's one claim: a rendered reference),
@@ -12,8 +14,9 @@ Formats read as they are (:func:`read`; a folder reads every file it knows in it
 
 * **labelled JSONL** (this project's own): ``{"question", "answer", "label"}`` per line; ``label``
   is ``true``/``false``, ``"correct"``/``"incorrect"`` or a review verdict; optional ``claims``
-  (per-claim labels, matched to a check by span or by text contained in the check's claim) and
-  ``single_claim`` (true: the label is about the answer's one checkable claim).
+  (per-claim labels, matched to a check by span or by text contained in the check's claim),
+  ``single_claim`` (true: the label is about the answer's one checkable claim) and ``family``
+  (the row of eval's per-family summary it counts in; default its ``set``, else the file name).
 * **review-queue export** (``veracity review export``, :func:`proxy.stores.review.export_line`): the
   reviewer's ``label.verdict`` (:data:`proxy.stores.review.VERDICTS`): ``correct`` -> True,
   ``incorrect`` -> False, ``partially_correct`` / ``cannot_tell`` / open -> None. Lines without
@@ -109,7 +112,7 @@ def citation_items(path: Path, styles: tuple[str, ...] = CITATION_STYLES,
         if limit is not None and k >= limit:
             break
         for st in styles:
-            yield {"id": f"{e['bibtex_key']}:{st}", "set": path.stem, "question": None,
+            yield {"id": f"{e['bibtex_key']}:{st}", "set": path.stem, "family": "citations", "question": None,
                    "answer": citation_answer(e["fields"], st), "label": e["label"] == "VALID", "claims": None,
                    "single_claim": True,
                    "meta": {"style": st, "hallucination_type": e.get("hallucination_type") or "valid",
@@ -128,7 +131,7 @@ def math_items(path: Path, limit: int | None = None) -> Iterator[dict[str, Any]]
                 answer += step
                 if r["label"] == -1 or i <= r["label"]:
                     claims.append({"span": [start, len(answer)], "correct": r["label"] == -1 or i < r["label"]})
-            yield {"id": str(r["id"]), "set": path.stem, "question": r["problem"], "answer": answer,
+            yield {"id": str(r["id"]), "set": path.stem, "family": "math", "question": r["problem"], "answer": answer,
                    "label": r["label"] == -1, "claims": claims, "meta": {"generator": r.get("generator")}}
         return
     for k, (n, r) in enumerate(_jsonl(path)):
@@ -137,11 +140,11 @@ def math_items(path: Path, limit: int | None = None) -> Iterator[dict[str, Any]]
         if any(key in r for key in _GPT3_KEYS):
             for key in _GPT3_KEYS:
                 if key in r:
-                    yield {"id": f"{n}:{key}", "set": path.stem, "question": r["question"],
+                    yield {"id": f"{n}:{key}", "set": path.stem, "family": "math", "question": r["question"],
                            "answer": _CALC_NOTE.sub("", r[key]["solution"]), "label": bool(r[key]["is_correct"]),
                            "claims": None, "meta": {"model": key}}
         else:  # GSM8K reference: "#### 72" closes the solution
-            yield {"id": str(n), "set": path.stem, "question": r["question"],
+            yield {"id": str(n), "set": path.stem, "family": "math", "question": r["question"],
                    "answer": r["answer"].replace("####", "The answer is"), "label": True,
                    "claims": None, "meta": {}}
 
@@ -152,7 +155,7 @@ def code_items(path: Path, limit: int | None = None) -> Iterator[dict[str, Any]]
         if limit is not None and k >= limit:
             break
         solved = r["is_solved"] if isinstance(r["is_solved"], bool) else str(r["is_solved"]).lower() == "true"
-        yield {"id": str(r.get("task_id", k)), "set": path.stem, "question": r["prompt"],
+        yield {"id": str(r.get("task_id", k)), "set": path.stem, "family": "code", "question": r["prompt"],
                "answer": "```python\n" + r["solution"] + "\n```", "label": solved, "claims": None, "meta": {}}
 
 
@@ -160,7 +163,8 @@ def summedits_items(path: Path, limit: int | None = None) -> Iterator[dict[str, 
     """SummEdits (a JSON list per domain): the document as context, the summary as answer;
     ``label`` "1" consistent (right) / "0" inconsistent (wrong)."""
     for r in json.loads(path.read_text(encoding="utf-8"))[:limit]:
-        yield {"id": str(r["id"]), "set": path.stem, "question": None, "context": r["doc"], "answer": r["summary"],
+        yield {"id": str(r["id"]), "set": path.stem, "family": "grounding", "question": None, "context": r["doc"],
+               "answer": r["summary"],
                "label": str(r["label"]) == "1", "claims": None,
                "meta": {"split": r.get("split"), "edit_types": r.get("edit_types")}}
 
@@ -181,7 +185,8 @@ def halueval_items(path: Path, limit: int | None = None) -> Iterator[dict[str, A
                     raise ValueError(f"{path}:{n}: not JSON ({exc})") from None
     for i, r in enumerate(rows[:limit]):
         for kind, key, label in (("r", "right_answer", True), ("h", "hallucinated_answer", False)):
-            yield {"id": f"{i}{kind}", "set": "HaluEval-qa", "question": r["question"], "context": r["knowledge"],
+            yield {"id": f"{i}{kind}", "set": "HaluEval-qa", "family": "grounding", "question": r["question"],
+                   "context": r["knowledge"],
                    "answer": r[key], "label": label, "claims": None, "meta": {}}
 
 
@@ -199,7 +204,8 @@ def begin_items(path: Path, limit: int | None = None, skipped: dict[str, int] | 
                 if skipped is not None:
                     skipped["begin_generic"] = skipped.get("begin_generic", 0) + 1
                 continue
-            yield {"id": f"{path.stem}:{i}", "set": path.stem, "question": r["message"], "context": r["knowledge"],
+            yield {"id": f"{path.stem}:{i}", "set": path.stem, "family": "grounding", "question": r["message"],
+                   "context": r["knowledge"],
                    "answer": r["response"], "label": lab == "Fully attributable", "claims": None,
                    "meta": {"model": r.get("model_name"), "source": r.get("data_source")}}
 
@@ -219,7 +225,7 @@ def scifact_items(path: Path, limit: int | None = None) -> Iterator[dict[str, An
             ev = (c.get("evidence") or {}).get(str(did))
             lab = ev[0]["label"] if ev else "NEI"
             doc = corpus[did]
-            yield {"id": f"{c['id']}:{did}", "set": path.stem, "question": None,
+            yield {"id": f"{c['id']}:{did}", "set": path.stem, "family": "relevance", "question": None,
                    "context": doc["title"] + ".\n\n" + " ".join(doc["abstract"]), "answer": c["claim"],
                    "label": lab == "SUPPORT", "claims": None, "meta": {"scifact_label": lab}}
 
@@ -230,7 +236,8 @@ def _generic(path: Path, skipped: dict[str, int]) -> Iterator[dict[str, Any]]:
             if not isinstance(r.get("answer"), str):
                 skipped["review_without_text"] = skipped.get("review_without_text", 0) + 1
                 continue
-            yield {"id": str(r.get("id") or n), "set": path.stem, "question": r.get("question"), "answer": r["answer"],
+            yield {"id": str(r.get("id") or n), "set": path.stem, "family": path.stem, "question": r.get("question"),
+                   "answer": r["answer"],
                    "label": label_of(r.get("label")), "claims": None,
                    "meta": {"review_reason": r.get("reason"), "gateway_status": r.get("veracity_status"),
                             "model": r.get("model")}}
@@ -240,7 +247,8 @@ def _generic(path: Path, skipped: dict[str, int]) -> Iterator[dict[str, Any]]:
         claims = r.get("claims")
         if claims is not None:
             claims = [dict(c, correct=label_of(c.get("correct", c.get("label")))) for c in claims]
-        yield {"id": str(r.get("id") or n), "set": r.get("set") or path.stem, "question": r.get("question"),
+        yield {"id": str(r.get("id") or n), "set": r.get("set") or path.stem,
+               "family": str(r.get("family") or r.get("set") or path.stem), "question": r.get("question"),
                "answer": r["answer"], "label": label_of(r.get("label")), "claims": claims,
                "single_claim": bool(r.get("single_claim")),
                "meta": r.get("meta") or {}}

@@ -7,7 +7,11 @@ Pipeline: :func:`proxy.cli.cases.read` -> :func:`run_items` (in-process through
 What is measured (positive class = a *wrong* answer or claim: a flag is a ``fail``):
 
 * **answers**: the report's ``status`` against the label; ``failed`` on a right answer is a false
-  alarm, ``passed`` on a wrong one a miss. Confusion table label x status.
+  alarm, ``passed`` on a wrong one a miss. Confusion table label x status. Per case family and per
+  set, and overall, also over the **checkable** answers only (status ``passed`` / ``failed``: the
+  checks reached a verdict here), with the **unknown** ones (``unverified`` / ``skipped`` /
+  ``error``: no verifier model, no source, nothing checkable) counted apart with their reasons --
+  the plain recall counts an unknown wrong answer as a miss.
 * **per verifier**: answer level (the verifier flagged the answer: one of its checks failed) and
   check level (each check against its own label, see :func:`check_label`); precision, recall, F1.
 * **per citation status** (``evidence["status"]``, any outcome; the claim's label, or the
@@ -45,7 +49,7 @@ from typing import Any
 
 __all__ = ["run_items", "compute", "write", "ece", "reliability_bins", "prf", "laplace", "wilson",
            "check_label", "percentiles", "load_policy", "preflight", "reachable", "Progress", "messages_of",
-           "CITATION_CLASS", "STATUSES_ORDER"]
+           "CITATION_CLASS", "STATUSES_ORDER", "DECIDED", "FAMILIES_ORDER", "family_of", "summary_lines"]
 
 #: the class a citation status asserts: True = the reference is real and right (VALID)
 CITATION_CLASS = {"VERIFIED": True, "PARTIALLY_VERIFIED": True, "LIKELY_HALLUCINATION": False,
@@ -161,7 +165,7 @@ def check_label(item: dict[str, Any], check: dict[str, Any], decisive_checks: in
 def load_policy(name_or_path: str | None, *, citations_index: str | None = None, verifiers: list[str] | None = None,
                 sandbox: str | None = None, model_name: str | None = None, risk_threshold: float | None = None,
                 citation_sources: list[str] | None = None, grounding: bool = False,
-                grounding_model: bool = False, index_partial: bool = False) -> Any:
+                grounding_model: bool = False, grounding_statements: bool = False, index_partial: bool = False) -> Any:
     """A :class:`proxy.policy.Policy` from a shipped name (``policies/NAME.yaml``) or a file,
     with eval's overrides: ``citations_index`` (the citation verifier looks up only this offline
     index, no cache -- what ``bench/citations_bench.py`` does; with ``index_partial`` the index is a
@@ -171,7 +175,11 @@ def load_policy(name_or_path: str | None, *, citations_index: str | None = None,
     code verifier's backend), ``risk_threshold`` (0: every answer the risk score sends to a
     verifier is checked, whatever its score), ``grounding`` (the policy for grounding cases: the
     facts verifier enabled with the ``context`` backend among its backends, its model tier only
-    with ``grounding_model``). Raises PolicyError / FileNotFoundError."""
+    with ``grounding_model``; with ``grounding_statements`` its ``grounding`` option on unless the
+    policy sets it: every statement sentence checked against the source, and one naming a
+    number, date or name the source does not hold fails, as under the ``rag`` policy -- for
+    answers meant to rest on the source alone, the ``grounding`` family). Raises
+    PolicyError / FileNotFoundError."""
     import yaml
 
     from proxy.policy import _parse, default_policies_dir
@@ -211,6 +219,12 @@ def load_policy(name_or_path: str | None, *, citations_index: str | None = None,
         use = list((f.get("backends") or {}).get("use") or [])
         f["backends"] = dict(f.get("backends") or {}, use=use if "context" in use else ["context", *use])
         f["use_model"] = bool(grounding_model)
+        if grounding_statements:
+            # the labels are about attribution to the source (a consistent summary, an attributable
+            # response): every statement sentence is a claim, and one naming what the source does not
+            # is ungrounded (the rag policy's setting, docs/facts.md step 5), unless the policy says
+            f["options"] = dict(f.get("options") or {})
+            f["options"].setdefault("grounding", True)
     return _parse(yaml.safe_dump(doc), str(p))
 
 
@@ -239,7 +253,10 @@ async def _inprocess(items: list[dict[str, Any]], policy: Any, model: Any, groun
     resources = VerificationResources()  # facts caches and sandboxes shared by the items of this run
     try:
         for it in items:
-            pol = grounding_policy if it.get("context") and grounding_policy is not None else policy
+            pol = policy
+            if it.get("context") and grounding_policy is not None:
+                pol = (grounding_policy.get(it.get("family"), grounding_policy.get(None))
+                       if isinstance(grounding_policy, dict) else grounding_policy) or policy
             t0 = time.perf_counter()
             try:
                 rep = await asyncio.wait_for(
@@ -303,7 +320,8 @@ def run_items(items: list[dict[str, Any]], *, policy: Any = None, gateway: str |
     """Verify every item; one result per item, in order: ``{"report": dict | None, "wall_ms",
     "error": str | None}``. In-process with ``policy`` (a Policy; ``model`` the verifier model,
     e.g. :class:`proxy.pipeline.verifier_model.OpenAIChatModel`; items with a ``context`` under
-    ``grounding_policy`` when given), or through ``gateway`` (base URL ending in ``/v1``;
+    ``grounding_policy`` when given: a Policy, or ``{family: Policy, None: Policy}``, the one of
+    the item's family else the ``None`` one), or through ``gateway`` (base URL ending in ``/v1``;
     ``policy_name`` sent as ``x-veracity-policy``, ``concurrency`` requests at a time). An item's
     ``context`` and question go as the request messages (:func:`messages_of`).
     ``answer_timeout`` (s, None = none): an answer without a verdict by then is an evaluation
@@ -479,18 +497,104 @@ def _round(x: Any) -> Any:
     return x
 
 
+#: report statuses that are a verdict on the whole answer: ``failed`` (a check failed: the flag)
+#: or ``passed`` (every check-worthy unit decided and passed). ``unverified`` (checks ran, not all
+#: decided), ``skipped`` (nothing checkable, or risk below the threshold) and ``error`` are not:
+#: the answer could not be checked here, and is counted as ``unknown``, not as a miss.
+DECIDED = ("passed", "failed")
+#: the order of the per-family summary (the case families of proxy/cli/cases.py; others after, by name)
+FAMILIES_ORDER = ("math", "code", "citations", "grounding", "relevance")
+
+
+def family_of(item: dict[str, Any]) -> str:
+    """The family an item counts in (``item["family"]``, set by the readers of
+    :mod:`proxy.cli.cases`), else its set."""
+    return str(item.get("family") or item.get("set"))
+
+
+def _family_order(name: str) -> tuple[int, str]:
+    return (FAMILIES_ORDER.index(name) if name in FAMILIES_ORDER else len(FAMILIES_ORDER), name)
+
+
+def _ratio(k: int, n: int) -> float | None:
+    return k / n if n else None
+
+
+def _tally(c: Counter, label: bool | None, status: str | None, reason: str | None) -> None:
+    # one answer into a group's counts (a set, a family, all): status None = evaluation error
+    c["n"] += 1
+    if status is None:
+        c["errors"] += 1
+        return
+    c[f"status:{status}"] += 1
+    if label is None:
+        return
+    c["labelled"] += 1
+    f = status == "failed"
+    c["tp" if f and not label else "fp" if f else "fn" if not label else "tn"] += 1
+    side = "right" if label else "wrong"
+    if status in DECIDED:
+        c[f"decided:{side}"] += 1
+    else:
+        c[f"unknown:{side}"] += 1
+        c[f"why:{status}: {reason}" if reason else f"why:{status}"] += 1
+
+
+def _checkable(c: Counter) -> dict[str, Any]:
+    """Over the labelled answers the checks decided (status in :data:`DECIDED`): how many wrong
+    and right, the wrong ones ``failed`` (caught) and ``passed`` (missed), the right ones
+    ``failed`` (false alarms); recall and false-alarm rate over them (None: no denominator)."""
+    dw, dr = c["decided:wrong"], c["decided:right"]
+    return {"wrong": dw, "right": dr, "caught": c["tp"], "passed_wrong": dw - c["tp"], "false_alarms": c["fp"],
+            "recall": _ratio(c["tp"], dw), "false_alarm_rate": _ratio(c["fp"], dr)}
+
+
+def _unknown(c: Counter) -> dict[str, Any]:
+    """The labelled answers the checks could not decide here (wrong, right, and why: the report
+    status and, for ``skipped``, its reason)."""
+    return {"wrong": c["unknown:wrong"], "right": c["unknown:right"],
+            "why": dict(sorted(((k[4:], m) for k, m in c.items() if k.startswith("why:")), key=lambda kv: -kv[1]))}
+
+
+def _group(c: Counter) -> dict[str, Any]:
+    # a set's or a family's numbers: all labelled answers (an undecided wrong one counts as a miss
+    # there) and, separately, the checkable ones and the unknown ones
+    return {"n": c["n"], "labelled": c["labelled"], "errors": c["errors"],
+            **prf(c["tp"], c["fp"], c["fn"]), "tn": c["tn"],
+            "false_alarm_rate": _ratio(c["fp"], c["fp"] + c["tn"]),
+            "checkable": _checkable(c), "unknown": _unknown(c),
+            "statuses": {o.split(":", 1)[1]: m for o, m in c.items() if o.startswith("status:")}}
+
+
+def _unsearched(check: dict[str, Any]) -> bool:
+    # a NOT_FOUND whose evidence names no source expected to hold the work that answered
+    # (verifiers/citations: ``evidence["searched"]`` empty -- no source configured, a partial
+    # library, sources down): the absence is no evidence, the status asserts nothing
+    ev = check.get("evidence") or {}
+    return ev.get("status") == "NOT_FOUND" and "searched" in ev and not ev["searched"]
+
+
 def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins: int = 10) -> dict[str, Any]:
     """All metrics of one evaluation (module doc) as a JSON-ready dict, plus ``"_misjudged"``:
     the answers and checks the checks got wrong (written to misjudged.jsonl), and ``"_results"``:
     one verdict line per item (id, set, label, status, reason, checks as [verifier, outcome,
     confidence, citation status]; written to results.jsonl, to compare runs). ``sets``: per case
     set (file) its answers, labelled answers, evaluation errors, answer-level precision / recall /
-    F1 / tp / fp (false alarms) / fn / tn, false-alarm rate and report statuses. Ratios without a
-    denominator are None (:func:`prf`)."""
+    F1 / tp / fp (false alarms) / fn / tn, false-alarm rate and report statuses; ``families``: the
+    same per case family (:func:`family_of`). Each of them, and ``answers``, also splits the
+    labelled answers into ``checkable`` (the report decided: ``passed`` or ``failed``; recall and
+    false-alarm rate over these) and ``unknown`` (``unverified``, ``skipped``, ``error``: what
+    could not be checked here, with why), because the overall recall counts an unknown wrong
+    answer as a miss. Per verifier, ``answers_decided`` is its answer level over the answers it
+    decided a check of (``answers["undecided"]``: it ran and decided none). A citation NOT_FOUND
+    that searched no source expected to hold the work (``evidence["searched"]`` empty) asserts
+    nothing: counted in ``citation_status_unsearched``, not in ``citation_status``. Ratios
+    without a denominator are None (:func:`prf`)."""
     answers = {"n": len(items), "labelled": 0, "errors": 0}
     confusion: dict[str, Counter] = {"right": Counter(), "wrong": Counter(), "unlabelled": Counter()}
     check_conf: dict[str, Counter] = {"right": Counter(), "wrong": Counter(), "unlabelled": Counter()}
-    ans_v: dict[str, Counter] = defaultdict(Counter)   # verifier -> tp/fp/fn/tn/n at answer level
+    ans_v: dict[str, Counter] = defaultdict(Counter)   # verifier -> tp/fp/fn/tn/n/undecided at answer level
+    ans_vd: dict[str, Counter] = defaultdict(Counter)  # the same over the answers it decided a check of
     chk_v: dict[str, Counter] = defaultdict(Counter)   # verifier -> tp/fp/fn/tn at check level
     calib: dict[str, tuple[list[float], list[bool]]] = defaultdict(lambda: ([], []))
     status_n: dict[str, Counter] = defaultdict(Counter)  # citation status -> valid / hallucinated / outcome:x
@@ -500,26 +604,30 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
     costs: dict[str, list[float]] = defaultdict(list)
     misjudged: list[dict[str, Any]] = []
     af = Counter()
-    per_set: dict[str, Counter] = defaultdict(Counter)     # set -> n/labelled/errors/tp/fp/fn/tn/status:x
+    per_set: dict[str, Counter] = defaultdict(Counter)     # set -> n/labelled/errors/tp/fp/fn/tn/status:x/...
+    per_family: dict[str, Counter] = defaultdict(Counter)  # family -> the same counts
+    overall = Counter()
+    unsearched = Counter()  # NOT_FOUND citation checks that searched no source expected to hold the work
     for it, res in zip(items, results):
         label = it.get("label")
         lab = "unlabelled" if label is None else "right" if label else "wrong"
         rep = res.get("report")
-        ps = per_set[str(it.get("set"))]
-        ps["n"] += 1
+        groups = (per_set[str(it.get("set"))], per_family[family_of(it)], overall)
         if rep is None:
             answers["errors"] += 1
             confusion[lab]["eval_error"] += 1
-            ps["errors"] += 1
+            for g in groups:
+                _tally(g, label, None, None)
             continue
         answers["labelled"] += label is not None
         status = rep.get("status", "error")
         confusion[lab][status] += 1
-        ps[f"status:{status}"] += 1
-        if label is not None:
-            ps["labelled"] += 1
-            f = status == "failed"
-            ps["tp" if f and not label else "fp" if f else "fn" if not label else "tn"] += 1
+        reason = rep.get("reason")
+        if status == "unverified" and not reason:   # which verifiers left claims undecided
+            reason = ", ".join(sorted({str(c.get("verifier")) for c in rep.get("checks") or []
+                                       if c.get("outcome") not in ("pass", "fail")})) + " undecided"
+        for g in groups:
+            _tally(g, label, status, reason)
         cost = rep.get("cost") or {}
         lat.append(float(cost.get("ms") or 0.0))
         wall.append(float(res.get("wall_ms") or 0.0))
@@ -543,8 +651,14 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
         for v, cs in by_v.items():
             if label is not None:
                 f = any(c.get("outcome") == "fail" for c in cs)
+                cell = "tp" if f and not label else "fp" if f else "fn" if not label else "tn"
                 ans_v[v]["n"] += 1
-                ans_v[v]["tp" if f and not label else "fp" if f else "fn" if not label else "tn"] += 1
+                ans_v[v][cell] += 1
+                if any(c.get("outcome") in ("pass", "fail") for c in cs):
+                    ans_vd[v]["n"] += 1
+                    ans_vd[v][cell] += 1
+                else:   # it ran on the answer and decided nothing: unknown, not a verdict
+                    ans_v[v]["undecided"] += 1
             for c in cs:
                 cl = check_label(it, c, decisive)
                 out = c.get("outcome")
@@ -553,7 +667,10 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
                 # a status is judged whatever its outcome (PARTIALLY_VERIFIED is ``unknown``): the
                 # claim's label, else the answer's when the label is about its one reference
                 sl = cl if cl is not None else label if it.get("single_claim") and len(cs) == 1 else None
-                if st and sl is not None:
+                if st and sl is not None and _unsearched(c):
+                    # "not found" where nothing that would hold the work was asked asserts nothing
+                    unsearched["valid" if sl else "hallucinated"] += 1
+                elif st and sl is not None:
                     status_n[st]["valid" if sl else "hallucinated"] += 1
                     status_n[st][f"outcome:{out}"] += 1
                 if cl is None or out not in ("pass", "fail"):
@@ -584,10 +701,12 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
                                          for c in checks]})
     per_verifier = {}
     for v in sorted(set(ans_v) | set(chk_v) | set(calib)):
-        a, c = ans_v[v], chk_v[v]
+        a, ad, c = ans_v[v], ans_vd[v], chk_v[v]
         conf, right = calib[v]
         per_verifier[v] = {
-            "answers": {"n": a["n"], "tn": a["tn"], **prf(a["tp"], a["fp"], a["fn"])},
+            "answers": {"n": a["n"], "tn": a["tn"], **prf(a["tp"], a["fp"], a["fn"]), "undecided": a["undecided"]},
+            "answers_decided": {"n": ad["n"], "tn": ad["tn"], **prf(ad["tp"], ad["fp"], ad["fn"]),
+                                "false_alarm_rate": _ratio(ad["fp"], ad["fp"] + ad["tn"])},
             "checks": {"n": sum(c.values()), "tn": c["tn"], **prf(c["tp"], c["fp"], c["fn"])},
             "calibration": {"decisive_labelled_checks": len(conf), "ece": ece(conf, right, bins),
                             "accuracy": sum(right) / len(right) if right else None,
@@ -613,18 +732,17 @@ def compute(items: list[dict[str, Any]], results: list[dict[str, Any]], *, bins:
         "binning": f"{bins} equal-width bins of (0, 1], right-closed ((m-1)/M, m/M]",
         "answers": {**answers, **prf(af["tp"], af["fp"], af["fn"]), "tn": af["tn"],
                     "passed_wrong_answers": af["passed_wrong"],
-                    "false_alarm_rate": af["fp"] / (af["fp"] + af["tn"]) if af["fp"] + af["tn"] else None},
+                    "false_alarm_rate": af["fp"] / (af["fp"] + af["tn"]) if af["fp"] + af["tn"] else None,
+                    "checkable": _checkable(overall), "unknown": _unknown(overall)},
+        "families": {k: _group(c) for k, c in sorted(per_family.items(), key=lambda kv: _family_order(kv[0]))},
         "confusion": {k: dict(v) for k, v in confusion.items() if v},
         "check_confusion": {k: dict(v) for k, v in check_conf.items() if v},
         "per_verifier": per_verifier,
         "citation_status": cit,
+        "citation_status_unsearched": {"n": unsearched["valid"] + unsearched["hallucinated"], **unsearched},
         "latency_ms": {"answer": percentiles(lat), "wall": percentiles(wall), **{f"verifier:{v}": percentiles(x) for v, x in per_ver_ms.items()}},
         "cost": {k: percentiles(v) | {"total": sum(v)} for k, v in costs.items() if v},
-        "sets": {k: {"n": c["n"], "labelled": c["labelled"], "errors": c["errors"],
-                     **prf(c["tp"], c["fp"], c["fn"]), "tn": c["tn"],
-                     "false_alarm_rate": c["fp"] / (c["fp"] + c["tn"]) if c["fp"] + c["tn"] else None,
-                     "statuses": {o.split(":", 1)[1]: m for o, m in c.items() if o.startswith("status:")}}
-                 for k, c in per_set.items()},
+        "sets": {k: _group(c) for k, c in per_set.items()},
     }
     out = _round(metrics)
     out["_misjudged"] = misjudged
@@ -712,19 +830,71 @@ def _provenance_html(prov: dict[str, Any]) -> list[str]:
     return out
 
 
+def _why(u: dict[str, Any], top: int = 3) -> str:
+    items = list(u["why"].items())
+    more = sum(n for _, n in items[top:])
+    return ", ".join(f"{k} {n}" for k, n in items[:top]) + (f", other {more}" if more else "")
+
+
+def summary_lines(metrics: dict[str, Any]) -> list[str]:
+    """One plain line per case family and one for all answers: what was checkable here, recall
+    and false-alarm rate over those, how many were unknown and why (the same numbers as
+    ``metrics["families"]`` and ``metrics["answers"]``), e.g.::
+
+        math: 280 labelled; checkable here 236 (wrong 140, right 96): recall 11.4% (16 caught),
+        false alarms 0.0% (0); unknown 44 (wrong 40, right 4): unverified 20, skipped: ... 20"""
+    def line(name: str, g: dict[str, Any]) -> str:
+        ch, u = g["checkable"], g["unknown"]
+        head = (f"{name}: {g['labelled']} labelled; checkable here {ch['wrong'] + ch['right']} (wrong {ch['wrong']}, "
+                f"right {ch['right']}): recall {_pct(ch['recall'])} ({ch['caught']} caught), false alarms "
+                f"{_pct(ch['false_alarm_rate'])} ({ch['false_alarms']})")
+        nu = u["wrong"] + u["right"]
+        return head + (f"; unknown {nu} (wrong {u['wrong']}, right {u['right']}): {_why(u)}" if nu else "; unknown 0")
+    a = metrics["answers"]
+    overall = {"labelled": a["labelled"], "checkable": a["checkable"], "unknown": a["unknown"]}
+    return [line(k, g) for k, g in (metrics.get("families") or {}).items()] + [
+        line("all", overall) + f" (recall over every labelled answer, unknown counted as missed: {_pct(a['recall'])})"]
+
+
+def _families_html(m: dict[str, Any]) -> list[str]:
+    fams = m.get("families") or {}
+    if not fams:
+        return []
+    a = m["answers"]
+    rows = []
+    for k, g in list(fams.items()) + [("all", {**a, "labelled": a["labelled"]})]:
+        ch, u = g["checkable"], g["unknown"]
+        rows.append([k, g["labelled"], ch["wrong"], ch["right"], ch["caught"], _pct(ch["recall"]), ch["false_alarms"],
+                     _pct(ch["false_alarm_rate"]), u["wrong"], u["right"], _why(u, 4) or "-", _pct(g["recall"])])
+    return ["<h2>Per family: what could be checked here</h2>",
+            "<p><b>checkable</b>: labelled answers the checks reached a verdict on here (report <code>passed</code> "
+            "or <code>failed</code>); recall and false-alarm rate are over these. <b>unknown</b>: labelled answers "
+            "they could not decide here (<code>unverified</code>: checks ran, not every claim decided -- no verifier "
+            "model, no source; <code>skipped</code>: nothing checkable, or risk below the threshold; "
+            "<code>error</code>), with why. The last column is the recall over every labelled answer, an unknown "
+            "wrong answer counted as a miss.</p>",
+            _table(["family", "labelled", "checkable wrong", "checkable right", "caught", "recall (checkable)",
+                    "false alarms", "false-alarm rate (checkable)", "unknown wrong", "unknown right", "why unknown",
+                    "recall (all labelled)"], rows)]
+
+
 def _sets_html(sets: dict[str, Any]) -> list[str]:
     if not sets:
         return []
     cols = sorted({s for d in sets.values() for s in d.get("statuses", {})},
                   key=lambda s: STATUSES_ORDER.index(s) if s in STATUSES_ORDER else 99)
     rows = [[k, d["n"], d["labelled"], d["errors"], d["tp"], d["fp"], d["fn"], d["tn"], _pct(d["precision"]),
-             _pct(d["recall"]), _f3(d["f1"]), _pct(d["false_alarm_rate"])] + [d["statuses"].get(c, 0) for c in cols]
+             _pct(d["recall"]), _f3(d["f1"]), _pct(d["false_alarm_rate"]), d["checkable"]["wrong"],
+             d["checkable"]["right"], _pct(d["checkable"]["recall"]), _pct(d["checkable"]["false_alarm_rate"]),
+             d["unknown"]["wrong"], d["unknown"]["right"]] + [d["statuses"].get(c, 0) for c in cols]
             for k, d in sets.items()]
     return ["<h2>Per set</h2>",
             "<p>One row per case file; tp = wrong answers <code>failed</code>, fp = right answers <code>failed</code> "
-            "(false alarms), fn = wrong answers not failed, tn = right answers not failed; n/a: no denominator.</p>",
+            "(false alarms), fn = wrong answers not failed (an unknown one included), tn = right answers not failed; "
+            "then the checkable and unknown answers as in the per-family table; n/a: no denominator.</p>",
             _table(["set", "answers", "labelled", "errors", "tp", "fp", "fn", "tn", "precision", "recall", "F1",
-                    "false-alarm rate"] + cols, rows)]
+                    "false-alarm rate", "checkable wrong", "checkable right", "recall (checkable)",
+                    "false-alarm rate (checkable)", "unknown wrong", "unknown right"] + cols, rows)]
 
 
 def _html(m: dict[str, Any], pngs: dict[str, bytes], title: str, n_misjudged: int) -> str:
@@ -735,6 +905,7 @@ def _html(m: dict[str, Any], pngs: dict[str, bytes], title: str, n_misjudged: in
              + "; ECE as in Naeini et al. 2015 and Guo et al. 2017 (eq. 3). n/a: a ratio with no denominator "
              "(precision with nothing flagged, recall with nothing wrong).</p>",
              *_provenance_html(m.get("provenance") or {}),
+             *_families_html(m),
              "<h2>Answers</h2>",
              _table(["precision", "recall", "F1", "tp", "fp", "fn", "tn", "false-alarm rate", "passed wrong answers"],
                     [[_pct(a["precision"]), _pct(a["recall"]), _f3(a["f1"]), a["tp"], a["fp"], a["fn"], a["tn"],
@@ -750,14 +921,26 @@ def _html(m: dict[str, Any], pngs: dict[str, bytes], title: str, n_misjudged: in
               "<h2>Per verifier</h2>"]
     rows = []
     for v, d in m["per_verifier"].items():
-        an, ch, ca = d["answers"], d["checks"], d["calibration"]
-        rows.append([v, an["n"], _pct(an["precision"]), _pct(an["recall"]), _f3(an["f1"]), ch["n"],
+        an, ad, ch, ca = d["answers"], d.get("answers_decided") or {}, d["checks"], d["calibration"]
+        rows.append([v, an["n"], _pct(an["precision"]), _pct(an["recall"]), _f3(an["f1"]), an.get("undecided", 0),
+                     ad.get("n", 0), _pct(ad.get("recall")), _pct(ad.get("false_alarm_rate")), ch["n"],
                      _pct(ch["precision"]), _pct(ch["recall"]), _f3(ch["f1"]), ca["decisive_labelled_checks"],
                      _f3(ca["ece"])])
-    parts.append(_table(["verifier", "answers", "P", "R", "F1", "labelled checks", "P", "R", "F1",
-                         "decisive checks", "ECE"], rows))
+    parts.append("<p>Answers: the labelled answers a verifier ran on (one of its checks failed = a flag); "
+                 "undecided: those where it decided none of its checks (all <code>unknown</code>), which the "
+                 "first R counts as misses; decided: the others, with recall and false-alarm rate over them.</p>")
+    parts.append(_table(["verifier", "answers", "P", "R", "F1", "undecided", "decided", "R (decided)",
+                         "false-alarm rate (decided)", "labelled checks", "P", "R", "F1", "decisive checks", "ECE"],
+                        rows))
+    uns = m.get("citation_status_unsearched") or {}
+    if m["citation_status"] or uns.get("n"):
+        parts.append("<h2>Per citation status</h2>")
+    if uns.get("n"):
+        parts.append(f"<p>{uns['n']} NOT_FOUND checks searched no source expected to hold the work (none configured "
+                     "or reachable, or a partial library): the absence is no evidence, so they are left out of this "
+                     f"table ({uns.get('valid', 0)} VALID, {uns.get('hallucinated', 0)} HALLUCINATED).</p>")
     if m["citation_status"]:
-        parts += ["<h2>Per citation status</h2>", _table(
+        parts += [_table(
             ["status", "asserts", "n", "VALID", "HALLUCINATED", "precision", "recall", "F1", "Laplace", "Wilson 95%",
              "outcomes"],
             [[s, d["asserts"], d["n"], d["valid"], d["hallucinated"], _pct(d["precision"]), _pct(d["recall"]),

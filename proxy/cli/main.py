@@ -698,9 +698,15 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
                 if "citation_sources" in over:
                     policy = evaluation.load_policy(args.policy, citation_sources=over["citation_sources"], **common)
                 if over.get("grounding"):
-                    grounding_policy = evaluation.load_policy(
-                        args.policy, citation_sources=over.get("citation_sources"), grounding=True,
-                        grounding_model=over["grounding_model"], **common)
+                    # answers meant to rest on their source alone (grounding/) get every statement
+                    # grounded; a claim judged against the abstract it cites (relevance/) does not:
+                    # such a claim paraphrases its finding (docs/eval.md)
+                    grounding_policy = {
+                        fam: evaluation.load_policy(
+                            args.policy, citation_sources=over.get("citation_sources"), grounding=True,
+                            grounding_model=over["grounding_model"], grounding_statements=fam == "grounding",
+                            **common)
+                        for fam in ("grounding", None)}
             except (OSError, PolicyError) as exc:
                 print(f"veracity eval: {exc}", file=sys.stderr)
                 return 2
@@ -738,9 +744,16 @@ def _eval(p: argparse.ArgumentParser) -> Handler:
                 "seconds": round((datetime.datetime.now(datetime.timezone.utc) - t0).total_seconds(), 1)}
         files = evaluation.write(metrics, args.out, title=f"veracity eval: {args.data}", provenance=prov)
         a = metrics["answers"]
+        # per family what could be checked here, recall and false alarms over it, what was unknown
+        for line in evaluation.summary_lines(metrics):
+            print(f"veracity eval: {line}", file=sys.stderr)
         print(json.dumps({"answers": a["n"], "precision": a["precision"], "recall": a["recall"], "f1": a["f1"],
-                          "false_alarms": a["fp"], "ece": {v: d["calibration"]["ece"]
-                                                           for v, d in metrics["per_verifier"].items()},
+                          "false_alarms": a["fp"], "checkable": a["checkable"],
+                          "unknown": {k: a["unknown"][k] for k in ("wrong", "right")},
+                          "families": {k: {"checkable": g["checkable"],
+                                           "unknown": {x: g["unknown"][x] for x in ("wrong", "right")}}
+                                       for k, g in metrics["families"].items()},
+                          "ece": {v: d["calibration"]["ece"] for v, d in metrics["per_verifier"].items()},
                           "files": sorted(files)}))
         return 0
 

@@ -100,6 +100,82 @@ def test_citation_status_precision_laplace_and_wilson():
     assert pv["outcomes"] == {"unknown": 1}
 
 
+def test_unknown_answers_are_counted_apart_per_family_not_as_silent_misses():
+    # two families; the checks decide some answers (passed / failed) and not others (unverified /
+    # skipped / error): recall and false-alarm rate over the decided ones, the rest counted as unknown
+    def it(fam, label):
+        return dict(item(label), family=fam, set=fam + "-set")
+    items = [it("math", False), it("math", False), it("math", True), it("math", False),
+             it("citations", False), it("citations", False), it("citations", True), it("citations", True)]
+    results = [res("failed", [chk("arithmetic", "fail", 0.9)]),                  # caught
+               res("passed", [chk("arithmetic", "pass", 1.0)]),                  # decided, missed
+               res("failed", [chk("arithmetic", "fail", 0.9)]),                  # false alarm
+               dict(res("skipped", []), report={**res("skipped", [])["report"], "reason": "no checkable claims"}),
+               res("unverified", [chk("citations", "unknown", 0.5, "NOT_FOUND")]),
+               res("unverified", [chk("citations", "unknown", 0.5, "NOT_FOUND")]),
+               res("unverified", [chk("citations", "unknown", 0.5, "NOT_FOUND")]),
+               res("error", [])]
+    m = evaluation.compute(items, results)
+    math_, cit = m["families"]["math"], m["families"]["citations"]
+    assert list(m["families"]) == ["math", "citations"]          # the case families' order
+    # math: 3 decided labelled (2 wrong: 1 caught, 1 passed; 1 right: a false alarm), 1 unknown wrong
+    assert math_["checkable"] == {"wrong": 2, "right": 1, "caught": 1, "passed_wrong": 1, "false_alarms": 1,
+                                  "recall": 0.5, "false_alarm_rate": 1.0}
+    assert math_["unknown"] == {"wrong": 1, "right": 0, "why": {"skipped: no checkable claims": 1}}
+    assert math_["recall"] == pytest.approx(1 / 3, abs=1e-6)     # the plain recall: the unknown one is a miss
+    # citations: nothing decided -- no recall, no false-alarm rate (not 0%), every answer unknown, with why
+    assert cit["checkable"]["recall"] is None and cit["checkable"]["false_alarm_rate"] is None
+    assert cit["unknown"] == {"wrong": 2, "right": 2, "why": {"unverified: citations undecided": 3, "error": 1}}
+    assert cit["recall"] == 0.0
+    a = m["answers"]
+    assert (a["checkable"]["wrong"], a["checkable"]["right"], a["checkable"]["recall"]) == (2, 1, 0.5)
+    assert (a["unknown"]["wrong"], a["unknown"]["right"]) == (3, 2)
+    assert m["sets"]["math-set"]["checkable"] == math_["checkable"]
+    lines = evaluation.summary_lines(m)
+    assert lines[0] == ("math: 4 labelled; checkable here 3 (wrong 2, right 1): recall 50.0% (1 caught), false alarms "
+                        "100.0% (1); unknown 1 (wrong 1, right 0): skipped: no checkable claims 1")
+    assert lines[1].startswith("citations: 4 labelled; checkable here 0 (wrong 0, right 0): recall n/a (0 caught), "
+                               "false alarms n/a (0); unknown 4 (wrong 2, right 2)")
+    assert lines[-1].startswith("all: 8 labelled; checkable here 3") and "unknown counted as missed: 20.0%" in lines[-1]
+    page = evaluation._html(m, {}, "t", 0)
+    fam = page[page.index("Per family"):page.index("<h2>Answers</h2>")]
+    row = re.findall(r"<td>(.*?)</td>", re.search(r"<tr><td>citations</td>.*?</tr>", fam).group(0))
+    assert row[:10] == ["citations", "4", "0", "0", "0", "n/a", "0", "n/a", "2", "2"]
+
+
+def test_a_verifier_that_decided_nothing_on_an_answer_is_undecided_not_a_miss():
+    # a BibTeX answer is a fenced block: the code verifier runs on it and can only say unknown
+    items = [dict(item(False), single_claim=True), item(False), item(True)]
+    results = [res("unverified", [chk("code", "unknown", 0.5), chk("citations", "unknown", 0.5, "NOT_FOUND")]),
+               res("failed", [chk("code", "fail", 0.9)]),
+               res("passed", [chk("code", "pass", 0.8)])]
+    code = evaluation.compute(items, results)["per_verifier"]["code"]
+    assert (code["answers"]["n"], code["answers"]["fn"], code["answers"]["undecided"]) == (3, 1, 1)
+    assert code["answers"]["recall"] == 0.5                      # as before: the undecided one counts as missed
+    d = code["answers_decided"]
+    assert (d["n"], d["tp"], d["fn"], d["tn"], d["recall"], d["false_alarm_rate"]) == (2, 1, 0, 1, 1.0, 0.0)
+
+
+def test_not_found_where_no_source_was_searched_asserts_nothing():
+    # NOT_FOUND with evidence["searched"] empty (no source configured or reachable, a partial
+    # library): no evidence that the reference is made up -- not counted as asserting HALLUCINATED
+    def nf(outcome, searched):
+        c = chk("citations", outcome, 0.5, "NOT_FOUND")
+        c["evidence"]["searched"] = searched
+        return c
+    items = [dict(item(lab), single_claim=True) for lab in (True, False, False, True)]
+    results = [res("unverified", [nf("unknown", [])]), res("unverified", [nf("unknown", [])]),
+               res("failed", [nf("fail", ["local"])]), res("failed", [nf("fail", ["local"])])]
+    m = evaluation.compute(items, results)
+    assert m["citation_status"]["NOT_FOUND"]["n"] == 2                       # only the two that searched
+    assert m["citation_status"]["NOT_FOUND"]["precision"] == 0.5
+    assert m["citation_status_unsearched"] == {"n": 2, "valid": 1, "hallucinated": 1}
+    page = evaluation._html(m, {}, "t", 0)
+    assert "2 NOT_FOUND checks searched no source" in page
+    only = evaluation.compute(items[:2], results[:2])
+    assert only["citation_status"] == {} and only["citation_status_unsearched"]["n"] == 2
+
+
 def test_claim_labels_by_span_and_text():
     it = item(False, claims=[{"span": [0, 10], "correct": True}, {"text": "63 + 5 = 69", "correct": False}])
     assert evaluation.check_label(it, {"span": [2, 8], "claim": "9 * 7 = 63", "outcome": "pass"}, 3) is True
@@ -408,10 +484,19 @@ def test_grounding_and_relevance_folders_are_read_and_evaluated(tmp_path, capsys
     assert evaluation.messages_of(its[2]) == [{"role": "system", "content": GROUND_DOC},
                                               {"role": "user", "content": "How many engineers did Acme hire?"}]
 
+    assert [i["family"] for i in its] == ["grounding"] * 5 + ["relevance"] * 2
     out = tmp_path / "out"
     assert main(["eval", str(root), "--out", str(out)]) == 0
-    err = capsys.readouterr().err
+    cap = capsys.readouterr()
+    err = cap.err
     assert "cannot check here: grounding: 7 answers" in err and "--model URL" in err
+    # per family, plainly: what was checkable here, recall and false alarms over it, what was unknown
+    fam = [line for line in err.splitlines() if re.match(r"veracity eval: (grounding|relevance|all): \d+ labelled", line)]
+    assert [f.split(":")[1].strip() for f in fam] == ["grounding", "relevance", "all"]
+    assert all("checkable here" in f and "unknown" in f for f in fam)
+    printed = json.loads(cap.out.strip().splitlines()[-1])
+    assert set(printed["families"]) == {"grounding", "relevance"}
+    assert printed["families"]["grounding"]["checkable"]["caught"] >= 1
     res = {r["id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     # the number the source states otherwise is caught by the facts verifier's deterministic tier
     assert res["s1"]["status"] == "failed" and ["facts", "fail"] == res["s1"]["checks"][0][:2]
@@ -437,6 +522,27 @@ def test_grounding_policy_is_only_for_answers_with_a_source_text():
     got = evaluation.run_items([doc_item, plain], policy=pol, grounding_policy=gp)
     assert got[0]["report"]["status"] == "failed"
     assert got[1]["report"]["status"] == "skipped"   # the same claim with no source: nothing grounds it
+
+
+def test_grounding_cases_ground_every_statement_relevance_cases_do_not(tmp_path):
+    # a response that adds a name its source does not hold is not attributable (BEGIN, SummEdits):
+    # under the grounding family's policy it fails; a SciFact claim is judged against the abstract
+    # it cites, which it paraphrases, so the relevance family does not ground every name
+    ans = "Acme hired 300 engineers in Berlin. Its chief executive Maria Lopez announced the plan in Munich."
+    its = [{"id": f, "set": f, "family": f, "question": None, "context": GROUND_DOC, "answer": ans, "label": False,
+            "claims": None, "meta": {}} for f in ("grounding", "relevance")]
+    gp = {f: evaluation.load_policy("default", grounding=True, grounding_statements=f == "grounding")
+          for f in ("grounding", None)}
+    assert gp["grounding"].verifiers.facts.options == {"grounding": True} and gp[None].verifiers.facts.options == {}
+    got = evaluation.run_items(its, policy=evaluation.load_policy("default"), grounding_policy=gp)
+    g, rel = (x["report"] for x in got)
+    assert g["status"] == "failed" and any("Maria Lopez" in (c["note"] or "") for c in g["checks"])
+    assert rel["status"] != "failed"
+    # a policy that says how to ground is kept as it says
+    pol = tmp_path / "mine.yaml"
+    pol.write_text("name: mine\nverifiers:\n  facts: {enabled: true, options: {grounding: false}}\n")
+    kept = evaluation.load_policy(str(pol), grounding=True, grounding_statements=True)
+    assert kept.verifiers.facts.options == {"grounding": False}
 
 
 def test_an_answer_that_takes_too_long_is_an_error_not_a_hang(monkeypatch):

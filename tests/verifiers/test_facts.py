@@ -97,6 +97,85 @@ async def test_contained_claim_passes_and_a_rounded_number_is_not_a_contradictio
     assert all(c.evidence["passages"][0]["n"] == 1 for c in out.checks)
 
 
+# A meeting transcript as SummEdits' QMSum domain has it (Laban et al. 2023, summedits_qmsumm.json,
+# q_test_64: abridged): the price is said twice, the cost limit only as a spoken decimal.
+MEETING = ("Project Manager: So the selling price of the product will be twenty five Euros .\n"
+           "User Interface: Twenty five Euros ?\nProject Manager: Yeah . Yeah .\n"
+           "Marketing: And you have to keep it under twelve Euros and f fifty , so .\n"
+           "Project Manager: Yeah , you have to keep in mind that the product cost won't be maxim more than "
+           "twelve dot fifty Euros .\nUser Interface: Ah , yeah .")
+
+
+async def test_a_spoken_decimal_in_the_source_is_read_not_contradicted_by_another_figure():
+    # the summary (labelled consistent) states the cost limit in digits; "twelve dot fifty" was
+    # left unread, so the other Euro figure of the product (the price, 25) "refuted" it
+    answer = "However, they need to keep the product cost below 12.50 Euros to ensure profitability."
+    out = await acheck(answer, None, backends=[ContextBackend([{"role": "system", "content": MEETING}])])
+    assert out.checks and all(c.outcome != "fail" for c in out.checks)
+    # a figure the transcript does not say is still contradicted
+    wrong = "They need to keep the product cost below 14.50 Euros."
+    out = await acheck(wrong, None, backends=[ContextBackend([{"role": "system", "content": MEETING}])])
+    assert [c.outcome for c in out.checks] == ["fail"]
+
+
+def test_spoken_decimals_read_as_an_independent_speller_writes_them():
+    from verifiers.facts._text import numbers
+
+    ones = "one two three four five six seven eight nine".split()
+    teens = "ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen".split()
+    tens = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+    def say(n: int) -> str:      # 1..99 in words, written here and not by the parser
+        if n < 10:
+            return ones[n - 1]
+        if n < 20:
+            return teens[n - 10]
+        return tens[n // 10 - 2] + ("" if n % 10 == 0 else " " + ones[n % 10 - 1])
+
+    for whole in (2, 9, 12, 19, 20, 25, 47, 99):
+        for frac in (1, 5, 9, 10, 19, 25, 50, 99):
+            for sep in ("dot", "point"):
+                text = f"the limit is {say(whole)} {sep} {say(frac)} Euros"
+                [q] = numbers(text)
+                assert q.value == float(f"{whole}.{frac}"), text
+                assert q.decimals == len(str(frac)) and q.text == f"{say(whole)} {sep} {say(frac)}"
+    # what is not a spoken decimal is not read as one: left out rather than misread
+    assert numbers("three point five million people") == []
+    assert numbers("a two point plan") == []
+    assert [q.value for q in numbers("under twelve Euros fifty")] == [12.0, 50.0]
+
+
+# HaluEval QA (Li et al. 2023, qa_data.json record 454, abridged): the knowledge mentions the
+# hallucinated answer's name; the right answer is Lafayette.
+HUGER_Q = ("Which close friend of George Washington, Alexander Hamilton, and Thomas Jefferson, did a scion of the "
+           "Huger family of South Carolina attempt to rescue?")
+HUGER_DOC = ("Colonel Dr. Francis Kinloch Huger (September 17, 1773 - February 14, 1855), a trained physician and "
+             "artillery officer, was a scion of the Huger family of South Carolina. He is best known for his "
+             "leadership of a failed November 1794 attempt to rescue Lafayette from captivity. The company is "
+             "based in Lyon.")
+
+
+async def test_a_name_the_passage_only_mentions_is_not_passed_as_the_answer():
+    # a bare phrase given as the answer is judged with the question as its subject: a passage
+    # that names it does not state that it answers the question (DESIGN.md "Asymmetric trust")
+    backends = [ContextBackend([{"role": "system", "content": HUGER_DOC}, {"role": "user", "content": HUGER_Q}])]
+    for answer in ("Francis Kinloch Huger", "Francis Kinloch Huger.", "The Huger family."):
+        out = await acheck(answer, HUGER_Q, backends=backends)
+        assert [c.outcome for c in out.checks] == ["unknown"], answer
+    # a short clause the passage states is still supported with the question around it
+    out = await acheck("The company is based in Lyon.", HUGER_Q, backends=backends)
+    assert [c.outcome for c in out.checks] == ["pass"]
+
+
+def test_a_clause_has_a_verb_cue_a_name_has_none():
+    from verifiers.facts._core import is_clause
+
+    assert not any(is_clause(t) for t in ("Francis Kinloch Huger", "San Antonio Spurs.", "Dayton's department store.",
+                                          "Franklin Delano Roosevelt.", "Target Corporation"))
+    assert all(is_clause(t) for t in ("The company is based in Lyon.", "Hurricane Frances caused the flood.",
+                                      "Acme sells cars.", "Ivan reached Category 5", "公司位于里昂"))
+
+
 async def test_unrelated_claim_is_unknown_and_stated_as_unconfirmed():
     answer = "Marie Curie won the Nobel Prize in Physics in 1903."
     out = await acheck(answer, None, backends=[ContextBackend(RAG)])

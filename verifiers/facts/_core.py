@@ -39,6 +39,7 @@ Checks: supported -> ``pass``, refuted -> ``fail`` (``expected``: what the sourc
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,6 +76,19 @@ _NOTE_MAX = 300
 #: With a question, a claim of fewer key terms than this is a fragment of an answer ("Francis
 #: Kinloch Huger"): it is judged with the question as its subject, and never "contained".
 SHORT_KEYS = MIN_KEYS + 2
+#: What makes a short claim a clause rather than a bare answer phrase: a lower-case finite-verb
+#: cue (an auxiliary, a past form in -ed, a third-person -s/-es form) -- "The company is based in
+#: Lyon." -- or CJK text. "Francis Kinloch Huger", "San Antonio Spurs.", "Dayton's department
+#: store." have none: a passage that mentions them does not state that they answer the question.
+_CLAUSE_CUE = re.compile(r"(?<![\w'])(?:is|are|was|were|be|been|being|has|have|had|does|do|did|can|could|will|"
+                         r"would|shall|should|may|might|must|[a-z]{2,}ed|[a-z]{2,}[^s\W]s)(?![\w'])"
+                         r"|[\u3400-\u9fff]")
+
+
+def is_clause(text: str) -> bool:
+    """True when ``text`` reads as a clause (it has a verb cue, :data:`_CLAUSE_CUE`), not as a
+    bare noun phrase such as a name given as an answer."""
+    return _CLAUSE_CUE.search(text) is not None
 
 
 @dataclass(slots=True)
@@ -210,9 +224,11 @@ def _deterministic(claim: Claim, passages: list[Passage], weights: Mapping[str, 
         pv = judge_passage(claim.text, p.text, context=claim.context, elsewhere=others)
         if claim.context and pv.verdict == "not_enough_info":
             # a short claim read with the question as its subject may still be a whole sentence
-            # the passage states word for word, or repeats to deny: only those two verdicts count
+            # the passage states word for word, or repeats to deny: only those two verdicts count,
+            # and support only for a clause -- a bare phrase the passage merely mentions ("Francis
+            # Kinloch Huger", HaluEval's hallucinated answers) is not stated to answer the question
             alone = judge_passage(claim.text, p.text, elsewhere=others)
-            if alone.verdict == "supported" or alone.rule == "denial":
+            if (alone.verdict == "supported" and is_clause(claim.text)) or alone.rule == "denial":
                 pv = alone
         if pv.verdict == "supported":
             sup.append((p, pv))

@@ -53,6 +53,12 @@ _SPELL_GAP = r"(?:\s*-\s*|\s+)"
 _SPELL_WORD = r"(?:" + "|".join(_NUM_WORDS) + r"|one|zero|hundred|thousand|million|billion|dot|point|and\s+a\s+half|\d)"
 _SPELL_AFTER = re.compile(_SPELL_GAP + _SPELL_WORD + r"\b", re.IGNORECASE)
 _SPELL_BEFORE = re.compile(r"\b" + _SPELL_WORD + _SPELL_GAP + r"$", re.IGNORECASE)
+#: The fractional part of a spoken decimal after a spelled whole part: "twelve dot fifty" (12.50,
+#: a meeting transcript's price), "two point five" (2.5) -- digits spoken as one number 1..99 or
+#: written as digits; the words of the fraction are its digits ("fifty" -> "50").
+_SPOKEN_POINT = re.compile(r"\s+(?:dot|point)\s+(?:(?P<digits>\d+)\b|(?P<tens>" + "|".join(sorted(_TENS)) + r")(?:" + _SPELL_GAP
+    + r"(?P<unit>one|two|three|four|five|six|seven|eight|nine)\b)?|(?P<small>one|two|three|four|five|six|seven|eight|"
+    r"nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen)\b)(?!\w)", re.IGNORECASE)
 _HEDGE_RE = re.compile(r"\b(?:about|around|approximately|approx|roughly|nearly|almost|over|more than|less than|fewer than|"
                        r"at least|at most|up to|some|an estimated|estimated|under|close to|upwards of|~)\s*$", re.IGNORECASE)
 _TIME_BOUND_RE = re.compile(r"\b(?:current(?:ly)?|now|today|latest|as of|this year|recent(?:ly)?|incumbent|presently|"
@@ -203,9 +209,10 @@ class Quantity:
 
 def numbers(text: str) -> list[Quantity]:
     """The quantities of ``text`` in order (see :class:`Quantity`). Spelled numbers two..ninety
-    count, with compounds ("twenty-five", "twenty five", "twenty - five" in transcripts); "one"
-    does not (it is more often a pronoun), and a spelled number that is part of a longer one
-    ("two hundred", "twelve dot fifty") is left out rather than misread."""
+    count, with compounds ("twenty-five", "twenty five", "twenty - five" in transcripts), and so
+    do spoken decimals ("twelve dot fifty" 12.50, "two point five" 2.5: :data:`_SPOKEN_POINT`);
+    "one" does not (it is more often a pronoun), and a spelled number that is part of a longer
+    one ("two hundred", "three point five million") is left out rather than misread."""
     out: list[Quantity] = []
     consumed = 0
     for m in _NUMBER_RE.finditer(text):
@@ -221,8 +228,23 @@ def numbers(text: str) -> list[Quantity]:
                 if unit:
                     value += _NUM_WORDS.get(unit.group(1).lower(), 1)
                     end += unit.end()
+            point = _SPOKEN_POINT.match(text, end) if w != "hundred" and w != "dozen" else None
+            if point and not _SPELL_AFTER.match(text[point.end():point.end() + 16]) and not _SPELL_BEFORE.search(
+                    text[max(0, m.start() - 16):m.start()]):
+                # a spoken decimal ("twelve dot fifty" = 12.50): its fraction read as the digits said
+                if point.group("digits"):
+                    frac = point.group("digits")
+                elif point.group("tens"):
+                    frac = str(_NUM_WORDS[point.group("tens").lower()]
+                               + (_NUM_WORDS.get(point.group("unit").lower(), 1) if point.group("unit") else 0))
+                else:
+                    frac = str(_NUM_WORDS.get(point.group("small").lower(), 1))   # "one": not in _NUM_WORDS
+                consumed = point.end()
+                out.append(Quantity(float(f"{value}.{frac}"), "number", len(frac), 0, hedged, m.start(), point.end(),
+                                    text[m.start():point.end()], vagueness(text, m.start(), point.end())))
+                continue
             consumed = end
-            # part of a longer spelled number ("two hundred", "twelve dot fifty"): not parsed, not used
+            # part of a longer spelled number ("two hundred", "fifty" of "twelve dot fifty million"): not parsed
             if _SPELL_AFTER.match(text[end:end + 16]) or _SPELL_BEFORE.search(text[max(0, m.start() - 16):m.start()]):
                 continue
             out.append(Quantity(float(value), "number", 0, 0, hedged, m.start(), end, text[m.start():end],
