@@ -414,8 +414,9 @@ def test_correction_round_survives_malformed_messages(messages: Any, message: An
         sent.append(req)
         return {"choices": [{"message": {"role": "assistant", "content": "2 + 2 = 4"}}]}
 
-    async def verify(text: str) -> Report:
-        return Report(status="passed") if "= 4" in text else failed
+    async def verify(text: str) -> Report:  # the claim that failed passes again (a `corrected` needs it)
+        return Report(status="passed", checks=[Check(verifier="arithmetic", claim="2 + 2 = 4", outcome="pass")]) \
+            if "= 4" in text else failed
 
     draft = {"choices": [{"message": message}]}
     result = asyncio.run(correction.correct({"model": "m", "messages": messages}, draft, complete=complete,
