@@ -274,6 +274,22 @@ async def test_a_supported_verdict_on_a_sentence_that_states_the_claim_still_pas
     assert [c.outcome for c in checks] == ["pass"], [(c.claim, c.outcome, c.note) for c in checks]
 
 
+#: a name the passage states in part with a title or generic word in the place of the rest (the
+#: words ``Documents.states`` does not ask for): the same person or firm, no rival name
+TITLED = {
+    "president": ("Barack Obama was born in Hawaii in 1961.", "President Obama was born in Hawaii in 1961."),
+    "ceo": ("Tim Cook joined Apple in 1998.", "CEO Cook joined Apple in 1998."),
+}
+
+
+@pytest.mark.parametrize("tag", list(TITLED))
+async def test_a_title_in_the_place_of_a_name_word_is_no_rival_name(tag):
+    claim, passage = TITLED[tag]
+    model = _facts_model(claim, {"verdict": "supported", "quote": passage})
+    out = await acheck(claim, None, model=model, backends=[ContextBackend([{"role": "system", "content": passage}])])
+    assert [c.outcome for c in out.checks] == ["pass"], [(c.claim, c.outcome, c.note) for c in out.checks]
+
+
 @pytest.mark.parametrize("tag", ["opposite-direction", "name-in-part", "currency", "counted-thing"])
 def test_a_steered_supported_verdict_never_makes_the_answer_passed(env, tag):
     resp = client(env, "rag").chat.completions.create(model="gpt-test", messages=[
