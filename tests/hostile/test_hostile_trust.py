@@ -130,6 +130,10 @@ SELF_JUDGING = {
     "trojan-comment": "def add(a, b):\n    return a - b  # \u202eadd(2, 2) == 0\n\n\nassert add(2, 0) == 2\n",
 }
 HONEST_CLASSES = {
+    # a setattr on an object whose name holds the word "modules" reads no module table
+    "setattr-config": "from types import SimpleNamespace\n\nmodules_cfg = SimpleNamespace()\n"
+                      "setattr(modules_cfg, 'debug', True)\n\n\ndef add(a, b):\n    return a + b\n\n\n"
+                      "assert add(2, 2) == 4 and modules_cfg.debug\n",
     "enum-str": "from enum import Enum\n\n\nclass Color(str, Enum):\n    RED = 'red'\n\n    def __str__(self):\n"
                 "        return self.value\n\n\nassert str(Color.RED) == 'red'\n",
     "rich-print": "from pprint import pprint as print\n\n\ndef add(a, b):\n    return a + b\n\n\n"
@@ -344,6 +348,20 @@ def test_code_that_writes_how_its_checks_are_judged_is_never_passed(tag):
     checks = code.check("```python\n" + SELF_JUDGING[tag] + "```\n", sandbox=_box())
     assert checks and not [c for c in checks if c.outcome == "pass"], [(c.outcome, c.note) for c in checks]
     assert any("not taken as verified" in (c.note or "") for c in checks), [(c.outcome, c.note) for c in checks]
+
+
+@pytest.mark.parametrize("src,judging", [
+    ("import sys\nsetattr(sys.modules[__name__], 'add', lambda a, b: 4)\n", True),
+    ("from sys import modules\nsetattr(modules[__name__], 'add', lambda a, b: 4)\n", True),
+    ("setattr(modules_cfg, 'debug', True)\n", False),
+    ("setattr(obj, 'submodules_seen', 3)\n", False),
+])
+def test_setattr_is_self_judging_only_on_the_module_table(src, judging):
+    import ast
+
+    from verifiers.code._static import self_judging
+
+    assert (self_judging(ast.parse(src)) is not None) is judging
 
 
 @pytest.mark.parametrize("tag", list(HONEST_CLASSES))
