@@ -141,6 +141,10 @@ SELF_JUDGING = {
     "trojan-comment": "def add(a, b):\n    return a - b  # \u202eadd(2, 2) == 0\n\n\nassert add(2, 0) == 2\n",
 }
 HONEST_CLASSES = {
+    # a setattr on an object whose name holds the word "modules" reads no module table
+    "setattr-config": "from types import SimpleNamespace\n\nmodules_cfg = SimpleNamespace()\n"
+                      "setattr(modules_cfg, 'debug', True)\n\n\ndef add(a, b):\n    return a + b\n\n\n"
+                      "assert add(2, 2) == 4 and modules_cfg.debug\n",
     "enum-str": "from enum import Enum\n\n\nclass Color(str, Enum):\n    RED = 'red'\n\n    def __str__(self):\n"
                 "        return self.value\n\n\nassert str(Color.RED) == 'red'\n",
     "rich-print": "from pprint import pprint as print\n\n\ndef add(a, b):\n    return a + b\n\n\n"
@@ -236,6 +240,22 @@ def test_a_claim_wrong_in_every_grouping_still_fails(text, outcome):
     assert [c.outcome for c in arithmetic.check(text)] == [outcome]
 
 
+#: answers with more claims of one ambiguous kind than are re-read (_MAX_REREADS): every one holds
+#: in the other reading, so none may fail -- not the first twenty only
+MANY_AMBIGUOUS = {
+    "locale": " ".join(f"{i}.500 + 250 = {i}.750." for i in range(1, 31)),
+    "grouping": " ".join(f"{2 * k}/{k}(1+1) = 1." for k in range(1, 31)),
+}
+
+
+@pytest.mark.parametrize("tag", list(MANY_AMBIGUOUS))
+def test_a_claim_past_the_reread_cap_is_never_failed(tag):
+    checks = arithmetic.check(MANY_AMBIGUOUS[tag])
+    assert len(checks) == 30 and not [c for c in checks if c.outcome == "fail"], \
+        [(c.claim, c.outcome) for c in checks if c.outcome == "fail"]
+    assert "not re-read" in checks[-1].note and checks[-1].evidence[f"other_{tag}"]["not_reread"]
+
+
 @pytest.mark.parametrize("text", ["⅓ + ⅓ = 1", "1 / 3 = 0", "0.4 + 0.4 = 1", "2 × 0.3 = 1"])
 def test_a_value_below_one_stated_as_a_whole_number_is_never_passed(text):
     assert [c.outcome for c in arithmetic.check(text)] == ["unknown"]
@@ -292,6 +312,22 @@ async def test_a_supported_verdict_on_a_sentence_that_states_the_claim_still_pas
     assert [c.outcome for c in checks] == ["pass"], [(c.claim, c.outcome, c.note) for c in checks]
 
 
+#: a name the passage states in part with a title or generic word in the place of the rest (the
+#: words ``Documents.states`` does not ask for): the same person or firm, no rival name
+TITLED = {
+    "president": ("Barack Obama was born in Hawaii in 1961.", "President Obama was born in Hawaii in 1961."),
+    "ceo": ("Tim Cook joined Apple in 1998.", "CEO Cook joined Apple in 1998."),
+}
+
+
+@pytest.mark.parametrize("tag", list(TITLED))
+async def test_a_title_in_the_place_of_a_name_word_is_no_rival_name(tag):
+    claim, passage = TITLED[tag]
+    model = _facts_model(claim, {"verdict": "supported", "quote": passage})
+    out = await acheck(claim, None, model=model, backends=[ContextBackend([{"role": "system", "content": passage}])])
+    assert [c.outcome for c in out.checks] == ["pass"], [(c.claim, c.outcome, c.note) for c in out.checks]
+
+
 @pytest.mark.parametrize("tag", ["opposite-direction", "name-in-part", "currency", "counted-thing"])
 def test_a_steered_supported_verdict_never_makes_the_answer_passed(env, tag):
     resp = client(env, "rag").chat.completions.create(model="gpt-test", messages=[
@@ -330,6 +366,20 @@ def test_code_that_writes_how_its_checks_are_judged_is_never_passed(tag):
     checks = code.check("```python\n" + SELF_JUDGING[tag] + "```\n", sandbox=_box())
     assert checks and not [c for c in checks if c.outcome == "pass"], [(c.outcome, c.note) for c in checks]
     assert any("not taken as verified" in (c.note or "") for c in checks), [(c.outcome, c.note) for c in checks]
+
+
+@pytest.mark.parametrize("src,judging", [
+    ("import sys\nsetattr(sys.modules[__name__], 'add', lambda a, b: 4)\n", True),
+    ("from sys import modules\nsetattr(modules[__name__], 'add', lambda a, b: 4)\n", True),
+    ("setattr(modules_cfg, 'debug', True)\n", False),
+    ("setattr(obj, 'submodules_seen', 3)\n", False),
+])
+def test_setattr_is_self_judging_only_on_the_module_table(src, judging):
+    import ast
+
+    from verifiers.code._static import self_judging
+
+    assert (self_judging(ast.parse(src)) is not None) is judging
 
 
 @pytest.mark.parametrize("tag", list(HONEST_CLASSES))

@@ -102,3 +102,20 @@ def test_max_in_memory_zero_keeps_no_checks_off_record_either() -> None:
     a = reports.owner_of(_who("a"))
     store.put_fixed(a, "r1", "m", 1, FIXED)
     assert store.get_local(a, "r1") is None and store._fixed is None and not store._mem
+
+
+def test_the_ring_grows_with_its_records_not_with_max_in_memory() -> None:
+    """A large ``max_in_memory`` (left to ``max_in_memory_bytes`` to bound) must not allocate every
+    slot at the first checks-off answer: the ring holds as many slots as records until full, then
+    overwrites the oldest as before."""
+    store = reports.ReportStore(max_in_memory=50_000_000)
+    a = reports.owner_of(_who("a"))
+    for i in range(3):
+        store.put_fixed(a, f"r{i}", "m", i, FIXED)
+    ring = store._fixed
+    assert len(ring.rids) == len(ring.created) == len(ring.expiry) == len(ring.kind) == 3
+    assert [store.get_local(a, f"r{i}") is not None for i in range(3)] == [True, True, True]
+    small = reports.FixedRing(2)
+    for i in range(5):
+        assert small.put("o", f"s{i}", "m", i, FIXED, 1e18)
+    assert len(small.rids) == 2 and sorted(small.slot) == ["s3", "s4"] and small.next == 1

@@ -276,16 +276,27 @@ def _other_grouping(checks: list[Check], deadline: float) -> None:
     ("6/2(1+2) = 1": many textbooks, physics journals and calculators bind the juxtaposed product
     first, 6/(2(1+2)); Python and this parser read (6/2)(1+2)) and a chain of carets ("2^3^2 = 64":
     Excel and MATLAB group to the left, mathematics to the right). False alarms cost more than
-    misses (DESIGN.md); the claim is ambiguous as written. At most :data:`_MAX_REREADS` claims."""
+    misses (DESIGN.md); the claim is ambiguous as written. At most :data:`_MAX_REREADS` claims are
+    re-read; one past them, or whose re-reading ran out of time, is ``unknown`` unread
+    (:func:`_not_reread`)."""
     todo = [c for c in checks if c.outcome == "fail" and c.claim
             and (_DIV_JUXTAPOSED.search(c.claim) or _CARET_CHAIN.search(c.claim))]
-    for c in todo[:_MAX_REREADS]:
+    n = 0  # claims re-read so far
+    until = max(deadline, time.perf_counter() + _REREAD_S)
+    for c in todo:
         other = _juxtaposed(c.claim) or c.claim
         other = _CARET_CHAIN.sub(r"(\1^\2)", other)
         if other == c.claim:
             continue
-        reread = [r for r in _check(other, None, max(deadline, time.perf_counter() + _REREAD_S))
-                  if r.outcome in ("pass", "fail", "unknown") and r.evidence.get("kind") != "budget"]
+        n += 1
+        if n > _MAX_REREADS:
+            _not_reread(c, "other_grouping", other, f"more than {_MAX_REREADS} such claims")
+            continue
+        got = _check(other, None, until)
+        if any(r.evidence.get("kind") == "budget" for r in got):
+            _not_reread(c, "other_grouping", other, "its time ran out")
+            continue
+        reread = [r for r in got if r.outcome in ("pass", "fail", "unknown")]
         if reread and not any(r.outcome == "fail" for r in reread):
             c.outcome, c.confidence = "unknown", 0.5
             c.evidence["other_grouping"] = {"reading": other, "outcomes": [r.outcome for r in reread]}
@@ -319,7 +330,20 @@ def _right_to_left(text: str, checks: list[Check]) -> None:
 _AMBIGUOUS = re.compile(r"(?<![\d.,'’])([1-9]\d{0,2})([.,])(\d{3})(?![\d'’]|[.,]\d)")
 
 _MAX_REREADS = 20
-_REREAD_S = 0.1
+#: seconds all re-readings of one kind (other grouping, other locale) may run past the answer's
+#: own time budget together: one re-reading each at least got 0.1 s, and 40 of them ran ~4 s past
+#: a 250 ms budget; a claim left unread is ``unknown`` (:func:`_not_reread`), never ``fail``
+_REREAD_S = 0.25
+
+
+def _not_reread(c: Check, key: str, reading: str, why: str) -> None:
+    """Make failed check ``c`` ``unknown``: it has a second reading (``reading``, under evidence
+    ``key``) that was not tried (``why``: past :data:`_MAX_REREADS` claims, or out of time). Its
+    failure stands only where both readings fail, so an untried one cannot confirm it: the 21st
+    right German sum of an answer was failed where the first 20 were ``unknown``."""
+    c.outcome, c.confidence = "unknown", 0.5
+    c.evidence[key] = {"reading": reading, "outcomes": None, "not_reread": why}
+    c.note = f"{c.note}; not failed: it also reads as {reading}, not re-read ({why})".lstrip("; ")
 
 
 #: numbers only one locale writes: English grouping with decimals or several groups
@@ -340,8 +364,10 @@ def _other_locale(text: str, checks: list[Check], deadline: float) -> None:
     than misses (DESIGN.md), and an English claim that is wrong only by that coincidence is
     rare. Not where the rest of the answer writes numbers only English writes (:data:`_ENGLISH`:
     "$2.50", "1,234.5") and none only the other locales write, and not in GSM8K calculator notes
-    (written in English by construction). At most :data:`_MAX_REREADS` claims are re-read, each within its own small time budget
-    (the answer's own may be spent by then). Mutates ``checks`` in place."""
+    (written in English by construction). At most :data:`_MAX_REREADS` claims are re-read, each
+    within its own small time budget (the answer's own may be spent by then); one past them, or
+    whose re-reading ran out of time, is ``unknown`` unread (:func:`_not_reread`). Mutates
+    ``checks`` in place."""
     continental = _CONTINENTAL.search(text) is not None
     if _ENGLISH.search(text) and not continental:
         return  # the answer writes its numbers the English way elsewhere: no second reading
@@ -351,11 +377,18 @@ def _other_locale(text: str, checks: list[Check], deadline: float) -> None:
     # with "," groups alone lost real catches otherwise ("x=25,000 ... 25*3=75,000")
     todo = [c for c in checks if c.outcome == "fail" and c.evidence.get("kind") != "calculator_note"
             and any(m.group(2) == "." or continental for m in _AMBIGUOUS.finditer(c.claim or ""))]
-    for c in todo[:_MAX_REREADS]:
+    until = max(deadline, time.perf_counter() + _REREAD_S)
+    for n, c in enumerate(todo, 1):
         claim = c.claim
         swapped = _AMBIGUOUS.sub(lambda m: m.group(1) + ("" if m.group(2) == "." else ".") + m.group(3), claim)
-        reread = [r for r in _check(swapped, None, max(deadline, time.perf_counter() + _REREAD_S))
-                  if r.outcome in ("pass", "fail", "unknown") and r.evidence.get("kind") != "budget"]
+        if n > _MAX_REREADS:
+            _not_reread(c, "other_locale", swapped, f"more than {_MAX_REREADS} such claims")
+            continue
+        got = _check(swapped, None, until)
+        if any(r.evidence.get("kind") == "budget" for r in got):
+            _not_reread(c, "other_locale", swapped, "its time ran out")
+            continue
+        reread = [r for r in got if r.outcome in ("pass", "fail", "unknown")]
         if reread and not any(r.outcome == "fail" for r in reread):
             c.outcome, c.confidence = "unknown", 0.5
             c.evidence["other_locale"] = {"reading": swapped, "outcomes": [r.outcome for r in reread]}

@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable
 
 from verifiers.arithmetic._mapped import MappedText
+from verifiers._bidi import display_order
 
 SOFT_EQ = "\ue000"
 SOFT_APPROX = "\ue001"
@@ -134,23 +135,16 @@ _UNI_OPS = [
 # text) map one-to-one to ASCII (Unicode's NFKC mapping for these characters); the
 # fullwidth comma and colon stay, as they separate list items in Chinese text.
 _INVISIBLE = _c("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
-# A right-to-left override (U+202E RLO, to its U+202C PDF, U+2069 PDI or the line's end) makes
-# every character after it display in reverse order, digits included (Unicode Bidirectional
-# Algorithm, UAX #9, rule X6 and L2), mirrored brackets flipped (rule L4): "= \u202e391" reads
-# "= 193" on screen. The verifier checks what the reader sees, so the run is reversed here.
-_RLO_RUN = _c("\u202e([^\u202c\u2069\n]*)")
-_MIRROR = str.maketrans("()[]{}<>", ")(][}{><")
 
 
 def _displayed(t: MappedText) -> MappedText:
-    """``t`` with each right-to-left override run in the order it displays (see ``_RLO_RUN``).
-    Positions stay in stored order (spans must run forward), so a claim that covers a whole run
-    points at all of it; a claim inside one points somewhere in it."""
-    chars = list(t.text)
-    for m in _RLO_RUN.finditer(t.text):
-        a, b = m.span(1)
-        chars[a:b] = [ch.translate(_MIRROR) for ch in reversed(chars[a:b])]
-    return MappedText("".join(chars), t.pos, t.orig_len)
+    """``t`` with each right-to-left override run in the order it displays
+    (:func:`verifiers._bidi.display_order`: same length, so the position map holds; the override
+    becomes a zero-width space, dropped with the other invisible characters). The verifier checks
+    what the reader sees: "= \u202e391" shows "= 193"."""
+    return MappedText(display_order(t.text), t.pos, t.orig_len)
+
+
 _FULLWIDTH_CHARS = "０１２３４５６７８９＋＝（）．％＊／"
 _FULLWIDTH = _c("[" + _FULLWIDTH_CHARS + "]")
 _FULLWIDTH_TABLE = {ord(c): ord(c) - 0xFEE0 for c in _FULLWIDTH_CHARS}

@@ -207,6 +207,14 @@ def _base_name(b: ast.expr) -> str | None:
     return b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute) else None
 
 
+def _names_modules(e: ast.expr) -> bool:
+    """``e`` reads the module table: ``sys.modules[...]``, ``modules[...]`` after ``from sys import
+    modules`` (a name or attribute ``modules``; not any identifier or string that contains the word,
+    ``setattr(modules_cfg, ...)``)."""
+    return any((isinstance(n, ast.Attribute) and n.attr == "modules") or (isinstance(n, ast.Name) and n.id == "modules")
+               for n in ast.walk(e))
+
+
 def self_judging(tree: ast.AST | None) -> str | None:
     """Why a block's run cannot vouch for it because the block writes how its results are
     judged, or None. The harness runs a block's own ``assert`` with the block's ``==`` and
@@ -262,7 +270,7 @@ def self_judging(tree: ast.AST | None) -> str | None:
                 and _base_name(node.func.value.func) in _REFLECTIVE:
             return f"it rewrites its own namespace through {_base_name(node.func.value.func)}()"
         elif isinstance(node, ast.Call) and _base_name(node.func) == "setattr" and node.args \
-                and "modules" in ast.dump(node.args[0]):
+                and _names_modules(node.args[0]):
             return "it rewrites a module's namespace through setattr(sys.modules[...])"
     for s in getattr(tree, "body", []) or []:
         bound: list[str] = []

@@ -614,8 +614,10 @@ def _rival_name(name: str, window: str) -> str | None:
     occurs, and next to it, where the name has a word the window lacks, the window has another
     capitalised word ("Northwind Traders" for "Southwind Traders", "Marie Dubois" for "Marie
     Smith"). None when the rest of the name is just not repeated ("the tower" for "the Eiffel
-    Tower")."""
-    from verifiers.facts._grounding import fold
+    Tower") or the word in its place is a title or generic word (``_grounding.GENERIC``:
+    "President Obama" for "Barack Obama", "Queen Elizabeth" for "Elizabeth Windsor" -- the words
+    :meth:`~verifiers.facts._grounding.Documents.states` does not ask for either)."""
+    from verifiers.facts._grounding import GENERIC, fold
 
     nw = [t for t in _NAME_TOKEN.findall(name)]
     wt = [(m.group(0), m.start()) for m in _NAME_TOKEN.finditer(window)]
@@ -631,7 +633,8 @@ def _rival_name(name: str, window: str) -> str | None:
                 k, jj = i + step, j + step
                 if 0 <= k < len(nw) and not present[k] and 0 <= jj < len(wt):
                     other = wt[jj][0]
-                    if other[:1].isupper() and fold(other) not in STOP and fold(other) != fold(nw[k]):
+                    if other[:1].isupper() and fold(other) not in STOP and fold(other) not in GENERIC \
+                            and fold(other) != fold(nw[k]):
                         return " ".join(x for x, _ in sorted([wt[jj], wt[j]], key=lambda p: p[1]))
     return None
 

@@ -13,8 +13,10 @@ import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
+from verifiers._bidi import display_order
+
 __all__ = ["sentences", "keys", "key_set", "numbers", "Quantity", "entities", "words", "STOP", "KEY_PREFIX",
-           "MONTHS", "is_time_bound", "norm_claim", "NEGATION"]
+           "MONTHS", "is_time_bound", "norm_claim", "NEGATION", "display_order"]
 
 #: Words are compared by their first KEY_PREFIX letters.
 KEY_PREFIX = 6
@@ -125,21 +127,6 @@ def sentences(text: str) -> tuple[tuple[int, int], ...]:
                         out.append((pos + off + a2, pos + off + b2))
         pos += len(block)
     return tuple(out)
-
-
-_RLO_RUN = re.compile("\u202e([^\u202c\u2069\n]*)")
-_MIRROR = str.maketrans("()[]{}<>", ")(][}{><")
-
-
-def display_order(text: str) -> str:
-    """``text`` with each right-to-left override run (U+202E to its U+202C PDF, U+2069 PDI or the
-    line's end) reversed, brackets mirrored: the order the reader sees (Unicode Bidirectional
-    Algorithm, UAX #9, rules X6, L2, L4) -- "employs \u202e58\u202c people" shows "85". The
-    override becomes a zero-width space, so the result is read once (idempotent) and has the same
-    length: spans into ``text`` still hold."""
-    if "\u202e" not in text:
-        return text
-    return _RLO_RUN.sub(lambda m: "\u200b" + m.group(1)[::-1].translate(_MIRROR), text)
 
 
 def words(text: str) -> list[str]:
