@@ -355,7 +355,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         walked = _pass_states(rep)
         history.extend(walked)
         undecided = _undecided_of_failed_kind(rep, failed_kinds)
-        unread = not rep.checks and not divergence.states_fix(current_report.failed_checks, new_text)
+        unread = not rep.checks and not divergence.fixed_without_checks(current_report.failed_checks, new_text)
         unread = unread or bool(divergence.unconfirmed_fixes(
             current_report.failed_checks,
             [c for c in rep.checks if decided_pass(c, trust_model_passes=rep.trust_model_passes)], new_text))
@@ -367,7 +367,8 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
             # "report": `passed` and `corrected` mean everything found was decided). So is a new
             # draft with no check at all (the claim rewritten in a form no verifier reads, kept by
             # the divergence rule) unless it states the value the tool computed for each failed
-            # claim and drops the wrong one (`divergence.states_fix`): "17 * 23 -> 401", "The
+            # claim and drops the wrong one, or no longer holds the reference or fact that failed
+            # (`divergence.fixed_without_checks`): "17 * 23 -> 401", "The
             # answer is 401", a table or words may still carry the wrong value.
             rounds.append(_round_record(n, rep, tokens, ms, State.EXECUTING_VERIFICATION))
             rep.extra["corrected_checks"] = first_failed

@@ -48,7 +48,8 @@ from rapidfuzz import fuzz
 
 from verifiers import Check
 
-__all__ = ["Divergence", "diverged", "is_refusal", "numbers", "states_fix", "unconfirmed_fixes", "subject_key",
+__all__ = ["Divergence", "diverged", "dropped", "fixed_without_checks", "is_refusal", "numbers", "states_fix",
+           "unconfirmed_fixes", "subject_key",
            "value_key", "REFUSAL"]
 
 #: A refusal or non-answer, English and Chinese ("Sorry, I cannot help with that.",
@@ -334,6 +335,40 @@ def states_fix(failed: Sequence[Check], new_text: str) -> bool:
     except _OutOfWork:
         return False
     return True
+
+
+def dropped(c: Check, new_text: str) -> bool:
+    """Whether the failed claim ``c`` -- a reference, a fact, a sentinel finding: a kind with no
+    value to state again (:func:`_kind_of` None) -- is gone from ``new_text``: fewer than
+    :data:`_DROPPED_BELOW` of its distinctive words (four letters or more, and numbers:
+    surnames, title words, year, volume) are in the new text. A reworded reference keeps its
+    authors, year and title words; a draft that drops it keeps at most its topic.
+    docs/verification.md: dropping a fabricated reference or a false fact is a fix. False for a
+    numeric or code check and for a claim with fewer than three such words."""
+    if _kind_of(c) is not None:
+        return False
+    words = {w for w in _TOKEN.findall(str(c.claim or "").casefold()) if len(w) >= 4 or w.isdigit()}
+    if len(words) < 3:
+        return False
+    kept = set(_TOKEN.findall((new_text or "").casefold())) & words
+    return len(kept) < _DROPPED_BELOW * len(words)
+
+
+_TOKEN = re.compile(r"\w+")
+#: :func:`dropped`: the share of a claim's distinctive words a new draft keeping it would hold
+_DROPPED_BELOW = 0.5
+
+
+def fixed_without_checks(failed: Sequence[Check], new_text: str) -> bool:
+    """Whether a correction whose new draft no verifier found anything to check in shows the
+    fix of every check in ``failed``: each numeric one states its computed value and drops the
+    wrong one (:func:`states_fix`), each reference or fact is gone (:func:`dropped`). A failed
+    code check is never shown fixed by a draft with no code to run."""
+    if not failed:
+        return False
+    numeric = [c for c in failed if _kind_of(c) == "numeric"]
+    return ((not numeric or states_fix(numeric, new_text))
+            and all(dropped(c, new_text) for c in failed if _kind_of(c) != "numeric"))
 
 
 def unconfirmed_fixes(failed: Sequence[Check], passed: Sequence[Check], new_text: str) -> list[Check]:

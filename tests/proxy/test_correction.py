@@ -258,3 +258,44 @@ async def test_corrected_answer_sources_keep_the_new_verifications_numbering():
     res = await correct(BODY, completion("wrong"), complete=Upstream("right [1] [2]"), verify=verify2)
     assert res.report.status == "corrected"
     assert res.report.extra["sources"] == [{"n": 1, "doc_id": "other-doc"}, {"n": 2, "doc_id": "doc2"}]
+
+
+REF = "Smith, J. and Lee, K. (2019). Quantum gradient descent for protein folding. Nature 571, 12-19."
+FAKE_REF = Check(verifier="citations", claim=REF, outcome="fail", note="no record matches this reference")
+
+
+async def _ref_verify(text):
+    """A stand-in verifier: the fabricated reference fails while the text holds it; nothing else is checked."""
+    return Report(status="failed", checks=[FAKE_REF]) if "Quantum gradient descent" in text else Report(status="skipped")
+
+
+async def test_a_dropped_fabricated_reference_is_a_correction():
+    """docs/verification.md: dropping a fabricated reference is a fix. The new draft holds
+    nothing to check, and the reference that failed is gone: `corrected`."""
+    up = Upstream("Protein folding has been studied with many methods; I could not find a source for "
+                  "a quantum gradient method, so I leave it out.")
+    res = await correct(BODY, completion(f"See {REF}"), complete=up, verify=_ref_verify)
+    assert res.report.status == "corrected", res.report.reason
+
+
+async def test_a_reference_kept_in_a_form_no_verifier_reads_is_not_a_correction():
+    """The same reference, reworded so that no check is found in it, is still there: `unverified`."""
+    up = Upstream("As J. Smith & K. Lee showed in Nature (2019, vol. 571), quantum gradient-descent "
+                  "for protein folding works.")
+
+    async def verify(text):  # the reworded form is not recognised as a reference
+        return Report(status="failed", checks=[FAKE_REF]) if text.startswith("See") else Report(status="skipped")
+
+    res = await correct(BODY, completion(f"See {REF}"), complete=up, verify=verify)
+    assert res.report.status == "unverified", res.report.status
+
+
+def test_dropped_reads_only_references_and_facts():
+    from proxy.pipeline import divergence
+
+    assert divergence.dropped(FAKE_REF, "Nothing about it here.")
+    assert not divergence.dropped(FAKE_REF, "smith, j. and lee, k. (2019). quantum gradient descent for protein "
+                                            "folding. nature 571, 12-19.")     # case and spacing aside
+    numeric = Check(verifier="arithmetic", claim="17 * 23 = 401", outcome="fail", expected=391, found=401)
+    assert not divergence.dropped(numeric, "Nothing about it here.")           # numeric: states_fix decides
+    assert not divergence.dropped(Check(verifier="facts", claim="", outcome="fail"), "x")
