@@ -64,7 +64,7 @@ from proxy.observability.log import get_logger
 from proxy.wire.json import dumps
 
 __all__ = ["REPORT_ROUTE", "ReportStore", "RedactedReports", "owner_of", "owner_of_key", "record_body", "list_body",
-           "summary_header", "report_headers", "report_header_pairs", "open_store", "publish", "publish_soon", "lookup", "MAX_LISTED",
+           "summary_header", "report_headers", "report_header_pairs", "REPORT_PATH", "open_store", "publish", "publish_soon", "lookup", "MAX_LISTED",
            "FixedReport", "RecordParts", "fixed_record_parts", "fixed_record_body", "record_bytes", "record_size",
            "store_local", "store_shared", "FixedRing"]
 
@@ -412,29 +412,30 @@ def summary_header(report: Any) -> str:
     return "; ".join(parts).encode("ascii", "replace").decode("ascii")
 
 
+#: the report URL's path before the request id (:func:`report_url`, :func:`report_header_pairs`)
+REPORT_PATH = "/v1/veracity/reports/"
+_REPORT_PATH_B = REPORT_PATH.encode()
+
+
 def report_url(request_id: str) -> str:
     """``/v1/veracity/reports/<id>`` (request ids are URL-safe tokens: ``proxy._asgi.request_ids.RID_RE``)."""
-    return "/v1/veracity/reports/" + request_id
+    return REPORT_PATH + request_id
 
 
-def report_headers(request_id: str, report: Any, enabled: bool = True, summary: str | None = None) -> dict[str, str]:
+def report_headers(request_id: str, report: Any, enabled: bool = True) -> dict[str, str]:
     """The two response headers: ``x-veracity-summary`` and (when the store is on)
-    ``x-veracity-report-url``. ``summary``: :func:`summary_header` of ``report`` when the
-    caller already has it (the lean lane keeps it per policy: its report never changes)."""
-    out = {"x-veracity-summary": summary_header(report) if summary is None else summary}
+    ``x-veracity-report-url`` (:func:`report_header_pairs`: the same as ASGI pairs)."""
+    out = {"x-veracity-summary": summary_header(report)}
     if enabled:
         out["x-veracity-report-url"] = report_url(request_id)
     return out
-
-
-_URL_PREFIX = b"/v1/veracity/reports/"
 
 
 def report_header_pairs(request_id: str, summary: bytes, enabled: bool = True) -> tuple[tuple[bytes, bytes], ...]:
     """:func:`report_headers` as ASGI header pairs, for a caller that has the summary encoded
     (``summary``: :func:`summary_header`'s value, Latin-1: the lean lane keeps it per policy)."""
     if enabled:
-        return (b"x-veracity-summary", summary), (b"x-veracity-report-url", _URL_PREFIX + request_id.encode("latin-1"))
+        return (b"x-veracity-summary", summary), (b"x-veracity-report-url", _REPORT_PATH_B + request_id.encode("latin-1"))
     return ((b"x-veracity-summary", summary),)
 
 
