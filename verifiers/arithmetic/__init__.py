@@ -279,28 +279,13 @@ def _other_grouping(checks: list[Check], deadline: float) -> None:
     misses (DESIGN.md); the claim is ambiguous as written. At most :data:`_MAX_REREADS` claims are
     re-read; one past them, or whose re-reading ran out of time, is ``unknown`` unread
     (:func:`_not_reread`)."""
-    todo = [c for c in checks if c.outcome == "fail" and c.claim
-            and (_DIV_JUXTAPOSED.search(c.claim) or _CARET_CHAIN.search(c.claim))]
-    n = 0  # claims re-read so far
-    until = max(deadline, time.perf_counter() + _REREAD_S)
-    for c in todo:
-        other = _juxtaposed(c.claim) or c.claim
-        other = _CARET_CHAIN.sub(r"(\1^\2)", other)
-        if other == c.claim:
-            continue
-        n += 1
-        if n > _MAX_REREADS:
-            _not_reread(c, "other_grouping", other, f"more than {_MAX_REREADS} such claims")
-            continue
-        got = _check(other, None, until)
-        if any(r.evidence.get("kind") == "budget" for r in got):
-            _not_reread(c, "other_grouping", other, "its time ran out")
-            continue
-        reread = [r for r in got if r.outcome in ("pass", "fail", "unknown")]
-        if reread and not any(r.outcome == "fail" for r in reread):
-            c.outcome, c.confidence = "unknown", 0.5
-            c.evidence["other_grouping"] = {"reading": other, "outcomes": [r.outcome for r in reread]}
-            c.note = f"{c.note}; not failed: the claim holds read as {other} (its grouping is ambiguous)".lstrip("; ")
+    todo = []
+    for c in checks:
+        if c.outcome == "fail" and c.claim and (_DIV_JUXTAPOSED.search(c.claim) or _CARET_CHAIN.search(c.claim)):
+            other = _CARET_CHAIN.sub(r"(\1^\2)", _juxtaposed(c.claim) or c.claim)
+            if other != c.claim:
+                todo.append((c, other, f"the claim holds read as {other} (its grouping is ambiguous)"))
+    _reread(todo, "other_grouping", deadline)
 
 
 #: A right-to-left embedding or isolate (U+202B RLE, U+2067 RLI, U+2068 FSI) to its closing
@@ -334,6 +319,29 @@ _MAX_REREADS = 20
 #: own time budget together: one re-reading each at least got 0.1 s, and 40 of them ran ~4 s past
 #: a 250 ms budget; a claim left unread is ``unknown`` (:func:`_not_reread`), never ``fail``
 _REREAD_S = 0.25
+
+
+def _reread(todo: list[tuple[Check, str, str]], key: str, deadline: float) -> None:
+    """Check the second reading of each failed claim in ``todo`` (``(check, reading, note when it
+    holds)``): where the reading does not fail, the check becomes ``unknown`` with evidence
+    ``key`` -- its failure stands only where both readings fail (false alarms cost more than
+    misses, DESIGN.md). At most :data:`_MAX_REREADS` readings, all within :data:`_REREAD_S` past
+    ``deadline`` (a ``time.perf_counter`` value); the rest are ``unknown`` unread
+    (:func:`_not_reread`). Mutates the checks in place."""
+    until = max(deadline, time.perf_counter() + _REREAD_S)
+    for n, (c, reading, holds) in enumerate(todo, 1):
+        if n > _MAX_REREADS:
+            _not_reread(c, key, reading, f"more than {_MAX_REREADS} such claims")
+            continue
+        got = _check(reading, None, until)
+        if any(r.evidence.get("kind") == "budget" for r in got):
+            _not_reread(c, key, reading, "its time ran out")
+            continue
+        reread = [r for r in got if r.outcome in ("pass", "fail", "unknown")]
+        if reread and not any(r.outcome == "fail" for r in reread):
+            c.outcome, c.confidence = "unknown", 0.5
+            c.evidence[key] = {"reading": reading, "outcomes": [r.outcome for r in reread]}
+            c.note = f"{c.note}; not failed: {holds}".lstrip("; ")
 
 
 def _not_reread(c: Check, key: str, reading: str, why: str) -> None:
@@ -375,25 +383,13 @@ def _other_locale(text: str, checks: list[Check], deadline: float) -> None:
     # continental thousands; a "," group ("75,000") the other way round: re-read it only where
     # the text writes a number only the other locales write. GSM8K's model answers in English
     # with "," groups alone lost real catches otherwise ("x=25,000 ... 25*3=75,000")
-    todo = [c for c in checks if c.outcome == "fail" and c.evidence.get("kind") != "calculator_note"
-            and any(m.group(2) == "." or continental for m in _AMBIGUOUS.finditer(c.claim or ""))]
-    until = max(deadline, time.perf_counter() + _REREAD_S)
-    for n, c in enumerate(todo, 1):
-        claim = c.claim
-        swapped = _AMBIGUOUS.sub(lambda m: m.group(1) + ("" if m.group(2) == "." else ".") + m.group(3), claim)
-        if n > _MAX_REREADS:
-            _not_reread(c, "other_locale", swapped, f"more than {_MAX_REREADS} such claims")
-            continue
-        got = _check(swapped, None, until)
-        if any(r.evidence.get("kind") == "budget" for r in got):
-            _not_reread(c, "other_locale", swapped, "its time ran out")
-            continue
-        reread = [r for r in got if r.outcome in ("pass", "fail", "unknown")]
-        if reread and not any(r.outcome == "fail" for r in reread):
-            c.outcome, c.confidence = "unknown", 0.5
-            c.evidence["other_locale"] = {"reading": swapped, "outcomes": [r.outcome for r in reread]}
-            c.note = (f"{c.note}; not failed: read with the other locale's separators ({swapped}) "
-                      "the claim holds").lstrip("; ")
+    todo = []
+    for c in checks:
+        if (c.outcome == "fail" and c.evidence.get("kind") != "calculator_note"
+                and any(m.group(2) == "." or continental for m in _AMBIGUOUS.finditer(c.claim or ""))):
+            swapped = _AMBIGUOUS.sub(lambda m: m.group(1) + ("" if m.group(2) == "." else ".") + m.group(3), c.claim)
+            todo.append((c, swapped, f"read with the other locale's separators ({swapped}) the claim holds"))
+    _reread(todo, "other_locale", deadline)
 
 
 def _digits(s: str) -> str:
