@@ -31,7 +31,7 @@ from proxy.upstreams.protocol import Tenant, Timing, UpstreamStream
 from proxy.wire.errors import UpstreamError
 from proxy.wire.json import dumps, loads
 
-__all__ = ["ERROR_BODY_LIMIT", "OpenAIUpstream", "relay_headers", "tenant_headers"]
+__all__ = ["ERROR_BODY_LIMIT", "OpenAIUpstream", "json_object", "relay_headers", "tenant_headers"]
 
 _T = TypeVar("_T")
 
@@ -77,6 +77,19 @@ def _connect_error(exc: BaseException, name: str) -> UpstreamError:
                              reason="timeout")
     return UpstreamError(502, f"cannot connect to upstream {name!r}", reason="connect")
 
+
+
+def json_object(raw: bytes, upstream: str) -> dict[str, Any]:
+    """An upstream answer's body as a JSON object; ``UpstreamError`` 502 ``bad_response`` when
+    it is not JSON or not an object (``upstream``: the upstream's name, for the message)."""
+    try:
+        out = loads(raw)
+    except ValueError:
+        out = None
+    if not isinstance(out, dict):
+        raise UpstreamError(502, f"upstream {upstream!r} sent a response that is not a JSON object",
+                            reason="bad_response")
+    return out
 
 class OpenAIUpstream:
     """An OpenAI-compatible HTTP upstream (chat completions, models, any ``/v1/*``).
@@ -246,14 +259,7 @@ class OpenAIUpstream:
             raise UpstreamError(resp.status, f"upstream {self.name!r} answered HTTP {resp.status}",
                                 reason=f"http_{resp.status}", body=scrub_secrets(err) if err else None,
                                 headers=relay_headers(resp.headers))
-        try:
-            out = loads(resp.body)
-        except ValueError:
-            out = None
-        if not isinstance(out, dict):
-            raise UpstreamError(502, f"upstream {self.name!r} sent a response that is not a JSON object",
-                                reason="bad_response")
-        return out, relay_headers(resp.headers)
+        return json_object(resp.body, self.name), relay_headers(resp.headers)
 
     async def open_stream(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
                           tenant: Tenant = ()) -> UpstreamStream:

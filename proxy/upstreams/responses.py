@@ -34,9 +34,9 @@ from yarl import URL
 from proxy.config import DEFAULT_MAX_EVENT_BYTES
 from proxy.observability.log import scrub_secrets
 from proxy.upstreams import http1
-from proxy.upstreams.openai import ERROR_BODY_LIMIT, relay_headers
+from proxy.upstreams.openai import ERROR_BODY_LIMIT, json_object, relay_headers
 from proxy.upstreams.protocol import BoundUpstream, HttpUpstream, UpstreamStream, is_http_upstream
-from proxy.wire.json import dumps, loads
+from proxy.wire.json import dumps
 from proxy.wire.errors import UpstreamError
 from proxy.wire.responses import Translation, completion_from_response, native_request
 from proxy.wire.responses_stream import EventsToChat
@@ -162,14 +162,7 @@ class ResponsesUpstream:
             raise UpstreamError(resp.status, f"upstream {up.name!r} answered HTTP {resp.status}",
                                 reason=f"http_{resp.status}", body=scrub_secrets(err) if err else None,
                                 headers=self.headers)
-        try:
-            obj = loads(resp.body)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            raise UpstreamError(502, f"upstream {up.name!r} sent a response that is not a JSON object",
-                                reason="bad_response")
-        return obj
+        return json_object(resp.body, up.name)
 
     async def open_stream(self, body: dict[str, Any]) -> UpstreamStream:
         """A chat-chunk stream for the chat request ``body``: the upstream's own chat stream
@@ -230,14 +223,7 @@ class ResponsesUpstream:
         finally:
             timing.upstream_s += time.perf_counter() - t0
             resp.release()
-        try:
-            obj = loads(raw)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict):
-            raise UpstreamError(502, f"upstream {up.name!r} sent a response that is not a JSON object",
-                                reason="bad_response")
-        return obj
+        return json_object(raw, up.name)
 
     async def _chat_frames(self, resp: aiohttp.ClientResponse, conv: EventsToChat) -> AsyncIterator[bytes]:
         up: HttpUpstream = self.bound.upstream  # type: ignore[assignment]
