@@ -19,6 +19,7 @@ lanes (the normal path, :mod:`proxy.routes.chat`, and the lean lane,
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from starlette.responses import Response
 from proxy.auth import Principal
 from proxy.observability import metrics
 from proxy.observability.log import get_logger, info_enabled
+from proxy.stores import reports
 from proxy.upstreams import Timing
 from proxy.wire.json import dumps
 from proxy.wire.errors import GatewayError, UpstreamError
@@ -36,7 +38,7 @@ from proxy._asgi.request_ids import request_id
 if TYPE_CHECKING:
     from proxy.gateway import Gateway
 
-__all__ = ["JSON", "RECORD_KEY", "UNMATCHED_ROUTE", "Reply", "answer_headers", "error_reply", "error_response",
+__all__ = ["JSON", "RECORD_KEY", "UNMATCHED_ROUTE", "Reply", "answer_headers", "end_stream", "error_reply", "error_response",
            "upstream_error_reply", "upstream_error_response", "failure_reply", "RequestRecord", "record", "finish",
            "log"]
 
@@ -212,3 +214,19 @@ def finish(state: Gateway, *, route: str, model: str, status: int, timing: Timin
              duration_ms=round(duration * 1000, 3), upstream_ms=round(timing.upstream_s * 1000, 3),
              overhead_ms=round(overhead * 1000, 3), upstream_calls=timing.upstream_calls,
              veracity_status=veracity_status, **fields)
+
+
+async def end_stream(state: Gateway, events: Any, status: str, principal: Principal | None, rid: str, model: str,
+                     timing: Timing) -> None:
+    """The end of a verified stream's relay (chat and Responses): close the pipeline's stream
+    ``events`` (its failure ignored: the client left or the stream failed already) and, when the
+    report's ``status`` is still ``pending`` (the stream ended before its verification did), store
+    an ``error`` report for ``GET /v1/veracity/reports/{id}`` in its place."""
+    try:
+        await events.aclose()
+    except Exception:  # noqa: BLE001
+        pass
+    if status == "pending":
+        reports.publish_soon(state.reports, principal, rid, model, int(time.time() - timing.elapsed()),
+                             {"status": "error", "reason": "the stream ended before its verification "
+                              "finished (the client disconnected or the stream failed)"})

@@ -33,7 +33,7 @@ from proxy.auth import Principal
 from proxy.observability import metrics
 from proxy.pipeline import sequence as pipeline
 from proxy.routes._access import credential, route_model
-from proxy.routes._respond import Reply, answer_headers, failure_reply, finish
+from proxy.routes._respond import Reply, answer_headers, end_stream, failure_reply, finish
 from proxy.stores import reports
 from proxy.upstreams import BoundUpstream, Timing, tenant_headers
 from proxy.wire.json import dumps
@@ -183,14 +183,7 @@ async def _finish_stream(state: Gateway, events: AsyncIterator[bytes], *, timing
         fields["client_disconnected"] = True
         raise
     finally:
-        try:
-            await events.aclose()  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001
-            pass
-        if report.status == "pending":  # the stream ended before its verification did
-            reports.publish_soon(state.reports, principal, rid, model, int(time.time() - timing.elapsed()),
-                                 {"status": "error", "reason": "the stream ended before its verification "
-                                  "finished (the client disconnected or the stream failed)"})
+        await end_stream(state, events, report.status, principal, rid, model, timing)
         client_s = fields.pop("_client_s", 0.0)
         fields["overhead_s"] = max(overhead, timing.elapsed() - timing.upstream_s - client_s)
         finish(state, route=CHAT_ROUTE, model=model, status=200, timing=timing, rid=rid, principal=principal,

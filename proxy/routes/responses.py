@@ -28,7 +28,7 @@ from starlette.responses import Response, StreamingResponse
 from proxy._asgi.body import parse_json_object, receive_body
 from proxy.pipeline import sequence as pipeline
 from proxy.routes._access import credential, route_model
-from proxy.routes._respond import JSON, failure_reply, record
+from proxy.routes._respond import JSON, end_stream, failure_reply, record
 from proxy.routes.chat import check_stream_flag
 from proxy.stores import reports
 from proxy.upstreams.openai import tenant_headers
@@ -179,14 +179,7 @@ async def _events(state: Any, rec: Any, ctx: pipeline.RequestContext, result: pi
         rec.fields["client_disconnected"] = True
         raise
     finally:
-        try:
-            await events.aclose()  # type: ignore[attr-defined]
-        except Exception:  # noqa: BLE001
-            pass
         report = result.report
-        if report.status == "pending":
-            reports.publish_soon(state.reports, ctx.principal, rec.rid, ctx.model, int(time.time() - timing.elapsed()),
-                                 {"status": "error", "reason": "the stream ended before its verification "
-                                  "finished (the client disconnected or the stream failed)"})
+        await end_stream(state, events, report.status, ctx.principal, rec.rid, ctx.model, timing)
         rec.veracity_status = report.status
         rec.fields["overhead_s"] = max(overhead, timing.elapsed() - timing.upstream_s - client_s)
