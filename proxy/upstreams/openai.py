@@ -51,7 +51,9 @@ def relay_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]]) -> dic
     mapping or ``(name, value)`` pairs; for a repeated name the last value wins. Values are
     scrubbed of the gateway's secrets (:func:`proxy.redaction.scrub_text`)."""
     out: dict[str, str] = {}
-    for k, v in (headers.items() if isinstance(headers, Mapping) else headers):
+    # a list of pairs (proxy.upstreams.http1's answers) is taken as it is: isinstance against
+    # the Mapping ABC costs ~1 us a call, on every answer of the hot path
+    for k, v in (headers if type(headers) is list else headers.items() if isinstance(headers, Mapping) else headers):
         lk = k.lower()
         if lk.startswith(_RELAY_PREFIXES):
             out[lk] = scrub_text(v)
@@ -152,8 +154,16 @@ class OpenAIUpstream:
         try:
             return await call()
         except errors as first:
-            if self.connect_retries <= 0:
-                raise _connect_error(first, self.name) from None
+            return await self._retry_connect(call, errors, first)
+
+    async def _retry_connect(self, call: Callable[[], Awaitable[_T]], errors: tuple[type[BaseException], ...],
+                             first: BaseException) -> _T:
+        """The retries of :meth:`_connect_retrying` after its first attempt failed with ``first``
+        (tenacity: ``connect_retries`` more attempts, exponential back-off from 50 ms, at most
+        1 s apart); raises :class:`UpstreamError` (502 ``connect`` / 504 ``timeout``) with the
+        last failure, ``first`` when no retry is configured."""
+        if self.connect_retries <= 0:
+            raise _connect_error(first, self.name) from None
         try:
             async for attempt in AsyncRetrying(
                 retry=retry_if_exception_type(errors),
@@ -230,10 +240,15 @@ class OpenAIUpstream:
             head += http1.header_line("Authorization", auth)
             for name, value in tenant:
                 head += http1.header_line(name, value)
-        return await self._connect_retrying(
-            lambda: pool.request(head, data, connect_s=self.timeout.sock_connect, read_s=self.timeout.sock_read,
-                                 max_body=self.max_response_bytes),
-            (http1.ConnectFailed,))
+        timeout = self.timeout
+        try:  # the first attempt without the retry wrapper's coroutine and closure (the hot path)
+            return await pool.request(head, data, connect_s=timeout.sock_connect, read_s=timeout.sock_read,
+                                      max_body=self.max_response_bytes)
+        except http1.ConnectFailed as first:
+            return await self._retry_connect(
+                lambda: pool.request(head, data, connect_s=timeout.sock_connect, read_s=timeout.sock_read,
+                                     max_body=self.max_response_bytes),
+                (http1.ConnectFailed,), first)
 
     async def complete(self, body: dict[str, Any], *, auth: str | None, timing: Timing,
                        tenant: Tenant = ()) -> tuple[dict[str, Any], dict[str, str]]:
