@@ -1,4 +1,5 @@
-"""The gateway's HTTP/1.1 server protocol: uvicorn's httptools one, with the request head bounded.
+"""The gateway's HTTP/1.1 server protocol: uvicorn's httptools one, with the request head bounded
+and the writes of a busy server corked (:class:`CorkedTransport`).
 
 uvicorn's httptools protocol has no limit on a request's head: llhttp keeps an unfinished URL
 or header field and the protocol keeps every field, so one client sending an endless header
@@ -21,8 +22,10 @@ Content-Length"), and ``connection: close``, as before.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+from typing import Any
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
@@ -41,6 +44,69 @@ def error_400(message: str) -> bytes:
                                  "code": "invalid_request"}}).encode()
 
 
+class CorkedTransport:
+    """A server connection's transport whose writes, while other requests are in flight, are
+    held until the event loop's next turn and then written as one: the status line and
+    headers of an answer go out with its body in one ``write`` (one syscall, one segment)
+    instead of two, and the answers finished in one turn of a busy gateway go out together
+    after it, as ``TCP_CORK`` or Node's ``socket.cork()`` batch writes. With no other request in
+    flight (``len(tasks) <= 1``) a write goes out at once, so a lone request waits for nothing.
+
+    Measured (bench/results/gateway.md, 32 connections, checks off): CPU per request 113 ->
+    88 us, requests/s 8,500 -> 11,000; at one connection unchanged. Order is kept (a write
+    while writes are held joins them); ``close()`` writes what is held first; what is held when
+    the connection is already closing is dropped (the peer is gone). Every other transport
+    method is the wrapped transport's.
+
+    ``transport``: the connection's asyncio transport; ``loop``: its event loop; ``tasks``: the
+    server's set of request tasks (uvicorn's ``ServerState.tasks``)."""
+
+    __slots__ = ("transport", "loop", "tasks", "held")
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, tasks: set[Any]) -> None:
+        self.transport = transport
+        self.loop = loop
+        self.tasks = tasks
+        #: the writes held until :meth:`flush`, or None
+        self.held: list[bytes] | None = None
+
+    def write(self, data: bytes) -> None:
+        """Write ``data`` now, or hold it for the loop's next turn (see the class doc)."""
+        held = self.held
+        if held is not None:
+            held.append(data)
+        elif len(self.tasks) > 1:
+            self.held = [data]
+            self.loop.call_soon(self.flush)
+        else:
+            self.transport.write(data)
+
+    def flush(self) -> None:
+        """Write what is held, as one ``write``."""
+        held = self.held
+        if held is not None:
+            self.held = None
+            if not self.transport.is_closing():
+                self.transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def close(self) -> None:
+        """Write what is held, then close."""
+        self.flush()
+        self.transport.close()
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def pause_reading(self) -> None:
+        self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.transport.resume_reading()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.transport, name)
+
+
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's ``HttpToolsProtocol`` refusing a request whose head is still unfinished after
     :data:`MAX_REQUEST_HEAD` bytes (so at most that plus one socket read is ever buffered).
@@ -52,6 +118,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     _head_scope: object = None
     _unfinished = 0
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        """uvicorn's, with the transport wrapped in a :class:`CorkedTransport`."""
+        HttpToolsProtocol.connection_made(self, CorkedTransport(transport, self.loop, self.tasks))  # type: ignore[arg-type]
 
     def data_received(self, data: bytes) -> None:
         HttpToolsProtocol.data_received(self, data)  # not super(): ~0.1 us less per read
