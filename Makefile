@@ -33,7 +33,7 @@ test: $(STAMP)
 # the loop while you edit (under a minute on 2 cores): the in-process tests of tests/verifiers and
 # tests/proxy without the ones marked slow (sandboxes, servers, case sweeps) and the real components
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n auto -m "not slow and not docker and not bwrap and not redis and not prometheus and not haproxy and not llama" \
+	$(PY) -m pytest -q -n auto -m "not slow and not docker and not bwrap and not redis and not prometheus and not haproxy and not llama and not node" \
 		tests/verifiers tests/proxy tests/test_layering.py $(PYTEST_ARGS)
 
 # real answers from $VERACITY_CASES (default ../shared/cases) through gateway + replaying upstream;

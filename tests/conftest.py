@@ -140,14 +140,14 @@ def gateway_factory() -> Iterator[Any]:
 
 # --------------------------------------------------------------------------- CI: no silent skips
 
-_REAL_COMPONENT_MARKERS = ("docker", "bwrap", "redis", "cases", "prometheus", "haproxy", "llama")
+_REAL_COMPONENT_MARKERS = ("docker", "bwrap", "redis", "cases", "prometheus", "haproxy", "llama", "node")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     """Under ``VERACITY_CI=1`` (set by ``.ci/run``, which starts dockerd, Redis and provides the
-    bubblewrap, prometheus and haproxy packages, the case files and the llama-cpp-python server) a
-    test marked ``docker``/``bwrap``/``redis``/``cases``/``prometheus``/``haproxy``/``llama``
+    bubblewrap, prometheus and haproxy packages, the case files, the llama-cpp-python server and
+    openai-node) a test marked ``docker``/``bwrap``/``redis``/``cases``/``prometheus``/``haproxy``/``llama``/``node``
     that skips is turned into a failure: in CI a missing real component is a broken CI, not a pass.
     """
     outcome = yield

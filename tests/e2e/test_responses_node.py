@@ -15,8 +15,9 @@ from tests.e2e.test_responses_e2e import MODES, RIGHT, WRONG, env, question  # n
 
 NODE_DIR = Path(__file__).parent / "node"
 _missing = shutil.which("node") is None or not (NODE_DIR / "node_modules" / "openai").is_dir()
-pytestmark = pytest.mark.skipif(_missing, reason="node or tests/e2e/node/node_modules missing: "
-                                "run `npm ci --prefix tests/e2e/node`")
+pytestmark = [pytest.mark.node, pytest.mark.slow,
+              pytest.mark.skipif(_missing, reason="node or tests/e2e/node/node_modules missing: "
+                                 "run `npm ci --prefix tests/e2e/node`")]
 
 
 @pytest.mark.parametrize("model", MODES)

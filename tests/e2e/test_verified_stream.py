@@ -357,6 +357,7 @@ def test_sentinel_turns_are_held_and_the_live_final_turn_is_verified_as_it_flows
 NODE_DIR = Path(__file__).resolve().parent / "node"
 
 
+@pytest.mark.node
 def test_openai_node_stream_and_stream_helper(env):
     if shutil.which("node") is None or not (NODE_DIR / "node_modules" / "openai").is_dir():
         pytest.skip("openai-node not installed (npm install --prefix tests/e2e/node)")
