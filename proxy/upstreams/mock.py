@@ -50,8 +50,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from proxy.upstreams._mock_app import MockApp
-from proxy.upstreams._mock_script import (
+from proxy.upstreams._mock_bodies import build_completion  # importable here as before (not in __all__)
+from proxy.upstreams._mock_script import (  # Fault: importable here as before (not in __all__)
     ChoiceSpec,
+    Fault,
     Match,
     Reply,
     Rule,
