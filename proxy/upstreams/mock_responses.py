@@ -16,6 +16,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from proxy.upstreams._mock_bodies import _error_body, _openai_error, build_completion
+from proxy.upstreams._mock_script import _ECHO
+from proxy.upstreams._mock_send import _cut, _send_json
 from proxy.wire.responses import RequestError, response_from_completion, to_chat, validate
 from proxy.wire.responses_stream import response_events
 
@@ -40,27 +43,14 @@ def _select(app: Any, chat: dict[str, Any]) -> tuple[str | None, int, Any]:
 
 async def serve(app: Any, scope: dict[str, Any], raw: bytes, send: Any, receive: Any) -> None:
     """Answer one ``POST /v1/responses`` for the mock ``app`` (a :class:`proxy.upstreams.mock.MockApp`)."""
-    from proxy.upstreams import mock
-    from proxy.upstreams.mock_structured import SchemaTooLarge, structured_reply
-
     path = "/v1/responses"
-    try:
-        body = mock._loads(raw) if raw else None
-    except ValueError:
-        body = None
-    record = app._record(scope, path, body if body is not None else raw.decode("utf-8", "replace"))
-    if not isinstance(body, dict):
-        await mock._send_json(send, 400, mock._openai_error("We could not parse the JSON body of your request.",
-                                                            "invalid_request_error"))
-        return
-    if not isinstance(body.get("model"), str):
-        await mock._send_json(send, 400, mock._openai_error("you must provide a model parameter",
-                                                            "invalid_request_error", None, "model"))
+    body, record = await app._json_request(scope, path, raw, send)
+    if body is None:
         return
     try:
         validate(body)
     except RequestError as exc:
-        await mock._send_json(send, 400, mock._openai_error(str(exc), "invalid_request_error", exc.code, exc.param))
+        await _send_json(send, 400, _openai_error(str(exc), "invalid_request_error", exc.code, exc.param))
         return
     chat = to_chat(body).chat
     n_req = next(app._seq)
@@ -68,31 +58,24 @@ async def serve(app: Any, scope: dict[str, Any], raw: bytes, send: Any, receive:
     if record is not None:
         record["rule"], record["reply"] = rule, k
     if reply is None and app.script.structured_output:
-        try:
-            fields = structured_reply(chat)
-        except SchemaTooLarge as exc:
-            await mock._send_json(send, 400, mock._openai_error(f"Invalid schema: {exc}.", "invalid_request_error",
-                                                                "invalid_schema", "text.format"))
+        sent, reply = await app._structured(chat, record, send, "text.format")
+        if sent:
             return
-        if fields is not None:
-            reply = mock.Reply.model_validate(fields)
-            if record is not None:
-                record["rule"] = "structured_output"
-    reply = reply or mock._ECHO
+    reply = reply or _ECHO
     if reply.delay_ms:
         await asyncio.sleep(reply.delay_ms / 1000)
     if "drop_before_headers" in reply.fault:
-        await mock._cut(send)
+        await _cut(send)
         return
     if reply.status >= 400:
-        await mock._send_json(send, reply.status, mock._error_body(reply), reply.headers)
+        await _send_json(send, reply.status, _error_body(reply), reply.headers)
         return
-    completion = mock.build_completion(chat, reply, n_req)
+    completion = build_completion(chat, reply, n_req)
     response = response_from_completion(completion, body, response_id=f"resp_mock{n_req:06d}",
                                         item_ids={"message": f"msg_mock{n_req:06d}"})
     response.update(reply.extra)
     if not body.get("stream"):
-        await mock._send_json(send, 200, response, reply.headers)
+        await _send_json(send, 200, response, reply.headers)
         return
     frames = response_events(response, chunk_size=reply.stream.chunk_size)
     if "drop_mid_stream" in reply.fault or "error_mid_stream" in reply.fault:
@@ -106,7 +89,7 @@ async def serve(app: Any, scope: dict[str, Any], raw: bytes, send: Any, receive:
         if delay:
             await asyncio.sleep(delay)
     if "drop_mid_stream" in reply.fault:
-        await mock._cut(send)
+        await _cut(send)
         return
     if "error_mid_stream" in reply.fault:
         err = b'event: error\ndata: {"type":"error","code":"server_error","message":"The upstream failed mid-stream.",' \

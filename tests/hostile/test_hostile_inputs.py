@@ -611,15 +611,16 @@ def test_upstream_json_codec_round_trips_what_orjson_refuses() -> None:
 
 def test_code_acheck_parses_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     from verifiers import code
+    from verifiers.code import _entry
 
     seen: list[int] = []
-    real = code.plan
+    real = _entry.plan
 
     def spy(*a: Any, **kw: Any) -> Any:
         seen.append(threading.get_ident())
         return real(*a, **kw)
 
-    monkeypatch.setattr(code, "plan", spy)
+    monkeypatch.setattr(_entry, "plan", spy)
     checks = asyncio.run(code.acheck("```python\nprint(1)\n```", sandbox="none"))
     assert checks and all(isinstance(c, Check) for c in checks)
     assert seen and seen[0] != threading.get_ident()

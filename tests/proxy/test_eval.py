@@ -15,7 +15,7 @@ import pytest
 
 from proxy.cli import cases
 
-from proxy.cli import evaluation
+from proxy.cli import _eval_report, evaluation
 from proxy.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,7 +137,7 @@ def test_unknown_answers_are_counted_apart_per_family_not_as_silent_misses():
     assert lines[1].startswith("citations: 4 labelled; checkable here 0 (wrong 0, right 0): recall n/a (0 caught), "
                                "false alarms n/a (0); unknown 4 (wrong 2, right 2)")
     assert lines[-1].startswith("all: 8 labelled; checkable here 3") and "unknown counted as missed: 20.0%" in lines[-1]
-    page = evaluation._html(m, {}, "t", 0)
+    page = _eval_report._html(m, {}, "t", 0)
     fam = page[page.index("Per family"):page.index("<h2>Answers</h2>")]
     row = re.findall(r"<td>(.*?)</td>", re.search(r"<tr><td>citations</td>.*?</tr>", fam).group(0))
     assert row[:10] == ["citations", "4", "0", "0", "0", "n/a", "0", "n/a", "2", "2"]
@@ -170,7 +170,7 @@ def test_not_found_where_no_source_was_searched_asserts_nothing():
     assert m["citation_status"]["NOT_FOUND"]["n"] == 2                       # only the two that searched
     assert m["citation_status"]["NOT_FOUND"]["precision"] == 0.5
     assert m["citation_status_unsearched"] == {"n": 2, "valid": 1, "hallucinated": 1}
-    page = evaluation._html(m, {}, "t", 0)
+    page = _eval_report._html(m, {}, "t", 0)
     assert "2 NOT_FOUND checks searched no source" in page
     only = evaluation.compute(items[:2], results[:2])
     assert only["citation_status"] == {} and only["citation_status_unsearched"]["n"] == 2

@@ -12,6 +12,10 @@ with ``ELLIPSIS | NORMALIZE_WHITESPACE``; literals compared leniently (numbers w
 lists/tuples element-wise, a 1-tuple against its element, dicts by keys and values);
 whitespace-normalized text; ``True``/``False``/``None``/``null`` case-insensitively; numpy's
 ``[1 2 3]`` against ``[1, 2, 3]``.
+
+Printed output against a stated output or a question's expected output: whitespace-normalised
+lines, doctest's checker for a whole output, a stated line anywhere in what was printed
+(:func:`_compare_stdout`); numbers token by token within ``rel 1e-6`` (:func:`_numbers_match`).
 """
 
 from __future__ import annotations
@@ -145,3 +149,39 @@ def raises_as_stated(want: str, exc_type: str | None) -> bool:
         return False
     last = want.strip().splitlines()[-1]
     return last.split(":", 1)[0].strip().split(".")[-1] == exc_type
+
+
+def _numbers_match(got: str, want: str) -> bool:
+    """Token-wise equality with float tolerance (rel 1e-6), for printed answers like ``2.50``."""
+    g, w = got.split(), want.split()
+    if len(g) != len(w):
+        return False
+    for a, b in zip(g, w):
+        if a == b:
+            continue
+        try:
+            fa, fb = float(a), float(b)
+        except ValueError:
+            return False
+        if not (abs(fa - fb) <= 1e-6 * max(1.0, abs(fb))):
+            return False
+    return True
+
+
+def _norm_ws(s: str) -> str:
+    return "\n".join(" ".join(ln.split()) for ln in s.strip().split("\n") if ln.strip())
+
+
+def _compare_stdout(got: str, want: str, *, whole: bool) -> str:
+    g, w = _norm_ws(got), _norm_ws(want)
+    if whole:
+        if g == w or doctest.OutputChecker().check_output(want.strip() + "\n", got.strip() + "\n",
+                                                           doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE):
+            return "pass"
+        if not g:
+            return "unknown"  # printed nothing: the output may come from code the user runs
+        return "mismatch"
+    lines = g.split("\n")
+    if w in lines or w == g or (w and w in g):
+        return "pass"
+    return "mismatch" if g else "unknown"
