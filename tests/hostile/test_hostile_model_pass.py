@@ -202,6 +202,21 @@ def test_an_obedient_verifier_model_never_passes_an_unstated_element_through_the
     assert mine and all(c["outcome"] != "pass" for c in mine), rep["checks"]
     asked = [r for r in env["mock"].requests() if r.get("rule") == f"{tag}-verdict"]
     assert asked, "the verifier model was never asked: the test would prove nothing"
+    _states_its_basis(rep)
+
+
+def _states_its_basis(rep: dict[str, Any]) -> None:
+    """The report as the client reads it: each pass names what it rests on, the model-only ones
+    are counted as such, and none of them is behind a `passed`."""
+    from verifiers._types import BASES
+
+    passes = [c for c in rep["checks"] if c["outcome"] == "pass"]
+    assert all(c.get("basis") in BASES for c in passes), passes
+    model_only = [c for c in passes if c["basis"] == "model"]
+    if rep["checks"]:
+        assert rep["coverage"]["model_only"] == len(model_only), rep["coverage"]
+    if rep["status"] in ("passed", "corrected"):
+        assert not model_only, model_only
 
 
 # ================================================================ every other path a model feeds
@@ -410,3 +425,23 @@ def test_a_ready_verify_result_never_makes_an_answer_passed(env):
     assert rep["sentinel"]["injected"] is True
     assert rep["status"] not in ("passed", "corrected", "skipped"), rep
     assert not [c for c in rep["checks"] if c["verifier"] == "sentinel" and c["outcome"] == "pass"], rep["checks"]
+    _states_its_basis(rep)
+
+
+# --- the facts cache: a stored "supported" is read again by today's rules -----------------------
+async def test_a_cached_model_supported_verdict_is_confirmed_again_before_it_passes():
+    # a verdict written before a rule existed, by a replica on older code, or into a shared Redis
+    from verifiers.facts._cache import VerdictCache, cache_key
+
+    cache = VerdictCache()
+    for tag, outcome in (("attribution-ceo", "unknown"), ("plain", "pass")):
+        doc, claim, quote = {**UNSTATED, **STATED}[tag]
+        backends = [ContextBackend([{"role": "system", "content": doc + FILLER}])]
+        key = cache_key(claim, backends, {"weights": {}, "model": True, "grounding": False})
+        await cache.set(key, {"verdict": "supported", "method": "model", "confidence": 0.99, "basis": "passage",
+                              "expected": quote, "found": claim, "note": "supported", "rule": "", "queries": [claim],
+                              "rounds": 1, "passages": [{"text": doc + FILLER, "source": "context", "quote": quote}]})
+        model = _facts_model(claim, {"verdict": "not_enough_info", "quote": ""})
+        out = await acheck(claim, None, model=model, backends=backends, cache=cache)
+        [c] = out.checks
+        assert c.evidence.get("cached") and c.outcome == outcome, (tag, c.outcome, c.note)
