@@ -13,7 +13,9 @@ Faults found and kept (each fixed as a kind, with controls that still pass):
   the passage held the claim's numbers and names: an attribution or source ("according to the
   CEO", "researchers found", "a study showed"), a qualifier ("in rural areas", "in mice", "a
   month"), a hedge ("probably", "mostly"), a number in another unit ("300 ft" for "300 metres",
-  "4.2 million dollars" for "€4.2 million"). :func:`verifiers.facts._compare.unstated_term` now
+  "4.2 million dollars" for "€4.2 million"), two names in swapped places ("Neil Gaiman directed
+  Beowulf" on "Beowulf, directed by Robert Zemeckis and written by Neil Gaiman").
+  :func:`verifiers.facts._compare.unstated_term` now
   requires every element of the claim in the quoted sentence (paraphrases it knows -- same-sense
   verbs, the subject's class noun -- still pass).
 * **planner (AMTFV)**: a plan that searched a true part of a sentence ("X" of "According to a
@@ -86,6 +88,12 @@ UNSTATED = {
     "unit-currency-word": ("Northwind Traders reported revenue of €4.2 million in 2023.",
                            "Northwind Traders reported revenue of 4.2 million dollars in 2023.",
                            "Northwind Traders reported revenue of €4.2 million in 2023"),
+    # every word is there, not the claim's arrangement of its names
+    "swap-roles": ("Beowulf is a 2007 film directed by Robert Zemeckis and written by Neil Gaiman and Roger Avary.",
+                   "Neil Gaiman directed Beowulf.",
+                   "Beowulf is a 2007 film directed by Robert Zemeckis and written by Neil Gaiman and Roger Avary"),
+    "swap-places": ("Paris is the capital of France.", "France is the capital of Paris.",
+                    "Paris is the capital of France"),
 }
 #: the controls: the quoted sentence states every element (in words the rules know)
 STATED = {
@@ -101,6 +109,8 @@ STATED = {
                       "Northwind Traders reported revenue of $4.2 million in 2023"),
     "attribution-kept": ("The CEO said revenue rose 5% in 2023.", "The CEO said revenue rose 5% in 2023.",
                          "The CEO said revenue rose 5% in 2023"),
+    "names-in-order": ("Robert Zemeckis directed the 2007 film Beowulf.", "Robert Zemeckis directed Beowulf.",
+                       "Robert Zemeckis directed the 2007 film Beowulf"),
     "part-of-sentence": ("Marie Curie, born in Warsaw in 1867, won two Nobel Prizes.", "Marie Curie won two Nobel Prizes.",
                          "Marie Curie, born in Warsaw in 1867, won two Nobel Prizes"),
 }

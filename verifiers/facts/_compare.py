@@ -726,6 +726,42 @@ def _same_unit(claim: str, q: Quantity, window: str) -> bool:
                                   for w in numbers(window))
 
 
+def _swapped_anchors(claim: str, window: str) -> str | None:
+    """Two names of the claim that the quoted sentence states in the other order ("Neil Gaiman
+    directed Beowulf" on "Beowulf, directed by Robert Zemeckis and written by Neil Gaiman";
+    "France is the capital of Paris" on "Paris is the capital of France"): every word is there,
+    but not the claim's arrangement -- which the rules cannot confirm (a passive paraphrase is
+    ``unknown`` too: a miss, never a false alarm). A name is a run of capitalised words, not stop
+    or generic words; a sentence's first word counts only when the sentence names it
+    capitalised elsewhere ("Sales fell" names nothing)."""
+    from verifiers.facts._grounding import GENERIC, fold
+
+    def tracked(text: str) -> list[str]:
+        out: list[str] = []
+        for m in _NAME_TOKEN.finditer(text):
+            w = m.group(0)
+            low = fold(w).strip(".'’")
+            if not w[:1].isupper() or low in STOP or low in GENERIC or len(low) < 2 or low in out:
+                continue
+            initial = not text[:m.start()].strip() or bool(re.search(r"[.!?:]\s*$", text[:m.start()]))
+            if initial and not re.search(r"[^.!?:\s]\s+" + re.escape(w) + r"\b", window):
+                continue
+            out.append(low)
+        return out
+
+    fw = fold(window)
+    seq = []
+    for w in tracked(claim):
+        at = [m.start() for m in re.finditer(r"\b" + re.escape(w) + r"\b", fw)]
+        if at:
+            seq.append((w, min(at), max(at)))
+    for i in range(len(seq) - 1):
+        a, b = seq[i], seq[i + 1]
+        if a[1] > b[2]:  # every mention of a comes after the last of b
+            return f"the quoted sentence states {b[0].title()} before {a[0].title()}: not the claim's arrangement"
+    return None
+
+
 def _base(k: str) -> str:
     return k[:-1] if len(k) > 3 and k.endswith("s") else k
 
@@ -788,6 +824,9 @@ def unstated_term(claim: str, window: str, before: str = "") -> str | None:
                 covered |= set(words(m.group(1))) if m else set()
             elif any(u is not None for u in wu):
                 return f"the quoted sentence gives {q.text.strip()} in another unit"
+    order = _swapped_anchors(claim, window)
+    if order is not None:
+        return order
     wkeys = {_base(k) for k in key_set(text)}
     named = bool(entities(text)) or bool(_ANAPHOR_START.match(window))
     for w in words(claim):
