@@ -455,3 +455,26 @@ async def test_a_cached_model_supported_verdict_is_confirmed_again_before_it_pas
         out = await acheck(claim, None, model=model, backends=backends, cache=cache)
         [c] = out.checks
         assert c.evidence.get("cached") and c.outcome == outcome, (tag, c.outcome, c.note)
+
+
+def test_a_verified_stream_correction_whose_other_passes_rest_on_the_model_is_never_corrected():
+    # the verified stream's own end of a correction (``_correction_outcome``), as the loop above
+    from proxy.pipeline.verified_stream import _Lane, _VerifiedStream
+    from verifiers import Check, Report
+
+    failed = Check(verifier="arithmetic", claim="17 × 23 = 401", outcome="fail", expected="391", found="401",
+                   span=(0, 13), basis="recomputed", confidence=1.0)
+    fixed = "17 × 23 = 391 apples. def total(xs): return sum(xs[1:])"
+    for model_pass, status in ((True, "unverified"), (False, "corrected")):
+        lane = _Lane(index=0, relayed=fixed, since_round=fixed, first_failed=[failed.to_dict()],
+                     failed_kinds={"arithmetic"}, last_failed=[failed], stop_reason=None)
+        checks = [Check(verifier="arithmetic", claim="17 × 23 = 391", outcome="pass", span=(0, 13), basis="recomputed",
+                        confidence=1.0)]
+        if model_pass:
+            checks.append(Check(verifier="planner", claim="def total(xs):", outcome="pass", span=(22, 36),
+                                basis="model", confidence=0.8))
+        rep = Report(status=status_of(checks), checks=checks)
+        vs = object.__new__(_VerifiedStream)
+        vs.strategy = "continue"
+        vs._correction_outcome(lane, rep)
+        assert rep.status == status, (model_pass, rep.status, rep.reason)
