@@ -88,6 +88,11 @@ UNSTATED = {
     "unit-currency-word": ("Northwind Traders reported revenue of €4.2 million in 2023.",
                            "Northwind Traders reported revenue of 4.2 million dollars in 2023.",
                            "Northwind Traders reported revenue of €4.2 million in 2023"),
+    # a small count in words, stated elsewhere or for another count of the same thing
+    "count-elsewhere": ("Marie Curie won three Nobel Prizes. Her two daughters became scientists.",
+                        "Marie Curie won two Nobel Prizes.", "Marie Curie won three Nobel Prizes"),
+    "count-other": ("Marie Curie won three Nobel Prizes in her life, and her daughter won two more.",
+                    "Marie Curie won two Nobel Prizes.", "Marie Curie won three Nobel Prizes in her life"),
     # every word is there, not the claim's arrangement of its names
     "swap-roles": ("Beowulf is a 2007 film directed by Robert Zemeckis and written by Neil Gaiman and Roger Avary.",
                    "Neil Gaiman directed Beowulf.",
@@ -109,6 +114,8 @@ STATED = {
                       "Northwind Traders reported revenue of $4.2 million in 2023"),
     "attribution-kept": ("The CEO said revenue rose 5% in 2023.", "The CEO said revenue rose 5% in 2023.",
                          "The CEO said revenue rose 5% in 2023"),
+    "count-in-digits": ("Marie Curie won three Nobel Prizes. Her two daughters became scientists.",
+                        "Marie Curie won 3 Nobel Prizes.", "Marie Curie won three Nobel Prizes"),
     "names-in-order": ("Robert Zemeckis directed the 2007 film Beowulf.", "Robert Zemeckis directed Beowulf.",
                        "Robert Zemeckis directed the 2007 film Beowulf"),
     "part-of-sentence": ("Marie Curie, born in Warsaw in 1867, won two Nobel Prizes.", "Marie Curie won two Nobel Prizes.",

@@ -775,6 +775,9 @@ def unstated_term(claim: str, window: str, before: str = "") -> str | None:
     * an attribution or hedge the claim carries (:data:`~verifiers.facts._polarity.ATTRIBUTION`,
       :data:`~verifiers.facts._polarity.DOUBT`: "according to the CEO", "X said", "reportedly",
       "probably") that the quoted sentence does not carry;
+    * a number the sentence does not state (a small count in words, "two" where it says
+      "three", which the caller's anchors leave out), or states for another count of the same
+      thing ("three Nobel Prizes" in a sentence that also says "two more");
     * a number in another unit: a currency the sentence does not name ("4.2 million dollars"
       for "€4.2 million"), a percent where the sentence has the value but no percent ("5%"
       for "5 percentage points"), a unit of another kind or size ("300 ft" for "300 metres");
@@ -810,10 +813,19 @@ def unstated_term(claim: str, window: str, before: str = "") -> str | None:
     if other:
         return f"the quoted sentence gives no amount in {', '.join(sorted(other))}"
     wnums = numbers(text)
+    confirmed = {x.quantity.start for x in anc if x.quantity is not None}
     for q in numbers(claim):
         same = [w for w in wnums if q.rounds_to(w) or w.rounds_to(q)]
         if not same:
-            continue
+            if q.start in confirmed:
+                continue  # an anchor the caller found stated (another notation: "$4.2 million" / "4,200,000")
+            return f"the quoted sentence does not state {q.text.strip()}"  # "two" where it says "three"
+        noun = re.match(r"\s?([^\W\d_]{3,})", claim[q.end:q.end + 30])
+        if noun and noun.group(1).lower() not in STOP:
+            n = noun.group(1).lower()
+            counts = [w for w in wnums if re.match(r"\s?" + re.escape(n) + r"\b", text[w.end:w.end + 30].lower())]
+            if counts and not any(q.rounds_to(w) or w.rounds_to(q) for w in counts):
+                return f"the quoted sentence gives {counts[0].text.strip()} {n} where the claim says {q.text.strip()}"
         if q.kind == "percent" and not any(w.kind == "percent" for w in same):
             return f"the quoted sentence does not give {q.text.strip()} as a percentage"
         cu = unit_info(unit_after(claim, q.end))
