@@ -151,8 +151,9 @@ async def _planner(answer: str, question: str | None,
     evidence the verifier model did not write |
     ``high_risk``: unexplained, or risk >= ``high_risk`` | ``always``) and a
     ``model`` is given; template plans always. When ``when`` asks for a model plan, no template
-    applied and no ``model`` is given, one ``unknown`` planner check says so. Returns
-    ``(checks, extra)``."""
+    applied and no ``model`` is given, one ``unknown`` planner check says so; so does one when the
+    model planned no check (``verification_needed: false``) of an answer no rule check decided.
+    Returns ``(checks, extra)``."""
     o = PlannerOptions.of(options)
     if isinstance(o.sandbox, Mapping):  # called outside run(): a sandbox for this call
         own = Sandboxes()
@@ -190,6 +191,15 @@ async def _planner(answer: str, question: str | None,
         checks.append(Check(verifier="planner", claim="", outcome="unknown", confidence=0.0,
                             evidence={"plan_source": "model", "reason": "unavailable:no_model"},
                             note="planner not asked: unavailable:no_model (no verifier model offline)"))
+    elif use_model and not explained and outcome.plan_source == "model" and not outcome.checks:
+        # the model planned no check of an answer the rules left unexplained (verification_needed
+        # false, or no step to run): its word may not clear it -- `skipped` would say nothing was
+        # worth checking, which lifts `on_unverified` (DESIGN.md "Asymmetric trust": the model
+        # chooses what to check, it never removes what is to be checked)
+        checks.append(Check(verifier="planner", claim="", outcome="unknown", confidence=0.0, basis="model",
+                            evidence={"plan_source": "model", "reason": "no_check_planned"},
+                            note="the verifier model planned no check of this answer, which no rule check "
+                                 "decided: it stays unchecked"))
     extra: dict[str, Any] = {}
     if outcome.plan_source:
         extra["plan_source"] = outcome.plan_source

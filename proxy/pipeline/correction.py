@@ -355,12 +355,20 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         walked = _pass_states(rep)
         history.extend(walked)
         undecided = _undecided_of_failed_kind(rep, failed_kinds)
-        unread = not rep.checks and not divergence.fixed_without_checks(current_report.failed_checks, new_text)
+        # a pass on the verifier model's word alone (a plan's step whose inputs or assertions it
+        # wrote), of any kind: it may not make the new draft `corrected` (DESIGN.md "Asymmetric
+        # trust": the model can fail an answer, never pass it -- nor pass its correction)
+        undecided += [c for c in rep.checks if c.outcome == "pass" and c not in undecided
+                      and not decided_pass(c, trust_model_passes=rep.trust_model_passes)]
+        # the planner's note that the verifier model planned nothing checks nothing: a draft with
+        # only that note is read as one without checks (a fix stated in another form still counts)
+        checks = [c for c in rep.checks if (c.evidence or {}).get("reason") != "no_check_planned"]
+        unread = not checks and not divergence.fixed_without_checks(current_report.failed_checks, new_text)
         unread = unread or bool(divergence.unconfirmed_fixes(
             current_report.failed_checks,
             [c for c in rep.checks if decided_pass(c, trust_model_passes=rep.trust_model_passes)], new_text))
-        if not rep.failed_checks and (undecided or unread or (rep.checks and not any(
-                decided_pass(c, trust_model_passes=rep.trust_model_passes) for c in rep.checks))):
+        if not rep.failed_checks and (undecided or unread or (checks and not any(
+                decided_pass(c, trust_model_passes=rep.trust_model_passes) for c in checks))):
             # nothing failed any more, but the new draft (verified in full, not only the claims
             # that failed) has no decided pass, or leaves undecided a claim of a kind that failed:
             # it is returned, yet `corrected` would claim it was verified right (DESIGN.md
@@ -375,7 +383,8 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
             _carry_reask_sources(rep, current_report)
             if not rep.reason:
                 rep.reason = ("corrected draft: no check failed, but "
-                              + (f"{len(undecided)} claim(s) of the kind that failed stay undecided" if undecided
+                              + (f"{len(undecided)} claim(s) stay undecided (of the kind that failed, or passed on "
+                                 f"the verifier model's word alone)" if undecided
                                  else "the claim that failed was not verified again" if unread
                                  else "none passed"))
             return finish(new, rep, State.EXECUTING_VERIFICATION, "unverified",

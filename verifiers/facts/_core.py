@@ -267,7 +267,7 @@ async def _verify(claim: Claim, run: _Run, max_rounds: int, cache: VerdictCache 
     if cache is not None:
         hit = await cache.get(key)
         if hit:
-            return _from_cache(hit)
+            return _reconfirmed(claim, _from_cache(hit))
     miss = _missing_anchors(claim, run)
     pool: dict[tuple, Passage] = {}
     asked: list[str] = []
@@ -484,6 +484,23 @@ def _from_cache(d: Mapping[str, Any]) -> _Result:
                    ps, d.get("expected"), d.get("found"), d.get("note", ""), d.get("rule", ""),
                    str(d.get("basis") or ("model" if d.get("method") == "model" else "passage")),
                    list(d.get("queries") or []), int(d.get("rounds") or 0), cacheable=False, cached=True)
+
+
+def _reconfirmed(claim: Claim, r: _Result) -> _Result:
+    """A cached verdict as the rules read it today: a verifier model's ``supported`` stands only
+    when :func:`confirm_support` still confirms its quote in the passage it cites (the cache may
+    hold a verdict written before a rule was added, by a replica running older code, or by
+    anyone who can write to a shared Redis: it is evidence to re-read, never a pass by itself;
+    DESIGN.md "Asymmetric trust"). Other verdicts are returned unchanged."""
+    if r.verdict != "supported" or r.method != "model":
+        return r
+    passage, quote = r.passages[0] if r.passages else (None, "")
+    st, why = confirm_support(claim.text, quote or "", passage.text) if passage is not None else ("", "no passage")
+    if st == "asserts":
+        return r
+    return _Result("not_enough_info", "model", 0.5, r.passages[:2], basis="model", queries=r.queries, rounds=r.rounds,
+                   cacheable=False, cached=True,
+                   note=f"cached: the model said supported, but the rules cannot confirm the passage states it: {why}")
 
 
 _OUTCOME = {"supported": "pass", "refuted": "fail", "ungrounded": "fail", "conflicting": "unknown",

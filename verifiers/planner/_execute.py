@@ -19,7 +19,8 @@ rejected -- ``unknown`` (claim problems) or ``error`` (unknown tool, invalid inp
 * what the tool checks is not the step's ``claim``: a ``search_facts`` claim, a
   ``check_citation`` reference or ``run_python`` code that is other text of the draft than the
   ``claim`` the check is reported on (a plan could otherwise verify a true sentence and report
-  the pass on a false one).
+  the pass on a false one); a ``search_facts`` pass on a part of a sentence is ``unknown`` (the
+  rest of the sentence -- an attribution, a qualifier -- was never searched: :func:`_unsearched`).
 
 A step whose compared span is already covered by a rule check that passed or failed (e.g. the
 arithmetic verifier checked the same ``17 * 23 = 401``) is merged: it produces no check. A
@@ -260,6 +261,23 @@ def _same_text(a: str, b: str) -> bool:
     ignored): the text a tool checks and the claim a check reports on are the same text."""
     na, nb = normalized(a, drop_space=True), normalized(b, drop_space=True)
     return bool(na and nb) and (na in nb or nb in na)
+
+
+def _unsearched(answer: str, span: tuple[int, int]) -> list[str]:
+    """The content words and numbers of the sentence(s) of ``answer`` around ``span`` that the
+    text at ``span`` leaves out: what a ``search_facts`` step on a part of a sentence did not
+    check ("According to a leaked memo, X, more than any rival" searched as "X"). A pass may rest
+    only on a search of the whole statement (DESIGN.md "Asymmetric trust": the plan chooses what
+    to check, it never narrows what a pass covers); ``[]`` when the part is the whole."""
+    from verifiers.facts._text import key_set, numbers, sentences
+
+    part = answer[span[0]:span[1]]
+    around = [answer[a:b] for a, b in sentences(answer) if a < span[1] and b > span[0]]
+    whole = " ".join(around) or part
+    have = {q.value for q in numbers(part)}
+    out = sorted(key_set(whole) - key_set(part))
+    out += [q.text.strip() for q in numbers(whole) if q.value not in have]
+    return out
 
 
 class Executor:
@@ -574,6 +592,11 @@ class Executor:
         # the search's verdict rests on what the facts verifier says it rests on (a passage);
         # without that word it is the model's (can fail, never pass)
         basis = d.get("basis") if d.get("basis") in BASES else "model"
+        rest = _unsearched(self.answer, span) if outcome == "pass" else []
+        if rest:  # the plan searched a true part and would report the sentence's check as a pass
+            return self._check(step, "unknown", f"the search checked part of its sentence only; not checked: "
+                                                f"{', '.join(rest[:6])}"[:300], span=span, expected=d.get("evidence"),
+                               found=inp.claim, output=d, confidence=0.5, basis=basis)
         return self._check(step, outcome, str(d.get("note") or raw or "no verdict")[:300], span=span,
                            expected=d.get("evidence"), found=inp.claim, output=d,
                            confidence=self._conf(step, conf) if outcome != "unknown" else 0.5, basis=basis)
