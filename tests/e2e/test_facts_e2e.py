@@ -173,12 +173,16 @@ def test_unconfirmable_claim_is_unknown_and_said_so_in_a_templated_note(env):
 
 def test_model_judges_what_the_rules_cannot_and_quotes_the_document(env):
     text, rep = ask(env, "rag-model", "rag-model", "Who runs Northwind?")
-    assert text == PARAPHRASE
     fc = facts_checks(rep)
-    # the answer's sentence (rule tier) and the model's resolved claim: the model's "supported"
-    # stands because the rules confirm the quoted passage names Marie Dubois and asserts it
-    assert [c["outcome"] for c in fc] == ["pass", "pass"], rep
-    assert fc[0]["claim"] == PARAPHRASE and all(c["basis"] == "passage" for c in fc)
+    # the model's resolved claim: its "supported" stands because the rules find every element of
+    # the claim in the quoted passage (Marie Dubois, chief executive; "Its" the subject named
+    # before). The answer's own sentence adds an attribution and a word the quote lacks
+    # ("according to the report", "boss"): the model's "supported" cannot pass it (DESIGN: a
+    # verifier model may raise doubt, never grant a pass), so it stays unknown, said in the note.
+    assert [c["outcome"] for c in fc] == ["unknown", "pass"], rep
+    assert fc[0]["claim"] == PARAPHRASE and fc[1]["basis"] == "passage"
+    assert rep["status"] == "unverified"
+    assert text.startswith(PARAPHRASE) and "Could not be confirmed from the available sources" in text[len(PARAPHRASE):]
     purposes = [c["purpose"] for c in rep["verifier_model"]["calls"]]
     assert "claims" in purposes and "verdict" in purposes
     assert rep["cost"]["verifier_calls"] == len(purposes)
