@@ -46,6 +46,7 @@ from verifiers.arithmetic._latex import context_window, moduli, negated
 from verifiers.arithmetic._mapped import MappedText
 from verifiers.arithmetic._tokens import MULTIPLIER_WORDS, ParseError, Token, parse
 from verifiers.arithmetic._tolerance import Verdict, equal_values, judge
+from verifiers.arithmetic._work import COST_CONVERT, COST_IDENTITY, COST_PAIR, COST_SECOND, Work
 from verifiers.arithmetic._units import calendar_candidates, convert, dozen_factor, money_unit, unit_info
 
 VERIFIER = "arithmetic"
@@ -577,8 +578,10 @@ class ClaimFinder:
     """
 
     def __init__(self, mt: MappedText, original: str, offset: int = 0, kind: str = "equation", strict: bool = False,
-                 note_ends: set[int] | None = None, spans: Any = None, question: str | None = None):
+                 note_ends: set[int] | None = None, spans: Any = None, question: str | None = None,
+                 work: Work | None = None):
         self.mt = mt
+        self.work = work if work is not None else Work(None)  # operations counted (``_work``)
         self.spans = spans  # ``_latex.MathSpans`` of ``original`` (offset 0 only)
         self.question = question  # the user's message: its modular wording counts as context
         self.original = original
@@ -719,6 +722,7 @@ class ClaimFinder:
                       f"the value is {c.expected}; as a factor the claim holds")
 
     def _pair_once(self, a: _Seg, sep: Token, b: _Seg) -> None:
+        self.work.spend(COST_PAIR)
         soft = sep.kind == "SOFT"
         ln, ltoks = self._side(a, True)
         rn, rtoks = self._side(b, False)
@@ -906,6 +910,7 @@ class ClaimFinder:
             if cands is not None:
                 values = cands
             else:
+                self.work.spend(COST_CONVERT)
                 conv = convert(lsign * llit.value, lu, ru)
                 if conv is None:
                     return
@@ -1002,12 +1007,14 @@ class ClaimFinder:
                     src = plain_string(self.original[a:b])
                 v2 = None
                 if src is not None:  # the written text itself, when it is plain arithmetic
+                    self.work.spend(COST_SECOND)
                     try:
                         v2 = second_value(src)
                     except Unconfirmed:
                         v2 = None
                 if v2 is None:
                     src = expression_string(toks, text)
+                    self.work.spend(COST_SECOND)
                     v2 = second_value(src)
                 out["expressions"].append(src)
             except Unconfirmed as exc:
@@ -1070,6 +1077,7 @@ class ClaimFinder:
             if self._decisions >= MAX_DECISIONS:
                 return
             self._decisions += 1
+            self.work.spend(COST_IDENTITY)
             diff = symbolic_difference(ln, rn)
             if diff is None:
                 return
