@@ -81,11 +81,16 @@ integer powers whose result needs more than 20,000 bits, exponents above 10,000,
 above 300!, trees above 400 nodes or 40 levels are refused (``unknown``). Answers longer than
 ``MAX_CHARS`` are checked on their first ``MAX_CHARS`` characters, and one ``unknown`` check
 (``evidence.kind == "truncated"``) says so; at most ``MAX_CLAIMS``
-checks are returned. Algebra with symbols is not checked (``x = 12/3 = 4`` checks ``12/3 = 4``).
+checks are returned. The answer's budget (``budget_ms``) is counted in operations, not wall time
+(``_work``): the same answer gives the same checks under any load. A calculation written in
+numbers alone that no check covers is one ``unknown`` check of kind ``unread`` with why
+(:func:`_unread_statements`), never left out. Algebra with symbols is not checked (``x = 12/3 = 4`` checks ``12/3 = 4``).
 """
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
 from fractions import Fraction
 from verifiers._limits import unread_check
@@ -149,6 +154,7 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
         checks = _check(text, question if isinstance(question, str) else None, Work.of_ms(budget_ms))
         _other_locale(text, checks)
         _other_grouping(checks)
+        _bitwise_xor(checks)
         _right_to_left(text, checks)
     except RecursionError:
         return [Check(verifier=VERIFIER, claim="", outcome="unknown", confidence=0.5,
@@ -157,6 +163,7 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
         return [Check(verifier=VERIFIER, claim="", outcome="error", confidence=0.0,
                       evidence={"error": type(exc).__name__}, note=f"arithmetic verifier failed: {exc}")]
     checks += _consistency.check(text, question)  # design 000 §2.2.3: defined with one value, used with another
+    checks += _unread_statements(text, checks)
     checks += _unchecked_results(text, question, checks)
     if len(answer) > MAX_CHARS:  # say the rest was not read, never a silent `skipped`
         return checks[:MAX_CLAIMS - 1] + [unread_check(VERIFIER, limit="MAX_CHARS", limit_value=MAX_CHARS,
@@ -299,6 +306,61 @@ def _other_grouping(checks: list[Check]) -> None:
     _reread(todo, "other_grouping")
 
 
+#: a claim in whole numbers, the operators Python writes and "^" among them, "=", "==" or a
+#: result word, and one whole number (backticks of inline code allowed): ``2 ^ 10 = 8`` is true in Python, C, Java and JavaScript, where "^" is XOR
+_XOR_CLAIM = re.compile(r"\s*`?([\d\s()+\-*/%^&|]*\^[\d\s()+\-*/%^&|]*?)`?\s*"
+                        r"(?:==?|gives|is|equals|evaluates\s+to|returns|yields|prints)\s*`?(-?\d+)`?\s*")
+_XOR_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+            ast.Mod: operator.mod, ast.BitXor: operator.xor, ast.BitAnd: operator.and_, ast.BitOr: operator.or_}
+
+
+def _python_int(node: ast.AST) -> int:
+    """The value of a whole-number expression tree as Python computes it (``^`` is XOR, ``**``
+    powers with a result of at most 2,000 bits); ValueError for anything else. Walks the tree:
+    nothing is evaluated."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _python_int(node.operand)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BinOp):
+        a, b = _python_int(node.left), _python_int(node.right)
+        if isinstance(node.op, ast.Pow):
+            if b < 0 or b * max(1, abs(a).bit_length()) > 2000:
+                raise ValueError("power out of range")
+            return a ** b
+        fn = _XOR_OPS.get(type(node.op))
+        if fn is None or (isinstance(node.op, (ast.FloorDiv, ast.Mod)) and b == 0):
+            raise ValueError("not a whole-number operation")
+        return fn(a, b)
+    raise ValueError("not a whole-number expression")
+
+
+def _bitwise_xor(checks: list[Check]) -> None:
+    """A failed claim with "^" between whole numbers (:data:`_XOR_CLAIM`) that holds read as
+    Python's bitwise XOR ("In Python, 2 ^ 10 = 8") is ``unknown``, not ``fail``: Python, C, Java
+    and JavaScript write "^" for XOR (Python language reference, "Binary bitwise operations"),
+    mathematics for a power, and the claim is true in one of them (false alarms cost more than
+    misses, DESIGN.md). The reading is Python's own grammar (``ast``, the tree walked by
+    :func:`_python_int`; ``/`` is not whole-number and is not read). Mutates ``checks``."""
+    for c in checks:
+        if c.outcome != "fail" or "^" not in (c.claim or ""):
+            continue
+        m = _XOR_CLAIM.fullmatch(c.claim)
+        if m is None or "/" in m.group(1).replace("//", ""):
+            continue
+        try:
+            from verifiers._pyast import parse as _parse
+
+            value = _python_int(_parse(m.group(1).strip(), mode="eval").body)  # type: ignore[attr-defined]
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        if value == int(m.group(2)):
+            c.outcome, c.confidence = "unknown", 0.5
+            c.evidence["bitwise_xor"] = {"reading": m.group(1).strip(), "value": str(value)}
+            c.note = f"{c.note}; not failed: read as Python's bitwise XOR, {m.group(1).strip()} is {value}".lstrip("; ")
+
+
 #: A right-to-left embedding or isolate (U+202B RLE, U+2067 RLI, U+2068 FSI) to its closing
 #: U+202C / U+2069 or the line's end: what it holds is laid out right to left, its runs reordered
 #: (UAX #9), so "10 - 4 = 6" in one may display as "6 = 4 - 10".
@@ -358,7 +420,7 @@ def _reread(todo: list[tuple[Check, str, str]], key: str) -> None:
 
 def _not_reread(c: Check, key: str, reading: str, why: str) -> None:
     """Make failed check ``c`` ``unknown``: it has a second reading (``reading``, under evidence
-    ``key``) that was not tried (``why``: past :data:`_MAX_REREADS` claims, or out of time). Its
+    ``key``) that was not tried (``why``: past :data:`_MAX_REREADS` claims, or out of its work budget). Its
     failure stands only where both readings fail, so an untried one cannot confirm it: the 21st
     right German sum of an answer was failed where the first 20 were ``unknown``."""
     c.outcome, c.confidence = "unknown", 0.5
@@ -478,6 +540,61 @@ def _other_locale(text: str, checks: list[Check]) -> None:
             swapped = _AMBIGUOUS.sub(lambda m: m.group(1) + ("" if m.group(2) == "." else ".") + m.group(3), c.claim)
             todo.append((c, swapped, f"read with the other locale's separators ({swapped}) the claim holds"))
     _reread(todo, "other_locale")
+
+
+_ST_NUM = r"\d++(?:[.,]\d++)*+"  # possessive: a run of 50,000 digits is read once, not backtracked
+_ST_OPERAND = rf"(?:\(\s*[-−]?{_ST_NUM}\s*\)|{_ST_NUM})"
+#: an operator, or a bracket juxtaposed with a number ("(2) 3", "2 (3)")
+_ST_OP = r"(?:\s*[-+*/×÷·^−]\s*|(?<=\))\s*|\s+(?=\())"
+#: a calculation stated in numbers alone: operands and operators, "=", one number, and nothing
+#: after it that continues a formula ("= 2x", "= 13 - 4", "= 1 × x"). It starts only where a
+#: chain starts and reads it possessively (linear time on "1+1+...+1+= 3")
+_STATEMENT = re.compile(
+    rf"(?<![\d.,\-+*/×÷·^−)])(?<![\-+*/×÷·^−)] ){_ST_OPERAND}(?:{_ST_OP}{_ST_OPERAND})++\s*=\s*[-−]?{_ST_NUM}"
+    r"(?![\d.,]?\d|[^\W\d_]|\s*[-+*/×÷·^−(=]\s*[\w(])")
+#: what may stand right before such a statement for it to be whole (not the tail of a formula:
+#: "X*4 + 240 = 1920", "101A + 20 + 5 = 32", "\cdot 2 - 6 = 6")
+_STATEMENT_CUT = re.compile(r"(?:[\w.,^$\\'’]|\\[a-zA-Z]+\s*|[+\-*/×÷·=−<>)\]{}]\s*)$")
+#: regions not read for claims in prose: fenced and inline code, calculator notes
+_NOT_PROSE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|<<[^<>\n]*>>", re.S)
+
+
+def _unread_why(stmt: str, before: str) -> str:
+    """Why a stated calculation (:data:`_STATEMENT`) may have been left unread, by its shape and
+    the text ``before`` it."""
+    if re.search(r"(?:\.\.\.|…)\s*$", before):
+        return "after an ellipsis: it may be the tail of an elided expression"
+    if re.match(r"\(\s*\d+\s*\)\s*\d", stmt):
+        return "a bracketed number before a number: a list label or a factor, the verifier could not tell"
+    if re.search(r"\d,\d{1,2}(?!\d)", stmt):
+        return "a decimal comma or a list of numbers: the verifier could not tell"
+    if re.match(r"\d+-\d+\s*=", stmt):
+        return "a range or a subtraction: the verifier could not tell"
+    return "its context (the words around it, its units) left the verifier unsure what it computes"
+
+
+def _unread_statements(text: str, checks: list[Check]) -> list[Check]:
+    """One ``unknown`` check (``evidence.kind == "unread"``) per calculation written in numbers
+    alone (:data:`_STATEMENT`: "(2) 3 = 7", "2,5 + 1 = 3,5", "40-64=24", "8/24=3 trips") that
+    no check of the answer covers: the claim finder stood down on it (a list label or a factor,
+    a decimal comma or a list, a range, prose before it), and a report that leaves it out claims
+    a coverage it does not have (DESIGN.md "report": ``passed`` only when every check-worthy
+    unit was decided). Never ``fail``: the verifier could not tell what the statement computes.
+    Not in code, calculator notes (checked on their own), nor where the statement is the tail of
+    a longer formula (:data:`_STATEMENT_CUT`) or a formula goes on after it."""
+    if not any(ch == "=" for ch in text):
+        return []
+    prose = _NOT_PROSE.sub(lambda m: "\0" * len(m.group(0)), text)
+    spans = [c.span for c in checks if c.span]
+    out: list[Check] = []
+    for m in _STATEMENT.finditer(prose):
+        a, b = m.span()
+        if _STATEMENT_CUT.search(prose, max(0, a - 12), a) or any(s < b and a < e for s, e in spans):
+            continue
+        why = _unread_why(m.group(0), prose[max(0, a - 12):a])
+        out.append(Check(verifier=VERIFIER, claim=m.group(0), outcome="unknown", confidence=0.5, span=(a, b),
+                         evidence={"kind": "unread"}, note=f"a stated calculation not checked: {why}"))
+    return out
 
 
 def _digits(s: str) -> str:

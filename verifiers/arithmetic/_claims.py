@@ -570,6 +570,20 @@ def _same_value(a: Any, b: Any) -> bool:
     return abs(fa - fb) <= 1e-9 * max(1.0, abs(fa), abs(fb))
 
 
+#: fractions that are also ordinals: after "the" they count a position ("The third bag had
+#: 300 / 2 = 150 M&Ms"), not a part ("a third of 90")
+_ORDINALS = frozenset("third fifth tenth quarter".split())
+_THE_BEFORE = re.compile(r"(?i)\bthe\s+$")
+
+
+def _ordinal(text: str, word: Token) -> bool:
+    """Whether multiplier word ``word`` is an ordinal here: one of :data:`_ORDINALS` right
+    after "the". Before, every "third" made the next run's head "prose", and right claims
+    ("The third monkey eats 315 - 24 = 291") went unchecked while the report counted the answer
+    as covered."""
+    return word.text.lower() in _ORDINALS and _THE_BEFORE.search(text, max(0, word.start - 8), word.start) is not None
+
+
 class ClaimFinder:
     """Turns the runs of one text into ``Check`` records.
 
@@ -652,7 +666,7 @@ class ClaimFinder:
         if run[-1].kind not in ("EQ", "SOFT") and _sticky_after(text, run[-1].end):
             segs[-1].bad = True
         if before is not None and (before.kind in ("OP", "NUM", "RP", "PCT") or
-                                   before.text.lower() in MULTIPLIER_WORDS or
+                                   (before.text.lower() in MULTIPLIER_WORDS and not _ordinal(text, before)) or
                                    (run[0].kind == "OP" and before.kind in ("WORD", "TRAIL"))):
             segs[0].bad = True  # "250 of the books - 135 sold - 50 = 65": the head is prose
         if label and prev is not None and prev[0] == label and _only_label_between(text, prev[1], seps[0].start, label):
