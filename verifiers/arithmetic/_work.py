@@ -11,7 +11,7 @@ claim on every machine and under any load, and what is left unread is ``unknown`
 
 The costs (units per operation) over-estimate the measured times (median measured/estimated
 0.38, p99 1.1): an answer read to its end unloaded is read to its end under this budget too (the
-most expensive real answer is estimated at ~85,000 of the default 250,000 units).
+most expensive real answer is estimated at ~101,000 of the default 250,000 units).
 """
 
 from __future__ import annotations
