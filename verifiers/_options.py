@@ -59,8 +59,9 @@ class VerifierOptions:
 
 @dataclass(slots=True, kw_only=True)
 class ArithmeticOptions(VerifierOptions):
-    """``verifiers.arithmetic.check``: ``budget_ms``, its wall-time budget (None: the
-    verifier's own default, ``verifiers.arithmetic.BUDGET_MS``)."""
+    """``verifiers.arithmetic.check``: ``budget_ms``, its work budget in milliseconds of the
+    reference machine, counted in operations, not wall time (``verifiers.arithmetic._work``;
+    None: the verifier's own default, ``verifiers.arithmetic.BUDGET_MS``)."""
 
     budget_ms: float | None = None
 

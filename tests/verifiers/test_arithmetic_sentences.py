@@ -167,8 +167,11 @@ def test_named_cases(text, outcome, expected):
 
 def test_an_ellipsis_is_no_sentence_end():
     # "2 + 4 + ... 100 = 2550": what follows an ellipsis may be the tail of an elided
-    # expression, so it is left unchecked (a miss, never a false alarm), in prose as in formulas
-    assert check("The answer is 2... 1234 × 5678 = 7,006,552") == []
+    # expression, so it is left unchecked (a miss, never a false alarm), in prose as in formulas;
+    # a statement written in numbers alone is reported unread (``unknown``), never dropped
+    got = check("The answer is 2... 1234 × 5678 = 7,006,552")
+    assert [(c.outcome, c.evidence["kind"]) for c in got] == [("unknown", "unread")]
+    assert "ellipsis" in got[0].note
     assert check("2 + 4 + ... 100 = 2550") == []
 
 

@@ -81,14 +81,18 @@ integer powers whose result needs more than 20,000 bits, exponents above 10,000,
 above 300!, trees above 400 nodes or 40 levels are refused (``unknown``). Answers longer than
 ``MAX_CHARS`` are checked on their first ``MAX_CHARS`` characters, and one ``unknown`` check
 (``evidence.kind == "truncated"``) says so; at most ``MAX_CLAIMS``
-checks are returned. Algebra with symbols is not checked (``x = 12/3 = 4`` checks ``12/3 = 4``).
+checks are returned. The answer's budget (``budget_ms``) is counted in operations, not wall time
+(``_work``): the same answer gives the same checks under any load. A calculation written in
+numbers alone that no check covers is one ``unknown`` check of kind ``unread`` with why
+(:func:`_unread_statements`), never left out. Algebra with symbols is not checked (``x = 12/3 = 4`` checks ``12/3 = 4``).
 """
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
 from fractions import Fraction
-import time
 from verifiers._limits import unread_check
 from verifiers._types import Check
 from verifiers.arithmetic import _consistency
@@ -102,6 +106,7 @@ from verifiers.arithmetic._mapped import MappedText
 from verifiers.arithmetic._normalize import normalize
 from verifiers.arithmetic._tokens import ParseError, parse, runs, runs_with_context, tokenize
 from verifiers.arithmetic._tolerance import judge
+from verifiers.arithmetic._work import COST_BASE, COST_CHAR, COST_SECOND, Work
 
 __all__ = ["check", "equivalent", "warm_up", "MAX_CHARS", "MAX_CLAIMS", "BUDGET_MS"]
 
@@ -109,7 +114,8 @@ __all__ = ["check", "equivalent", "warm_up", "MAX_CHARS", "MAX_CLAIMS", "BUDGET_
 MAX_CHARS = 60_000
 #: checks returned at most per answer
 MAX_CLAIMS = 500
-#: default time budget of one :func:`check` call in milliseconds (checked between claims)
+#: default work budget of one :func:`check` call, in milliseconds of the reference machine
+#: (counted in operations, not wall time: ``_work``; checked between claims)
 BUDGET_MS = 250.0
 
 _DOLLAR = re.compile(r"\$")
@@ -134,18 +140,21 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
     question/answer link claim when the question is itself arithmetic.
 
     Returns one ``Check`` per claim, in text order (calculator notes first). ``budget_ms``
-    bounds the wall time: past it, the rest of the answer is left unchecked and one ``unknown``
-    check (``evidence.kind == "budget"``) says so. Never raises on untrusted text: a fault of
-    the verifier itself is reported as one ``error`` check.
+    bounds the work, counted in operations at fixed costs (``_work``: milliseconds of the
+    reference machine, never the wall clock, so the same answer gives the same checks under any
+    load): past it, the rest of the answer is left unchecked and one ``unknown`` check
+    (``evidence.kind == "budget"``) says so, and a question/answer link that would fail is
+    ``unknown`` (the claim that states the answer may be in the unread rest). Never raises on
+    untrusted text: a fault of the verifier itself is reported as one ``error`` check.
     """
     if not isinstance(answer, str) or not answer.strip():
         return []
     text = answer[:MAX_CHARS]
     try:
-        deadline = time.perf_counter() + max(0.0, budget_ms) / 1000
-        checks = _check(text, question if isinstance(question, str) else None, deadline)
-        _other_locale(text, checks, deadline)
-        _other_grouping(checks, deadline)
+        checks = _check(text, question if isinstance(question, str) else None, Work.of_ms(budget_ms))
+        _other_locale(text, checks)
+        _other_grouping(checks)
+        _bitwise_xor(checks)
         _right_to_left(text, checks)
     except RecursionError:
         return [Check(verifier=VERIFIER, claim="", outcome="unknown", confidence=0.5,
@@ -154,6 +163,7 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
         return [Check(verifier=VERIFIER, claim="", outcome="error", confidence=0.0,
                       evidence={"error": type(exc).__name__}, note=f"arithmetic verifier failed: {exc}")]
     checks += _consistency.check(text, question)  # design 000 §2.2.3: defined with one value, used with another
+    checks += _unread_statements(text, checks)
     checks += _unchecked_results(text, question, checks)
     if len(answer) > MAX_CHARS:  # say the rest was not read, never a silent `skipped`
         return checks[:MAX_CLAIMS - 1] + [unread_check(VERIFIER, limit="MAX_CHARS", limit_value=MAX_CHARS,
@@ -176,8 +186,11 @@ def _restatement(note: str) -> bool:
     return a == b
 
 
-def _check(text: str, question: str | None, deadline: float) -> list[Check]:
+def _check(text: str, question: str | None, work: Work) -> list[Check]:
+    """The checks of one reading of ``text``, spending ``work`` (see ``_work``); past it, one
+    ``unknown`` check of kind ``budget`` covers the rest."""
     checks: list[Check] = []
+    work.spend(COST_BASE)
     has_notes = "<<" in text
     if has_notes:
         for m in _NOTE.finditer(text):
@@ -185,7 +198,7 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
             if _restatement(inner):  # "<<6=6>>": nothing computed, nothing to check (not a unit)
                 continue
             mt = normalize(inner, soft=False)
-            finder = ClaimFinder(mt, text, offset=m.start(1), kind="calculator_note", strict=True)
+            finder = ClaimFinder(mt, text, offset=m.start(1), kind="calculator_note", strict=True, work=work)
             note_runs = runs(tokenize(mt.text))
             if len(note_runs) == 1:  # a note is one expression chain; anything else is not arithmetic
                 finder.run(note_runs[0])
@@ -202,18 +215,20 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
     mt = normalize(base, original=text)
     region_of = _region_lookup(spans, mt.pos) if spans else None
     finder = ClaimFinder(mt, text, kind="equation", note_ends=note_ends, spans=spans if spans else None,
-                         question=question)
+                         question=question, work=work)
     norm = mt.text
     stopped = False
     for line in _CLAIM_LINE.finditer(norm):  # a claim needs a digit and "=" / a result word
         for start, end in _windows(norm, line.start(), line.end()):
-            if len(finder.checks) >= MAX_CLAIMS - 1 or time.perf_counter() > deadline:
+            if len(finder.checks) >= MAX_CLAIMS - 1 or work.over:
                 finder.checks.append(Check(verifier=VERIFIER, claim="", outcome="unknown", confidence=0.5,
                                            span=(mt.orig_span(start, start + 1)[0], len(text)),
-                                           evidence={"kind": "budget"},
-                                           note="stopped: claim or time budget reached; the rest is unchecked"))
+                                           evidence={"kind": "budget", "work_units": work.spent,
+                                                     "limit_units": work.limit},
+                                           note="stopped: claim or work budget reached; the rest is unchecked"))
                 stopped = True
                 break
+            work.spend(COST_CHAR * (end - start))
             if end - start > MAX_WINDOW // 2 and not _HAS_EQ.search(norm, start, end):
                 continue
             for before, run in runs_with_context(tokenize(norm, start=start, end=end, math=region_of)):
@@ -227,8 +242,11 @@ def _check(text: str, question: str | None, deadline: float) -> list[Check]:
     if "emainder" in text:
         checks.extend(_remainder_sentences(text))
     if question:
-        link = _question_link(text, question, checks)
+        link = _question_link(text, question, checks, work)
         if link is not None:
+            if stopped and link.outcome == "fail":  # the unread rest may state the question's expression
+                link.outcome, link.confidence = "unknown", 0.5
+                link.note = f"{link.note}; not failed: the answer was not read to its end (work budget)"
             checks.append(link)
     return checks
 
@@ -270,14 +288,14 @@ def _juxtaposed(claim: str) -> str | None:
     return "".join(out) + claim[last:] if changed else None
 
 
-def _other_grouping(checks: list[Check], deadline: float) -> None:
+def _other_grouping(checks: list[Check]) -> None:
     """A failed claim whose grouping writers and tools disagree on is re-read the other way, and
     is ``unknown`` (not ``fail``) when that reading holds: an implicit product after a division
     ("6/2(1+2) = 1": many textbooks, physics journals and calculators bind the juxtaposed product
     first, 6/(2(1+2)); Python and this parser read (6/2)(1+2)) and a chain of carets ("2^3^2 = 64":
     Excel and MATLAB group to the left, mathematics to the right). False alarms cost more than
     misses (DESIGN.md); the claim is ambiguous as written. At most :data:`_MAX_REREADS` claims are
-    re-read; one past them, or whose re-reading ran out of time, is ``unknown`` unread
+    re-read; one past them, or whose re-reading ran out of work budget, is ``unknown`` unread
     (:func:`_not_reread`)."""
     todo = []
     for c in checks:
@@ -285,7 +303,62 @@ def _other_grouping(checks: list[Check], deadline: float) -> None:
             other = _CARET_CHAIN.sub(r"(\1^\2)", _juxtaposed(c.claim) or c.claim)
             if other != c.claim:
                 todo.append((c, other, f"the claim holds read as {other} (its grouping is ambiguous)"))
-    _reread(todo, "other_grouping", deadline)
+    _reread(todo, "other_grouping")
+
+
+#: a claim in whole numbers, the operators Python writes and "^" among them, "=", "==" or a
+#: result word, and one whole number (backticks of inline code allowed): ``2 ^ 10 = 8`` is true in Python, C, Java and JavaScript, where "^" is XOR
+_XOR_CLAIM = re.compile(r"\s*`?([\d\s()+\-*/%^&|]*\^[\d\s()+\-*/%^&|]*?)`?\s*"
+                        r"(?:==?|gives|is|equals|evaluates\s+to|returns|yields|prints)\s*`?(-?\d+)`?\s*")
+_XOR_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+            ast.Mod: operator.mod, ast.BitXor: operator.xor, ast.BitAnd: operator.and_, ast.BitOr: operator.or_}
+
+
+def _python_int(node: ast.AST) -> int:
+    """The value of a whole-number expression tree as Python computes it (``^`` is XOR, ``**``
+    powers with a result of at most 2,000 bits); ValueError for anything else. Walks the tree:
+    nothing is evaluated."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _python_int(node.operand)
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BinOp):
+        a, b = _python_int(node.left), _python_int(node.right)
+        if isinstance(node.op, ast.Pow):
+            if b < 0 or b * max(1, abs(a).bit_length()) > 2000:
+                raise ValueError("power out of range")
+            return a ** b
+        fn = _XOR_OPS.get(type(node.op))
+        if fn is None or (isinstance(node.op, (ast.FloorDiv, ast.Mod)) and b == 0):
+            raise ValueError("not a whole-number operation")
+        return fn(a, b)
+    raise ValueError("not a whole-number expression")
+
+
+def _bitwise_xor(checks: list[Check]) -> None:
+    """A failed claim with "^" between whole numbers (:data:`_XOR_CLAIM`) that holds read as
+    Python's bitwise XOR ("In Python, 2 ^ 10 = 8") is ``unknown``, not ``fail``: Python, C, Java
+    and JavaScript write "^" for XOR (Python language reference, "Binary bitwise operations"),
+    mathematics for a power, and the claim is true in one of them (false alarms cost more than
+    misses, DESIGN.md). The reading is Python's own grammar (``ast``, the tree walked by
+    :func:`_python_int`; ``/`` is not whole-number and is not read). Mutates ``checks``."""
+    for c in checks:
+        if c.outcome != "fail" or "^" not in (c.claim or ""):
+            continue
+        m = _XOR_CLAIM.fullmatch(c.claim)
+        if m is None or "/" in m.group(1).replace("//", ""):
+            continue
+        try:
+            from verifiers._pyast import parse as _parse
+
+            value = _python_int(_parse(m.group(1).strip(), mode="eval").body)  # type: ignore[attr-defined]
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        if value == int(m.group(2)):
+            c.outcome, c.confidence = "unknown", 0.5
+            c.evidence["bitwise_xor"] = {"reading": m.group(1).strip(), "value": str(value)}
+            c.note = f"{c.note}; not failed: read as Python's bitwise XOR, {m.group(1).strip()} is {value}".lstrip("; ")
 
 
 #: A right-to-left embedding or isolate (U+202B RLE, U+2067 RLI, U+2068 FSI) to its closing
@@ -315,27 +388,28 @@ def _right_to_left(text: str, checks: list[Check]) -> None:
 _AMBIGUOUS = re.compile(r"(?<![\d.,'’])([1-9]\d{0,2})([.,])(\d{3})(?![\d'’]|[.,]\d)")
 
 _MAX_REREADS = 20
-#: seconds all re-readings of one kind (other grouping, other locale) may run past the answer's
-#: own time budget together: one re-reading each at least got 0.1 s, and 40 of them ran ~4 s past
-#: a 250 ms budget; a claim left unread is ``unknown`` (:func:`_not_reread`), never ``fail``
-_REREAD_S = 0.25
+#: work units (``_work``) all re-readings of one kind (other grouping, other locale) may spend
+#: together, on top of the answer's own budget (which may be spent by then): a claim left unread
+#: is ``unknown`` (:func:`_not_reread`), never ``fail``. Counted, not timed, so which claims are
+#: re-read does not depend on the machine's load
+_REREAD_UNITS = 250_000
 
 
-def _reread(todo: list[tuple[Check, str, str]], key: str, deadline: float) -> None:
+def _reread(todo: list[tuple[Check, str, str]], key: str) -> None:
     """Check the second reading of each failed claim in ``todo`` (``(check, reading, note when it
     holds)``): where the reading does not fail, the check becomes ``unknown`` with evidence
     ``key`` -- its failure stands only where both readings fail (false alarms cost more than
-    misses, DESIGN.md). At most :data:`_MAX_REREADS` readings, all within :data:`_REREAD_S` past
-    ``deadline`` (a ``time.perf_counter`` value); the rest are ``unknown`` unread
-    (:func:`_not_reread`). Mutates the checks in place."""
-    until = max(deadline, time.perf_counter() + _REREAD_S)
+    misses, DESIGN.md). At most :data:`_MAX_REREADS` readings, all within :data:`_REREAD_UNITS`
+    units of work; the rest are ``unknown`` unread (:func:`_not_reread`). Mutates the checks in
+    place."""
+    work = Work(_REREAD_UNITS)
     for n, (c, reading, holds) in enumerate(todo, 1):
         if n > _MAX_REREADS:
             _not_reread(c, key, reading, f"more than {_MAX_REREADS} such claims")
             continue
-        got = _check(reading, None, until)
+        got = _check(reading, None, work)
         if any(r.evidence.get("kind") == "budget" for r in got):
-            _not_reread(c, key, reading, "its time ran out")
+            _not_reread(c, key, reading, "its work budget ran out")
             continue
         reread = [r for r in got if r.outcome in ("pass", "fail", "unknown")]
         if reread and not any(r.outcome == "fail" for r in reread):
@@ -346,7 +420,7 @@ def _reread(todo: list[tuple[Check, str, str]], key: str, deadline: float) -> No
 
 def _not_reread(c: Check, key: str, reading: str, why: str) -> None:
     """Make failed check ``c`` ``unknown``: it has a second reading (``reading``, under evidence
-    ``key``) that was not tried (``why``: past :data:`_MAX_REREADS` claims, or out of time). Its
+    ``key``) that was not tried (``why``: past :data:`_MAX_REREADS` claims, or out of its work budget). Its
     failure stands only where both readings fail, so an untried one cannot confirm it: the 21st
     right German sum of an answer was failed where the first 20 were ``unknown``."""
     c.outcome, c.confidence = "unknown", 0.5
@@ -355,30 +429,105 @@ def _not_reread(c: Check, key: str, reading: str, why: str) -> None:
 
 
 #: numbers only one locale writes: English grouping with decimals or several groups
-#: ("1,234.5", "1,234,567"), a decimal point with other than three decimals ("2.5", "0.1234")
-_ENGLISH = re.compile(r"\d,\d{3}\.\d|\d,\d{3},\d{3}(?!\d)|(?<![\d.,])\d+\.(?:\d{1,2}|\d{4,})(?![\d.,])")
-#: and the other ones: "1.234,5", "1.234.567", a decimal comma with one or two decimals ("2,5")
-_CONTINENTAL = re.compile(r"\d\.\d{3},\d|\d\.\d{3}\.\d{3}(?!\d)|(?<![\d.,])\d+,\d{1,2}(?![\d.,])")
+#: ("1,234.5", "1,234,567"), a decimal point with other than three decimals ("2.5", "0.1234",
+#: also at a sentence's end: "$2.50.")
+_ENGLISH = re.compile(r"\d,\d{3}\.\d|\d,\d{3},\d{3}(?!\d)|(?<![\d.,])\d+\.(?:\d{1,2}|\d{4,})(?![\d,]|\.\d)")
+#: and the other ones: "1.234,5", "1.234.567", a decimal comma with one or two decimals ("2,5",
+#: also at a sentence's end: "0,75.")
+_CONTINENTAL = re.compile(r"\d\.\d{3},\d|\d\.\d{3}\.\d{3}(?!\d)|(?<![\d.,])\d+,\d{1,2}(?![\d,]|\.\d)")
 
 
-def _other_locale(text: str, checks: list[Check], deadline: float) -> None:
+#: what stands right before a number that names something rather than counts it: a word or a
+#: letter it is glued to ("v2.5", "GPT-3.5", "python3.12"), a capitalised word ("Python 3.12",
+#: "Node 18.17": a name; at a sentence's start it may be an ordinary word, "Each 2.5 kg", and
+#: the number then goes uncounted, which only makes a second reading more likely), "§"/"#"/"No.", a word that numbers sections, versions, standards,
+#: figures or pages ("section 4.1", "Abschnitt 2.3", "version 1.25", "page 3.12"), a preposition of
+#: time before a clock time ("at 12.30", "um 12.30 Uhr"). Such a number says nothing about how its
+#: writer groups digits: "Mit Python 3.12: 1.500 + 250 = 1.750" is a German sum.
+_NAME_BEFORE = re.compile(
+    r"(?:[^\W\d_][-_/]?|[§#¶]\s?|(?-i:\b[A-Z][^\W\d_]+\s)|\b(?:version|ver|release|rel|v|section|sect|sec|chapter|ch|"
+    r"abschnitt|kapitel|art|artikel|absatz|abs|paragraph|para|par|figure|fig|abbildung|abb|table|tab|tabelle|"
+    r"step|schritt|no|nr|nummer|number|item|punkt|rule|regel|theorem|satz|lemma|definition|def|equation|eq|"
+    r"gleichung|formula|formel|page|seite|vol|band|edition|ausgabe|auflage|iso|din|en|rfc|ieee)\.?\s"
+    r"|\b(?:at|um|ab|bis|gegen|from|until|till|by)\s(?=[0-2]?\d\.[0-5]\d\b))$", re.I)
+#: a clock time after the number ("12.30 Uhr", "9.45 am")
+_CLOCK_AFTER = re.compile(r"\s?(?:uhr|h|am|pm|a\.m\.|p\.m\.|o'clock)\b", re.I)
+#: a day and month with a dot after them ("am 12.03.", "bis 1.10.")
+_DAY_MONTH = re.compile(r"(?:0?[1-9]|[12]\d|3[01])\.(?:0?[1-9]|1[0-2])\.")
+#: code (fenced blocks, inline spans): programming languages write "." decimals in every locale
+_CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`", re.S)
+
+
+def _quantities(pattern: re.Pattern[str], text: str, names: bool = True) -> bool:
+    """Whether ``text`` writes a number ``pattern`` matches as a quantity: not in code
+    (:data:`_CODE`), not a name's number (:data:`_NAME_BEFORE`: versions, sections, standards,
+    clock times), not a day and month (:data:`_DAY_MONTH`), not part of a date or a version with
+    more parts ("12.03.2024", "3.12.1": the locale patterns exclude a further separator and
+    digit). ``names=False`` keeps names' numbers (decimal commas: "Je 0,5 kg"; no version or
+    section is written so)."""
+    prose = _CODE.sub(" ", text)
+    for m in pattern.finditer(prose):
+        s = m.start()
+        while s > 0 and prose[s - 1].isdigit():
+            s -= 1  # the number's first digit ("1,234.5" is matched from its last group)
+        if names and (_NAME_BEFORE.search(prose[max(0, s - 24):s]) or _CLOCK_AFTER.match(prose, m.end())
+                      or _DAY_MONTH.fullmatch(prose, s, m.end() + 1)):
+            continue
+        return True
+    return False
+
+
+#: common words of languages whose numbers group with "." and mark decimals with "," (CLDR:
+#: de, es, it, pt, nl; fr writes decimal commas too), and of English; words shared with English
+#: or used as variables ("die", "also", "per", "a", "e", "y", "et") are left out
+_CONTINENTAL_WORDS = frozenset(
+    "und der das den dem des ist sind mit für nicht ein eine einen einer auf von zu zum zur auch oder wird werden "
+    "bei nach zusammen ergibt gleich insgesamt beträgt kostet wir sie gibt laut gemäß siehe summe preis stück "
+    "jedes jede über durch wenn dann dass weil noch nur sich haben kann müssen "
+    "el los las es con para por una del que son pero como más entonces resultado cada "
+    "il di che è sono gli della più quindi ogni "
+    "os é com uma são não então "
+    "het een van met voor niet zijn ook dan totaal elke "
+    "le les est avec pour une sont pas donc chaque ce".split())
+_ENGLISH_WORDS = frozenset(
+    "the and is with for of to are we that this it so then each total which be has have was not or by from at as "
+    "on an its there here what when how if than into".split())
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _continental_prose(text: str) -> bool:
+    """Whether the answer's prose is in a language that writes "1.500" for fifteen hundred and
+    "2,5" for two and a half: more of its common words (:data:`_CONTINENTAL_WORDS`) than of
+    English's, at least two of them or one in an answer with no English word."""
+    words = _WORD.findall(_CODE.sub(" ", text).lower())
+    cont = sum(w in _CONTINENTAL_WORDS for w in words)
+    eng = sum(w in _ENGLISH_WORDS for w in words)
+    return cont > eng and (cont >= 2 or eng == 0)
+
+
+def _other_locale(text: str, checks: list[Check]) -> None:
     """A failed claim whose numbers read differently in the other locale (:data:`_AMBIGUOUS`) is
     re-read that way ("1.500 € + 250 € = 1.750 €" is 1500 + 250 in German; "1,500 × 2 = 3" is
     1.5 × 2 where the text also writes "2,5"): when that reading does not fail, the claim is
     ``unknown``, not ``fail``. A claim whose ambiguous numbers are all "," groups is re-read only
-    where the text writes a number only the other locales write (:data:`_CONTINENTAL`). The text
+    where the text writes a number only the other locales write (:data:`_CONTINENTAL`) or its
+    prose is in one of their languages (:func:`_continental_prose`). The text
     decides nothing here (``normalize`` keeps one group without decimals English, so
-    ``1.500`` was 1.5 and a right German sum was failed and re-asked); false alarms cost more
+    ``1.500`` was 1.5 and a right German sum was failed and re-asked); a claim that itself writes
+    a number only English writes ("36,791 × 10 = 367.91") has no other locale's reading, and its
+    failure stands; false alarms cost more
     than misses (DESIGN.md), and an English claim that is wrong only by that coincidence is
-    rare. Not where the rest of the answer writes numbers only English writes (:data:`_ENGLISH`:
-    "$2.50", "1,234.5") and none only the other locales write, and not in GSM8K calculator notes
+    rare. Not where the rest of the answer writes quantities only English writes (:data:`_ENGLISH`:
+    "$2.50", "1,234.5") and neither a quantity only the other locales write nor prose in one of
+    their languages; a number that names something (a version, section, standard, date or clock
+    time, or any number in code: :func:`_quantities`) is no evidence either way. Not in GSM8K calculator notes
     (written in English by construction). At most :data:`_MAX_REREADS` claims are re-read, each
-    within its own small time budget (the answer's own may be spent by then); one past them, or
-    whose re-reading ran out of time, is ``unknown`` unread (:func:`_not_reread`). Mutates
+    within a work budget of their own (the answer's own may be spent by then); one past them, or
+    whose re-reading ran out of it, is ``unknown`` unread (:func:`_not_reread`). Mutates
     ``checks`` in place."""
-    continental = _CONTINENTAL.search(text) is not None
-    if _ENGLISH.search(text) and not continental:
-        return  # the answer writes its numbers the English way elsewhere: no second reading
+    continental = _quantities(_CONTINENTAL, text, names=False) or _continental_prose(text)
+    if not continental and _quantities(_ENGLISH, text):
+        return  # the answer writes its quantities the English way elsewhere: no second reading
     # a "." group ("1.500") is unusual English (a decimal with three places) and the usual
     # continental thousands; a "," group ("75,000") the other way round: re-read it only where
     # the text writes a number only the other locales write. GSM8K's model answers in English
@@ -386,10 +535,66 @@ def _other_locale(text: str, checks: list[Check], deadline: float) -> None:
     todo = []
     for c in checks:
         if (c.outcome == "fail" and c.evidence.get("kind") != "calculator_note"
-                and any(m.group(2) == "." or continental for m in _AMBIGUOUS.finditer(c.claim or ""))):
+                and any(m.group(2) == "." or continental for m in _AMBIGUOUS.finditer(c.claim or ""))
+                and not _ENGLISH.search(c.claim)):  # "36,791 × 10 = 367.91": "367.91" has no other reading
             swapped = _AMBIGUOUS.sub(lambda m: m.group(1) + ("" if m.group(2) == "." else ".") + m.group(3), c.claim)
             todo.append((c, swapped, f"read with the other locale's separators ({swapped}) the claim holds"))
-    _reread(todo, "other_locale", deadline)
+    _reread(todo, "other_locale")
+
+
+_ST_NUM = r"\d++(?:[.,]\d++)*+"  # possessive: a run of 50,000 digits is read once, not backtracked
+_ST_OPERAND = rf"(?:\(\s*[-−]?{_ST_NUM}\s*\)|{_ST_NUM})"
+#: an operator, or a bracket juxtaposed with a number ("(2) 3", "2 (3)")
+_ST_OP = r"(?:\s*[-+*/×÷·^−]\s*|(?<=\))\s*|\s+(?=\())"
+#: a calculation stated in numbers alone: operands and operators, "=", one number, and nothing
+#: after it that continues a formula ("= 2x", "= 13 - 4", "= 1 × x"). It starts only where a
+#: chain starts and reads it possessively (linear time on "1+1+...+1+= 3")
+_STATEMENT = re.compile(
+    rf"(?<![\d.,\-+*/×÷·^−)])(?<![\-+*/×÷·^−)] ){_ST_OPERAND}(?:{_ST_OP}{_ST_OPERAND})++\s*=\s*[-−]?{_ST_NUM}"
+    r"(?![\d.,]?\d|[^\W\d_]|\s*[-+*/×÷·^−(=]\s*[\w(])")
+#: what may stand right before such a statement for it to be whole (not the tail of a formula:
+#: "X*4 + 240 = 1920", "101A + 20 + 5 = 32", "\cdot 2 - 6 = 6")
+_STATEMENT_CUT = re.compile(r"(?:[\w.,^$\\'’]|\\[a-zA-Z]+\s*|[+\-*/×÷·=−<>)\]{}]\s*)$")
+#: regions not read for claims in prose: fenced and inline code, calculator notes
+_NOT_PROSE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]*`|<<[^<>\n]*>>", re.S)
+
+
+def _unread_why(stmt: str, before: str) -> str:
+    """Why a stated calculation (:data:`_STATEMENT`) may have been left unread, by its shape and
+    the text ``before`` it."""
+    if re.search(r"(?:\.\.\.|…)\s*$", before):
+        return "after an ellipsis: it may be the tail of an elided expression"
+    if re.match(r"\(\s*\d+\s*\)\s*\d", stmt):
+        return "a bracketed number before a number: a list label or a factor, the verifier could not tell"
+    if re.search(r"\d,\d{1,2}(?!\d)", stmt):
+        return "a decimal comma or a list of numbers: the verifier could not tell"
+    if re.match(r"\d+-\d+\s*=", stmt):
+        return "a range or a subtraction: the verifier could not tell"
+    return "its context (the words around it, its units) left the verifier unsure what it computes"
+
+
+def _unread_statements(text: str, checks: list[Check]) -> list[Check]:
+    """One ``unknown`` check (``evidence.kind == "unread"``) per calculation written in numbers
+    alone (:data:`_STATEMENT`: "(2) 3 = 7", "2,5 + 1 = 3,5", "40-64=24", "8/24=3 trips") that
+    no check of the answer covers: the claim finder stood down on it (a list label or a factor,
+    a decimal comma or a list, a range, prose before it), and a report that leaves it out claims
+    a coverage it does not have (DESIGN.md "report": ``passed`` only when every check-worthy
+    unit was decided). Never ``fail``: the verifier could not tell what the statement computes.
+    Not in code, calculator notes (checked on their own), nor where the statement is the tail of
+    a longer formula (:data:`_STATEMENT_CUT`) or a formula goes on after it."""
+    if not any(ch == "=" for ch in text):
+        return []
+    prose = _NOT_PROSE.sub(lambda m: "\0" * len(m.group(0)), text)
+    spans = [c.span for c in checks if c.span]
+    out: list[Check] = []
+    for m in _STATEMENT.finditer(prose):
+        a, b = m.span()
+        if _STATEMENT_CUT.search(prose, max(0, a - 12), a) or any(s < b and a < e for s, e in spans):
+            continue
+        why = _unread_why(m.group(0), prose[max(0, a - 12):a])
+        out.append(Check(verifier=VERIFIER, claim=m.group(0), outcome="unknown", confidence=0.5, span=(a, b),
+                         evidence={"kind": "unread"}, note=f"a stated calculation not checked: {why}"))
+    return out
 
 
 def _digits(s: str) -> str:
@@ -603,7 +808,7 @@ def _question_expression(question: str) -> tuple[tuple, str, list, str] | None:
     return node, mt.text[run[0].start : run[-1].end], run, mt.text
 
 
-def _question_link(answer: str, question: str, checks: list[Check]) -> Check | None:
+def _question_link(answer: str, question: str, checks: list[Check], work: Work | None = None) -> Check | None:
     found = _question_expression(question)
     if found is None:
         return None
@@ -638,6 +843,8 @@ def _question_link(answer: str, question: str, checks: list[Check]) -> Check | N
     evidence = {"kind": "question_link", "expression": to_text(node), "question_expression": qtext,
                 "value": format_value(value), "rule": v.rule, "tolerance": v.tolerance}
     if outcome == "fail":  # a second, independent evaluation before a failure (see ``_confirm``)
+        if work is not None:
+            work.spend(2 * COST_SECOND)
         second = _confirm_question(qtoks, qnorm, value, raw, sign * lit.value)
         evidence["second_evaluation"] = {k: x for k, x in second.items() if k != "note"}
         if not second["agrees"]:

@@ -46,6 +46,7 @@ from verifiers.arithmetic._latex import context_window, moduli, negated
 from verifiers.arithmetic._mapped import MappedText
 from verifiers.arithmetic._tokens import MULTIPLIER_WORDS, ParseError, Token, parse
 from verifiers.arithmetic._tolerance import Verdict, equal_values, judge
+from verifiers.arithmetic._work import COST_CONVERT, COST_IDENTITY, COST_PAIR, COST_SECOND, Work
 from verifiers.arithmetic._units import calendar_candidates, convert, dozen_factor, money_unit, unit_info
 
 VERIFIER = "arithmetic"
@@ -569,6 +570,20 @@ def _same_value(a: Any, b: Any) -> bool:
     return abs(fa - fb) <= 1e-9 * max(1.0, abs(fa), abs(fb))
 
 
+#: fractions that are also ordinals: after "the" they count a position ("The third bag had
+#: 300 / 2 = 150 M&Ms"), not a part ("a third of 90")
+_ORDINALS = frozenset("third fifth tenth quarter".split())
+_THE_BEFORE = re.compile(r"(?i)\bthe\s+$")
+
+
+def _ordinal(text: str, word: Token) -> bool:
+    """Whether multiplier word ``word`` is an ordinal here: one of :data:`_ORDINALS` right
+    after "the". Before, every "third" made the next run's head "prose", and right claims
+    ("The third monkey eats 315 - 24 = 291") went unchecked while the report counted the answer
+    as covered."""
+    return word.text.lower() in _ORDINALS and _THE_BEFORE.search(text, max(0, word.start - 8), word.start) is not None
+
+
 class ClaimFinder:
     """Turns the runs of one text into ``Check`` records.
 
@@ -577,8 +592,10 @@ class ClaimFinder:
     """
 
     def __init__(self, mt: MappedText, original: str, offset: int = 0, kind: str = "equation", strict: bool = False,
-                 note_ends: set[int] | None = None, spans: Any = None, question: str | None = None):
+                 note_ends: set[int] | None = None, spans: Any = None, question: str | None = None,
+                 work: Work | None = None):
         self.mt = mt
+        self.work = work if work is not None else Work(None)  # operations counted (``_work``)
         self.spans = spans  # ``_latex.MathSpans`` of ``original`` (offset 0 only)
         self.question = question  # the user's message: its modular wording counts as context
         self.original = original
@@ -649,7 +666,7 @@ class ClaimFinder:
         if run[-1].kind not in ("EQ", "SOFT") and _sticky_after(text, run[-1].end):
             segs[-1].bad = True
         if before is not None and (before.kind in ("OP", "NUM", "RP", "PCT") or
-                                   before.text.lower() in MULTIPLIER_WORDS or
+                                   (before.text.lower() in MULTIPLIER_WORDS and not _ordinal(text, before)) or
                                    (run[0].kind == "OP" and before.kind in ("WORD", "TRAIL"))):
             segs[0].bad = True  # "250 of the books - 135 sold - 50 = 65": the head is prose
         if label and prev is not None and prev[0] == label and _only_label_between(text, prev[1], seps[0].start, label):
@@ -719,6 +736,7 @@ class ClaimFinder:
                       f"the value is {c.expected}; as a factor the claim holds")
 
     def _pair_once(self, a: _Seg, sep: Token, b: _Seg) -> None:
+        self.work.spend(COST_PAIR)
         soft = sep.kind == "SOFT"
         ln, ltoks = self._side(a, True)
         rn, rtoks = self._side(b, False)
@@ -906,6 +924,7 @@ class ClaimFinder:
             if cands is not None:
                 values = cands
             else:
+                self.work.spend(COST_CONVERT)
                 conv = convert(lsign * llit.value, lu, ru)
                 if conv is None:
                     return
@@ -1002,12 +1021,14 @@ class ClaimFinder:
                     src = plain_string(self.original[a:b])
                 v2 = None
                 if src is not None:  # the written text itself, when it is plain arithmetic
+                    self.work.spend(COST_SECOND)
                     try:
                         v2 = second_value(src)
                     except Unconfirmed:
                         v2 = None
                 if v2 is None:
                     src = expression_string(toks, text)
+                    self.work.spend(COST_SECOND)
                     v2 = second_value(src)
                 out["expressions"].append(src)
             except Unconfirmed as exc:
@@ -1070,6 +1091,7 @@ class ClaimFinder:
             if self._decisions >= MAX_DECISIONS:
                 return
             self._decisions += 1
+            self.work.spend(COST_IDENTITY)
             diff = symbolic_difference(ln, rn)
             if diff is None:
                 return
