@@ -8,7 +8,8 @@
 * the README stays a front page (at most 300 lines), its map names every page of ``docs/`` and
   every ``make`` target it names is in the Makefile;
 * the README's one example, run as written against a gateway in demo mode, prints what its
-  comments say.
+  comments say;
+* ``docs/layout.md`` names every module of the packages it maps module by module.
 """
 
 from __future__ import annotations
@@ -108,3 +109,23 @@ def test_readme_example_prints_what_its_comments_say(gateway_factory: Any) -> No
     assert printed[0] == "1234 × 5678 = 7,006,652.", printed
     assert printed[1] == comments[0], (printed, comments)          # corrected [('arithmetic', 'pass', ...)]
     assert printed[2] == "1", printed                             # one correction round
+
+
+# the packages whose modules docs/layout.md names one by one (its rows for proxy/'s packages, the
+# shared modules of verifiers/ and the code verifier's steps); a module added or split there must
+# be named in the map, in backticks, by its module name
+MAPPED_PACKAGES = ["proxy/_asgi", "proxy/routes", "proxy/pipeline", "proxy/upstreams", "proxy/wire",
+                   "proxy/stores", "proxy/observability", "proxy/cli", "verifiers", "verifiers/code"]
+
+
+@pytest.mark.parametrize("package", MAPPED_PACKAGES)
+def test_layout_names_every_module(package: str) -> None:
+    """docs/layout.md is the map of the code: every module of a package it maps module by module
+    (``__init__`` and ``__main__`` aside) is named there as `` `name` ``, so a split or a new module
+    that the map does not mention fails here rather than misleading the next reader."""
+    layout = (ROOT / "docs" / "layout.md").read_text()
+    named = set(re.findall(r"`([\w.]+)`", layout))
+    modules = sorted(p.stem for p in (ROOT / package).glob("*.py") if p.stem not in {"__init__", "__main__"})
+    assert modules, package
+    unnamed = [m for m in modules if m not in named and f"{m}.py" not in named]
+    assert not unnamed, f"{package}: modules docs/layout.md does not name: {unnamed}"
