@@ -129,3 +129,17 @@ def test_layout_names_every_module(package: str) -> None:
     assert modules, package
     unnamed = [m for m in modules if m not in named and f"{m}.py" not in named]
     assert not unnamed, f"{package}: modules docs/layout.md does not name: {unnamed}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_name_cited_in_a_module_is_defined_there(page: Path) -> None:
+    """A page that cites a function as `` `path/to/module.py` `name` `` sends the reader to that
+    file for it: the module must define ``name`` (``def``, ``class`` or a top-level assignment), so
+    a split that moves the function elsewhere fails here, not in the reader's editor."""
+    cited = re.findall(r"`((?:proxy|verifiers)/[\w/]+\.py)` `([A-Za-z_]\w*)`", page.read_text())
+    missing = []
+    for path, name in cited:
+        source = (ROOT / path).read_text() if (ROOT / path).exists() else ""
+        if not re.search(rf"^\s*(?:async\s+def|def|class)\s+{name}\b|^{name}\s*[:=]", source, re.M):
+            missing.append(f"{path} {name}")
+    assert not missing, missing
