@@ -143,3 +143,32 @@ def test_every_name_cited_in_a_module_is_defined_there(page: Path) -> None:
         if not re.search(rf"^\s*(?:async\s+def|def|class)\s+{name}\b|^{name}\s*[:=]", source, re.M):
             missing.append(f"{path} {name}")
     assert not missing, missing
+
+
+def test_policy_defaults_differ_from_default_yaml_only_where_policies_md_says(tmp_path: Path) -> None:
+    """docs/policies.md says a field a policy file leaves out takes the built-in default, which is
+    ``policies/default.yaml``'s value but for ``streaming.mode``, ``verifiers.planner.enabled``,
+    the daily budgets and ``overridable``: an empty policy and the shipped ``default`` differ in
+    exactly those fields (and the name and description)."""
+    from proxy.policy import load_file
+
+    (tmp_path / "empty.yaml").write_text("name: empty\n")
+    builtin = load_file(tmp_path / "empty.yaml").model_dump()
+    shipped = load_file(ROOT / "policies" / "default.yaml").model_dump()
+
+    def differ(a: Any, b: Any, path: str = "") -> list[str]:
+        if isinstance(a, dict) and isinstance(b, dict):
+            return [d for k in sorted(set(a) | set(b)) for d in differ(a.get(k), b.get(k), f"{path}.{k}")]
+        return [path.lstrip(".")] if a != b else []
+
+    fields = {f for f in differ(builtin, shipped) if f not in ("name", "description")}
+    # no `use` in the policy means the citation verifier's own default list, the same as default.yaml's
+    from verifiers.citations._config import Sources
+    assert builtin["verifiers"]["citations"]["sources"].get("use") is None
+    assert Sources().use == shipped["verifiers"]["citations"]["sources"]["use"]
+    fields.discard("verifiers.citations.sources.use")
+    assert fields == {"streaming.mode", "verifiers.planner.enabled", "overridable",
+                      "budgets.key_daily.extra_tokens", "budgets.key_daily.cost_usd",
+                      "budgets.team_daily.extra_tokens", "budgets.team_daily.cost_usd"}, fields
+    text = (ROOT / "docs" / "policies.md").read_text()
+    assert "except `streaming.mode`" in text and "`verifiers.planner.enabled` (`false`)" in text
