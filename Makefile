@@ -30,7 +30,7 @@ run: $(RUN_STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-# the loop while you edit (under a minute on 2 cores): the in-process tests of tests/verifiers and
+# the loop while you edit (about a minute on 2 shared cores, bench/RESULTS.md): the in-process tests of tests/verifiers and
 # tests/proxy without the ones marked slow (sandboxes, servers, case sweeps) and the real components
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n auto -m "not slow and not docker and not bwrap and not redis and not prometheus and not haproxy and not llama and not node" \

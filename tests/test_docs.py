@@ -8,7 +8,8 @@
 * the README stays a front page (at most 300 lines), its map names every page of ``docs/`` and
   every ``make`` target it names is in the Makefile;
 * the README's one example, run as written against a gateway in demo mode, prints what its
-  comments say.
+  comments say;
+* ``docs/layout.md`` names every module of the packages it maps module by module.
 """
 
 from __future__ import annotations
@@ -108,3 +109,66 @@ def test_readme_example_prints_what_its_comments_say(gateway_factory: Any) -> No
     assert printed[0] == "1234 × 5678 = 7,006,652.", printed
     assert printed[1] == comments[0], (printed, comments)          # corrected [('arithmetic', 'pass', ...)]
     assert printed[2] == "1", printed                             # one correction round
+
+
+# the packages whose modules docs/layout.md names one by one (its rows for proxy/'s packages, the
+# shared modules of verifiers/ and the code verifier's steps); a module added or split there must
+# be named in the map, in backticks, by its module name
+MAPPED_PACKAGES = ["proxy/_asgi", "proxy/routes", "proxy/pipeline", "proxy/upstreams", "proxy/wire",
+                   "proxy/stores", "proxy/observability", "proxy/cli", "verifiers", "verifiers/code"]
+
+
+@pytest.mark.parametrize("package", MAPPED_PACKAGES)
+def test_layout_names_every_module(package: str) -> None:
+    """docs/layout.md is the map of the code: every module of a package it maps module by module
+    (``__init__`` and ``__main__`` aside) is named there as `` `name` ``, so a split or a new module
+    that the map does not mention fails here rather than misleading the next reader."""
+    layout = (ROOT / "docs" / "layout.md").read_text()
+    named = set(re.findall(r"`([\w.]+)`", layout))
+    modules = sorted(p.stem for p in (ROOT / package).glob("*.py") if p.stem not in {"__init__", "__main__"})
+    assert modules, package
+    unnamed = [m for m in modules if m not in named and f"{m}.py" not in named]
+    assert not unnamed, f"{package}: modules docs/layout.md does not name: {unnamed}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_name_cited_in_a_module_is_defined_there(page: Path) -> None:
+    """A page that cites a function as `` `path/to/module.py` `name` `` sends the reader to that
+    file for it: the module must define ``name`` (``def``, ``class`` or a top-level assignment), so
+    a split that moves the function elsewhere fails here, not in the reader's editor."""
+    cited = re.findall(r"`((?:proxy|verifiers)/[\w/]+\.py)` `([A-Za-z_]\w*)`", page.read_text())
+    missing = []
+    for path, name in cited:
+        source = (ROOT / path).read_text() if (ROOT / path).exists() else ""
+        if not re.search(rf"^\s*(?:async\s+def|def|class)\s+{name}\b|^{name}\s*[:=]", source, re.M):
+            missing.append(f"{path} {name}")
+    assert not missing, missing
+
+
+def test_policy_defaults_differ_from_default_yaml_only_where_policies_md_says(tmp_path: Path) -> None:
+    """docs/policies.md says a field a policy file leaves out takes the built-in default, which is
+    ``policies/default.yaml``'s value but for ``streaming.mode``, ``verifiers.planner.enabled``,
+    the daily budgets and ``overridable``: an empty policy and the shipped ``default`` differ in
+    exactly those fields (and the name and description)."""
+    from proxy.policy import load_file
+
+    (tmp_path / "empty.yaml").write_text("name: empty\n")
+    builtin = load_file(tmp_path / "empty.yaml").model_dump()
+    shipped = load_file(ROOT / "policies" / "default.yaml").model_dump()
+
+    def differ(a: Any, b: Any, path: str = "") -> list[str]:
+        if isinstance(a, dict) and isinstance(b, dict):
+            return [d for k in sorted(set(a) | set(b)) for d in differ(a.get(k), b.get(k), f"{path}.{k}")]
+        return [path.lstrip(".")] if a != b else []
+
+    fields = {f for f in differ(builtin, shipped) if f not in ("name", "description")}
+    # no `use` in the policy means the citation verifier's own default list, the same as default.yaml's
+    from verifiers.citations._config import Sources
+    assert builtin["verifiers"]["citations"]["sources"].get("use") is None
+    assert Sources().use == shipped["verifiers"]["citations"]["sources"]["use"]
+    fields.discard("verifiers.citations.sources.use")
+    assert fields == {"streaming.mode", "verifiers.planner.enabled", "overridable",
+                      "budgets.key_daily.extra_tokens", "budgets.key_daily.cost_usd",
+                      "budgets.team_daily.extra_tokens", "budgets.team_daily.cost_usd"}, fields
+    text = (ROOT / "docs" / "policies.md").read_text()
+    assert "except `streaming.mode`" in text and "`verifiers.planner.enabled` (`false`)" in text

@@ -576,10 +576,25 @@ def test_readme_litellm_recipe_runs_as_written(gw: Any) -> None:
     assert scope["summary"].startswith(f"status={scope['report']['status']}")
 
 
+def test_readme_agents_sdk_recipe_runs_as_written(gw: Any) -> None:
+    """docs/report.md's Agents SDK block (chat-completions mode), run as written (the gateway's
+    address and the key filled in): the run makes one model call, the hook catches its report URL
+    and the report fetched from it is the final one of the demo script's wrong product."""
+    pytest.importorskip("agents")
+    code = _readme_python_after("The OpenAI Agents SDK in chat-completions mode").replace("http://localhost:8080", gw.url)
+    assert 'KEY = "vk-..."' in code
+    scope: dict[str, Any] = {}
+    exec(compile(code.replace('KEY = "vk-..."', f"KEY = {KEY_A!r}"), "docs/report.md agents", "exec"), scope)  # noqa: S102
+    assert len(scope["report_urls"]) == 1 and len(scope["reports"]) == 1
+    report = scope["reports"][0]
+    assert report["status"] in ("failed", "corrected")
+    assert any(c["verifier"] == "arithmetic" for c in report["checks"])
+
+
 def test_readme_agents_sdk_hook_catches_every_report_url(gw: Any) -> None:
     """docs/report.md's Agents SDK recipe rests on an httpx response hook on the ``AsyncOpenAI``
-    client it hands to ``OpenAIChatCompletionsModel`` (openai-agents itself is not installed
-    here): the hook as written there, on a non-stream and a stream call, gives both reports."""
+    client it hands to ``OpenAIChatCompletionsModel``: the hook as written there, on a non-stream
+    and a stream call, gives both reports."""
     code = _readme_python_after("The OpenAI Agents SDK in chat-completions mode")
     hook = code[code.index("report_urls: list[str] = []"):code.index("set_tracing_disabled(True)")]
     hook = hook.replace("http://localhost:8080", gw.url).replace("api_key=KEY", f"api_key={KEY_A!r}")
