@@ -1,4 +1,4 @@
-"""What a credulous verifier model can pass on the grounding sets (DESIGN.md "Asymmetric trust").
+"""What a credulous verifier model can pass on the grounding sets (docs/design.md "Asymmetric trust").
 
 The verifier model here says ``supported`` to every claim the deterministic tier leaves open,
 quoting the passage sentence that shares most key terms with the claim (copied exactly, so every

@@ -12,8 +12,8 @@ budgets). Per answer:
 
 Per set and pooled it prints **flag precision** (of flagged answers, the share labelled
 inconsistent), **flag recall** (of inconsistent answers, the share flagged) and **passed
-precision** (of passed answers, the share labelled consistent). The floors (DESIGN.md: false
-alarms cost more than misses): flag precision >= 90 % on every set with >= 20 flags and pooled;
+precision** (of passed answers, the share labelled consistent). The floors (docs/design.md "False alarms
+cost more than misses"): flag precision >= 90 % on every set with >= 20 flags and pooled;
 passed precision >= 90 % on every set with >= 20 passes.
 
 Sets (``../shared/cases/grounding``, each folder's SOURCE.md): SummEdits per domain (Laban et

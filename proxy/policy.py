@@ -219,13 +219,13 @@ VERIFIER_NAMES = ("arithmetic", "code", "citations", "facts", "planner")
 
 
 class VerificationModel(_Strict):
-    """The verifier model (DESIGN.md "The verifier model"): ``model`` plans and judges (null =
+    """The verifier model (docs/design.md "The verifier model"): ``model`` plans and judges (null =
     the client's model on the client's upstream; any model a configured upstream serves, e.g. a
     cheaper one; an upstream other than the client's must hold its own ``api_key``).
     ``max_tokens``: completion cap per call. Every call is charged to ``budgets.request``.
     ``trust_model_passes``: count a ``pass`` that rests on the verifier model (its plan's inputs
     or assertions, its verdict) as decided, so it can make an answer ``passed``. Off in every
-    shipped policy (DESIGN.md "Asymmetric trust": the verifier model reads untrusted text and
+    shipped policy (docs/design.md "Asymmetric trust": the verifier model reads untrusted text and
     may be talked into anything); its failures drive re-asks either way."""
 
     model: str | None = None
@@ -348,7 +348,7 @@ class Policy(_Strict):
     correction loop, then annotate), ``block`` (correction loop, then an OpenAI-shaped error
     carrying the report if checks still fail), ``observe`` (answer at once; verify in the
     background for metrics and audit only). ``on_unverified``: what happens to an answer whose
-    report is ``unverified`` (checks attempted, none passed, none failed; DESIGN.md):
+    report is ``unverified`` (checks attempted, none passed, none failed; docs/design.md "report"):
     ``annotate`` (the default: the answer with the report) or ``block`` (the same OpenAI-shaped
     422 as ``on_failure: block``, error code ``verification_unverified``; with ``n > 1`` only
     those choices are withheld). Under ``on_failure: observe`` nothing is ever blocked."""

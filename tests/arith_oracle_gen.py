@@ -1,7 +1,7 @@
 """Generated arithmetic statements with an independent oracle, for the differential tests
 (``tests/verifiers/test_arithmetic_oracle.py``, bounded) and the long run (``bench/arithmetic_oracle_bench.py``).
 
-Design ("Things that are easy to get wrong"): test a verifier against an independent oracle --
+docs/design.md "Test against an independent oracle": test a verifier against an independent oracle --
 generated inputs in every notation, exact evaluation of what was generated, never its own
 parser. Here an expression *tree* is generated; the oracle evaluates the tree with
 ``fractions.Fraction``; the verifier only ever sees the rendered text.

@@ -1,4 +1,4 @@
-"""The layering DESIGN.md "Folders" states: ``verifiers`` is a library of pure checks and never
+"""The layering docs/design.md "Folders" states: ``verifiers`` is a library of pure checks and never
 imports ``proxy`` (the gateway binds it, not the other way round). Read from the source's import
 statements (ast), lazy imports inside functions included."""
 

@@ -1,4 +1,4 @@
-"""Shared records of the verification vocabulary (see DESIGN.md, "Shared vocabulary").
+"""Shared records of the verification vocabulary (see docs/design.md "Shared vocabulary").
 
 A *claim* is one checkable statement in an answer; a *check* is the result of verifying one
 claim; a *report* gathers the checks of one answer. Every verifier returns ``list[Check]``.
@@ -16,7 +16,7 @@ ReportStatus = Literal["passed", "unverified", "corrected", "failed", "skipped",
 #: the outcomes a :class:`Check` may have
 OUTCOMES: tuple[str, ...] = ("pass", "fail", "unknown", "error")
 
-#: What a check's verdict rests on (DESIGN.md "Asymmetric trust", vocabulary "basis"):
+#: What a check's verdict rests on (docs/design.md "Asymmetric trust", vocabulary "basis"):
 #: ``recomputed`` (the draft's own stated expression recomputed by a tool), ``executed`` (the
 #: draft's own code, its own asserts or the question's examples executed and compared),
 #: ``record`` (matched to a bibliographic record), ``passage`` (a passage states the claim and
@@ -85,7 +85,7 @@ class Check:
 
 
 def decided_pass(check: Check, *, trust_model_passes: bool = False) -> bool:
-    """True when ``check`` passed on evidence the verifier model did not write (DESIGN.md
+    """True when ``check`` passed on evidence the verifier model did not write (docs/design.md
     "Asymmetric trust"): a ``pass`` whose ``basis`` is ``model`` counts only when a policy opts in
     (``verification.trust_model_passes``)."""
     return check.outcome == "pass" and (check.basis != "model" or trust_model_passes)
@@ -93,7 +93,7 @@ def decided_pass(check: Check, *, trust_model_passes: bool = False) -> bool:
 
 def coverage_of(checks: list[Check], *, answer_chars: int | None = None,
                 trust_model_passes: bool = False) -> dict[str, Any]:
-    """What the checks decided (DESIGN.md vocabulary "coverage"), overall and per verifier.
+    """What the checks decided (docs/design.md vocabulary "coverage"), overall and per verifier.
 
     Each check is one check-worthy unit a verifier found (an equation, a code block, a
     reference, a statement); a unit a verifier found and could not read or decide is an
@@ -219,7 +219,7 @@ class _Entry(Generic[_T]):
 class Report:
     """All checks of one answer.
 
-    ``status`` (DESIGN.md vocabulary): ``passed`` (every check-worthy unit found was decided and
+    ``status`` (docs/design.md "report"): ``passed`` (every check-worthy unit found was decided and
     passed, none on the verifier model's word alone), ``unverified`` (checks were attempted, none
     failed, not everything could be decided: some check ``unknown``/``error``, or a pass rests
     only on the verifier model), ``corrected`` (a correction round fixed every failure), ``failed``

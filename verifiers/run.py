@@ -6,8 +6,8 @@ per-request verification deadline (``deadline_s``). A verifier that raises yield
 ``error`` check; one that runs out of time yields one ``unknown`` check. Neither fails the
 request: the caller always gets a :class:`~verifiers._types.Report`.
 
-``verify(text, context)`` is the library convenience (DESIGN.md: "``verifiers`` is usable as a
-library on its own"): risk-score the text, run what the risk triggers, return the report.
+``verify(text, context)`` is the library convenience (docs/design.md "Folders": "``verifiers``
+is usable as a library on its own"): risk-score the text, run what the risk triggers, return the report.
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ async def _planner(answer: str, question: str | None,
     rule_checks = list(o.rule_checks or ())
     model = o.model
     when = o.when
-    # a pass on the verifier model's word (basis "model") explains nothing (DESIGN.md "Asymmetric trust")
+    # a pass on the verifier model's word (basis "model") explains nothing (docs/design.md "Asymmetric trust")
     explained = any(c.outcome == "fail" or decided_pass(c) for c in rule_checks)
     risk_score = float(o.risk_score or 0.0)
     wanted = (when == "always" or (when in ("unexplained", "high_risk") and not explained)
@@ -194,7 +194,7 @@ async def _planner(answer: str, question: str | None,
     elif use_model and not explained and outcome.plan_source == "model" and not outcome.checks:
         # the model planned no check of an answer the rules left unexplained (verification_needed
         # false, or no step to run): its word may not clear it -- `skipped` would say nothing was
-        # worth checking, which lifts `on_unverified` (DESIGN.md "Asymmetric trust": the model
+        # worth checking, which lifts `on_unverified` (docs/design.md "Asymmetric trust": the model
         # chooses what to check, it never removes what is to be checked)
         checks.append(Check(verifier="planner", claim="", outcome="unknown", confidence=0.0, basis="model",
                             evidence={"plan_source": "model", "reason": "no_check_planned"},
@@ -251,7 +251,7 @@ SECOND_PHASE = ("planner",)
 
 
 def status_of(checks: list[Check], *, trust_model_passes: bool = False) -> ReportStatus:
-    """Report status from checks alone (DESIGN.md "report", "Asymmetric trust"): ``failed`` if
+    """Report status from checks alone (docs/design.md "report", "Asymmetric trust"): ``failed`` if
     any check failed, ``skipped`` when there are none, ``error`` when every check is an
     ``error``, ``passed`` when every check passed on evidence the verifier model did not write
     (:func:`verifiers._types.decided_pass`), else ``unverified``: checks were attempted and none

@@ -1,4 +1,4 @@
-"""Prometheus metrics of verification (docs/metrics.md; DESIGN.md "Shared vocabulary" for the names).
+"""Prometheus metrics of verification (docs/metrics.md; docs/design.md "Shared vocabulary" for the names).
 
 Every metric below but the few marked "request-wide" carries ``model``, ``team`` and
 ``policy`` (the policy's name: ``observe`` traffic, verified in the background after the
@@ -112,7 +112,7 @@ REVIEW_OPEN = Gauge("veracity_review_open",
                     "read from the store at each scrape, so every replica reports the same shared queue.",
                     ["model", "team"], multiprocess_mode="mostrecent")
 
-#: ``status`` label values (the report vocabulary, DESIGN.md); anything else counts as ``other``.
+#: ``status`` label values (docs/design.md "report"); anything else counts as ``other``.
 STATUSES = frozenset({"passed", "unverified", "corrected", "failed", "skipped", "error"})
 
 

@@ -1,6 +1,6 @@
 """What happens to one verified request between auth and response, one module per step.
 
-The sequence reads top to bottom in :mod:`proxy.pipeline.sequence` (DESIGN.md "The path of one
+The sequence reads top to bottom in :mod:`proxy.pipeline.sequence` (docs/design.md "The path of one
 request"); the steps:
 
 - :mod:`~proxy.pipeline.plan`: the request context, policy, budgets, the verifier model, the

@@ -12,7 +12,7 @@ holds the pieces that are about the *shape* of a multi-choice response and repor
   others are returned; every ``index`` stays present because OpenAI clients expect ``n``
   choices.
 
-Vocabulary as in DESIGN.md ("report", "check", "correction round"); the report format is in
+Vocabulary as in docs/design.md "report", "check", "correction round"; the report format is in
 docs/report.md (the ``choices`` entry).
 """
 

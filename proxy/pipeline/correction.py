@@ -356,7 +356,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         history.extend(walked)
         undecided = _undecided_of_failed_kind(rep, failed_kinds)
         # a pass on the verifier model's word alone (a plan's step whose inputs or assertions it
-        # wrote), of any kind: it may not make the new draft `corrected` (DESIGN.md "Asymmetric
+        # wrote), of any kind: it may not make the new draft `corrected` (docs/design.md "Asymmetric
         # trust": the model can fail an answer, never pass it -- nor pass its correction)
         undecided += [c for c in rep.checks if c.outcome == "pass" and c not in undecided
                       and not decided_pass(c, trust_model_passes=rep.trust_model_passes)]
@@ -371,7 +371,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
                 decided_pass(c, trust_model_passes=rep.trust_model_passes) for c in checks))):
             # nothing failed any more, but the new draft (verified in full, not only the claims
             # that failed) has no decided pass, or leaves undecided a claim of a kind that failed:
-            # it is returned, yet `corrected` would claim it was verified right (DESIGN.md
+            # it is returned, yet `corrected` would claim it was verified right (docs/design.md
             # "report": `passed` and `corrected` mean everything found was decided). So is a new
             # draft with no check at all (the claim rewritten in a form no verifier reads, kept by
             # the divergence rule) unless it states the value the tool computed for each failed

@@ -4,7 +4,7 @@
 resolves the policy (the key's; ``x-veracity-policy`` when the key allows it; the request's
 ``veracity`` object within the policy's ``overridable``), checks the daily budgets, binds the
 verifier model and returns the :class:`Plan` every later step reads. :func:`inject_sentinel`
-is step 2 (DESIGN.md "The path of one request"); :func:`counting` is the upstream call of the
+is step 2 (docs/design.md "The path of one request"); :func:`counting` is the upstream call of the
 extra rounds (sentinel, correction), counting their tokens for the daily cost budget.
 :class:`PipelineResult` / :class:`StreamResult` are what the sequence returns to the app.
 """

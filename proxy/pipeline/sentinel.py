@@ -18,7 +18,7 @@ Modes (policy ``sentinel.mode``): ``offered`` — tool + rule injected, calls in
 ``forced`` — as offered, and when the model answered without calling the tool, one extra call
 forces ``verify_result`` on the draft; if ready, the draft is returned as is (no third call).
 
-Exhaustion (DESIGN.md "Asymmetric trust"; the design's step limit and its message
+Exhaustion (docs/design.md "Asymmetric trust"; the design's step limit and its message
 "[验证未通过但已耗尽步数]"). The design's rule that no tool is called more than twice in a row
 is stated in :data:`RULE` and enforced for the gateway's own tool: a turn that would be the third
 consecutive ``verify_result`` call (or any call beyond ``max_rounds``) is not executed, and after

@@ -7,7 +7,7 @@ result back into HTTP (status, headers ``x-veracity-status`` / ``x-veracity-over
 ``x-request-id``, metrics, the request log line). This module is the sequence only, a list of
 calls; each step lives in its own module (see :mod:`proxy.pipeline`).
 
-The sequence (DESIGN.md "The path of one request"), in :func:`chat_completion`:
+The sequence (docs/design.md "The path of one request"), in :func:`chat_completion`:
 
 1. ``plan`` (:func:`proxy.pipeline.plan.make_plan`): resolve the policy (the key's;
    ``x-veracity-policy`` when the key allows it; the request's ``veracity`` object within the

@@ -1,7 +1,7 @@
 """Checkable units of an answer that is still being written (the ``verified`` stream mode).
 
 A streamed answer is relayed unit by unit (:mod:`proxy.pipeline.verified_stream`): a unit is
-the smallest piece of text a verifier can decide on its own -- DESIGN.md "coverage" names them:
+the smallest piece of text a verifier can decide on its own -- docs/design.md "coverage" names them:
 sentences, equations, code blocks, references. :class:`UnitSplitter` is fed the content deltas
 as they arrive (cut anywhere: ``7,006,`` + ``552``, a code fence in two pieces) and returns each
 unit once it is complete; only the unit being written stays inside.

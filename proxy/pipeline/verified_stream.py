@@ -1,6 +1,6 @@
 """The ``verified`` stream mode: relay what passed, hold only the unit being checked, never relay
-a failed claim, splice the correction into the same stream (DESIGN.md "Things that are easy to
-get wrong": streams are verified as they flow).
+a failed claim, splice the correction into the same stream (docs/design.md "Streams are verified
+as they flow").
 
 For each choice (``n > 1``: each ``index`` on its own) the content deltas go through a
 :class:`proxy.pipeline.units.UnitSplitter`; each complete unit (a sentence, a list line or
@@ -858,7 +858,7 @@ class _VerifiedStream:
             state = "MAX_RETRY_EXCEEDED" if lane.rounds else "VERIFICATION_FAILED"
         else:
             # undecided: a claim of the kind that failed, or a pass of any kind on the verifier
-            # model's word alone (DESIGN.md "Asymmetric trust": it never makes an answer corrected)
+            # model's word alone (docs/design.md "Asymmetric trust": it never makes an answer corrected)
             undecided = [c for c in rep.checks if (c.verifier in lane.failed_kinds or c.outcome == "pass")
                          and c.outcome != "fail" and not decided_pass(c, trust_model_passes=rep.trust_model_passes)]
             fixed = [c for c in rep.checks if c.verifier in lane.failed_kinds

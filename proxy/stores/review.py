@@ -1,6 +1,6 @@
 """The human review queue: answers the gateway could not settle, handed to people.
 
-DESIGN.md "review": an answer handed to people (queue, API, CLI); a resolved review is a
+docs/design.md "review": an answer handed to people (queue, API, CLI); a resolved review is a
 labelled case (design §6.2 human feedback loop, §4.2 "marked as not automatically correctable,
 needs human intervention").
 

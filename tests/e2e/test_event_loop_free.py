@@ -1,4 +1,4 @@
-"""The gateway's event loop stays free while a search backend answers something huge (DESIGN.md,
+"""The gateway's event loop stays free while a search backend answers something huge (docs/design.md
 "No CPU-heavy work on the event loop"): the real gateway (``veracity serve`` subprocess), the
 scripted mock upstream, and a scripted SearXNG on 127.0.0.1 answering a 7 MB result (under the
 8 MB body cap), 50,000 nested tags, the same 7 MB gzip-compressed, or a gzip bomb.

@@ -177,8 +177,9 @@ def test_model_judges_what_the_rules_cannot_and_quotes_the_document(env):
     # the model's resolved claim: its "supported" stands because the rules find every element of
     # the claim in the quoted passage (Marie Dubois, chief executive; "Its" the subject named
     # before). The answer's own sentence adds an attribution and a word the quote lacks
-    # ("according to the report", "boss"): the model's "supported" cannot pass it (DESIGN: a
-    # verifier model may raise doubt, never grant a pass), so it stays unknown, said in the note.
+    # ("according to the report", "boss"): the model's "supported" cannot pass it (docs/design.md
+    # "Asymmetric trust": a verifier model may raise doubt, never grant a pass), so it stays
+    # unknown, said in the note.
     assert [c["outcome"] for c in fc] == ["unknown", "pass"], rep
     assert fc[0]["claim"] == PARAPHRASE and fc[1]["basis"] == "passage"
     assert rep["status"] == "unverified"

@@ -2,7 +2,7 @@
 Veracity (``veracity serve``) -> the scripted mock upstream, which plays both the client's model
 and an obedient verifier model (answers by JSON schema name: ``ClaimList``, ``VerdictAnswer``).
 
-DESIGN.md "Asymmetric trust": a passage that repeats a claim to deny it fails the claim; a claim
+docs/design.md "Asymmetric trust": a passage that repeats a claim to deny it fails the claim; a claim
 list from the verifier model never removes a sentence the rules check; a ``supported`` verdict
 quoting a denial never passes; under grounding a sentence whose names and numbers no document
 holds fails. None of these answers may come back ``passed`` or ``corrected``.

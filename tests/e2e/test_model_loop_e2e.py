@@ -224,7 +224,7 @@ def test_model_plan_executed_with_the_tool_and_passes(env):
     assert resp.choices[0].message.content == PLAN_DRAFT
     pc = planner_checks(rep)
     assert [c["outcome"] for c in pc] == ["pass"], rep
-    # the model wrote the expression: its pass is not a verification (DESIGN.md "Asymmetric trust")
+    # the model wrote the expression: its pass is not a verification (docs/design.md "Asymmetric trust")
     assert pc[0]["basis"] == "model" and rep["status"] == "unverified"
     assert pc[0]["evidence"]["tool"] == "calculate" and pc[0]["evidence"]["input"] == {"expression": "120 / 1.5"}
     assert "80" in json.dumps(pc[0]["expected"]) and "80" in json.dumps(pc[0]["found"])
@@ -239,7 +239,7 @@ def test_model_plan_catches_a_wrong_value_and_the_correction_is_verified_again(e
     resp, rep = ask(env, "plans", "[case:plan-fail] How fast is the train on average?")
     assert resp.choices[0].message.content == PLAN_DRAFT
     # the model's step (its own expression 120 / 1.5) may fail the first draft and drive the
-    # re-ask, but its pass on the new draft is the model's word alone (DESIGN.md "Asymmetric
+    # re-ask, but its pass on the new draft is the model's word alone (docs/design.md "Asymmetric
     # trust"): the corrected draft is returned as `unverified`, never `corrected`
     assert rep["status"] == "unverified", rep
     assert [(c["outcome"], c["basis"]) for c in planner_checks(rep)] == [("pass", "model")]
@@ -314,7 +314,8 @@ def test_data_cleaning_case_model_builds_a_harness_with_constructed_data(env):
     resp, rep = ask(env, "plans-unexplained", PANDAS_Q)
     # the failing draft is corrected, but the corrected code's own checks are all `unknown` (a
     # run_python harness is never a pass: it reports from inside the checked process): the
-    # answer is `unverified`, not `corrected` (DESIGN.md), with what was wrong still listed
+    # answer is `unverified`, not `corrected` (docs/design.md "Asymmetric trust"), with what was
+    # wrong still listed
     assert rep["status"] == "unverified", rep
     assert rep["correction"]["stop_reason"] == "unverified" and rep["corrected_checks"]
     assert not [c for c in rep["checks"] if c["outcome"] in ("pass", "fail")]

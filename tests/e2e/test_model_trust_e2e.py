@@ -1,4 +1,4 @@
-"""Asymmetric trust through the gateway (DESIGN.md "Asymmetric trust"): a verifier model that
+"""Asymmetric trust through the gateway (docs/design.md "Asymmetric trust"): a verifier model that
 obeys whatever it reads writes plans whose passes must never make an answer ``passed`` or
 ``corrected``; a step it wrote can fail an answer; a rule check is never replaced by a plan.
 

@@ -186,7 +186,7 @@ def test_pandas_and_bug_caught_by_code_check_and_fixed(env):
     headers, resp, rep = ask(env, "correct", PANDAS_Q)
     assert " & " in resp.choices[0].message.content  # the re-asked, fixed code is returned
     # ... but it only ran: nothing about its behaviour was compared, so the fix is not verified
-    # (DESIGN.md "Asymmetric trust": a run is not a behaviour check) -- unverified, not corrected
+    # (docs/design.md "Asymmetric trust": a run is not a behaviour check) -- unverified, not corrected
     assert rep["status"] == "unverified" == headers["x-veracity-status"], rep
     assert rep["correction"]["stop_reason"] == "unverified"
     assert [c["outcome"] for c in rep["checks"] if c["verifier"] == "code"] == ["unknown"]

@@ -1,5 +1,5 @@
 """End to end (real ``openai`` SDK -> ``veracity serve`` -> scripted upstream and scripted,
-*offline* bibliographic APIs): ``passed`` means something was verified (DESIGN.md), and an
+*offline* bibliographic APIs): ``passed`` means something was verified (docs/design.md "report"), and an
 answer longer than what the verifiers read says so (nothing is silently unverified).
 
 Every bibliographic source (Crossref, OpenAlex, arXiv, Semantic Scholar, DBLP) and Wikipedia

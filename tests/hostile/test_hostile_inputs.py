@@ -1149,7 +1149,7 @@ def test_openai_sdk_with_the_bare_host_as_base_url(gw: Any) -> None:
 
 
 # ------------------------------------------------------------------------------ verdict forging
-# A verdict rests on what the checked code cannot write (DESIGN.md). Before the fix, the
+# docs/design.md "A verdict rests on what the checked content cannot write". Before the fix, the
 # checked code ran in the same interpreter as the harness that judged it, so a
 # prelude could rewrite the harness's comparison/reporting, its builtins or stdout, or print
 # the harness's own result lines (its nonce sat in /proc/self/cmdline) -- and a wrong answer
@@ -1339,7 +1339,7 @@ def test_the_checked_process_is_not_dumpable(forge_box: Any) -> None:
     t.join(60)
     assert owners and set(owners.values()) == {0}, owners
     # the run ended normally and was trusted; with nothing about its behaviour compared a clean
-    # run is `unknown`, not `pass` (DESIGN.md "Asymmetric trust": a run is not a behaviour check)
+    # run is `unknown`, not `pass` (docs/design.md "Asymmetric trust": a run is not a behaviour check)
     assert [(c.outcome, c.note) for c in out[0]] == [("unknown", "ran without errors; nothing about its behaviour "
                                                                  "was compared")]
 
@@ -1394,8 +1394,8 @@ def test_forged_verdicts_through_the_chat_route(code_gw: Any, http: httpx.Client
 
 
 def test_abandoned_requests_release_their_sandboxes(code_gw: Any, http: httpx.Client) -> None:
-    """When the client leaves, the run is killed (DESIGN.md): clients that leave while their
-    code sleeps (`time.sleep(10**6)`, more of
+    """When the client leaves, the run is killed (docs/design.md "Untrusted code runs only in a
+    sandbox"): clients that leave while their code sleeps (`time.sleep(10**6)`, more of
     them than there are sandbox slots) take their sandbox runs with them: no sandbox process
     remains (process table, container list) and the next request gets a slot at once instead
     of after the 120 s wall limit."""

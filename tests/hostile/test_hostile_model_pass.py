@@ -1,4 +1,4 @@
-"""A verifier model that obeys the checked text may raise doubt but never grant a pass (DESIGN.md
+"""A verifier model that obeys the checked text may raise doubt but never grant a pass (docs/design.md
 "Asymmetric trust"), on every path where a model's word feeds a verdict.
 
 The verifier model here is the realistic worst case: it answers whatever the text under check

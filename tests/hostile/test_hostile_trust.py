@@ -1,4 +1,4 @@
-"""A second adversary against the verdict (DESIGN.md "Asymmetric trust", "false alarms cost more
+"""A second adversary against the verdict (docs/design.md "Asymmetric trust", "False alarms cost more
 than misses"): inputs not covered by ``test_hostile_verdicts`` / ``test_hostile_inputs``, each a
 fault found once and kept.
 

@@ -456,8 +456,8 @@ def test_an_endless_sse_event_is_refused_after_max_event_bytes(client: openai.Op
 
 
 def test_a_header_echoing_the_upstream_key_is_never_relayed(gw: Any, log_start: int) -> None:
-    """Secrets never leave (DESIGN.md): pass-through routes relayed every upstream header verbatim (the chat
-    route relays a few, ``openai-*`` among them): values are now scrubbed of the key."""
+    """docs/design.md "Secrets never leave": pass-through routes relayed every upstream header
+    verbatim (the chat route relays a few, ``openai-*`` among them): values are now scrubbed of the key."""
     import httpx
 
     r = httpx.post(gw.base_url + "/embeddings", json={"model": "echo-key-header", "input": "x"},
@@ -475,8 +475,8 @@ def test_a_header_echoing_the_upstream_key_is_never_relayed(gw: Any, log_start: 
 
 @pytest.mark.parametrize("route", ["chat", "embeddings", "stream"])
 def test_an_error_body_with_the_key_in_any_usual_encoding_is_scrubbed(client: openai.OpenAI, route: str) -> None:
-    """Secrets never leave (DESIGN.md): a 500 carrying the key URL-encoded (``sk%2D...``, every byte
-    encoded, doubly encoded) or JSON-escaped (``sk\\u002d...``) was relayed as sent."""
+    """docs/design.md "Secrets never leave": a 500 carrying the key URL-encoded (``sk%2D...``,
+    every byte encoded, doubly encoded) or JSON-escaped (``sk\\u002d...``) was relayed as sent."""
     with pytest.raises(openai.APIStatusError) as info:
         if route == "embeddings":
             client.embeddings.create(model="key-in-500", input="x")
@@ -801,8 +801,8 @@ def test_the_same_answers_to_a_stream_request(client: openai.OpenAI, gw: Any, lo
 
 
 def test_the_audit_row_is_masked_as_the_log_line_is(raw: RawUpstream, gateway_factory: Any, tmp_path: Any) -> None:
-    """Secrets never leave (DESIGN.md): with audit text on, an answer repeating the upstream key was stored
-    unmasked in the SQLite audit row while the log line (``log_content``) showed
+    """docs/design.md "Secrets never leave": with audit text on, an answer repeating the upstream
+    key was stored unmasked in the SQLite audit row while the log line (``log_content``) showed
     ``[REDACTED]``. Logs, audit and review records now go through one redaction path."""
     import sqlite3
 

@@ -1,4 +1,4 @@
-"""An adversary against the verdict (DESIGN.md "Asymmetric trust", "false alarms cost more than
+"""An adversary against the verdict (docs/design.md "Asymmetric trust", "False alarms cost more than
 misses"): a wrong answer must never come back ``passed`` or ``corrected``, a right one never
 ``failed`` nor rewritten, and no status may claim coverage it does not have.
 

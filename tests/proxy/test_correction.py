@@ -226,7 +226,8 @@ async def test_corrected_answer_keeps_the_sources_its_citations_refer_to():
     res = await correct(body, completion("Acme's revenue in 2023 was $5.1 million."), complete=up,
                         verify=verify_facts)
     # the new draft is returned, but its only check is `unknown`: nothing verified it right, so
-    # the answer is `unverified`, not `corrected` (DESIGN.md); what was wrong stays listed
+    # the answer is `unverified`, not `corrected` (docs/design.md "Asymmetric trust"); what was
+    # wrong stays listed
     assert res.report.status == "unverified", res.report
     assert res.stop_reason == "unverified" and res.report.extra["corrected_checks"]
     assert res.completion["choices"][0]["message"]["content"] == fixed

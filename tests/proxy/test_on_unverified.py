@@ -1,4 +1,4 @@
-"""The ``on_unverified: annotate | block`` policy action (DESIGN.md): schema, validation in
+"""The ``on_unverified: annotate | block`` policy action (docs/design.md "report"): schema, validation in
 ``veracity policy check`` and ``veracity config check``, which statuses a policy blocks, the
 blocked response for one and several choices, and the shipped ``research`` policy."""
 

@@ -1,7 +1,7 @@
 """The stated public surface (``__all__``) of ``proxy``, ``verifiers`` and each of their
 subpackages, kept as httpx keeps its own (tests/test_exported_members.py there): every package
 states one; every name in it exists and is documented; ``proxy`` uses ``verifiers`` only through
-it (DESIGN.md "Folders": the gateway binds the library, through the library's public names).
+it (docs/design.md "Folders": the gateway binds the library, through the library's public names).
 
 "Documented": a module, class or function has its own docstring; any other value (a constant)
 has a ``#:`` comment on the line above its assignment in its package, or is named in the

@@ -26,7 +26,7 @@ def registered() -> Iterator[None]:
 
 
 def _encodings(key: str) -> list[str]:
-    """The key as an upstream or a model may echo it (DESIGN.md: secrets never leave)."""
+    """The key as an upstream or a model may echo it (docs/design.md "Secrets never leave")."""
     every = "".join(f"%{ord(c):02x}" for c in key)
     return [
         key,

@@ -1,12 +1,12 @@
 """Differential tests of the arithmetic verifier against independent oracles (hypothesis,
 fixed seed, bounded; the long run is ``bench/arithmetic_oracle_bench.py``).
 
-Design: "Test a verifier against an independent oracle (generated inputs in every notation,
-exact evaluation of what was generated), never against its own parser." Expression trees are
-generated (``tests/arith_oracle_gen.py``), rendered in each notation inside prose, display
-math, a table or a code comment, with the right value (correctly rounded) or a wrong one
-(at least two units of the last stated place off; the tolerance is half a unit). The oracle
-evaluates the *tree* with ``fractions.Fraction``. Invariants:
+docs/design.md "Test against an independent oracle": "Test a verifier against an independent
+oracle (generated inputs in every notation, exact evaluation of what was generated), never against
+its own parser." Expression trees are generated (``tests/arith_oracle_gen.py``), rendered in each
+notation inside prose, display math, a table or a code comment, with the right value (correctly
+rounded) or a wrong one (at least two units of the last stated place off; the tolerance is half a
+unit). The oracle evaluates the *tree* with ``fractions.Fraction``. Invariants:
 
 * a right statement is never ``fail``;
 * a wrong statement is never ``pass``;

@@ -1,6 +1,8 @@
 """Python's ``**`` and ``^`` in claims: a right code-like statement is never failed.
 
-DESIGN.md records the loop "correcting" a right ``**`` answer into a wrong one. The class kept
+The correction loop once "corrected" a right ``**`` answer into a wrong one (the ``**`` read as
+Markdown bold, ``verifiers/arithmetic/_confirm.py``; docs/design.md "False alarms cost more than
+misses"). The class kept
 here: Python-written powers (``2**10 = 1024``, ``-2**2 = -4``, ``(-2)**2 = 4``, ``2 ** 3 ** 2 =
 512``, any spacing, in inline code, after "In Python", inside Markdown bold) and "^" where
 Python means XOR ("In Python, 2 ^ 10 = 8"): right statements never ``fail``, wrong ones never

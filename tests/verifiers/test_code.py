@@ -391,7 +391,7 @@ def test_spinning_example_is_stopped_by_its_cpu_budget_and_the_others_still_run(
     assert spin and spin[0].outcome == "unknown", checks
 
 
-# --- a run is not a behaviour check (DESIGN.md "Asymmetric trust") -------------------------------
+# --- a run is not a behaviour check (docs/design.md "Asymmetric trust") -------------------------------
 
 ADD_BUGGY = "def add(a, b):\n    return a - b"
 

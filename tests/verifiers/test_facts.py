@@ -157,7 +157,7 @@ HUGER_DOC = ("Colonel Dr. Francis Kinloch Huger (September 17, 1773 - February 1
 
 async def test_a_name_the_passage_only_mentions_is_not_passed_as_the_answer():
     # a bare phrase given as the answer is judged with the question as its subject: a passage
-    # that names it does not state that it answers the question (DESIGN.md "Asymmetric trust")
+    # that names it does not state that it answers the question (docs/design.md "Asymmetric trust")
     backends = [ContextBackend([{"role": "system", "content": HUGER_DOC}, {"role": "user", "content": HUGER_Q}])]
     for answer in ("Francis Kinloch Huger", "Francis Kinloch Huger.", "The Huger family."):
         out = await acheck(answer, HUGER_Q, backends=backends)

@@ -1,4 +1,4 @@
-"""What a facts verdict may rest on (DESIGN.md "Asymmetric trust"): polarity of passages, grounding
+"""What a facts verdict may rest on (docs/design.md "Asymmetric trust"): polarity of passages, grounding
 of every sentence, and a verifier model that may add doubt but never narrow or grant a pass.
 
 No network: documents go through ``ContextBackend``; the verifier model is a ``ScriptedModel``

@@ -1,4 +1,4 @@
-"""Property: whatever the verifier model answers, it cannot make an answer ``passed`` (DESIGN.md
+"""Property: whatever the verifier model answers, it cannot make an answer ``passed`` (docs/design.md
 "Asymmetric trust").
 
 A scripted verifier model answers every request with generated JSON -- plans with any tool,

@@ -380,7 +380,8 @@ def test_run_python_correct_filter_passes_and_foreign_code_is_rejected(pandas_bo
     tools = planner.Toolbox(sandbox=pandas_box)
     out = check(good, DATA_Q, model=scripted(plan(step)), use_model=True, tools=tools, deadline_s=60)
     # the right filter runs and its assertion holds, judged in the gateway on a run the checked
-    # code could not have written (DESIGN.md: a verdict rests on what the checked code cannot write): a pass
+    # code could not have written (docs/design.md "A verdict rests on what the checked content cannot write"):
+    # a pass
     assert outcomes(out) == ["pass"] and "assertion(s) hold" in out.checks[0].note
     # the planner may not swap in its own (fixed) code for the draft's
     out = check(DATA_DRAFT, DATA_Q, model=scripted(plan({**step, "claim": "df = pd.read_csv(\"data.csv\")"})),
@@ -409,8 +410,8 @@ def test_run_python_harness_cannot_patch_the_code_into_passing(pandas_box, setup
 @pytest.mark.parametrize("line", ["import os; os._exit(0)", "import sys; sys.exit(0)",
                                   "import sys; f = sys._getframe()"])
 def test_run_python_code_that_ends_early_or_reaches_the_harness_is_never_a_pass(box, line):
-    """A verdict rests on what the checked code cannot write (DESIGN.md): the draft's code ends
-    the run before the assertions (which would fail) or
+    """docs/design.md "A verdict rests on what the checked content cannot write": the draft's
+    code ends the run before the assertions (which would fail) or
     reaches for the harness: unknown, not the pass a forged report would give."""
     draft = f"```python\nx = 1\n{line}\n```"
     step = {"tool": "run_python", "claim": line, "input": {"setup": "x = 1", "code": line, "assertions": ["x == 2"]}}
@@ -495,7 +496,9 @@ def test_the_prompts_run_python_example_obeys_the_guard(pandas_box):
 
     q, d, p = _EXAMPLES[1]
     out = check(d, q, model=scripted(p), use_model=True, tools=planner.Toolbox(sandbox=pandas_box), deadline_s=60)
-    assert outcomes(out) == ["pass"]             # the right code, judged outside the sandbox (DESIGN.md)
+    # the right code, judged outside the sandbox (docs/design.md "A verdict rests on what the
+    # checked content cannot write")
+    assert outcomes(out) == ["pass"]
     assert [e["status"] for e in out.plan["executed"]] == ["checked"]
 
 
@@ -531,7 +534,7 @@ def test_offline_planner_without_a_model_says_so_instead_of_skipping():
     assert tpl.extra.get("plan_source") == "template" and tpl.status == "failed"
 
 
-# --- what each check rests on (DESIGN.md "Asymmetric trust") -------------------------------------
+# --- what each check rests on (docs/design.md "Asymmetric trust") -------------------------------------
 
 DISCOUNT_Q = "A $60 item has a 15% discount. What is the price?"
 

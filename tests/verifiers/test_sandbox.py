@@ -565,8 +565,8 @@ def _wait_for_procs(token: str, n: int, timeout: float = GRACE_S) -> list[int]:
 
 
 def test_cancelled_arun_kills_the_sandbox_and_frees_its_slot(box):
-    """When the client leaves, the run is killed (DESIGN.md): abandoned runs (the caller's task
-    cancelled: client gone, deadline) are
+    """When the client leaves, the run is killed (docs/design.md "Untrusted code runs only in a
+    sandbox"): abandoned runs (the caller's task cancelled: client gone, deadline) are
     killed at once -- no process of theirs remains, no container either -- and their slots
     go to the next run instead of being held to the 120 s wall limit."""
     cap = sandbox.max_concurrency()

@@ -1,4 +1,4 @@
-"""World claims no enabled verifier checks keep an answer from `passed` (DESIGN.md "report":
+"""World claims no enabled verifier checks keep an answer from `passed` (docs/design.md "report":
 `passed` means every check-worthy unit found was decided; verifiers/facts/_unchecked.py)."""
 
 from __future__ import annotations

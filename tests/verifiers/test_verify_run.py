@@ -81,7 +81,7 @@ def test_status_of():
     assert status_of([Check("a", "", "error")]) == "error"
     assert status_of([Check("a", "", "error"), Check("b", "", "unknown")]) == "unverified"
     assert status_of([Check("a", "", "unknown")]) == "unverified"
-    # a pass beside an undecided unit is not `passed` (DESIGN.md "report")
+    # a pass beside an undecided unit is not `passed` (docs/design.md "report")
     assert status_of([Check("a", "", "pass"), Check("b", "", "unknown")]) == "unverified"
     assert status_of([Check("a", "", "pass"), Check("b", "", "pass")]) == "passed"
     assert status_of([Check("a", "", "pass"), Check("b", "", "fail")]) == "failed"

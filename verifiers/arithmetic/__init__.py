@@ -293,10 +293,10 @@ def _other_grouping(checks: list[Check]) -> None:
     is ``unknown`` (not ``fail``) when that reading holds: an implicit product after a division
     ("6/2(1+2) = 1": many textbooks, physics journals and calculators bind the juxtaposed product
     first, 6/(2(1+2)); Python and this parser read (6/2)(1+2)) and a chain of carets ("2^3^2 = 64":
-    Excel and MATLAB group to the left, mathematics to the right). False alarms cost more than
-    misses (DESIGN.md); the claim is ambiguous as written. At most :data:`_MAX_REREADS` claims are
-    re-read; one past them, or whose re-reading ran out of work budget, is ``unknown`` unread
-    (:func:`_not_reread`)."""
+    Excel and MATLAB group to the left, mathematics to the right); the claim is ambiguous as
+    written (docs/design.md "False alarms cost more than misses"). At most :data:`_MAX_REREADS`
+    claims are re-read; one past them, or whose re-reading ran out of work budget, is
+    ``unknown`` unread (:func:`_not_reread`)."""
     todo = []
     for c in checks:
         if c.outcome == "fail" and c.claim and (_DIV_JUXTAPOSED.search(c.claim) or _CARET_CHAIN.search(c.claim)):
@@ -340,8 +340,8 @@ def _bitwise_xor(checks: list[Check]) -> None:
     """A failed claim with "^" between whole numbers (:data:`_XOR_CLAIM`) that holds read as
     Python's bitwise XOR ("In Python, 2 ^ 10 = 8") is ``unknown``, not ``fail``: Python, C, Java
     and JavaScript write "^" for XOR (Python language reference, "Binary bitwise operations"),
-    mathematics for a power, and the claim is true in one of them (false alarms cost more than
-    misses, DESIGN.md). The reading is Python's own grammar (``ast``, the tree walked by
+    mathematics for a power, and the claim is true in one of them (docs/design.md "False alarms
+    cost more than misses"). The reading is Python's own grammar (``ast``, the tree walked by
     :func:`_python_int`; ``/`` is not whole-number and is not read). Mutates ``checks``."""
     for c in checks:
         if c.outcome != "fail" or "^" not in (c.claim or ""):
@@ -398,8 +398,8 @@ _REREAD_UNITS = 250_000
 def _reread(todo: list[tuple[Check, str, str]], key: str) -> None:
     """Check the second reading of each failed claim in ``todo`` (``(check, reading, note when it
     holds)``): where the reading does not fail, the check becomes ``unknown`` with evidence
-    ``key`` -- its failure stands only where both readings fail (false alarms cost more than
-    misses, DESIGN.md). At most :data:`_MAX_REREADS` readings, all within :data:`_REREAD_UNITS`
+    ``key`` -- its failure stands only where both readings fail (docs/design.md "False alarms
+    cost more than misses"). At most :data:`_MAX_REREADS` readings, all within :data:`_REREAD_UNITS`
     units of work; the rest are ``unknown`` unread (:func:`_not_reread`). Mutates the checks in
     place."""
     work = Work(_REREAD_UNITS)
@@ -515,8 +515,8 @@ def _other_locale(text: str, checks: list[Check]) -> None:
     decides nothing here (``normalize`` keeps one group without decimals English, so
     ``1.500`` was 1.5 and a right German sum was failed and re-asked); a claim that itself writes
     a number only English writes ("36,791 × 10 = 367.91") has no other locale's reading, and its
-    failure stands; false alarms cost more
-    than misses (DESIGN.md), and an English claim that is wrong only by that coincidence is
+    failure stands; false alarms cost more than misses (docs/design.md "False alarms cost more
+    than misses"), and an English claim that is wrong only by that coincidence is
     rare. Not where the rest of the answer writes quantities only English writes (:data:`_ENGLISH`:
     "$2.50", "1,234.5") and neither a quantity only the other locales write nor prose in one of
     their languages; a number that names something (a version, section, standard, date or clock
@@ -578,7 +578,7 @@ def _unread_statements(text: str, checks: list[Check]) -> list[Check]:
     alone (:data:`_STATEMENT`: "(2) 3 = 7", "2,5 + 1 = 3,5", "40-64=24", "8/24=3 trips") that
     no check of the answer covers: the claim finder stood down on it (a list label or a factor,
     a decimal comma or a list, a range, prose before it), and a report that leaves it out claims
-    a coverage it does not have (DESIGN.md "report": ``passed`` only when every check-worthy
+    a coverage it does not have (docs/design.md "report": ``passed`` only when every check-worthy
     unit was decided). Never ``fail``: the verifier could not tell what the statement computes.
     Not in code, calculator notes (checked on their own), nor where the statement is the tail of
     a longer formula (:data:`_STATEMENT_CUT`) or a formula goes on after it."""
@@ -606,7 +606,7 @@ def _unchecked_results(text: str, question: str | None, checks: list[Check]) -> 
     arithmetic claim checked in the answer (nor in the question): "17 x 23 = 391. So the answer
     is 401." has one equation to recompute, and a result nothing computed. Without this check
     such an answer was ``passed`` (coverage 1/1) on the one equation while its result -- what
-    the reader takes away -- was never checked (DESIGN.md "report": ``passed`` only when every
+    the reader takes away -- was never checked (docs/design.md "report": ``passed`` only when every
     check-worthy unit was decided). Only where the answer has a checked equation (otherwise the
     answer is no calculation to verify); never a ``fail`` (the result may come from a step
     written in words)."""

@@ -1,6 +1,6 @@
 """A second, independent evaluation of an expression before its claim is failed.
 
-Design ("Things that are easy to get wrong"): *confirm a failure that drives a correction with
+docs/design.md "False alarms cost more than misses": *confirm a failure that drives a correction with
 a second, independent evaluation*; design 000 §6.2: cross-check the tools, stay sceptical of
 tool output. A ``fail`` drives a re-ask that rewrites the answer, so a misreading of the
 notation (the ``**`` dropped as markdown bold once turned a right compound-interest line into

@@ -5,7 +5,7 @@ author-year citations are not checked on their own) all enabled sources are quer
 parallel — by DOI, by arXiv ID and by title — with early exit as soon as one candidate
 VERIFIES the claim, all inside one deadline per answer (``Sources.deadline``, default 3 s).
 
-Outcome mapping (DESIGN.md vocabulary):
+Outcome mapping (docs/design.md "citation status"):
 
 =====================  ==========================================================================
 citation status        outcome

@@ -35,12 +35,12 @@ Claims and tiers (docs/code.md):
   credentials or an uninstalled package is ``unknown``, never ``fail``; so are timeouts and
   outputs of code that uses randomness or the clock.
 
-What a tier-3 ``pass`` rests on (DESIGN.md: a verdict rests on what the checked code cannot
-write): comparisons happen here, in the gateway, on the
-bytes the sandbox captured; the harness in the sandbox only frames the run, on a channel the
-answer's code cannot learn to write; a run where the code tried to reach the harness, ended
-itself early or did not end normally can show failures but no pass (``evidence["untrusted"]``
-says why). The full design is the docstring of :mod:`verifiers.code._harness`.
+What a tier-3 ``pass`` rests on (docs/design.md "A verdict rests on what the checked content
+cannot write"): comparisons happen here, in the gateway, on the bytes the sandbox captured; the
+harness in the sandbox only frames the run, on a channel the answer's code cannot learn to write;
+a run where the code tried to reach the harness, ended itself early or did not end normally can
+show failures but no pass (``evidence["untrusted"]`` says why). The full design is the docstring
+of :mod:`verifiers.code._harness`.
 
 Each check's ``evidence`` carries ``tier``, ``block`` (1-based), ``line`` (the line in the whole
 answer), ``block_line`` (the line inside the block, 1-based, where a finding has one; notes say

@@ -4,7 +4,7 @@ The harness (:mod:`verifiers.code._harness`) only frames the run; every comparis
 here, on text the sandbox backend captured (the answer's own prints) and on the ``repr`` text
 of a statement's value. Values are rebuilt from that text with :func:`ast.literal_eval` (plus
 the reprs of numpy scalars/arrays, ``Fraction`` and ``Decimal``), so the answer's ``__eq__``
-never decides a comparison (DESIGN.md: a verdict rests on what the checked code cannot write).
+never decides a comparison (docs/design.md "A verdict rests on what the checked content cannot write").
 
 Rules (unchanged from the in-sandbox comparison they replace): doctest's ``OutputChecker``
 with ``ELLIPSIS | NORMALIZE_WHITESPACE``; literals compared leniently (numbers with

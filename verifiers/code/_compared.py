@@ -1,4 +1,4 @@
-"""When a block's clean run counts as a behaviour check (DESIGN.md "Asymmetric trust": code
+"""When a block's clean run counts as a behaviour check (docs/design.md "Asymmetric trust": code
 that merely runs is not verified): its own non-vacuous ``assert`` statements that surely run,
 its own examples or stated outputs, the question's examples or input/output pairs, a later
 compared block that uses what it binds; and which of its functions nothing compared reaches.
@@ -25,7 +25,7 @@ def _vacuous(test: ast.expr) -> bool:
     an expression with itself (``f(x) == f(x)``), a check of presence or type only (``x is not
     None``, ``isinstance(x, int)``, ``callable(f)``), a tuple or list (``assert (x == 6, "msg")``
     is always true), a conditional expression with such a branch. Such an assert held is evidence that the
-    code runs, not that it is right (DESIGN.md "Asymmetric trust": a run is not a behaviour
+    code runs, not that it is right (docs/design.md "Asymmetric trust": a run is not a behaviour
     check); the checked draft cannot write its own pass with one."""
     if not any(isinstance(n, ast.Name) for n in ast.walk(test)):
         return True
@@ -154,7 +154,7 @@ def _behaviour_compared(p: _Plan, b: Block) -> str:
 
 
 def _directly_compared(p: _Plan, b: Block) -> str:
-    """What about block ``b``'s own behaviour its run compared (DESIGN.md "Asymmetric trust": code
+    """What about block ``b``'s own behaviour its run compared (docs/design.md "Asymmetric trust": code
     that merely runs is not verified), or ``""``: its own ``assert`` statements (they held: the
     block ran without an exception), an example or stated output of its own (docstring,
     ``# Output:``, prose), a question example that calls a function the block defines (or any

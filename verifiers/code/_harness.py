@@ -1,7 +1,9 @@
 """The program the code verifier runs inside the sandbox, and how the gateway reads what it did.
 
-What the verdict's integrity rests on (DESIGN.md: a verdict rests on what the checked code cannot write)
----------------------------------------------------
+What the verdict's integrity rests on
+-------------------------------------
+
+(docs/design.md "A verdict rests on what the checked content cannot write".)
 
 The answer's code is untrusted and runs in the same interpreter as this harness. Python cannot
 confine code inside one interpreter, and nothing a process says about itself is proof against

@@ -231,7 +231,7 @@ def self_judging(tree: ast.AST | None) -> str | None:
       ``setattr(sys.modules[__name__], ...)``) -- the name under test replaced behind its
       definition;
 
-    wrote its own verdict (DESIGN.md: a verdict rests on what the checked code cannot write).
+    wrote its own verdict (docs/design.md "A verdict rests on what the checked content cannot write").
     The caller turns the run's passes into ``unknown``; failures stand."""
     if tree is None:
         return None

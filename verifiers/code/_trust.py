@@ -1,5 +1,5 @@
-"""Which sandbox runs may grant a ``pass`` (DESIGN.md: a verdict rests on what the checked code
-cannot write; docs/security.md): none whose harness framing is missing or forged, that ended
+"""Which sandbox runs may grant a ``pass`` (docs/design.md "A verdict rests on what the checked
+content cannot write"; docs/security.md): none whose harness framing is missing or forged, that ended
 early or abnormally, that reaches raw memory, that holds bidirectional control characters, or
 whose code writes how its own results are judged. Such a run's passes become ``unknown``.
 """
@@ -27,8 +27,8 @@ _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 
 
 def _distrust(p: _Plan, res: Result | None, obs: Any) -> str | None:
-    """Why no tier-3 pass of this run may stand (DESIGN.md: a verdict rests on what the checked
-    code cannot write), or None: the harness's framing
+    """Why no tier-3 pass of this run may stand (docs/design.md "A verdict rests on what the
+    checked content cannot write"), or None: the harness's framing
     is missing/forged, the code tried to reach the checker, the run ended early (``sys.exit``,
     ``os._exit``, a signal, a limit), the code names what the harness cannot watch, or it
     writes how its own results are judged (:func:`~verifiers.code._static.self_judging`)."""

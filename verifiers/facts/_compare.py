@@ -1,7 +1,7 @@
 """The deterministic tier: numbers, dates, named entities and negation of a claim against the
 passages about the same subject (docs/facts.md, step 4, the deterministic tier), before any model call.
 
-High precision over recall (DESIGN.md: false alarms cost more than misses): each rule fires only
+High precision over recall (docs/design.md "False alarms cost more than misses"): each rule fires only
 when the passage is clearly about the same thing and clearly says something else; everything in
 between is ``not_enough_info``. Per passage, :func:`judge_passage` returns one of
 
@@ -461,7 +461,7 @@ _ANAPHOR_START = re.compile(r"\s*(?:it|its|he|his|she|her|they|their|this|these|
 
 def confirm_support(claim: str, quote: str, passage: str) -> tuple[str, str]:
     """Does ``passage`` state ``claim``, at the words ``quote`` a verifier model cited as support?
-    The deterministic check a model's ``supported`` verdict must pass (DESIGN.md "Asymmetric
+    The deterministic check a model's ``supported`` verdict must pass (docs/design.md "Asymmetric
     trust": a pass rests on a passage that states the claim and does not deny, doubt or
     attribute it).
 
@@ -581,7 +581,7 @@ _OPPOSITES = [(re.compile(r"\b(?:%s)\b" % a, re.I), re.compile(r"\b(?:%s)\b" % b
 #: Words that make a claim stronger or change whom it is about: a superlative, "only", "every",
 #: "record", a role qualifier ("former", "deputy", "acting"), a hedge that reverses the sense
 #: ("unlikely"). The quoted sentence must say them too: a passage that does not, does not state
-#: the claim (the verifier model may think it implied; that is its word, DESIGN.md).
+#: the claim (the verifier model may think it implied; that is its word, docs/design.md "Asymmetric trust").
 _STRONG = re.compile(r"\b(?:\w{3,}est|most|least|best|worst|only|sole|solely|every|all|always|never|none|record|"
                      r"unique|entire|whole|first|last|former|ex|deputy|vice|acting|interim|assistant|associate|co|"
                      r"honorary|unlikely|doubtful|falsely|wrongly|allegedly|rarely|seldom|hardly|barely|nearly|almost|"
@@ -650,7 +650,8 @@ def unstated_detail(claim: str, window: str, before: str = "") -> str | None:
     """What the claim says that the quoted sentence(s) ``window`` do not, though its numbers and
     names are there: the only check between a verifier model's ``supported`` and a ``pass``, so
     each rule can turn a pass into ``unknown``, never a claim into a failure (false alarms cost
-    more than misses; a miss here is a pass on the model's word, which DESIGN.md forbids).
+    more than misses; a miss here is a pass on the model's word, which docs/design.md "Asymmetric trust"
+    forbids).
     ``before``: the sentence before, when the window opens with an anaphor.
 
     * an amount in another currency than the passage's same amount ("€4.2 million" / "$4.2
@@ -770,7 +771,7 @@ def unstated_term(claim: str, window: str, before: str = "") -> str | None:
     """The first element of ``claim`` that the quoted sentence(s) ``window`` (and ``before``,
     the sentence an opening anaphor points to) do not state: the whitelist under
     :func:`unstated_detail`'s named kinds, so what a kind list misses cannot pass on the verifier
-    model's word (DESIGN.md "Asymmetric trust": a pass rests on a passage that states the claim).
+    model's word (docs/design.md "Asymmetric trust": a pass rests on a passage that states the claim).
 
     * an attribution or hedge the claim carries (:data:`~verifiers.facts._polarity.ATTRIBUTION`,
       :data:`~verifiers.facts._polarity.DOUBT`: "according to the CEO", "X said", "reportedly",

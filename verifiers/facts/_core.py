@@ -23,7 +23,7 @@ Per claim, concurrently (:func:`acheck`):
    A quote not in its cited passage -> ``not_enough_info``. ``supported`` stands only when the
    rules confirm the cited passage states the claim (:func:`confirm_support`: its numbers and
    names there, no denial, doubt or attribution around them; basis ``passage``), a passage that
-   denies it fails the claim, anything else is ``unknown`` (DESIGN.md "Asymmetric trust").
+   denies it fails the claim, anything else is ``unknown`` (docs/design.md "Asymmetric trust").
    ``refuted`` may fail the claim (basis ``model``). A decided verdict with confidence >=
    :data:`CONFIDENT` ends the loop; a model that gives no valid verdict leaves the claim
    ``unknown`` with its failure as the note.
@@ -491,7 +491,7 @@ def _reconfirmed(claim: Claim, r: _Result) -> _Result:
     when :func:`confirm_support` still confirms its quote in the passage it cites (the cache may
     hold a verdict written before a rule was added, by a replica running older code, or by
     anyone who can write to a shared Redis: it is evidence to re-read, never a pass by itself;
-    DESIGN.md "Asymmetric trust"). Other verdicts are returned unchanged."""
+    docs/design.md "Asymmetric trust"). Other verdicts are returned unchanged."""
     if r.verdict != "supported" or r.method != "model":
         return r
     passage, quote = r.passages[0] if r.passages else (None, "")
@@ -596,7 +596,7 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
         docs = await asyncio.to_thread(docs.build) if docs.enough else None
     run = _Run(backends, model, max(1, int(k)), weights, t_end, docs, answer or "")
     # the rule tier's claims always: a claim list from the model adds claims, never removes a
-    # sentence the rules check (DESIGN.md "Asymmetric trust")
+    # sentence the rules check (docs/design.md "Asymmetric trust")
     claims: list[Claim] = find_claims(answer, max_claims=max_claims + 1, every_statement=grounding)
     extra_note = ""
     if model is not None:

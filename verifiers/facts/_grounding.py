@@ -31,7 +31,8 @@ the documents state it after normalisation:
   placeholders ("XXXX") are not anchors.
 
 Everything errs towards *present* (a name counts when any one of its words occurs): a missing
-anchor is a strong signal, and false alarms cost more than misses (DESIGN.md).
+anchor is a strong signal, and false alarms cost more than misses (docs/design.md "False alarms
+cost more than misses").
 """
 
 from __future__ import annotations
@@ -379,7 +380,7 @@ class Documents:
         or generic word ("Southwind Traders" is not stated by "Northwind Traders", "Marie Smith"
         not by "Marie Dubois"). :meth:`has` reads a name as present when any of its words is
         (grounding fails a claim on an absent name, so it is lenient); a passage that *supports*
-        a claim must state the name itself (DESIGN.md "Asymmetric trust")."""
+        a claim must state the name itself (docs/design.md "Asymmetric trust")."""
         if a.kind != "entity" or not self.has(a):
             return self.has(a)
         kept = [t for t in a.text.split() if not _ACRONYM.fullmatch(t.replace(".", "").removesuffix("'s"))]
@@ -520,7 +521,8 @@ def derivable(q: Quantity, ops: dict[str, list[float]]) -> bool:
     7.7%" or "totalled $8.1 million" from "$4.2 million" and "$3.9 million" states no detail the
     documents lack and contradicts nothing: such a number is neither *ungrounded* nor a
     contradiction of the figures it was computed from -- nor is it *stated*, so no passage
-    supports it either (it stays ``unknown``). False alarms cost more than misses (DESIGN.md).
+    supports it either (it stays ``unknown``). False alarms cost more than misses
+    (docs/design.md "False alarms cost more than misses").
     O(:data:`MAX_OPERANDS` squared)."""
     if q.vague not in ("", "range") or q.kind not in ("currency", "number", "percent"):
         return False

@@ -1,6 +1,6 @@
 """CPU-heavy steps of the facts verifier, off the event loop, under a deadline that stops them.
 
-DESIGN.md ("Things that are easy to get wrong"): no CPU-heavy work on the event loop -- a
+docs/design.md "No CPU-heavy work on the event loop" -- a
 deadline (``asyncio.wait_for``) cannot stop a function that never yields, and while it runs the
 whole gateway is frozen (``/healthz`` unanswered). Parsing a search answer, cleaning its HTML and
 judging passages cost about 3 us per character (measured: a 7 MB SearXNG answer took 14-45 s on

@@ -1,7 +1,7 @@
 """The retrieval vocabulary of the facts verifier: :class:`Passage`, :class:`SearchBackend`.
 
-DESIGN.md "Shared vocabulary": a *passage* is a piece of retrieved text (title, url or
-document id, text, date, source) that a fact claim is judged against. Every backend
+docs/design.md "passage": a piece of retrieved text (text, title, url or document id,
+published date, source) that a fact claim is judged against. Every backend
 (``context``, ``local``, ``wikipedia``, ``searxng``, ``brave``) answers one call,
 ``await backend.search(query, k) -> list[Passage]`` (SAFE's ``call_search(query)`` shape).
 """

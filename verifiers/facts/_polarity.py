@@ -32,7 +32,7 @@ module reads the words *around* the part of a passage that matches a claim and r
 A marker the claim itself carries is discounted ("Rumours claim X" is supported by a passage
 saying "Rumours claim X"; "The CEO said X" by "X, the CEO said"). Denial outranks doubt, doubt
 outranks attribution. Only ``denies`` ever fails a claim; ``doubts`` and ``attributes`` only
-withhold support (DESIGN.md: false alarms cost more than misses), so the denial markers are
+withhold support (docs/design.md "False alarms cost more than misses"), so the denial markers are
 narrow and scoped while the others read the whole sentence.
 """
 

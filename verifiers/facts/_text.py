@@ -310,7 +310,7 @@ def vagueness(text: str, start: int, end: int, *, raw: str | None = None, scaled
     comma; "2 500" is SI digit grouping -- CLDR number formats differ exactly here), ``"scale"``
     (a scale word or sign not applied: "12万" is 120,000, "1.2 bln", "15 lakh"), or ``""``
     (ranges are marked by :func:`_mark_ranges`). A vague number never refutes a claim and a
-    range end never supports one (DESIGN.md: false alarms cost more than misses)."""
+    range end never supports one (docs/design.md "False alarms cost more than misses")."""
     if raw is not None and _DOT_GROUPED.match(raw):
         return "format"
     if _CONT_AFTER.match(text, end) or _CONT_BEFORE.search(text[max(0, start - 8):start]):

@@ -1,5 +1,5 @@
 """World claims no enabled verifier checks: honest coverage under policies without the facts
-verifier (DESIGN.md vocabulary "report": ``passed`` means every check-worthy unit found was
+verifier (docs/design.md vocabulary "report": ``passed`` means every check-worthy unit found was
 decided).
 
 Under a policy that checks arithmetic but not facts, an answer such as "The Eiffel Tower was

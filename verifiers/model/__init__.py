@@ -1,6 +1,6 @@
 """The verifier-model protocol: how a check asks a model to plan or judge, without HTTP.
 
-DESIGN.md "The verifier model": checks that need a model (the AMTFV planner, claim splitting,
+docs/design.md "The verifier model": checks that need a model (the AMTFV planner, claim splitting,
 search queries, verdicts, citation relevance) receive a :class:`ChatModel` -- messages and an
 optional JSON schema in, the parsed message and usage out. ``proxy/`` binds one to the
 policy's ``verification.model`` on a configured upstream (charging the request budget,

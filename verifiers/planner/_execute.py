@@ -27,7 +27,7 @@ arithmetic verifier checked the same ``17 * 23 = 401``) is merged: it produces n
 plan never replaces or narrows a rule check: merging only drops the *step*; every rule check
 (an ``unknown`` one too) stays in the report beside the plan's checks.
 
-What a check rests on (``Check.basis``, DESIGN.md "Asymmetric trust"): a template step is
+What a check rests on (``Check.basis``, docs/design.md "Asymmetric trust"): a template step is
 built by rules from the question's inputs (``recomputed``). A step of the verifier model's plan
 rests on the model (``model``: it can fail the draft, never pass it) unless the tool recomputed
 what the draft itself wrote: a ``calculate`` expression that is the draft's own stated
@@ -267,7 +267,7 @@ def _unsearched(answer: str, span: tuple[int, int]) -> list[str]:
     """The content words and numbers of the sentence(s) of ``answer`` around ``span`` that the
     text at ``span`` leaves out: what a ``search_facts`` step on a part of a sentence did not
     check ("According to a leaked memo, X, more than any rival" searched as "X"). A pass may rest
-    only on a search of the whole statement (DESIGN.md "Asymmetric trust": the plan chooses what
+    only on a search of the whole statement (docs/design.md "Asymmetric trust": the plan chooses what
     to check, it never narrows what a pass covers); ``[]`` when the part is the whole."""
     from verifiers.facts._text import key_set, numbers, sentences
 
@@ -294,7 +294,7 @@ class Executor:
         self.log: list[dict[str, Any]] = []
 
     def _basis(self, step: Step) -> str:
-        """What a check of ``step`` rests on before its guard says more (DESIGN.md "Asymmetric
+        """What a check of ``step`` rests on before its guard says more (docs/design.md "Asymmetric
         trust"): a template's step is built by rules from the question's inputs
         (``recomputed``); a step of the verifier model's plan has inputs the model wrote
         (``model``: it may fail the draft, never pass it)."""
@@ -560,7 +560,8 @@ class Executor:
                                confidence=self._conf(step, 0.75))
         if any(a["status"] != "pass" for a in results) or len(results) < len(inp.assertions):
             return self._check(step, "unknown", "an assertion could not be evaluated", span=span, output=d)
-        # A pass only from a run the checked code could not have written (DESIGN.md): the
+        # A pass only from a run the checked code could not have written
+        # (docs/design.md "A verdict rests on what the checked content cannot write"): the
         # harness's framing intact, no tampering, no early end -- the assertions' values are
         # compared in the gateway on what the sandbox captured. A run without assertions, or
         # one the code could have forged, verified nothing.

@@ -233,7 +233,8 @@ class Toolbox:
         obs = observe(res.stdout, nonce)
         recs = legacy_records(obs, {}, {})
         data: dict[str, Any] = {"backend": res.backend, "killed_by": res.killed_by, "exit_code": res.exit_code}
-        # what the verdict rests on (DESIGN.md; verifiers/code/_harness.py): a run whose framing
+        # what the verdict rests on (docs/design.md "A verdict rests on what the checked content
+        # cannot write"; verifiers/code/_harness.py): a run whose framing
         # is missing or forged, where the code tried to reach the harness, that ended early or not
         # by itself, can show a failure but never a pass
         untrusted = obs.untrusted()

@@ -33,7 +33,8 @@ A process-wide cap bounds how many sandboxes run at once (env ``VERACITY_SANDBOX
 default 4), shared by every backend and by both :meth:`Sandbox.run` and :meth:`Sandbox.arun`:
 fifty simultaneous requests queue for slots instead of starting fifty containers.
 
-Cancellation reaches the sandbox (DESIGN.md: when the client leaves, the run is killed):
+Cancellation reaches the sandbox (docs/design.md "Untrusted code runs only in a sandbox": when the client
+leaves, the run is killed):
 cancelling the task awaiting :meth:`Sandbox.arun`
 (the client went away, a deadline fired), or setting the ``cancel`` event of :meth:`Sandbox.run`,
 keeps a queued run from starting and kills a running one (bwrap: its process group; docker: the
@@ -258,7 +259,8 @@ class Sandbox(abc.ABC):
 
         Cancelling the awaiting task (the client went away, a deadline fired) reaches the
         sandbox: a run still queued for a slot never starts, a running one is killed and its
-        slot freed at once, instead of running on to its wall-clock limit (DESIGN.md).
+        slot freed at once, instead of running on to its wall-clock limit
+        (docs/design.md "Untrusted code runs only in a sandbox").
         """
         loop = asyncio.get_running_loop()
         cancel = threading.Event()

@@ -217,7 +217,8 @@ class BwrapSandbox(Sandbox):
                 if left <= 0:
                     timed_out = True
                     break
-                if cancel is not None and cancel.is_set():  # the caller went away: kill the run (DESIGN.md)
+                # the caller went away: kill the run (docs/design.md "Untrusted code runs only in a sandbox")
+                if cancel is not None and cancel.is_set():
                     cancelled = True
                     break
                 for key, _ in sel.select(timeout=min(left, CANCEL_POLL_S)):

@@ -421,7 +421,7 @@ def log_startup_note(log: Any, sandbox: Callable[[], tuple[str, Mapping[str, Any
     """:func:`startup_note` for the sandbox ``sandbox()`` names (``(backend, limits)``, e.g. the
     ``default`` policy's; a callable so that reading it happens in this thread too), logged once
     as a warning on ``log`` (a structlog logger). Meant for a daemon thread; never raises.
-    (``verifiers`` never imports ``proxy``: the caller reads its policy, DESIGN.md "Folders".)"""
+    (``verifiers`` never imports ``proxy``: the caller reads its policy, docs/design.md "Folders".)"""
     try:
         from verifiers.sandbox import Limits
 
