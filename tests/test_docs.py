@@ -172,3 +172,92 @@ def test_policy_defaults_differ_from_default_yaml_only_where_policies_md_says(tm
                       "budgets.team_daily.extra_tokens", "budgets.team_daily.cost_usd"}, fields
     text = (ROOT / "docs" / "policies.md").read_text()
     assert "except `streaming.mode`" in text and "`verifiers.planner.enabled` (`false`)" in text
+
+
+# --- citations of docs/design.md --------------------------------------------------------------
+
+# Where the code, tests, benchmarks, deployment files and pages may cite the design page.
+_CITING_DIRS = ("proxy", "verifiers", "tests", "bench", "deploy", "docs", "policies", ".ci")
+_CITING_SUFFIXES = {".py", ".md", ".yml", ".yaml", ".toml", ".html", ".txt", ".sh", ".cfg", ".ini", ".json"}
+_SKIP_DIRS = {"__pycache__", ".pytest_cache", ".venv", "node_modules", ".git"}
+
+# One citation: the page's path, optionally ``vocabulary``, then one or more section titles in
+# double quotes separated by commas (each may again say ``vocabulary``). Read on text whose line
+# breaks and comment markers are collapsed (see :func:`_joined`), so a title wrapped over two
+# comment or docstring lines is read whole.
+_QUOTED = r'(?:vocabulary\s+)?"[^"]{1,100}"'
+_CITATION = re.compile(rf'docs/design\.md,?\s+({_QUOTED}(?:,\s*{_QUOTED})*)')
+_PAGE = re.compile(r"docs/design\.md")
+_OLD_NAME = re.compile(r"\bDESIGN\b")   # the page as it was cited when it lived outside the repository
+
+
+def _citing_files() -> list[Path]:
+    """Every text file that may cite the design page: README.md, Makefile, pyproject.toml and the
+    text files under :data:`_CITING_DIRS` (caches and virtualenvs left out)."""
+    files = [ROOT / "README.md", ROOT / "Makefile", ROOT / "pyproject.toml"]
+    for top in _CITING_DIRS:
+        for p in sorted((ROOT / top).rglob("*")):
+            if (p.is_file() and not _SKIP_DIRS.intersection(p.relative_to(ROOT).parts)
+                    and (p.suffix in _CITING_SUFFIXES or p.name in ("Dockerfile", "Makefile"))):
+                files.append(p)
+    return [p for p in files if p.exists()]
+
+
+def _joined(text: str) -> str:
+    """``text`` with each line break, and the indentation and comment marker (``#``, ``#:``,
+    ``//``) that begin the next line, replaced by one space."""
+    return re.sub(r"[ \t]*\n[ \t]*(?:#:?|//)?[ \t]*", " ", text)
+
+
+def _design_sections() -> set[str]:
+    """The headings of docs/design.md (outside code blocks), as written."""
+    page = (ROOT / "docs" / "design.md").read_text()
+    return {ln.lstrip("#").strip() for ln in _prose(page) if ln.startswith("#")}
+
+
+def test_design_page_has_the_sections_the_code_relies_on() -> None:
+    """The sections named in the task of docs/design.md stay headings of it (the page is cited by
+    these names from the code; renaming one breaks every citation)."""
+    assert {"The path of one request", "The verifier model", "Asymmetric trust", "What every verdict states",
+            "False alarms cost more than misses", "Test against an independent oracle", "Folders",
+            "Shared vocabulary", "Things that are easy to get wrong", "basis", "coverage", "report",
+            } <= _design_sections()
+
+
+def test_every_design_citation_names_a_section_that_exists() -> None:
+    """A comment, docstring, test or page that cites docs/design.md names the section it means,
+    and docs/design.md has a heading of that name, so a newcomer on a fresh clone can follow it.
+    Every mention of the page is such a citation, but a Markdown link target (``](docs/design.md``,
+    ``../docs/design.md``), which tests/test_docs.py's link check resolves."""
+    sections = _design_sections()
+    files = _citing_files()
+    assert len(files) > 100, "the scan found too few files: is ROOT right?"
+    unknown, unnamed, cited = [], [], 0
+    for path in files:
+        if path == Path(__file__).resolve():
+            continue   # this file speaks about the page; it cites no section of it
+        text = _joined(path.read_text(errors="replace"))
+        where = str(path.relative_to(ROOT))
+        for m in _PAGE.finditer(text):
+            before = text[max(0, m.start() - 3):m.start()]
+            if before.endswith(("](", "../")):
+                continue   # a Markdown link target
+            c = _CITATION.match(text, m.start())
+            if c is None:
+                unnamed.append(f"{where}: {text[m.start():m.start() + 60]!r}")
+                continue
+            for title in re.findall(r'"([^"]+)"', c.group(1)):
+                cited += 1
+                if title not in sections:
+                    unknown.append(f"{where}: {title!r}")
+    assert not unnamed, f"citations of docs/design.md that name no section: {unnamed}"
+    assert not unknown, f"cited sections docs/design.md has no heading for: {unknown}"
+    assert cited >= 50, cited   # the code cites the page throughout: a scan that finds few is broken
+
+
+def test_no_reference_to_the_design_page_outside_the_repository() -> None:
+    """The design page once lived outside the repository under an upper-case name that a fresh
+    clone does not have; every reference now names docs/design.md."""
+    stale = [f"{p.relative_to(ROOT)}:{n}" for p in _citing_files()
+             for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if _OLD_NAME.search(line)]
+    assert not stale, stale
