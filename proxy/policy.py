@@ -130,7 +130,7 @@ class ArithmeticVerifier(VerifierToggle):
 
 
 class PlannerVerifier(VerifierToggle):
-    """The AMTFV planner (``verifiers.planner``; docs/verifier-model.md, design §3.2, §6.1). Off unless a
+    """The AMTFV planner (``verifiers.planner``; docs/verifier-model.md, "The planner"). Off unless a
     policy turns it on. ``templates``: run template plans (no model call) for the common
     shapes (a named formula with its inputs in the question; an expression in the question and
     its value in the answer). ``when``: when the verifier model writes a plan -- ``never``,

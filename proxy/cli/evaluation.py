@@ -1,4 +1,4 @@
-"""``veracity eval``: run the checks on labelled answers and measure them (design 003 §5; docs/eval.md).
+"""``veracity eval``: run the checks on labelled answers and measure them (docs/eval.md).
 
 Pipeline: :func:`proxy.cli.cases.read` -> :func:`run_items` (in-process through
 :func:`proxy.pipeline.sequence.verify_text` under a policy, or through a running gateway's

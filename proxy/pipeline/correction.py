@@ -1,6 +1,6 @@
 """The correction loop: re-ask the model with the evidence of its failed checks.
 
-A state machine after the AMTFV design (design §3.2; docs/verifier-model.md)::
+A state machine of the AMTFV states (docs/design.md vocabulary "plan"; docs/verifier-model.md)::
 
     INITIAL_GENERATION -> PLANNING_VERIFICATION -> EXECUTING_VERIFICATION
         -> VERIFICATION_PASSED                                   (done)
@@ -12,7 +12,7 @@ It needs no HTTP: :func:`correct` takes an async ``complete(body) -> chat.comple
 functions.
 
 Stop rules (first that applies): every check passes; ``max_rounds`` correction rounds done;
-divergence (design §4.2 "answer divergence": the new draft refuses, drops or negates the
+divergence (docs/design.md vocabulary "divergence": the new draft refuses, drops or negates the
 claims it was asked to fix, :mod:`proxy.pipeline.divergence`; never ``corrected``); oscillation (the
 new draft fails exactly the checks the previous one failed, with the same stated values, or a
 failed claim goes back to a value it stated before a different one: A, B, A); the request
@@ -133,7 +133,7 @@ def evidence_prompt(report: Report) -> str:
     to answer the original question again, completely. Failed fact claims come with the
     passages that contradict them as numbered sources, and the model is asked to cite them as
     ``[n]`` (``verifiers.facts.sources_prompt``; the numbers are those of the report's
-    ``sources``; design §2.3 synthesis with per-fact sources)."""
+    ``sources``; docs/facts.md: the corrected answer cites the numbered sources per fact)."""
     failed = report.failed_checks
     lines = [f"Automatic verification found {len(failed)} error(s) in your previous answer. "
              "Evidence from the verification tools:", ""]

@@ -1,7 +1,8 @@
 """Answer divergence and value oscillation: two ways a correction loop stops without a fix.
 
-Design §4.2 ("answer divergence"; docs/design.md vocabulary "divergence": a correction that refuses,
-drops or reverses the claim it was asked to fix; it ends the loop and is never ``corrected``).
+docs/design.md vocabulary "divergence": a correction that refuses, drops or reverses the claim it
+was asked to fix; it ends the loop and is never ``corrected`` (docs/verification.md, "Risk score,
+correction loop, several choices").
 
 :func:`diverged` compares a correction round's new draft with the failed checks of the draft it
 was asked to fix. Per failed check, by kind:

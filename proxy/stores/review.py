@@ -1,8 +1,8 @@
 """The human review queue: answers the gateway could not settle, handed to people.
 
-docs/design.md "review": an answer handed to people (queue, API, CLI); a resolved review is a
-labelled case (design §6.2 human feedback loop, §4.2 "marked as not automatically correctable,
-needs human intervention").
+docs/design.md vocabulary "review": an answer handed to people (queue, API, CLI); a resolved
+review is a labelled case, the human feedback loop of docs/review.md (by default the answers whose
+correction loop gave up or diverged: what the loop could not correct automatically).
 
 When (:func:`review_reason`, policy ``review: {enabled, when}``), first that applies:
 
@@ -86,7 +86,7 @@ log = get_logger("veracity.review")
 #: every ``review.when`` value, in precedence order (the first that applies names the reason)
 REASONS = ("divergence", "max_retry_exceeded", "failed", "unverified", "error")
 Reason = Literal["divergence", "max_retry_exceeded", "failed", "unverified", "error"]
-#: the policy default: the two cases design §4.2 hands to people (the loop could not settle the answer)
+#: the policy default: the two cases docs/review.md hands to people (the loop could not settle the answer)
 DEFAULT_WHEN: tuple[str, ...] = ("max_retry_exceeded", "divergence")
 #: a reviewer's verdict on the *answer*: ``correct`` (the checks were a false alarm),
 #: ``incorrect`` (the answer is wrong), ``partially_correct``, ``cannot_tell``

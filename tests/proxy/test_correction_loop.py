@@ -1,6 +1,6 @@
-"""The loop around verification (design §4.2): the state sequence
-actually walked, the divergence stop, A/B/A oscillation, and divergence reaching the human review
-queue -- through the real gateway with the real ``openai`` SDK against the scripted mock upstream,
+"""The loop around verification (docs/verification.md; docs/design.md vocabulary "divergence"):
+the state sequence actually walked, the divergence stop, A/B/A oscillation, and divergence
+reaching the human review queue -- through the real gateway with the real ``openai`` SDK against the scripted mock upstream,
 plus the divergence rules on their own (:mod:`proxy.pipeline.divergence`).
 
 Each case tags its question (``[case:NAME]``); the mock's ``fix`` rules answer the correction
