@@ -1,4 +1,5 @@
-"""The facts verifier: Self-Ask with loop verification and grounding (docs/facts.md; design §2.2).
+"""The facts verifier: Self-Ask with loop verification and grounding (docs/facts.md; Self-Ask:
+Press et al. 2022, arXiv:2210.03350).
 
 A draft's fact claims are split out (:func:`find_claims` deterministically, or by the verifier
 model), searched over the configured backends -- the request's own messages

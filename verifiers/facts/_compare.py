@@ -65,7 +65,7 @@ MIN_KEYS = 3
 WINDOW = 5
 
 #: Source markers a cited answer carries (``[1]``, ``[2, 3]``, ``[4-6]``, ``【1】``): references to
-#: the report's numbered sources, not part of the claim (a corrected answer cites them, design §2.3).
+#: the report's numbered sources, not part of the claim (a corrected answer cites them, docs/facts.md).
 _CITATION_MARKER = re.compile(r"\s*(?:\[\s*\d{1,3}(?:\s*[,;\u2013-]\s*\d{1,3})*\s*\]|\u3010\d{1,3}\u3011)")
 
 

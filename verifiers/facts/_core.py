@@ -1,5 +1,7 @@
 """The facts loop: claims -> queries -> retrieval -> credibility -> verdict, up to ``max_rounds``
-(docs/facts.md; design §2.2 Self-Ask with loop verification, §4.3 stopping, §5.2 changing queries).
+(docs/facts.md steps 2 and 4: later rounds ask new queries; the loop stops when confident, when
+queries repeat, or when the budget or deadline is spent). The follow-up questions are after
+Self-Ask (Press et al. 2022, arXiv:2210.03350).
 
 Per claim, concurrently (:func:`acheck`):
 

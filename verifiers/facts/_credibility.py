@@ -1,4 +1,4 @@
-"""Credibility and agreement of passages (docs/facts.md, step 3; design §2.2, §4.4).
+"""Credibility and agreement of passages (docs/facts.md, step 3 "Credibility").
 
 * **Weights** per source: :data:`DEFAULT_WEIGHTS`, overridable by the policy's ``weights``
   dict, looked up by exact domain, then domain suffix (``.gov``, ``.edu``, ``.gov.uk``...,

@@ -1,8 +1,9 @@
-"""Correction and synthesis text of the facts verifier (docs/facts.md; design §2.3, §3.4, §5.3).
+"""Correction and synthesis text of the facts verifier (docs/facts.md, the report's ``sources[]``).
 
-Both are templates, not generated: the design says to template the honest "could not be
-confirmed" part, and the re-ask quotes the sources verbatim with their ``[n]`` numbers so the
-corrected answer can cite them and the report's ``sources`` says what each number is.
+Both are templates, not generated: the honest "could not be confirmed" note is a fixed sentence
+(docs/facts.md: "a template, not generated text"), and the re-ask quotes the sources verbatim
+with their ``[n]`` numbers so the corrected answer can cite them and the report's ``sources``
+says what each number is.
 """
 
 from __future__ import annotations
