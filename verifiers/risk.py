@@ -289,8 +289,8 @@ _FACTOID_MAX_Q = 400
 
 # -- computation family (question + answer) -> planner ----------------------------------------
 # A question that states numbers and asks for a computed value, answered with a value and no
-# visible working: the template plans of the planner (docs/verifier-model.md, design §6.1) check exactly
-# this shape ("What is the product of 97/117/...?" -> "approximately 0.000191").
+# visible working: the template plans of the planner (docs/verifier-model.md, "Template plans")
+# check exactly this shape ("What is the product of 97/117/...?" -> "approximately 0.000191").
 # On the digit-mapped bytes of the question, like _NUM0.
 _Q_EXPRESSION = re.compile(rb"0(?: ?(?:[-+*/^]|\*\*|" + _U("×|÷") + rb") ?\(?0|!| x 0)")
 _Q_NUMBER = re.compile(rb"0(?<!00)0*(?:[.,]0+)*")

@@ -1,5 +1,6 @@
-"""The AMTFV planner: a verification plan of tool calls, executed by the gateway (docs/verifier-model.md;
-design §3.2 planner and executor, §6.1 simplified planning, §6.2 verification hallucination).
+"""The AMTFV planner: a verification plan of tool calls, executed by the gateway (docs/verifier-model.md,
+"The planner": template plans, model plans, the executor and its guard against verification
+hallucination; docs/design.md vocabulary "plan").
 
     from verifiers import planner
     tools = planner.Toolbox(sandbox=box, citation_sources=None, search_facts=None)

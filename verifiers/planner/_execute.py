@@ -1,4 +1,5 @@
-"""The plan executor (design §3.2) and its guard against verification hallucination (§6.2).
+"""The plan executor and its guard against verification hallucination (docs/verifier-model.md,
+the planner's "Executor"; docs/design.md "Asymmetric trust").
 
 Steps run in order; the first ``fail`` stops the plan (short-circuit). Each executed step
 becomes one :class:`~verifiers._types.Check` (``verifier="planner"``): ``found`` is the value

@@ -1,4 +1,4 @@
-"""The plan schema and the planner prompt (design §3.2).
+"""The plan schema and the planner prompt (docs/verifier-model.md, the planner's "Model plans").
 
 The verifier model answers one :class:`Plan` (schema name ``Plan``: the mock upstream and any
 scripted server recognise planner calls by it). The prompt follows the house rules for

@@ -1,4 +1,4 @@
-"""Template plans: verification without a planner call (design §6.1 "simplified planning").
+"""Template plans: verification without a planner call (docs/verifier-model.md, "Template plans").
 
 Two shapes, both recognised only when the reading is unambiguous (false alarms cost more than
 misses: any doubt and no template fires):

@@ -1,4 +1,4 @@
-"""The planner's tools: atomic, JSON in / JSON out (design §2.2, §3.1).
+"""The planner's tools: atomic, JSON in / JSON out (docs/verifier-model.md, the planner's "Tools").
 
 Each tool has a pydantic input model (its JSON schema goes into the planner prompt) and an
 async ``run(input) -> ToolOutput``. A tool only computes; comparing its output with the value
