@@ -1,4 +1,4 @@
-"""Internal-consistency detector (``verifiers/arithmetic/_consistency.py``, design 000 §2.2.3) on
+"""Internal-consistency detector (``verifiers/arithmetic/_consistency.py``, docs/arithmetic.md) on
 the labelled math cases: how many CORRECT answers it flags (false alarms; target 0) and how many
 wrong ones.
 

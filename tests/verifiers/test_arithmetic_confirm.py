@@ -1,8 +1,8 @@
-"""Two evaluators before a failure (design: "confirm a failure that drives a correction with a
-second, independent evaluation"; design 000 §6.2). An arithmetic ``fail`` stands only when
-SymPy's parser, reading the same span again (the written text when it is plain arithmetic),
-finds the same value; when the two disagree, or the second cannot read the claim, the check
-is ``unknown`` with both values in the evidence."""
+"""Two evaluators before a failure (docs/arithmetic.md; docs/design.md "False alarms cost more than
+misses": a failure that drives a correction is confirmed where a second reading exists). An
+arithmetic ``fail`` stands only when SymPy's parser, reading the same span again (the written text
+when it is plain arithmetic), finds the same value; when the two disagree, or the second cannot read
+the claim, the check is ``unknown`` with both values in the evidence."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Internal consistency (design 000 §2.2.3; ``verifiers/arithmetic/_consistency.py``): a
+"""Internal consistency (docs/arithmetic.md; ``verifiers/arithmetic/_consistency.py``): a
 quantity defined with one value and later used with another is a failed ``arithmetic`` check
 with basis ``consistency`` and both spans as evidence; legitimate updates, loops, cases, code and
 other variables are never flagged. Generated answers carry their own truth (the generator knows

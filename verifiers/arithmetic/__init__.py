@@ -162,7 +162,7 @@ def check(answer: str, question: str | None = None, *, budget_ms: float = BUDGET
     except Exception as exc:  # the verifier's own fault: report, never crash the gateway
         return [Check(verifier=VERIFIER, claim="", outcome="error", confidence=0.0,
                       evidence={"error": type(exc).__name__}, note=f"arithmetic verifier failed: {exc}")]
-    checks += _consistency.check(text, question)  # design 000 §2.2.3: defined with one value, used with another
+    checks += _consistency.check(text, question)  # docs/arithmetic.md: defined with one value, used with another
     checks += _unread_statements(text, checks)
     checks += _unchecked_results(text, question, checks)
     if len(answer) > MAX_CHARS:  # say the rest was not read, never a silent `skipped`

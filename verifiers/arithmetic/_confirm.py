@@ -1,10 +1,10 @@
 """A second, independent evaluation of an expression before its claim is failed.
 
-docs/design.md "False alarms cost more than misses": *confirm a failure that drives a correction with
-a second, independent evaluation*; design 000 §6.2: cross-check the tools, stay sceptical of
-tool output. A ``fail`` drives a re-ask that rewrites the answer, so a misreading of the
-notation (the ``**`` dropped as markdown bold once turned a right compound-interest line into
-"= 121500") must not reach it alone.
+docs/design.md "False alarms cost more than misses": *a failure that drives a correction is
+confirmed where a second reading exists*; docs/arithmetic.md, "Two evaluators before a failure":
+cross-check the tools, stay sceptical of tool output. A ``fail`` drives a re-ask that rewrites the
+answer, so a misreading of the notation (the ``**`` dropped as markdown bold once turned a right
+compound-interest line into "= 121500") must not reach it alone.
 
 What is independent here, and what is shared
 --------------------------------------------

@@ -1,6 +1,6 @@
-"""Internal consistency (design 000 §2.2.3): a quantity defined with one value and later used
-with another in the same answer ("x = 10 … using x = 5", "Let the rate r = 0.05 … with
-r = 0.04", "the price is $60 … so the $50 price") is a failed check.
+"""Internal consistency (docs/arithmetic.md; docs/design.md vocabulary "basis"): a quantity defined
+with one value and later used with another in the same answer ("x = 10 … using x = 5", "Let the rate
+r = 0.05 … with r = 0.04", "the price is $60 … so the $50 price") is a failed check.
 
 Entry point: :func:`check` ``(answer, question=None) -> list[Check]``; one ``fail`` check per
 inconsistent use (``verifier="arithmetic"`` so that policies need no change, ``basis=
