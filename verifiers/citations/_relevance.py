@@ -1,5 +1,5 @@
-"""Does the cited work say what the citing sentence says? (docs/citations.md, relevance;
-design 003 §3.4 "content relevance", §6.1 "real but irrelevant").
+"""Does the cited work say what the citing sentence says? (docs/citations.md, "Citation
+relevance": a real paper cited for something it does not say).
 
 A real paper cited for something it does not say is the hardest citation hallucination: the
 reference itself verifies. This module compares the sentence(s) of the answer that cite a
