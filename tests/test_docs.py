@@ -9,7 +9,9 @@
   every ``make`` target it names is in the Makefile;
 * the README's one example, run as written against a gateway in demo mode, prints what its
   comments say;
-* ``docs/layout.md`` names every module of the packages it maps module by module.
+* ``docs/layout.md`` names every module of the packages it maps module by module;
+* every citation of ``docs/design.md`` names a heading of it, and nothing cites a numbered design
+  document the repository does not hold.
 """
 
 from __future__ import annotations
@@ -260,4 +262,34 @@ def test_no_reference_to_the_design_page_outside_the_repository() -> None:
     clone does not have; every reference now names docs/design.md."""
     stale = [f"{p.relative_to(ROOT)}:{n}" for p in _citing_files()
              for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1) if _OLD_NAME.search(line)]
+    assert not stale, stale
+
+
+# A numbered design document ("design §4.2", "design 003 §5", "Design 000 §2.2.3") that is not in
+# the repository: a newcomer on a fresh clone cannot follow it. Cite a docs/design.md heading, a
+# docs/ page or the paper or spec the rule comes from instead. A section sign after a spec's name
+# ("RFC 9110 §10.2.3", "CommonMark 0.31 §4.5") is not such a citation.
+_NUMBERED_DESIGN = re.compile(r"\bdesign\s+(?:\d{3}\s*)?§\s?\d|\bdesign\s+\d{3}\b", re.IGNORECASE)
+
+
+def test_numbered_design_citation_pattern() -> None:
+    """The pattern finds the numbered forms, wrapped or not, and leaves spec sections and the
+    cited docs/design.md alone (so the scan below can fail, and fails only on what it means)."""
+    for cited in ("design §4.2", "(Design §3.2)", "design 003 §5", "design 000 §2.2.3", "design 003",
+                  _joined("after the design\n    # §6.1 rule")):
+        assert _NUMBERED_DESIGN.search(cited), cited
+    for fine in ('docs/design.md "Asymmetric trust"', "RFC 9110 §10.2.3", "CommonMark 0.31 §4.5",
+                 "the design page", "designs 2024"):
+        assert not _NUMBERED_DESIGN.search(fine), fine
+
+
+def test_no_citation_of_a_numbered_design_document() -> None:
+    """No comment, docstring, test, page or deployment file cites a numbered design document that
+    is not in the repository; each names what a fresh clone has."""
+    stale = []
+    for path in _citing_files():
+        if path == Path(__file__).resolve():
+            continue   # this file names the forms it forbids
+        text = _joined(path.read_text(errors="replace"))
+        stale += [f"{path.relative_to(ROOT)}: {m.group(0)!r}" for m in _NUMBERED_DESIGN.finditer(text)]
     assert not stale, stale
