@@ -3,7 +3,7 @@
 For each address-space limit (MiB, decreasing) it runs, in the bwrap sandbox with the given
 runtime, (a) a plain program -- ``import numpy, pandas, sympy``, a small DataFrame filter and two BLAS/LAPACK
 calls (``det``, a matrix product: OpenBLAS allocates its buffers at the first one) --
-and (b) the code verifier on the design's pandas case (its harness adds threads and a
+and (b) the code verifier on the pandas case of docs/code.md (its harness adds threads and a
 namespace per block), and records how each run ended: ``ok`` / the check's outcome, or
 ``killed_by`` with the exit code. Below the floor the imports fail (``MemoryError`` /
 ``ImportError`` from a failed mmap) or spin until the CPU limit (SIGXCPU, exit 152).

@@ -232,7 +232,7 @@ class Report:
     In :meth:`to_dict`, ``cost.ms`` and ``extra["durations_ms"]`` values are rounded to 0.1 ms,
     and ``coverage`` is :func:`coverage_of` the checks.
 
-    ``extra`` holds the report's other top-level entries; those the design names have typed
+    ``extra`` holds the report's other top-level entries; those docs/report.md names have typed
     names (:class:`_Entry`, ``None`` while unset): ``policy`` (the policy's name), ``states``
     (the AMTFV states walked), ``sources`` (the numbered passages and records checks cite),
     ``correction`` (the loop's last state and stop reason), ``sentinel`` (injected or why not,

@@ -18,8 +18,8 @@ Modes (policy ``sentinel.mode``): ``offered`` — tool + rule injected, calls in
 ``forced`` — as offered, and when the model answered without calling the tool, one extra call
 forces ``verify_result`` on the draft; if ready, the draft is returned as is (no third call).
 
-Exhaustion (docs/design.md "Asymmetric trust"; the design's step limit and its message
-"[验证未通过但已耗尽步数]"). The design's rule that no tool is called more than twice in a row
+Exhaustion (docs/design.md "Asymmetric trust"; docs/sentinel.md: the step limit and its message
+"[验证未通过但已耗尽步数]"). The rule that no tool is called more than twice in a row
 is stated in :data:`RULE` and enforced for the gateway's own tool: a turn that would be the third
 consecutive ``verify_result`` call (or any call beyond ``max_rounds``) is not executed, and after
 two consecutive calls the next turn is asked without the tool, so the loop runs at most
@@ -85,16 +85,16 @@ TOOL: dict[str, Any] = {
 }
 
 #: The system rule: three lines, must-wording, scope limited to what the user asked; the first
-#: line also states the design's limit of two consecutive calls of one tool (:data:`MAX_CONSECUTIVE`).
+#: line also states docs/sentinel.md's limit of two consecutive calls of one tool (:data:`MAX_CONSECUTIVE`).
 RULE = ("You must call verify_result before your final answer, and must never call a tool more than twice in a row.\n"
         "Check only what the user explicitly asked for.\n"
         "If anything is missing or wrong, fix it before answering.")
 
-#: Consecutive ``verify_result`` calls the gateway executes (the design's rule "no tool is called
+#: Consecutive ``verify_result`` calls the gateway executes (docs/sentinel.md's rule "no tool is called
 #: more than twice in a row"); a third is not executed and the loop ends as ``exhausted``.
 MAX_CONSECUTIVE = 2
 
-#: The report's ``reason`` when the sentinel's rounds ran out unready (the design's message for
+#: The report's ``reason`` when the sentinel's rounds ran out unready (docs/sentinel.md: the message for
 #: Chinese answers, its English equivalent otherwise; :func:`exhaustion_reason`).
 EXHAUSTED_REASON = {"zh": "[验证未通过但已耗尽步数]", "en": "[verification did not pass, steps exhausted]"}
 
@@ -623,7 +623,7 @@ async def settle(body: dict[str, Any], draft: dict[str, Any], complete: Complete
     Loop: if the model called ``verify_result`` (and no client tool), answer each call with
     "ready -> give the final answer" or the list of missing items and errors, and call the
     upstream again (without the tool once ready or on the last round); at most
-    ``min(max_rounds, MAX_CONSECUTIVE)`` round trips (the design's "no tool more than twice in a
+    ``min(max_rounds, MAX_CONSECUTIVE)`` round trips (docs/sentinel.md: "no tool more than twice in a
     row"). A call past that limit is not executed: the loop ends as ``exhausted``, as it does when
     the last round's answer follows an ``is_ready: false`` (``info["exhausted"]``, see the module
     doc). A turn that mixes client tool calls and ``verify_result`` returns only the client's

@@ -44,7 +44,7 @@ MODEL_CALLS = Counter("veracity_verifier_model_calls_total",
 MODEL_TOKENS = Counter("veracity_verifier_model_tokens_total",
                        "Tokens (prompt + completion) spent on verifier-model calls by purpose.", ["purpose"])
 
-#: Plain-JSON fallback instruction (must-wording, per the design's prompt rules).
+#: Plain-JSON fallback instruction (must-wording, as in the planner prompt, verifiers/planner/_prompt.py).
 _PLAIN_JSON = ("You must answer with one JSON object only, no prose and no code fence. "
                "It must follow this JSON schema:\n")
 

@@ -3,7 +3,7 @@ subprocess) -> the scripted mock upstream, which plays both the client's model a
 verifier model. Verifier-model calls are recognised by their structure (the JSON schema name
 the gateway asks for: ``Plan`` for the planner), never by a test-only header.
 
-Covers the planner (docs/verifier-model.md: template and model plans, the design's cases,
+Covers the planner (docs/verifier-model.md: template and model plans, its worked cases,
 malformed / hostile plans, timeouts and budgets, a verifier model on another upstream) and the
 facts verifier (docs/facts.md: grounding in the
 request's own documents, [n] sources in the correction, the unconfirmed note, search backends
@@ -24,7 +24,7 @@ from tests.fixtures.sandboxes import missing, sandbox_with_pandas
 
 EVIDENCE = "Automatic verification found"      # start of proxy.pipeline.correction.evidence_prompt()
 
-# --- the design's compound-interest case as its model wrote it
+# --- docs/verifier-model.md's compound-interest case as a model wrote it
 CI_Q = "本金10000元，年利率5%，按季度复利，存3年，最终本息和是多少？"
 CI_BAD = "根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。"
 CI_RIGHT = 10000 * (1 + 0.05 / 4) ** 12                    # 11607.545...

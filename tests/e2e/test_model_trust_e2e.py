@@ -75,7 +75,7 @@ def csv_plan(assertion: str) -> str:
 CSV_CASES = {"csv-vacuous": "total('data.csv') == 5 or True", "csv-buggy": "total('data.csv') == 4",
              "csv-right": "total('data.csv') == 5"}
 
-# --- the design's compound-interest case: the re-ask states a second, wrong value ---------------
+# --- docs/verifier-model.md's compound-interest case: the re-ask states a second, wrong value ---
 CI_Q = "[case:ci] 本金10000元，年利率5%，按季度复利，存3年，最终本息和是多少？"
 CI_BAD = "根据公式A=P*(1+r/n)^(nt)计算得约为11608.92元。"
 CI_TWO = "根据公式A=P*(1+r/n)^(nt)，本息和约为11607.55元。使用Python精确计算的结果约为11614.80元。"
@@ -224,7 +224,7 @@ def test_a_model_written_assertion_can_fail_the_answer(env):
     assert rep["status"] == "failed" and by(rep, "code"), rep
 
 
-# ------------------------------------------------------------------ the design's compound-interest case
+# ---------------------------------------------------- docs/verifier-model.md's compound-interest case
 
 
 def test_a_correction_with_a_second_wrong_value_is_not_corrected(env):

@@ -1,11 +1,11 @@
 """Sentinel exhaustion through the real gateway (``veracity serve``) with the real ``openai`` SDK
-and the scripted mock upstream: a model that keeps answering ``verify_result`` with
-``is_ready: false`` until the rounds run out is no longer ``skipped``/``passed``. Its own
-``errors_found`` make the answer ``failed``, its ``missing_items`` alone ``unverified``; the
-sentinel check rests on the model's word (basis ``model``); the report's ``reason`` is the
-design's exhaustion message in the answer's language; no tool is called more than twice in a row
-(the design's rule, stated in the sentinel rule and enforced for ``verify_result``). Non-stream,
-``buffer`` and ``passthrough`` streams.
+and the scripted mock upstream: a model that keeps answering ``verify_result`` with ``is_ready:
+false`` until the rounds run out is no longer ``skipped``/``passed``. Its own ``errors_found`` make
+the answer ``failed``, its ``missing_items`` alone ``unverified``; the sentinel check rests on the
+model's word (basis ``model``); the report's ``reason`` is the exhaustion message of
+docs/sentinel.md in the answer's language; no tool is called more than twice in a row
+(docs/sentinel.md's rule, stated in the sentinel rule and enforced for ``verify_result``).
+Non-stream, ``buffer`` and ``passthrough`` streams.
 """
 
 from __future__ import annotations

@@ -1309,9 +1309,10 @@ def test_honest_code_still_passes(forge_box: Any) -> None:
 
 
 def test_the_checked_process_is_not_dumpable(forge_box: Any) -> None:
-    """Layer 3 of the design: the harness makes its process non-dumpable before the answer's
-    code runs, so /proc/<pid>/mem belongs to root (a process of uid 65534 that stayed
-    dumpable owns it) and no sandboxed program can read the harness's memory."""
+    """Layer 3 of docs/security.md ("No way to the nonce or the harness"): the harness makes its
+    process non-dumpable before the answer's code runs, so /proc/<pid>/mem belongs to root (a
+    process of uid 65534 that stayed dumpable owns it) and no sandboxed program can read the
+    harness's memory."""
     import os
     import time
 

@@ -9,7 +9,7 @@ verifier, the facts verifier over the request's own document and, where a sandbo
 code verifier:
 
 * a draft whose deterministic check fails (a wrong product the arithmetic verifier recomputes,
-  the design's compound-interest value the template recomputes, code whose own assert fails)
+  docs/verifier-model.md's compound-interest value the template recomputes, code whose own assert fails)
   is ``failed``: no model output removes or outweighs a rule check's failure;
 * a report with a pass on the model's word alone is never ``passed``; a ``passed`` report has
   only decided passes on evidence the model did not write; a wrong draft no rule can decide

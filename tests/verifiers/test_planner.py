@@ -601,7 +601,8 @@ def test_a_search_verdict_rests_on_what_the_search_says_it_rests_on():
 # --- the interest template compares every value the draft states for the quantity ----------------
 
 @pytest.mark.parametrize("draft,want,found", [
-    # the design's re-ask: the first value agrees, the second (also the final amount) is wrong
+    # docs/verifier-model.md's re-ask: the first value agrees, the second (also the final amount)
+    # is wrong
     ("根据公式A=P*(1+r/n)^(nt)，本息和约为11607.55元。使用Python精确计算的结果约为11614.80元。", "fail", "11614.80"),
     ("本息和约为11614.80元。精确计算的结果约为11607.55元。", "fail", "11614.80"),
     ("本息和约为11607.55元。精确计算的结果为11607.55元。", "pass", "11607.55"),

@@ -309,7 +309,7 @@ def test_facts_fire_on_halueval_answers_to_their_questions():
 
 def test_default_policy_sends_the_design_cases_past_the_threshold(monkeypatch):
     """Through the gateway's own risk step (``proxy.pipeline.sequence.verify_text``) under the shipped
-    ``default`` policy: the design's compound-interest draft was ``skipped`` ("risk below
+    ``default`` policy: docs/verifier-model.md's compound-interest draft was ``skipped`` ("risk below
     threshold", risk 0.002); now the planner is asked (its template plans cost no model call).
     The Tesla answer (0.24, skipped before the facts family) is now scored risky and names ``facts``."""
     import asyncio

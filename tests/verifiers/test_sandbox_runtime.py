@@ -1,6 +1,6 @@
 """The bwrap sandbox runtime (docs/code.md): `veracity sandbox setup` / `info`, the runtime bound
-read-only, the design's pandas case caught with it and `unknown` (naming the setup command)
-without it, the CPU limit named as such (found by a newcomer).
+read-only, the pandas case of docs/code.md (``and`` on two Series) caught with it and `unknown`
+(naming the setup command) without it, the CPU limit named as such (found by a newcomer).
 
 The runtime built from PyPI comes from CI (`deploy/ci/sandbox-runtime.sh`, which runs
 `veracity sandbox setup` before `make test` and exports VERACITY_TEST_SANDBOX_RUNTIME); locally
@@ -372,8 +372,8 @@ def test_runtime_at_the_default_location_needs_no_configuration(built_runtime, m
 
 @pytest.mark.bwrap
 def test_gateway_catches_the_design_pandas_case_with_the_runtime(gateway_factory, built_runtime, tmp_path):
-    """The real openai SDK -> `veracity serve` -> scripted upstream answering with the design's
-    pandas case: the report fails the code check with pandas' own error."""
+    """The real openai SDK -> `veracity serve` -> scripted upstream answering with the
+    pandas case of docs/code.md: the report fails the code check with pandas' own error."""
     _need_bwrap()
     import openai
     import yaml

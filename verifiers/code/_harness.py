@@ -6,11 +6,11 @@ What the verdict's integrity rests on
 (docs/design.md "A verdict rests on what the checked content cannot write".)
 
 The answer's code is untrusted and runs in the same interpreter as this harness. Python cannot
-confine code inside one interpreter, and nothing a process says about itself is proof against
-that process: whatever the harness can print at its end, code that has taken over the
-interpreter can print at its start. So the design keeps the *judging* out of the sandbox and
-makes the harness's reporting channel one the checked code cannot speak on; where it might
-have, nothing the run says counts as a pass.
+confine code inside one interpreter, and nothing a process says about itself is proof against that
+process: whatever the harness can print at its end, code that has taken over the interpreter can
+print at its start. So the design (docs/security.md, "Security: what the verdict's integrity rests
+on") keeps the *judging* out of the sandbox and makes the harness's reporting channel one the
+checked code cannot speak on; where it might have, nothing the run says counts as a pass.
 
 1. **Judged outside.** The answer's prints go straight to file descriptor 1; the sandbox backend
    (bwrap's pipe, Docker's attach stream) captures those bytes outside the process. There is no

@@ -7,7 +7,7 @@ policy's ``verification.model`` on a configured upstream (charging the request b
 counting metrics, recording the audit trail); tests and demos use :class:`ScriptedModel`,
 which lives here next to the protocol (the role pydantic-ai's ``TestModel`` plays).
 
-Structured output follows what was measured in the design documents: a JSON schema for every
+Structured output (docs/verifier-model.md, "Structured output"): a JSON schema for every
 answer that is parsed, one repair attempt, then ``error`` (:func:`ask_json`). Whatever a
 verifier model says is evidence to weigh, never code to run and never the value a claim is
 compared against.

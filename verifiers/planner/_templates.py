@@ -150,7 +150,7 @@ def interest_template(question: str, draft: str) -> list[Step]:
 
 
 #: How close (relative) a value must be to the formula's value to be read as another statement
-#: of the same quantity (the design's wrong values 11608.92 and 11614.80 are within 0.1% of
+#: of the same quantity (docs/verifier-model.md's wrong values 11608.92 and 11614.80 are within 0.1% of
 #: 11607.55; a year-by-year figure at a 5% rate is ~5% away, simple interest over 3 years ~1%).
 SAME_QUANTITY_REL = Fraction(1, 100)
 _CASE_WORDS = re.compile(r"\bif\b|\bwould\b|\binstead\b|\bunlike\b|\bcompared\b|\bversus\b|\bvs\.?|如果|若|假如|假设|要是|"
