@@ -238,11 +238,11 @@ def _note_blocked(request: Mapping[str, Any], msg: Mapping[str, Any]) -> str | N
 def _with_unconfirmed_note(draft: dict[str, Any], report: Report,
                            request: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``draft`` with the facts verifier's templated note (``verifiers.facts.unconfirmed_note``)
-    appended to choice 0's text when claims stayed unconfirmed (``report.extra["unconfirmed"]``)
-    and no check failed (a failed answer is corrected, annotated or blocked instead). The note is
-    a template, never generated text (design: state unknowns honestly, in a fixed form). When
-    appending would break what the client parses (:func:`_note_blocked`: JSON mode, tool calls,
-    a JSON answer) the answer is left as it is and the note goes to the report only
+    appended to choice 0's text when claims stayed unconfirmed (``report.extra["unconfirmed"]``) and
+    no check failed (a failed answer is corrected, annotated or blocked instead). The note is a
+    template, never generated text (docs/facts.md: unknowns stated honestly, in a fixed form). When
+    appending would break what the client parses (:func:`_note_blocked`: JSON mode, tool calls, a
+    JSON answer) the answer is left as it is and the note goes to the report only
     (``report.extra["unconfirmed_note"]`` and ``["unconfirmed_note_not_appended"]``: why)."""
     claims = report.unconfirmed
     if not claims or report.failed_checks:

@@ -46,7 +46,7 @@ class Upstream:
 def test_rule_is_at_most_three_lines_with_must_wording():
     assert len(RULE.splitlines()) <= 3
     assert "must" in RULE and "explicitly asked" in RULE
-    assert "must never call a tool more than twice in a row" in RULE  # the design's rule, stated
+    assert "must never call a tool more than twice in a row" in RULE  # docs/sentinel.md's rule
     assert "Must be called before the final answer" in TOOL["function"]["description"]
     assert set(TOOL["function"]["parameters"]["required"]) == {
         "task_goal", "actual_result", "missing_items", "errors_found", "is_ready"}

@@ -1,10 +1,10 @@
-"""No shared mutable numeric state (design: "No process-global numeric state (mpmath
-precision): requests run concurrently"). mpmath's module-level precision is one per process;
-the equivalence test used to set it (``workdps``) inside worker threads, so a true identity
-such as ``(a+b+c+d+e+f)^{60}`` against the same sum reordered was judged ``fail`` in some
-concurrent runs. The verdicts of concurrent runs (threads, asyncio tasks) must equal those of
-a sequential run. A tiny thread switch interval makes the interleavings that broke it happen
-in every run instead of now and then."""
+"""No shared mutable numeric state (docs/design.md "No CPU-heavy work on the event loop": "No
+process-global numeric state (mpmath precision): requests run concurrently"). mpmath's module-level
+precision is one per process; the equivalence test used to set it (``workdps``) inside worker
+threads, so a true identity such as ``(a+b+c+d+e+f)^{60}`` against the same sum reordered was judged
+``fail`` in some concurrent runs. The verdicts of concurrent runs (threads, asyncio tasks) must
+equal those of a sequential run. A tiny thread switch interval makes the interleavings that broke it
+happen in every run instead of now and then."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Every notation models write for arithmetic, read right (design: "a verifier must never turn a
-right answer into a wrong one"): Python's ``**`` with any spacing, ``//``, ``%`` as remainder
-or percentage by context, Unicode superscripts and vulgar fractions, power words, thousands
-separators of several locales, currency after the amount, area units, and claims in code
-comments and Markdown tables. Each expected value below is worked out by hand in the comment
-next to it, not read back from the verifier."""
+"""Every notation models write for arithmetic, read right (docs/design.md "False alarms cost more
+than misses": "A verifier must never turn a right answer into a wrong one"): Python's ``**`` with
+any spacing, ``//``, ``%`` as remainder or percentage by context, Unicode superscripts and vulgar
+fractions, power words, thousands separators of several locales, currency after the amount, area
+units, and claims in code comments and Markdown tables. Each expected value below is worked out by
+hand in the comment next to it, not read back from the verifier."""
 
 from __future__ import annotations
 

@@ -6,12 +6,13 @@ written span leftwards over "5678. " and SymPy read ``5678. 1234 * 5678``, a pro
 class: "5678.)", "5678.\\n", "3.14." (a decimal at a sentence end), "e.g. 5.", list items "1.
 2+2=4", "(2) 3+3=6" -- the last one was a false alarm (``(2) 3+3`` read as ``2 * 3 + 3``).
 
-Oracle (design: "test a verifier against an independent oracle ... never against its own
-parser"): Python's own ``fractions.Fraction`` arithmetic on the numbers the test drew, and for
-generated statements the tree of ``tests/arith_oracle_gen.py`` evaluated exactly. Invariants
-for every text: a right statement is never ``fail``, a wrong one never ``pass``, a ``fail``'s
-``expected`` is the oracle's value; and what stands before the statement's sentence (or its
-item label) does not change its verdict: a statement that fails alone fails in context.
+Oracle (docs/design.md "Test against an independent oracle": "Test a verifier against an independent
+oracle, never against its own parser"): Python's own ``fractions.Fraction`` arithmetic on the
+numbers the test drew, and for generated statements the tree of ``tests/arith_oracle_gen.py``
+evaluated exactly. Invariants for every text: a right statement is never ``fail``, a wrong one never
+``pass``, a ``fail``'s ``expected`` is the oracle's value; and what stands before the statement's
+sentence (or its item label) does not change its verdict: a statement that fails alone fails in
+context.
 """
 
 from __future__ import annotations

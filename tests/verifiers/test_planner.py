@@ -460,9 +460,10 @@ def test_through_run_templates_and_model_plans():
 @pytest.mark.bwrap
 @pytest.mark.slow
 def test_through_run_the_data_cleaning_case_the_rules_leave_unknown(pandas_box):
-    """The design's case end to end in ``verifiers.run``: the code verifier cannot run code that
-    reads a file (``unknown``), so the planner (``when: unexplained``) is asked, builds the
-    constructed DataFrame and the draft's line raises the pandas truth-value error."""
+    """The data-cleaning case of docs/verifier-model.md end to end in ``verifiers.run``: the code
+    verifier cannot run code that reads a file (``unknown``), so the planner (``when: unexplained``)
+    is asked, builds the constructed DataFrame and the draft's line raises the pandas truth-value
+    error."""
     line = "df = df[(df['Age'] > 0) and (df['Age'] < 120)]"
     step = {"tool": "run_python", "claim": line,
             "input": {"setup": SETUP, "code": line, "assertions": ["list(df['Age']) == [25, 30]"]}}

@@ -33,7 +33,8 @@ from verifiers.sandbox._bwrap import BwrapSandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The design's data-cleaning case: `and` between two boolean Series ("stated to work").
+# The data-cleaning case of docs/verifier-model.md and docs/code.md: `and` between two boolean
+# Series ("stated to work").
 PANDAS_CASE = """To keep only plausible ages, filter the DataFrame like this:
 
 ```python

@@ -263,7 +263,8 @@ _PROCEEDINGS_WORDS = re.compile(r"\b(conference|proceedings|proc|workshop|sympos
 
 def expected_to_hold(name: str, source: Any, claim: CitationClaim) -> bool:
     """Whether source ``name`` can be expected to hold the work ``claim`` cites, so that its not
-    having it is evidence (design: absence is evidence only where presence was expected).
+    having it is evidence (docs/citations.md, "Absence rule": absence is evidence only where
+    presence was expected).
 
     * ``local``: only an index configured ``authoritative`` (the library is the whole world);
       a partial library (``local_index.authoritative: false``) holds what it holds.

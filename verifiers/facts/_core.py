@@ -564,7 +564,7 @@ async def acheck(answer: str, question: str | None = None, *, model: ChatModel |
             ``unknown`` check says so (``evidence.kind == "truncated"``, ``limit: "max_claims"``,
             ``total: None``: only "more" is known), as does one for an answer longer than the
             claim finder reads (``ANSWER_CHARS``).
-        max_rounds: search rounds per claim at most (design: 3).
+        max_rounds: search rounds per claim at most (default 3, as in docs/facts.md's example).
         k: passages asked from each backend per query.
         weights: credibility overrides (:data:`verifiers.facts._credibility.DEFAULT_WEIGHTS`).
         cache: a :class:`VerdictCache`, or None.

@@ -156,7 +156,8 @@ async def ask_json(model: ChatModel, messages: Sequence[Mapping[str, Any]], answ
 
     The schema of ``answer_type`` goes with the request. The answer is parsed
     (:func:`extract_json`) and validated; when that fails, the model gets one repair turn
-    quoting the validation error (design rule: one repair attempt, then ``error``).
+    quoting the validation error (docs/verifier-model.md, "Structured output": one repair turn,
+    then ``error``).
     Never raises: failures come back in :attr:`JsonAnswer.error`.
     """
     schema = json_schema_of(answer_type)
