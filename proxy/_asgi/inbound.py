@@ -17,7 +17,12 @@ rejects (``Content-Length: abc``, ``-1``, two different values, ``Content-Length
 "Invalid HTTP request received."): ``400 application/json``
 ``{"error": {"message", "type": "invalid_request_error", "param": null, "code":
 "invalid_request"}}``, the message naming llhttp's reason (e.g. "Invalid character in
-Content-Length"), and ``connection: close``, as before.
+Content-Length"), and ``connection: close``, as before. A refusal that follows pipelined
+requests read whole waits for their answers (uvicorn wrote it at once, ahead of them: the client
+took it for the first request's answer), then goes out and the connection closes.
+
+An HTTP/1.0 request's answer without ``Content-Length`` (a stream) runs to the connection's
+close (:class:`Http10Cycle`); uvicorn chunked it, which HTTP/1.0 clients cannot read.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import sys
 from typing import Any
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol, RequestResponseCycle
 
 #: Largest request head (request line and header fields), bytes: h11's
 #: ``DEFAULT_MAX_INCOMPLETE_EVENT_SIZE``, uvicorn's ``--h11-max-incomplete-event-size`` default.
@@ -107,6 +112,30 @@ class CorkedTransport:
         return getattr(self.transport, name)
 
 
+class Http10Cycle(RequestResponseCycle):
+    """uvicorn's request-response cycle for an HTTP/1.0 request, whose answer without a
+    ``Content-Length`` (a stream) is delimited by the connection's close instead of chunked:
+    uvicorn chunks it whatever the request's version, and HTTP/1.0 has no chunked coding (RFC
+    9112 section 6.1: a server MUST NOT send ``Transfer-Encoding`` unless the request is
+    HTTP/1.1 or later; section 6.3 item 8: a body without a length runs to the close). uvicorn
+    never keeps an HTTP/1.0 connection alive, so the close always comes. Set on the cycle by
+    :meth:`BoundedHttpToolsProtocol.on_headers_complete`."""
+
+    #: the body runs to the connection's close (no Content-Length was given)
+    to_close = False
+
+    async def send(self, message: Any) -> None:
+        """uvicorn's ``send``, with a length-less body written bare (see the class doc)."""
+        if message["type"] == "http.response.start":
+            if not self.response_started and not any(
+                    name.lower() == b"content-length" for name, _ in message.get("headers", ())):
+                self.to_close, self.chunked_encoding = True, False
+        elif self.to_close and message["type"] == "http.response.body":
+            # uvicorn counts the body down from a Content-Length: give it the one it will see
+            self.expected_content_length = sys.maxsize if message.get("more_body", False) else len(message.get("body", b""))
+        await RequestResponseCycle.send(self, message)
+
+
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's ``HttpToolsProtocol`` refusing a request whose head is still unfinished after
     :data:`MAX_REQUEST_HEAD` bytes (so at most that plus one socket read is ever buffered).
@@ -118,12 +147,23 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     _head_scope: object = None
     _unfinished = 0
+    #: a server-layer 400 waiting for the answers owed before it (:meth:`send_400_response`)
+    _refusal: bytes | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """uvicorn's, with the transport wrapped in a :class:`CorkedTransport`."""
         HttpToolsProtocol.connection_made(self, CorkedTransport(transport, self.loop, self.tasks))  # type: ignore[arg-type]
 
+    def on_headers_complete(self) -> None:
+        """uvicorn's; an HTTP/1.0 request's cycle becomes an :class:`Http10Cycle`."""
+        HttpToolsProtocol.on_headers_complete(self)
+        scope = self.scope
+        if scope["http_version"] == "1.0" and self.cycle is not None and self.cycle.scope is scope:
+            self.cycle.__class__ = Http10Cycle
+
     def data_received(self, data: bytes) -> None:
+        if self._refusal is not None:  # the request stream is broken: nothing after it is read
+            return
         HttpToolsProtocol.data_received(self, data)  # not super(): ~0.1 us less per read
         scope = self.scope
         if scope is not None and "method" not in scope and not self.transport.is_closing():
@@ -147,5 +187,22 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             content.extend([name, b": ", value, b"\r\n"])
         content += [b"content-type: application/json\r\ncontent-length: ", str(len(body)).encode("ascii"),
                     b"\r\nconnection: close\r\n\r\n", body]
+        cycle = self.cycle
+        if cycle is not None and not cycle.response_complete and not cycle.more_body:
+            # earlier requests, read whole, are still owed their answers: the refusal waits for
+            # them (RFC 9112 section 9.3.2), and nothing more is read
+            self._refusal = b"".join(content)
+            self.transport.pause_reading()
+            return
         self.transport.write(b"".join(content))
         self.transport.close()
+
+    def on_response_complete(self) -> None:
+        """uvicorn's (start the next pipelined request, or arm the keep-alive timeout); then,
+        when a refusal waits (:meth:`send_400_response`) and no answer is owed any more, write
+        it and close."""
+        HttpToolsProtocol.on_response_complete(self)
+        if self._refusal is not None and not self.pipeline and not self.transport.is_closing():
+            self._unset_keepalive_if_required()
+            self.transport.write(self._refusal)
+            self.transport.close()
