@@ -152,10 +152,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's ``HttpToolsProtocol`` refusing a request whose head is still unfinished after
     :data:`MAX_REQUEST_HEAD` bytes (so at most that plus one socket read is ever buffered).
     A head is unfinished while the request's scope has no ``method`` yet (uvicorn creates the
-    scope when a message begins and sets ``method`` when its headers are complete); no parser
-    callback is overridden, so a request costs one check per read (~0.3 us measured in a
-    Python replica on this machine; the gateway spends ~400 us of CPU per request,
-    bench/results/gateway.md)."""
+    scope when a message begins and sets ``method`` when its headers are complete), so a
+    request costs one check per read (~0.3 us measured in a Python replica on this machine; the
+    gateway spends ~80-250 us of CPU per request, bench/results/gateway.md). Also: a refusal
+    after pipelined requests waits for their answers (:meth:`send_400_response`), a FIN
+    mid-answer lets it finish (:meth:`eof_received`), an HTTP/1.0 answer is never chunked
+    (:meth:`on_headers_complete`, the one parser callback overridden: a version check per
+    request). Each case: tests/hostile/test_hostile_http_layer.py."""
 
     _head_scope: object = None
     _unfinished = 0
@@ -219,17 +222,18 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             # them (RFC 9112 section 9.3.2), and nothing more is read
             self._refusal = b"".join(content)
             self.transport.pause_reading()
+            cycle.on_response = self._refuse_after  # the last request read is the last answered
             return
         self.transport.write(b"".join(content))
         self.transport.close()
 
-    def on_response_complete(self) -> None:
-        """uvicorn's (start the next pipelined request, or arm the keep-alive timeout); then,
-        when a refusal waits (:meth:`send_400_response`) and no answer is owed any more, write
-        it and close."""
+    def _refuse_after(self) -> None:
+        """The last answer owed before a waiting refusal (:meth:`send_400_response`) is complete:
+        uvicorn's ``on_response_complete``, then the refusal written and the connection closed.
+        Set as that request's cycle's ``on_response`` only when a refusal waits, so an ordinary
+        answer costs nothing."""
         HttpToolsProtocol.on_response_complete(self)
-        # self.cycle is the last request read, so the last answered: once it is complete, none is owed
-        if self._refusal is not None and self.cycle.response_complete and not self.transport.is_closing():
+        if self._refusal is not None and not self.transport.is_closing():
             self._unset_keepalive_if_required()
             self.transport.write(self._refusal)
             self.transport.close()
