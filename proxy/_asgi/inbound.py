@@ -183,6 +183,23 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             return True
         return None
 
+    def shutdown(self) -> None:
+        """uvicorn's graceful shutdown of this connection (closed now if idle, else after its
+        answer); and, half a second before the server's graceful-shutdown limit
+        (``timeout_graceful_shutdown``), a connection whose answer is still unfinished -- most
+        often a client that stopped reading, its writes paused -- is aborted: its request sees
+        the client gone and ends as a disconnect, where uvicorn's cancel at the limit ended it
+        with a CancelledError logged as "Exception in ASGI application" and a traceback."""
+        HttpToolsProtocol.shutdown(self)
+        grace = self.config.timeout_graceful_shutdown
+        if grace is not None and not self.transport.is_closing():
+            self.loop.call_later(max(0.0, grace - 0.5), self._give_up)
+
+    def _give_up(self) -> None:
+        """Abort the connection if it is still open (see :meth:`shutdown`)."""
+        if not self.transport.is_closing():
+            self.transport.abort()
+
     def on_headers_complete(self) -> None:
         """uvicorn's; an HTTP/1.0 request's cycle becomes an :class:`Http10Cycle`."""
         HttpToolsProtocol.on_headers_complete(self)

@@ -648,3 +648,31 @@ async def test_sigterm_with_answers_in_flight_loses_nothing(mock: Any, gateway_f
                 assert got[2].sse_text() == "0123456789" * 3
         else:
             assert len(got) == 1 and got[0].sse_text() == "b" * 60
+
+
+async def test_sigterm_with_a_reader_that_never_reads_does_not_hang(mock: Any, gateway_factory: Any, tmp_path: Any) -> None:
+    """SIGTERM while one client has a pile of answers it never reads (its writes paused by flow
+    control) and others stream: the streams finish whole, the stuck connection is given up at
+    the graceful-shutdown limit (5 s), and the process exits -- no hang, no traceback."""
+    g = gateway_factory(_config(mock, tmp_path))
+    stuck = socket.create_connection(("127.0.0.1", g.port))
+    stuck.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stuck.sendall(b"".join(chat(f"big {i}") for i in range(32)))
+
+    async def stream(i: int) -> list[Answer]:
+        r, w = await asyncio.open_connection("127.0.0.1", g.port)
+        w.write(chat(f"tick s{i}", stream=True))
+        data = await read_all(r, 30)
+        w.close()
+        return parse(data, ["POST"])
+
+    tasks = [asyncio.create_task(stream(i)) for i in range(8)]
+    await asyncio.sleep(0.5)
+    os.kill(g.proc.pid, signal.SIGTERM)
+    results = await asyncio.gather(*tasks)
+    rc = await asyncio.to_thread(g.proc.wait, 30)  # a hang fails here
+    stuck.close()
+    log = g.log()
+    assert rc in (0, -signal.SIGTERM), log[-3000:]
+    assert not [m for m in ("Traceback", "Exception in ASGI application", "Task exception") if m in log], log[-4000:]
+    assert all(len(got) == 1 and got[0].sse_text() == "0123456789" * 3 for got in results)
