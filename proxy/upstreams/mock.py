@@ -89,7 +89,11 @@ DEMO_SCRIPT = Path(__file__).resolve().parents[1] / "demo_script.yaml"
 
 def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto IPPROTO_TCP, not 0: accepted sockets inherit it, and asyncio's loop sets TCP_NODELAY
+    # only on sockets whose proto says TCP (base_events._set_nodelay); with 0 (uvloop sets it
+    # anyway) the thread-mode mock sent a body written after its head ~40 ms late on a reused
+    # connection (Nagle waiting for the client's delayed ACK)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(2048)

@@ -92,6 +92,31 @@ async def test_held_writes_are_dropped_when_the_peer_is_gone() -> None:
     assert t.writes == [] and c.held is None
 
 
+class _ClosedUvloopLike(_Recorder):
+    """A transport closed under the writer, refusing writes as uvloop's does (RuntimeError)."""
+
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            raise RuntimeError("unable to perform operation on <TCPTransport closed=True>; the handler is closed")
+        super().write(data)
+
+
+def test_write_to_a_transport_closed_under_it_is_dropped() -> None:
+    """The client's FIN or reset closed the transport and uvicorn's ``connection_lost`` (which
+    stops the request's writes) has not run yet: the write is dropped, as asyncio's transports
+    drop it -- not raised into the app (uvicorn logged "Exception in ASGI application")."""
+    t = _ClosedUvloopLike()
+    c = CorkedTransport(t, None, set())  # type: ignore[arg-type]
+    c.write(b"before")
+    t.closed = True
+    c.write(b"after the close")
+    assert t.writes == [b"before"]
+    t2 = _ClosedUvloopLike()
+    t2.write = lambda data: (_ for _ in ()).throw(RuntimeError("another fault"))  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError):  # on an open transport a RuntimeError is a real fault
+        CorkedTransport(t2, None, set()).write(b"x")  # type: ignore[arg-type]
+
+
 def test_other_transport_methods_are_the_wrapped_ones() -> None:
     t = _Recorder()
     c = CorkedTransport(t, None, set())  # type: ignore[arg-type]

@@ -436,3 +436,35 @@ def test_demo_script_answers_the_four_demo_kinds():
         assert "```python" in ask(c, "Write a Python function for Fibonacci").choices[0].message.content
         refs = ask(c, "Give me references on transformers").choices[0].message.content
         assert "arXiv:1706.03762" in refs and "doi:" in refs
+
+
+async def test_mock_sockets_get_tcp_nodelay_on_a_plain_asyncio_loop() -> None:
+    """The mock's listening socket says TCP (proto ``IPPROTO_TCP``), so asyncio's loop -- the
+    thread-mode mock's, demo mode's -- sets ``TCP_NODELAY`` on each connection it accepts
+    (``base_events._set_nodelay`` skips a socket whose proto is 0); without it a body written
+    after its head waited ~40 ms on a reused connection (Nagle + the client's delayed ACK)."""
+    import asyncio
+    import socket
+
+    from proxy.upstreams.mock import _bind
+
+    sock = _bind("127.0.0.1", 0)
+    seen: list[int] = []
+
+    class P(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            s = transport.get_extra_info("socket")
+            seen.append(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            transport.close()
+
+    server = await asyncio.get_running_loop().create_server(P, sock=sock)
+    try:
+        _r, w = await asyncio.open_connection(*sock.getsockname()[:2])
+        for _ in range(100):
+            if seen:
+                break
+            await asyncio.sleep(0.01)
+        w.close()
+    finally:
+        server.close()
+    assert sock.proto == socket.IPPROTO_TCP and seen == [1]
