@@ -65,8 +65,9 @@ class CorkedTransport:
     asyncio's transports drop it; uvloop's raised ``RuntimeError`` into the app, logged as
     "Exception in ASGI application".
 
-    Measured (bench/results/gateway.md, 32 connections, checks off): CPU per request 113 ->
-    88 us, requests/s 8,500 -> 11,000; at one connection unchanged. Order is kept (a write
+    Measured (bench/results/gateway.md "fourth pass", wrk at 32 connections, checks off, three
+    servers interleaved in one run): CPU per request 113 -> 93 us, requests/s 8,500 -> 10,600; at
+    one connection unchanged (no write is held). Order is kept (a write
     while writes are held joins them); ``close()`` writes what is held first; what is held when
     the connection is already closing is dropped (the peer is gone). Every other transport
     method is the wrapped transport's.
