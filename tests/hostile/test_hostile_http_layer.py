@@ -29,6 +29,7 @@ import h11
 import pytest
 
 from tests.fixtures.mock import scripted_mock
+from tests.fixtures.policies import checks_off
 
 BIG = 256 * 1024  # characters of the "big" answer (a slow reader's pile)
 SCRIPT = {
@@ -43,14 +44,7 @@ SCRIPT = {
     ],
 }
 mock, _reset_mock = scripted_mock(SCRIPT)
-CHECKS_OFF = """name: default
-verifiers:
-  arithmetic: {enabled: false}
-  code: {enabled: false}
-  citations: {enabled: false}
-sentinel: {mode: "off"}
-correction: {max_rounds: 0}
-"""
+CHECKS_OFF = checks_off()
 UNHANDLED = ("Traceback", "Exception in ASGI application", "Task exception was never retrieved",
              "socket.send() raised exception", "Unhandled", "ASGI callable returned without")
 

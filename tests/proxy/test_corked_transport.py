@@ -18,6 +18,7 @@ import pytest
 
 from proxy._asgi.inbound import CorkedTransport
 from tests.fixtures.mock import scripted_mock
+from tests.fixtures.policies import checks_off
 
 
 class _Recorder:
@@ -136,14 +137,7 @@ SCRIPT = {
     ],
 }
 mock, _reset_mock = scripted_mock(SCRIPT)
-CHECKS_OFF = """name: default
-verifiers:
-  arithmetic: {enabled: false}
-  code: {enabled: false}
-  citations: {enabled: false}
-sentinel: {mode: "off"}
-correction: {max_rounds: 0}
-"""
+CHECKS_OFF = checks_off()
 
 
 @pytest.fixture(scope="module")

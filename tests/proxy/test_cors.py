@@ -26,6 +26,7 @@ from proxy.config import (DEFAULT_CORS_ALLOW_HEADERS, ConfigError, GatewayConfig
                           parse_config)
 from proxy.upstreams.mock import MockUpstream
 from proxy.upstreams import Upstreams
+from tests.fixtures.policies import checks_off
 
 ORIGIN = "https://app.example.com"
 OTHER_ORIGIN = "https://evil.example.net"
@@ -45,14 +46,7 @@ SCRIPT: dict[str, Any] = {
     ],
 }
 
-CHECKS_OFF = """name: lean
-verifiers:
-  arithmetic: {enabled: false}
-  code: {enabled: false}
-  citations: {enabled: false}
-sentinel: {mode: "off"}
-correction: {max_rounds: 0}
-"""
+CHECKS_OFF = checks_off("lean")
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,7 @@ from proxy.routes import _respond
 from proxy.upstreams import Upstreams
 from proxy.upstreams.openai import OpenAIUpstream
 from proxy.upstreams.mock import MockUpstream
+from tests.fixtures.policies import checks_off
 
 RATE_HEADERS = {"x-ratelimit-remaining-requests": "99", "x-ratelimit-reset-requests": "1s",
                 "openai-processing-ms": "12", "x-request-id": "upstream-id-1"}
@@ -42,14 +43,7 @@ SCRIPT: dict[str, Any] = {
         {"name": "drop", "match": {"last_user": "^drop"}, "reply": {"fault": "drop_before_headers"}},
     ],
 }
-CHECKS_OFF = """name: default
-verifiers:
-  arithmetic: {enabled: false}
-  code: {enabled: false}
-  citations: {enabled: false}
-sentinel: {mode: "off"}
-correction: {max_rounds: 0}
-"""
+CHECKS_OFF = checks_off()
 LANES = ("lean", "fastpath", "endpoint")
 #: header values that differ per answer however the gateway behaves (time spent)
 _VARYING = (b"x-veracity-overhead-ms",)

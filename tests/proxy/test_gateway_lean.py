@@ -27,6 +27,7 @@ from proxy.config import GatewayConfig, UpstreamConfig
 from proxy.upstreams.mock import MockUpstream
 from proxy.upstreams import Upstreams
 from tests.fixtures.polling import wait_for
+from tests.fixtures.policies import checks_off
 
 SCRIPT: dict[str, Any] = {
     "models": ["lean-model"],
@@ -43,14 +44,7 @@ SCRIPT: dict[str, Any] = {
     ],
 }
 
-CHECKS_OFF = """name: default
-verifiers:
-  arithmetic: {enabled: false}
-  code: {enabled: false}
-  citations: {enabled: false}
-sentinel: {mode: "off"}
-correction: {max_rounds: 0}
-"""
+CHECKS_OFF = checks_off()
 VERIFYING = """name: default
 verifiers:
   arithmetic: {enabled: true}
