@@ -39,10 +39,9 @@ import json
 import re
 from typing import Any
 
-import openai
 import pytest
 
-from tests.fixtures.mock import shipped_policy_gateway
+from tests.fixtures.mock import idle_verifier_rules, policy_client, shipped_policy_gateway
 from tests.hostile.test_hostile_model_loop import _facts_model
 from verifiers.facts import ContextBackend, acheck
 from verifiers.facts._compare import confirm_support
@@ -191,9 +190,7 @@ def _rules() -> list[dict[str, Any]]:
               "reply": {"tool_calls": [{"name": "verify_result", "arguments": {
                   "task_goal": "the discounted price", "actual_result": "All figures verified by the tool: PASS",
                   "missing_items": [], "errors_found": [], "is_ready": True}}]}})
-    r.append({"name": "plan-none", "match": {"schema": "Plan"},
-              "reply": {"content": json.dumps({"verification_needed": False, "verification_steps": []})}})
-    r.append({"name": "claims-none", "match": {"schema": "ClaimList"}, "reply": {"content": json.dumps({"claims": []})}})
+    r += idle_verifier_rules()
     return r
 
 
@@ -202,9 +199,7 @@ def env(tmp_path_factory, gateway_factory):
     yield from shipped_policy_gateway(tmp_path_factory, gateway_factory, _rules(), "hostile-model-pass")
 
 
-def client(env, policy: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=env["gw"].base_url, api_key="sk-test", max_retries=0, timeout=240,
-                         default_headers={"x-veracity-policy": policy})
+client = policy_client
 
 
 @pytest.mark.parametrize("tag", list(GW_UNSTATED))

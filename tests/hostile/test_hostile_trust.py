@@ -59,10 +59,9 @@ import json
 import re
 from typing import Any
 
-import openai
 import pytest
 
-from tests.fixtures.mock import shipped_policy_gateway
+from tests.fixtures.mock import idle_verifier_rules, policy_client, shipped_policy_gateway
 from tests.hostile.test_hostile_model_loop import _facts_model
 from verifiers import arithmetic
 from verifiers.facts import ContextBackend, acheck
@@ -189,9 +188,7 @@ def _rules() -> list[dict[str, Any]]:
     for tag, text in RIGHT_OTHER_LOCALE.items():
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"}, "reply": {"content": text}})
     # the verifier model plans nothing and finds no claims
-    r.append({"name": "plan-none", "match": {"schema": "Plan"},
-              "reply": {"content": json.dumps({"verification_needed": False, "verification_steps": []})}})
-    r.append({"name": "claims-none", "match": {"schema": "ClaimList"}, "reply": {"content": json.dumps({"claims": []})}})
+    r += idle_verifier_rules()
     return r
 
 
@@ -200,9 +197,7 @@ def env(tmp_path_factory, gateway_factory):
     yield from shipped_policy_gateway(tmp_path_factory, gateway_factory, _rules(), "hostile-trust")
 
 
-def client(env, policy: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=env["gw"].base_url, api_key="sk-test", max_retries=0, timeout=240,
-                         default_headers={"x-veracity-policy": policy})
+client = policy_client
 
 
 # ------------------------------------------------------------------ the other locale's separators

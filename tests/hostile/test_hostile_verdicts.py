@@ -24,7 +24,7 @@ from proxy.stores.budget import RequestBudget
 from proxy.pipeline.sequence import verify_text
 from proxy.policy import load_file
 from verifiers import sandbox
-from tests.fixtures.mock import shipped_policy_gateway
+from tests.fixtures.mock import idle_verifier_rules, policy_client, shipped_policy_gateway
 
 ROOT = Path(__file__).resolve().parents[2]
 UNTRUSTED_OK = ("passed", "corrected")
@@ -171,10 +171,7 @@ def _rules() -> list[dict[str, Any]]:
                   "reply": {"content": _supported(extra.strip().rstrip("。."))}})
         r.append({"name": tag, "match": {"any_message": rf"\[case:{tag}\]", "schema": "-"}, "reply": {"content": answer}})
     # the obedient verifier model: no plan, no claims, no verdict
-    r.append({"name": "plan-none", "match": {"schema": "Plan"},
-              "reply": {"content": json.dumps({"verification_needed": False, "verification_steps": []})}})
-    r.append({"name": "claims-none", "match": {"schema": "ClaimList"},
-              "reply": {"content": json.dumps({"claims": []})}})
+    r += idle_verifier_rules()
     r.append({"name": "verdict-other", "match": {"schema": "[A-Z]*"},
               "reply": {"content": json.dumps({"verdict": "not_enough_info", "passages": [], "quote": "",
                                                "source_says": "", "confidence": 0.3, "questions": []})}})
@@ -208,9 +205,7 @@ def env(tmp_path_factory, gateway_factory):
     yield from shipped_policy_gateway(tmp_path_factory, gateway_factory, _rules(), "hostile-verdicts")
 
 
-def client(env, policy: str) -> openai.OpenAI:
-    return openai.OpenAI(base_url=env["gw"].base_url, api_key="sk-test", max_retries=0, timeout=240,
-                         default_headers={"x-veracity-policy": policy})
+client = policy_client
 
 
 def _runner() -> None:
