@@ -354,12 +354,7 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
         ms = (time.perf_counter() - t0) * 1000.0
         walked = _pass_states(rep)
         history.extend(walked)
-        undecided = _undecided_of_failed_kind(rep, failed_kinds)
-        # a pass on the verifier model's word alone (a plan's step whose inputs or assertions it
-        # wrote), of any kind: it may not make the new draft `corrected` (docs/design.md "Asymmetric
-        # trust": the model can fail an answer, never pass it -- nor pass its correction)
-        undecided += [c for c in rep.checks if c.outcome == "pass" and c not in undecided
-                      and not decided_pass(c, trust_model_passes=rep.trust_model_passes)]
+        undecided = undecided_after_correction(rep, failed_kinds)
         # the planner's note that the verifier model planned nothing checks nothing: a draft with
         # only that note is read as one without checks (a fix stated in another form still counts)
         checks = [c for c in rep.checks if (c.evidence or {}).get("reason") != "no_check_planned"]
@@ -413,11 +408,14 @@ async def correct(body: dict[str, Any], draft: dict[str, Any], *, complete: Comp
     return finish(best[0], best[1], State.MAX_RETRY_EXCEEDED, "max_rounds", "failed")
 
 
-def _undecided_of_failed_kind(report: Report, kinds: set[str]) -> list[Check]:
-    """Checks of ``report`` by a verifier in ``kinds`` (those whose claims failed in the first
-    draft) that are neither a failure nor a decided pass (:func:`verifiers._types.decided_pass`):
-    a corrected draft with such a claim left is not ``corrected``."""
-    return [c for c in report.checks if c.verifier in kinds and c.outcome != "fail"
+def undecided_after_correction(report: Report, kinds: set[str]) -> list[Check]:
+    """The checks of a corrected draft's ``report`` that keep it from being ``corrected``: neither a
+    failure nor a decided pass (:func:`verifiers._types.decided_pass`) and either by a verifier
+    in ``kinds`` (those whose claims failed before) or a pass of any kind on the verifier
+    model's word alone (a plan's step whose inputs or assertions it wrote: docs/design.md
+    "Asymmetric trust", the model can fail an answer, never pass it -- nor pass its correction).
+    In check order; used by the correction loop and the verified stream alike."""
+    return [c for c in report.checks if (c.verifier in kinds or c.outcome == "pass") and c.outcome != "fail"
             and not decided_pass(c, trust_model_passes=report.trust_model_passes)]
 
 

@@ -857,10 +857,7 @@ class _VerifiedStream:
                 rep.reason = f"verified stream: no correction passed ({stop}); the failed unit was relayed"
             state = "MAX_RETRY_EXCEEDED" if lane.rounds else "VERIFICATION_FAILED"
         else:
-            # undecided: a claim of the kind that failed, or a pass of any kind on the verifier
-            # model's word alone (docs/design.md "Asymmetric trust": it never makes an answer corrected)
-            undecided = [c for c in rep.checks if (c.verifier in lane.failed_kinds or c.outcome == "pass")
-                         and c.outcome != "fail" and not decided_pass(c, trust_model_passes=rep.trust_model_passes)]
+            undecided = corr.undecided_after_correction(rep, lane.failed_kinds)
             fixed = [c for c in rep.checks if c.verifier in lane.failed_kinds
                      and decided_pass(c, trust_model_passes=rep.trust_model_passes)]
             # a pass about another claim is no fix of the one that failed ("34. Then 17 * 23 -> 401")
