@@ -91,7 +91,7 @@ limits), ``_read`` (one reading of the answer: calculator notes, claims window b
 remainder sentences), ``_question`` (the question/answer link), ``_ambiguous`` (claims that read
 two ways: other grouping, bitwise XOR, other locale, right-to-left embeddings), ``_coverage``
 (calculations and stated results no check covers); below them ``_claims`` (the claim finder; ``_segments``, ``_sampling``,
-``_claim_units`` beside it),
+``_claim_units``, ``_shapes`` beside it),
 ``_tokens``, ``_normalize``, ``_latex``, ``_mapped``, ``_expr``, ``_tolerance``, ``_confirm``,
 ``_equivalent``, ``_units``, ``_consistency``, ``_work``.
 """

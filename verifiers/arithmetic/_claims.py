@@ -16,7 +16,8 @@ Precision rules that keep prose numbers out: a run glued to a digit or letter by
 needs an operator on its left and a bare number on its right; symbols make a pair unchecked.
 
 Beside it: ``_segments`` (a claim's sides and where they start and end), ``_sampling``
-(identities tested at sample points before SymPy), ``_claim_units`` (units of a claim's sides).
+(identities tested at sample points before SymPy), ``_claim_units`` (units of a claim's sides),
+``_shapes`` (shapes of its expression trees).
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ from verifiers.arithmetic._work import COST_CONVERT, COST_IDENTITY, COST_PAIR, C
 from verifiers.arithmetic._units import calendar_candidates, convert, dozen_factor, unit_info
 from verifiers.arithmetic._claim_units import _counts_dozens, _money_of, _uncancelled, _units_conflict
 from verifiers.arithmetic._sampling import _MORE_POINTS, _agrees_at, _sampled_difference, _size
+from verifiers.arithmetic._shapes import (_bare_fraction, _differs_in_unit, _has_hundred_percent, _has_percent,
+                                         _percent_on_base, _product_only, _tight_range, _uses_value)
 from verifiers.arithmetic._segments import (_WORD_LABEL, _Seg, _cut_after, _cut_before, _ensure_prefix, _ensure_suffix,
                                            _make_seg, _plain_stretch, _split_at_sep, _sticky_after, _sticky_before)
 
@@ -100,66 +103,6 @@ def _only_label_between(text: str, end: int, start: int, label: str) -> bool:
 
 
 _RATE_WORDS = frozenset("for in over after during within per every each of by than at".split())
-
-
-def _tight_range(node: tuple, toks: list[Token]) -> bool:
-    if not (node[0] == "bin" and node[1] == "-" and node[2][0] == "num" and node[3][0] == "num"):
-        return False
-    if len(toks) != 3 or toks[0].end != toks[1].start or toks[1].end != toks[2].start:
-        return False
-    return node[2][1].value < node[3][1].value
-
-
-def _bare_fraction(node: tuple) -> bool:
-    return node[0] == "bin" and node[1] == "/" and node[2][0] == "num" and node[3][0] == "num"
-
-
-def _has_percent(node: tuple) -> bool:
-    if node[0] == "num":
-        return node[1].percent
-    if node[0] == "pct":
-        return True
-    return any(_has_percent(c) for c in node[1:] if isinstance(c, tuple))
-
-
-def _differs_in_unit(ln: tuple, rn: tuple) -> bool:
-    a, b = literal_of(ln)[0], literal_of(rn)[0]
-    return (a.unit or None) != (b.unit or None) and bool(unit_info(a.unit) or unit_info(b.unit))
-
-
-def _uses_value(node: tuple, value: Fraction) -> bool:
-    if node[0] == "num":
-        return node[1].value == value
-    return any(_uses_value(c, value) for c in node[1:] if isinstance(c, tuple))
-
-
-def _has_hundred_percent(node: tuple) -> bool:
-    if node[0] == "num":
-        return node[1].percent and node[1].value == 1
-    return any(_has_hundred_percent(c) for c in node[1:] if isinstance(c, tuple))
-
-
-def _percent_on_base(node: tuple) -> tuple:
-    """``node`` with every ``a + p%`` / ``a - p%`` (``p%`` a bare percent literal, ``a`` no
-    percent) read as a calculator and prose read it: ``a * (1 + p/100)`` -- "100 - 20% = 80",
-    "50 + 10% = 55" (the percent of the base, not the number ``p/100``). Nodes without such a
-    sum come back unchanged (the same object)."""
-    if node[0] == "bin" and node[1] in "+-" and node[3][0] == "num" and node[3][1].percent \
-            and not _has_percent(node[2]):
-        left = _percent_on_base(node[2])
-        return ("bin", node[1], left, ("bin", "*", left, node[3]))
-    if node[0] in ("num", "const", "var"):
-        return node
-    kids = [(_percent_on_base(c) if isinstance(c, tuple) else c) for c in node]
-    return node if all(a is b for a, b in zip(kids, node)) else tuple(kids)
-
-
-
-def _product_only(node: tuple) -> bool:
-    """True for a tree of numbers joined by ``*`` and ``/`` only."""
-    if node[0] == "num":
-        return True
-    return node[0] == "bin" and node[1] in "*/" and _product_only(node[2]) and _product_only(node[3])
 
 
 def _judge_candidates(values: list[Any], lit: Any, sign: int, approx: bool) -> Verdict:
