@@ -13,6 +13,7 @@ import pytest
 import verifiers.arithmetic as arithmetic
 import verifiers.arithmetic._claims as claims
 import verifiers.arithmetic._normalize as normalize
+import verifiers.arithmetic._question as question_link
 from verifiers.arithmetic import check
 from verifiers.arithmetic._confirm import Unconfirmed, plain_string, second_value
 
@@ -66,8 +67,8 @@ def test_a_fault_of_the_first_evaluator_gives_unknown_with_both_values(monkeypat
 def test_the_question_link_is_confirmed_too(monkeypatch):
     c = _only("The answer is 8740.", question="4839+3948-45")
     assert (c.outcome, c.expected) == ("fail", "8742") and c.evidence["second_evaluation"]["agrees"] is True
-    real = arithmetic.evaluate
-    monkeypatch.setattr(arithmetic, "evaluate", lambda node: real(node) - 2)
+    real = question_link.evaluate
+    monkeypatch.setattr(question_link, "evaluate", lambda node: real(node) - 2)
     c = _only("The answer is 8740.", question="4839+3948-45")  # the faulty evaluator "agrees" with 8740
     assert c.outcome in ("pass", "unknown")
     c = _only("The answer is 8741.", question="4839+3948-45")

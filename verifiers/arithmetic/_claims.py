@@ -14,20 +14,20 @@ Each adjacent pair of segments is a candidate claim:
 Precision rules that keep prose numbers out: a run glued to a digit or letter by ``: / - .``
 (times ``2:15``, dates, ranges, versions) loses its outer segment; a soft ``=`` ("is", "gives")
 needs an operator on its left and a bare number on its right; symbols make a pair unchecked.
+
+Beside it: ``_segments`` (a claim's sides and where they start and end), ``_sampling``
+(identities tested at sample points before SymPy), ``_claim_units`` (units of a claim's sides),
+``_shapes`` (shapes of its expression trees).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from verifiers._types import Check
 from verifiers.arithmetic._expr import (
-    DEGREE_UNITS,
-    FUNCTIONS,
-    MAX_NODES,
     NotNumeric,
     Refused,
     evaluate,
@@ -44,132 +44,18 @@ from verifiers.arithmetic._confirm import Unconfirmed, expression_string, plain_
 from verifiers.arithmetic._equivalent import symbolic_difference
 from verifiers.arithmetic._latex import context_window, moduli, negated
 from verifiers.arithmetic._mapped import MappedText
-from verifiers.arithmetic._tokens import MULTIPLIER_WORDS, ParseError, Token, parse
+from verifiers.arithmetic._tokens import MULTIPLIER_WORDS, Token
 from verifiers.arithmetic._tolerance import Verdict, equal_values, judge
 from verifiers.arithmetic._work import COST_CONVERT, COST_IDENTITY, COST_PAIR, COST_SECOND, Work
-from verifiers.arithmetic._units import calendar_candidates, convert, dozen_factor, money_unit, unit_info
+from verifiers.arithmetic._units import calendar_candidates, convert, dozen_factor, unit_info
+from verifiers.arithmetic._claim_units import _counts_dozens, _money_of, _uncancelled, _units_conflict
+from verifiers.arithmetic._sampling import _MORE_POINTS, _agrees_at, _sampled_difference, _size
+from verifiers.arithmetic._shapes import (_bare_fraction, _differs_in_unit, _has_hundred_percent, _has_percent,
+                                         _percent_on_base, _product_only, _tight_range, _uses_value)
+from verifiers.arithmetic._segments import (_WORD_LABEL, _Seg, _cut_after, _cut_before, _ensure_prefix, _ensure_suffix,
+                                           _make_seg, _plain_stretch, _split_at_sep, _sticky_after, _sticky_before)
 
 VERIFIER = "arithmetic"
-_STICKY = set(":/.-^_\\|")
-
-
-@dataclass(slots=True)
-class _Seg:
-    toks: list[Token]  # without UNIT/TILDE tokens
-    approx: bool
-    units: list[str]
-    full: tuple | None = None
-    per_units: list[str] | None = None  # units after "/" or "per" (rate denominators)
-    prefix: tuple | None = None
-    prefix_toks: list[Token] | None = None
-    suffix: tuple | None = None
-    suffix_toks: list[Token] | None = None
-    bad: bool = False
-    # "(2) 3+3": the side read without its list label; the spaced product it also reads as
-    label_product: tuple | None = None
-
-
-def _make_seg(toks: list[Token], formula: bool = False) -> _Seg:
-    approx = False
-    units: list[str] = []
-    per_units: list[str] = []
-    clean: list[Token] = []
-    after_per = False
-    for t in toks:
-        if t.kind == "TILDE":
-            if clean:
-                return _Seg(toks=[], approx=False, units=[], bad=True)
-            approx = True
-        elif t.kind == "UNIT":
-            if t.text not in "()/":
-                units.append(t.text.lower())
-                if after_per:
-                    per_units.append(t.text.lower())
-            after_per = t.text == "/" or t.text.lower() == "per"
-        else:
-            after_per = False
-            clean.append(t)
-    seg = _Seg(toks=clean, approx=approx, units=units, per_units=per_units)
-    if not clean or len(clean) > MAX_NODES:
-        seg.bad = True
-        return seg
-    try:
-        seg.full = parse(clean, formula=formula)
-    except ParseError:
-        seg.full = None
-    return seg
-
-
-def _ensure_suffix(seg: _Seg) -> None:
-    """Longest parseable suffix starting after a clean cut (two operands side by side, a
-    bracket the sentence before closed), after a leading list label (``_enumerator``)."""
-    if seg.suffix is not None or seg.full is not None:
-        return
-    toks = seg.toks
-    if _enumerator(toks):  # "(2) 3+3 = 6", "Step (3) (4+1) × 5 = 25": a label opens the side
-        try:
-            seg.label_product = parse(toks, loose=True)  # ... or a spaced factor: see ClaimFinder._pair
-        except ParseError:
-            seg.label_product = None
-        toks = toks[3:]
-    try:  # "1/2 (68) + 10": a spaced product on the left side
-        seg.suffix = parse(toks, loose=True)
-        seg.suffix_toks = toks
-        return
-    except ParseError:
-        pass
-    for k in range(1, len(toks)):
-        before, at = toks[k - 1], toks[k]
-        # "by 2.) (1/2) ** 0 = 1": a bracket closed by the sentence before, then a spaced "("
-        spaced_lp = at.kind == "LP" and before.kind == "RP" and before.end < at.start
-        if before.kind in ("NUM", "RP", "FACT", "PCT", "CONST", "VAR") and (at.kind in ("NUM", "FUNC", "CONST")
-                                                                           or spaced_lp):
-            if at.kind == "NUM" and at.text[:1] == "0" and at.text[1:2].isdigit():
-                return  # "350 000": a number with spaces as thousands separators
-            try:
-                seg.suffix = parse(toks[k:])
-                seg.suffix_toks = toks[k:]
-                return
-            except ParseError:
-                continue
-
-
-def _enumerator(toks: list[Token]) -> bool:
-    """The tokens open with one whole number in brackets and a blank, ``(2) 3+3``: a list
-    item's or a reference's label, not a factor of a spaced product (``(1/2) 68`` and
-    ``2 (3)`` still are; ``(2)(3)``, written tight, is read as a product before this)."""
-    return (len(toks) > 3 and toks[0].kind == "LP" and toks[1].kind == "NUM" and toks[1].text.isdigit()
-            and toks[2].kind == "RP" and toks[2].end < toks[3].start)
-
-
-def _ensure_prefix(seg: _Seg) -> None:
-    """Longest parseable prefix ending before a clean cut."""
-    if seg.prefix is not None or seg.full is not None:
-        return
-    toks = seg.toks
-    for k in range(len(toks) - 1, 0, -1):
-        last, nxt = toks[k - 1], toks[k]
-        if last.kind in ("NUM", "RP", "FACT", "PCT", "CONST") and nxt.kind in ("NUM", "LP", "FUNC", "CONST", "RP") and \
-                not (nxt.start == last.end and nxt.kind in ("LP", "FUNC", "CONST")):
-            try:
-                seg.prefix = parse(toks[:k])
-                seg.prefix_toks = toks[:k]
-                return
-            except ParseError:
-                continue
-
-
-def _sticky_before(text: str, s: int) -> bool:
-    if s == 0:
-        return False
-    c = text[s - 1]
-    if c.isalnum():
-        return True
-    if c == "," and s >= 2 and text[s - 2].isdigit() and text[s : s + 1].isdigit():
-        return True  # "3,5 + 1 = 4,5": a decimal comma
-    return c in _STICKY and s >= 2 and text[s - 2].isalnum()
-
-
 _OPEN_DELIM = re.compile(r"(?:\\\[|\\\(|\$\$|\$|\\begin\{[a-zA-Z*]+\})\s*$")
 _REMAINDER = re.compile(r"[ \t]*(?:\\text\s*\{\s*)?(?:remainder|rem|R|r)\b[ \t]*\}?[ \t]*(?:of[ \t]+)?(?:\\\(|\$)?[ \t]*"
                         r"([-−]?[ \t]*\d+(?:\.\d+)?)")
@@ -177,196 +63,7 @@ MAX_IDENTITY_NODES = 80
 MAX_DECISIONS = 4  # SymPy expansions per answer (each ~2-10 ms); later identities stay unchecked
 
 
-_SAMPLE_POINTS = (Fraction(3, 7), Fraction(-5, 3), Fraction(11, 4))
-_MORE_POINTS = (Fraction(7, 5), Fraction(-2, 9), Fraction(13, 6))
 
-
-def _agrees_at(ln: tuple, rn: tuple, points: tuple[Fraction, ...]) -> bool:
-    """Both sides defined, real and equal (relative 1e-9) at every point."""
-    names = sorted(_names(ln, set()) | _names(rn, set()))
-    for k, p in enumerate(points):
-        env = {n: p + Fraction(j, 17 + k) for j, n in enumerate(names)}
-        try:
-            a, b = evaluate(ln, env=env), evaluate(rn, env=env)
-            if isinstance(a, complex) or isinstance(b, complex) or abs(a - b) > 1e-9 * (1 + abs(a) + abs(b)):
-                return False
-        except (NotNumeric, Refused, OverflowError, ValueError, ZeroDivisionError, TypeError):
-            # OverflowError also from the comparison: an exact rational past float range
-            # against a float side (a^2013 = p^n), not comparable here: no verdict
-            return False
-    return True
-
-
-def _sampled_difference(ln: tuple, rn: tuple) -> tuple[str, bool]:
-    """Cheap pre-test before SymPy: both sides evaluated exactly (rationals; floats where a
-    function is irrational) at three points, every symbol set to a different rational.
-    First item: ``varies`` when the difference is not the same at all three (not an identity,
-    not a constant difference: an equation in the symbols), ``zero``, ``constant`` (the same
-    nonzero value), or ``same`` (undecided). Second: every value was an exact rational."""
-    names = sorted(_names(ln, set()) | _names(rn, set()))
-    diffs = []
-    for k, p in enumerate(_SAMPLE_POINTS):
-        env = {n: p + Fraction(j, 13 + k) for j, n in enumerate(names)}
-        try:
-            d = evaluate(ln, env=env) - evaluate(rn, env=env)
-        except (NotNumeric, Refused, OverflowError, ValueError, ZeroDivisionError, TypeError):
-            return "same", False
-        diffs.append(d)
-    exact = all(isinstance(d, Fraction) for d in diffs)
-    lo, hi = min(diffs), max(diffs)
-    try:
-        spread = abs(hi - lo) > 1e-9 * (1 + abs(hi))
-    except OverflowError:  # a rational past float range minus a float: undecided
-        return "same", False
-    if spread:
-        return "varies", exact
-    if exact:
-        return ("zero" if hi == 0 else "constant"), True
-    return "same", False
-
-
-def _names(node: tuple, out: set[str]) -> set[str]:
-    if node[0] == "var":
-        out.add(node[1])
-    for c in node[1:]:
-        if isinstance(c, tuple):
-            _names(c, out)
-    return out
-
-
-def _size(node: tuple) -> int:
-    return 1 + sum(_size(c) for c in node[1:] if isinstance(c, tuple))
-
-
-_UNREAD_OPERATIONS = frozenset("lcm gcd sec csc cot arcsin arccos arctan sinh cosh tanh det max min floor ceil".split())
-_WORD_LABEL = re.compile(r"[A-Za-z]{3,}")
-_CLEAN_WORDS = frozenset("and or so then thus hence where when since because for if with which as but while remainder rem".split())
-_PREV_WORD = re.compile(r"([A-Za-z]+)\s*$")
-
-
-def _cut_before(text: str, s: int, math: bool) -> bool:
-    """The run starts right after something that belongs to its first operand: an ellipsis
-    (``... + 10``), a prefix ``!`` (a subfactorial ``!5``), and, in a formula, any command or
-    symbol the tokeniser could not read (``\\binom{5}{2}``, ``\\lfloor``)."""
-    k = s
-    while k > 0 and text[k - 1] in " \t":
-        k -= 1
-    if k == 0:
-        return False
-    c = text[k - 1]
-    if c == "." and text[max(0, k - 3) : k] == "..." or c in "…±∓":
-        return True
-    if c == "!" and k == s and (k < 2 or not (text[k - 2].isalnum() or text[k - 2] == ")")):
-        return True
-    if not math or c in "\n,;:([=":
-        return False
-    if c.isalpha():
-        m = _PREV_WORD.search(text, max(0, k - 20), k)
-        return not (m and m.group(1).lower() in _CLEAN_WORDS and k - len(m.group(1)) - 1 >= 0 and
-                    not text[k - len(m.group(1)) - 1 : k - len(m.group(1))].isalnum())
-    return True
-
-
-def _cut_after(text: str, e: int, depth: int = 0) -> bool:
-    """In a formula: the run ends before something it could not read (a command, a symbol
-    name, ``...``), so its last side is not the whole expression."""
-    k = e
-    n = len(text)
-    while k < n and text[k] in " \t":
-        k += 1
-    if k >= n:
-        return False
-    c = text[k]
-    if c in "\n,;:?":
-        return False
-    if c == ".":
-        return text[k : k + 3] == "..."
-    if c in "±∓":
-        return True
-    if c.isalpha():
-        j = k
-        while j < n and text[j].isalpha():
-            j += 1
-        w = text[k:j].lower()
-        if w in DEGREE_UNITS or unit_info(w) is not None:  # "= 80^\\circ", "= 5 \\text{ cm}": look past the unit
-            return _cut_after(text, j, depth + 1) if depth < 3 else True
-        # a word after the number is a label or a unit ("= 3 \\text{ dollars}", "= 160 \\text{ spools}"),
-        # unless it names an operation the tokeniser does not read ("\\operatorname{lcm}(4, 6)")
-        return len(w) < 2 or w in _UNREAD_OPERATIONS or w in FUNCTIONS
-    return True
-    return True
-
-
-_PER_WORD = re.compile(r"/[a-z]{2,}(?![\w(^/])")
-
-
-def _sticky_after(text: str, e: int) -> bool:
-    if e >= len(text):
-        return False
-    c = text[e]
-    if c.isdigit():
-        return True
-    if c == "/" and _PER_WORD.match(text, e):
-        return False  # "= $0.4/egg": a rate's unit, as in "= $0.4 per egg"
-    if c == "," and e >= 1 and text[e - 1].isdigit() and text[e + 1 : e + 2].isdigit():
-        return True
-    return c in _STICKY and e + 1 < len(text) and text[e + 1].isalnum()
-
-
-def _phys(units: list[str]) -> list[tuple[str, str]]:
-    out = []
-    for u in units:
-        info = unit_info(u)
-        if info is not None:
-            out.append(info)
-    return out
-
-
-def _uncancelled(seg: _Seg, lit_unit: str | None = None) -> list[str]:
-    """The expression's unit words, less each rate denominator and one unit it cancels:
-    ``2 years * 12 months per year`` leaves ``months``; none when the stated value is in the
-    unit of a rate denominator (``lit_unit``)."""
-    units = list(seg.units)
-    if lit_unit is not None:
-        li = unit_info(lit_unit)
-        if li is not None and any((unit_info(d) or ("", ""))[0] == li[0] for d in seg.per_units or []):
-            return []  # "6 months / 4 months per year = 1.5 years": the result is in the rate's denominator
-    for d in seg.per_units or []:
-        if d in units:
-            units.remove(d)
-        di = unit_info(d)
-        for u in units:
-            if di is not None and unit_info(u) is not None and unit_info(u)[0] == di[0]:  # type: ignore[index]
-                units.remove(u)
-                break
-    return units
-
-
-def _units_conflict(expr_units: list[str], expr_money: set[str], lit: Any) -> bool:
-    """True when the stated literal's unit differs from a unit of the same dimension on the
-    expression side (``2 * 30 minutes = 1 hour``), or cents meet dollars. ``expr_units`` are
-    the units left after rates cancel (``_uncancelled``)."""
-    lit_info = unit_info(lit.unit)
-    if lit_info is not None:
-        for name, dim in _phys(expr_units):
-            if dim == lit_info[1] and name != lit_info[0]:
-                return True
-    m = money_unit(lit.money)
-    if m is not None and expr_money and m not in expr_money:
-        return True
-    if m is None and "¢" in expr_money:
-        return True
-    return False
-
-
-def _money_of(toks: list[Token]) -> set[str]:
-    out = set()
-    for t in toks:
-        if t.kind == "NUM" and t.lit is not None:
-            m = money_unit(t.lit.money)
-            if m:
-                out.add(m)
-    return out
 
 
 _UNIT_TAIL = re.compile(r"[ \t]*(?:°[ \t]*[CF]\b|degrees?[ \t]+[A-Za-z]+|[A-Za-z]+)")
@@ -408,72 +105,6 @@ def _only_label_between(text: str, end: int, start: int, label: str) -> bool:
 _RATE_WORDS = frozenset("for in over after during within per every each of by than at".split())
 
 
-def _tight_range(node: tuple, toks: list[Token]) -> bool:
-    if not (node[0] == "bin" and node[1] == "-" and node[2][0] == "num" and node[3][0] == "num"):
-        return False
-    if len(toks) != 3 or toks[0].end != toks[1].start or toks[1].end != toks[2].start:
-        return False
-    return node[2][1].value < node[3][1].value
-
-
-def _bare_fraction(node: tuple) -> bool:
-    return node[0] == "bin" and node[1] == "/" and node[2][0] == "num" and node[3][0] == "num"
-
-
-def _has_percent(node: tuple) -> bool:
-    if node[0] == "num":
-        return node[1].percent
-    if node[0] == "pct":
-        return True
-    return any(_has_percent(c) for c in node[1:] if isinstance(c, tuple))
-
-
-def _differs_in_unit(ln: tuple, rn: tuple) -> bool:
-    a, b = literal_of(ln)[0], literal_of(rn)[0]
-    return (a.unit or None) != (b.unit or None) and bool(unit_info(a.unit) or unit_info(b.unit))
-
-
-def _uses_value(node: tuple, value: Fraction) -> bool:
-    if node[0] == "num":
-        return node[1].value == value
-    return any(_uses_value(c, value) for c in node[1:] if isinstance(c, tuple))
-
-
-def _has_hundred_percent(node: tuple) -> bool:
-    if node[0] == "num":
-        return node[1].percent and node[1].value == 1
-    return any(_has_hundred_percent(c) for c in node[1:] if isinstance(c, tuple))
-
-
-def _percent_on_base(node: tuple) -> tuple:
-    """``node`` with every ``a + p%`` / ``a - p%`` (``p%`` a bare percent literal, ``a`` no
-    percent) read as a calculator and prose read it: ``a * (1 + p/100)`` -- "100 - 20% = 80",
-    "50 + 10% = 55" (the percent of the base, not the number ``p/100``). Nodes without such a
-    sum come back unchanged (the same object)."""
-    if node[0] == "bin" and node[1] in "+-" and node[3][0] == "num" and node[3][1].percent \
-            and not _has_percent(node[2]):
-        left = _percent_on_base(node[2])
-        return ("bin", node[1], left, ("bin", "*", left, node[3]))
-    if node[0] in ("num", "const", "var"):
-        return node
-    kids = [(_percent_on_base(c) if isinstance(c, tuple) else c) for c in node]
-    return node if all(a is b for a, b in zip(kids, node)) else tuple(kids)
-
-
-def _counts_dozens(expr_units: list[str], lit: Any) -> bool:
-    """The expression counts in dozens and the stated value does not."""
-    lit_info = unit_info(lit.unit)
-    return (lit_info is None or lit_info[0] != "dozen") and any(
-        (unit_info(u) or ("", ""))[0] == "dozen" for u in expr_units)
-
-
-def _product_only(node: tuple) -> bool:
-    """True for a tree of numbers joined by ``*`` and ``/`` only."""
-    if node[0] == "num":
-        return True
-    return node[0] == "bin" and node[1] in "*/" and _product_only(node[2]) and _product_only(node[3])
-
-
 def _judge_candidates(values: list[Any], lit: Any, sign: int, approx: bool) -> Verdict:
     """Judge a stated value against one computed value, or against several (calendar
     conventions): ``pass`` when it matches any, ``fail`` only when it is outside all of them
@@ -494,62 +125,6 @@ def _judge_candidates(values: list[Any], lit: Any, sign: int, approx: bool) -> V
         v.note = f"outside every calendar convention ({span})"
         return v
     return Verdict("unknown", v.rule, v.expected, v.tolerance, f"depends on the calendar convention ({span})", 0.5)
-
-
-def _split_at_sep(toks: list[Token]) -> tuple[list[Token], list[Token]]:
-    """The tokens before and after the first ``=`` / soft ``=`` of a claim's tokens."""
-    for k, t in enumerate(toks):
-        if t.kind in ("EQ", "SOFT"):
-            return toks[:k], toks[k + 1 :]
-    return toks, []
-
-
-_BULLET_AT = re.compile(r"[ \t]*[-*+•][ \t]+")
-_PLAIN_CHARS = frozenset("0123456789.,+-*/^() \t$€£¥%×÷·−")
-# an enumerator where the widened text begins: "(2) 3+3", "2) 3+3" -- a list item's or a
-# reference's label, not a factor ("1. 2+2" ends at the period already)
-_ENUMERATOR = re.compile(r"(?:\(\d+\)|\d+\))[ \t]+")
-
-
-def _punctuation(text: str, i: int) -> bool:
-    """``text[i]`` is a ``.`` or ``,`` that is no part of a number: a sentence end ("by 5678.
-    1234 × ..."), an abbreviation ("e.g. 5"), a list number ("1. 2+2"), a clause comma. A
-    decimal point or a digit group's comma always has a digit right after it ("3.14",
-    "1,234", ".5"); "3.14." ends in one of each."""
-    return text[i] in ".," and not (i + 1 < len(text) and text[i + 1].isdigit())
-
-
-def _plain_stretch(text: str, a: int, b: int, left: bool) -> tuple[int, int]:
-    """``[a, b)`` widened over the plain arithmetic written next to it (leftwards for the left
-    side of a claim, rightwards for the right side), so the second evaluation reads what is
-    written, not just what the first reading took as the expression ("3 ** 2 + 1" when a
-    misreading kept only "2 + 1"). The widening stays inside the claim's sentence and item:
-    it stops at sentence punctuation (``_punctuation``: "We multiply 1234 by 5678. 1234 × 5678
-    = ..." is not ``5678. 1234 × 5678``, which SymPy reads as a product) and drops a list
-    bullet or enumerator it would begin with ("- 8^(-1)", "(2) 3+3"), as the first reading
-    does (the tokeniser ends a run at such a period; ``_ensure_suffix`` drops a leading
-    "(2)")."""
-    if left:
-        start = a
-        while a > 0 and text[a - 1] in _PLAIN_CHARS and not _punctuation(text, a - 1):
-            a -= 1
-        line = text.rfind("\n", 0, start) + 1
-        if a <= line + len(text[line:start]) - len(text[line:start].lstrip(" \t")) + 1 and \
-                _BULLET_AT.match(text, line, start):
-            a = _BULLET_AT.match(text, line, start).end()  # "- 8^(-1) = ...": a list bullet, no minus
-        while a < start and text[a] in " \t":
-            a += 1
-        label = _ENUMERATOR.match(text, a, start)
-        if label is not None:
-            a = label.end()
-    else:
-        while b < len(text) and text[b] in _PLAIN_CHARS and not _punctuation(text, b):
-            b += 1
-    while a < b and text[a] in " \t":
-        a += 1
-    while b > a and text[b - 1] in " \t,.":
-        b -= 1
-    return a, b
 
 
 _DIGIT_RUN = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
